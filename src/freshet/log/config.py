@@ -1,0 +1,22 @@
+"""The settings one partition's log obeys (Kafka's topic-level names in comments)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_bytes: int = 1 << 30  # segment.bytes
+    segment_ms: int = 7 * 24 * 3600 * 1000  # segment.ms
+    retention_ms: int = 7 * 24 * 3600 * 1000  # retention.ms (-1: forever)
+    retention_bytes: int = -1  # retention.bytes (-1: no limit)
+    cleanup_policy: str = "delete"  # cleanup.policy: delete | compact | compact,delete
+    max_message_bytes: int = 1048588  # max.message.bytes (one batch)
+    index_interval_bytes: int = 4096  # index.interval.bytes
+    delete_retention_ms: int = 24 * 3600 * 1000  # delete.retention.ms (tombstones)
+    message_timestamp_type: str = "CreateTime"  # message.timestamp.type
+
+    @property
+    def compacted(self) -> bool:
+        return "compact" in self.cleanup_policy

@@ -1,0 +1,309 @@
+"""A partition: an ordered sequence of segments with a log start offset and a high watermark.
+
+Writes happen on one thread (the broker's event loop). Durability is split in three so the
+fsync can run elsewhere while writes go on: ``begin_flush`` (collect dirty segments and the
+log end offset they cover), ``Segment.flush`` (the fsync, any thread), ``complete_flush``
+(advance the high watermark). Readers only ever see offsets below the high watermark, so a
+consumer never reads a record that a crash could take back.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from .config import LogConfig
+from .errors import OffsetOutOfRangeError, RecordTooLargeError
+from .producer_state import ProducerEntry, ProducerStateManager
+from .record_batch import HEADER_SIZE, BatchHeader, decode_records, read_header, validate_batches, with_base_offset
+from .segment import LOG_SUFFIX, Segment
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int  # offset of the first record written (or first written before, for a duplicate)
+    last_offset: int
+    log_start_offset: int
+    duplicate: bool = False
+
+
+class Partition:
+    """One partition's log on disk, in ``directory``."""
+
+    def __init__(self, directory: str, config: LogConfig | None = None) -> None:
+        self.directory = directory
+        self.config = config or LogConfig()
+        os.makedirs(directory, exist_ok=True)
+        self.segments: list[Segment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.high_watermark = 0
+        self.producer_state = ProducerStateManager()
+        self.recovered_bytes_cut = 0
+        self._dirty: dict[int, Segment] = {}
+        self._open()
+
+    # -- opening -------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        bases = sorted(
+            int(name[: -len(LOG_SUFFIX)])
+            for name in os.listdir(self.directory)
+            if name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit()
+        )
+        start_file = os.path.join(self.directory, "log-start-offset")
+        if os.path.exists(start_file):
+            with open(start_file) as f:
+                self.log_start_offset = int(f.read().strip() or 0)
+        for i, base in enumerate(bases):
+            segment = Segment(self.directory, base, self.config.index_interval_bytes)
+            active = i == len(bases) - 1
+            # the active segment may hold a torn tail: check every CRC there
+            headers, cut = segment.recover(check_crc=active)
+            self.recovered_bytes_cut += cut
+            for header in headers:
+                self.producer_state.load(header)
+            self.segments.append(segment)
+        if not self.segments:
+            self.segments.append(Segment(self.directory, self.log_start_offset, self.config.index_interval_bytes))
+        self._bases = [s.base_offset for s in self.segments]
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.high_watermark = self.log_end_offset
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.active_segment.next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def append(self, records: bytes | memoryview) -> AppendResult:
+        """Validate and append the batches of one produce request for this partition.
+
+        Every check runs before anything is written: a refused request changes nothing.
+        """
+        headers = validate_batches(records)
+        for header in headers:
+            if header.size > self.config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {header.size} bytes exceeds max.message.bytes={self.config.max_message_bytes}"
+                )
+        if self.config.compacted:
+            self._require_keys(records, headers)
+        pending: dict[int, ProducerEntry] = {}
+        duplicate = None
+        for header in headers:
+            duplicate = self.producer_state.check(header, pending)
+            if duplicate is not None:
+                if len(headers) != 1:
+                    duplicate = None  # a retried multi-batch request is rare; treat it as new
+                break
+        if duplicate is not None:
+            return AppendResult(duplicate.first_offset, duplicate.last_offset, self.log_start_offset, True)
+
+        next_offset = self.log_end_offset
+        view = memoryview(records)
+        if len(headers) == 1:
+            assigned = [headers[0]._replace(base_offset=next_offset)]
+            data = with_base_offset(view, next_offset)
+        else:
+            data = bytearray()
+            assigned = []
+            pos = 0
+            offset = next_offset
+            for header in headers:
+                data += with_base_offset(view[pos : pos + header.size], offset)
+                assigned.append(header._replace(base_offset=offset))
+                offset = header.last_offset - header.base_offset + offset + 1
+                pos += header.size
+        for header in assigned:
+            self.producer_state.stage(header, header.base_offset, pending)
+        self._maybe_roll(len(data))
+        segment = self.active_segment
+        segment.append(data, assigned)
+        self._dirty[segment.base_offset] = segment
+        self.producer_state.commit(pending)
+        return AppendResult(assigned[0].base_offset, assigned[-1].last_offset, self.log_start_offset)
+
+    def _require_keys(self, records: bytes | memoryview, headers: list[BatchHeader]) -> None:
+        from .errors import InvalidRecordError
+
+        view = memoryview(records)
+        pos = 0
+        for header in headers:
+            for record in decode_records(view[pos : pos + header.size]):
+                if record.key is None:
+                    raise InvalidRecordError("compacted topics accept only records with a key")
+            pos += header.size
+
+    def _maybe_roll(self, incoming: int) -> None:
+        active = self.active_segment
+        if active.size == 0:
+            return
+        too_big = active.size + incoming > self.config.segment_bytes
+        too_old = (time.time() - active.created_at) * 1000 >= self.config.segment_ms
+        if too_big or too_old:
+            self.roll()
+
+    def roll(self) -> Segment:
+        """Start a new active segment at the log end offset."""
+        segment = Segment(self.directory, self.log_end_offset, self.config.index_interval_bytes)
+        self.segments.append(segment)
+        self._bases.append(segment.base_offset)
+        return segment
+
+    # -- durability ----------------------------------------------------------------------
+
+    def begin_flush(self) -> tuple[list[Segment], int]:
+        """Segments with unsynced writes, and the log end offset an fsync of them makes durable."""
+        dirty = list(self._dirty.values())
+        self._dirty.clear()
+        for segment in dirty:
+            segment.dirty = False
+        return dirty, self.log_end_offset
+
+    def complete_flush(self, durable_offset: int) -> None:
+        if durable_offset > self.high_watermark:
+            self.high_watermark = durable_offset
+
+    def flush(self) -> None:
+        """Synchronous fsync of everything written, then advance the high watermark."""
+        segments, offset = self.begin_flush()
+        for segment in segments:
+            segment.flush()
+        self.complete_flush(offset)
+
+    @property
+    def has_unflushed(self) -> bool:
+        return bool(self._dirty)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect_right(self._bases, offset) - 1, 0)
+
+    def read(self, offset: int, max_bytes: int, upper: int | None = None) -> bytes:
+        """Whole batches starting with the one that holds ``offset``, up to ``max_bytes``.
+
+        The first batch is returned whole even when it is larger than ``max_bytes`` (so a
+        consumer always progresses). Nothing at or past ``upper`` (default: the high
+        watermark) is returned. Raises OffsetOutOfRangeError outside [log start, upper].
+        """
+        limit = self.high_watermark if upper is None else upper
+        if offset < self.log_start_offset or offset > limit:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self.log_start_offset}, {limit}]"
+            )
+        i = self._segment_index(offset)
+        while i < len(self.segments) and offset < limit:
+            segment = self.segments[i]
+            if offset < segment.next_offset:
+                data = self._read_segment(segment, offset, max_bytes, limit)
+                if data:
+                    return data
+            i += 1
+        return b""
+
+    def _read_segment(self, segment: Segment, offset: int, max_bytes: int, limit: int) -> bytes:
+        position = segment.position_for(offset)
+        chunk_size = max(max_bytes, HEADER_SIZE) + 8192  # slack for the batches we skip
+        chunk = segment.read(position, chunk_size)
+        pos = 0
+        start = end = -1
+        while True:
+            if len(chunk) - pos < HEADER_SIZE:
+                if start < 0 and position + len(chunk) < segment.size:
+                    # the batch we skip to lies past this chunk: read on from there
+                    position += pos
+                    chunk = segment.read(position, chunk_size)
+                    pos = 0
+                    if len(chunk) >= HEADER_SIZE:
+                        continue
+                break
+            header = read_header(chunk, pos)
+            if header.base_offset >= limit:
+                break
+            if start < 0:
+                if header.last_offset < offset:
+                    pos += header.size
+                    continue
+                start = pos
+                if pos + header.size > len(chunk):
+                    # the first batch is larger than the chunk: return it whole
+                    return segment.read(position + pos, header.size)
+            elif pos + header.size - start > max_bytes:
+                break
+            if pos + header.size > len(chunk):
+                break
+            pos += header.size
+            end = pos
+        if start < 0 or end <= start:
+            return b""
+        return chunk[start:end]
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with a timestamp >= ``timestamp``."""
+        for segment in self.segments:
+            if segment.max_timestamp < timestamp or segment.next_offset <= self.log_start_offset:
+                continue
+            offset = max(segment.offset_for_time(timestamp), self.log_start_offset)
+            while offset < min(segment.next_offset, self.high_watermark):
+                data = self._read_segment(segment, offset, 1 << 20, self.high_watermark)
+                if not data:
+                    break
+                view = memoryview(data)
+                pos = 0
+                while pos < len(view):
+                    header = read_header(view, pos)
+                    batch = view[pos : pos + header.size]
+                    pos += header.size
+                    offset = header.last_offset + 1
+                    if header.max_timestamp < timestamp:
+                        continue
+                    try:
+                        for record in decode_records(batch):
+                            if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
+                                return record.offset, record.timestamp
+                    except Exception:  # a codec we cannot decode: answer at batch granularity
+                        return max(header.base_offset, self.log_start_offset), header.max_timestamp
+        return None
+
+    def max_timestamp(self) -> tuple[int, int]:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""
+        best = (-1, -1)
+        for segment in self.segments:
+            if segment.max_timestamp > best[1]:
+                best = (segment.max_timestamp, segment.base_offset)
+        if best[0] < 0:
+            return -1, -1
+        found = self.offset_for_timestamp(best[0])
+        return found if found else (-1, -1)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        for segment in self.segments:
+            if segment.dirty:
+                segment.flush()
+            segment.close()
+
+    def delete(self) -> None:
+        for segment in self.segments:
+            segment.delete()
+        for name in os.listdir(self.directory):
+            os.unlink(os.path.join(self.directory, name))
+        os.rmdir(self.directory)

@@ -1,0 +1,185 @@
+"""One segment of a partition's log: a file of record batches plus its sparse indexes.
+
+The file ``<base_offset:020d>.log`` holds batches back to back, exactly as produced. Two
+in-memory indexes point into it, one entry every ``index_interval_bytes``:
+
+- the offset index: batch base offset -> file position (bisect, then a short header walk);
+- the time index: the largest timestamp seen so far -> the first offset after it.
+
+Both are rebuilt from the batch headers when a segment is opened: the log file is the only
+truth on disk, so a crash can never leave an index that disagrees with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import time
+from array import array
+from bisect import bisect_left, bisect_right
+
+from .errors import StorageError
+from .record_batch import HEADER_SIZE, BatchHeader, read_header, scan_valid_prefix
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+
+
+def segment_file_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{LOG_SUFFIX}"
+
+
+class Segment:
+    """An append-only file of batches whose offsets start at ``base_offset``."""
+
+    def __init__(self, directory: str, base_offset: int, index_interval_bytes: int = 4096) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.path = os.path.join(directory, segment_file_name(base_offset))
+        self.index_interval_bytes = index_interval_bytes
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = 0
+        self.next_offset = base_offset  # one past the last offset stored here
+        self.max_timestamp = -1
+        self.created_at = time.time()
+        self.dirty = False
+        self.batch_count = 0
+        self._index_offsets = array("q")
+        self._index_positions = array("q")
+        self._time_values = array("q")
+        self._time_offsets = array("q")
+        self._bytes_since_index = index_interval_bytes  # first batch always gets an entry
+        self._bytes_since_time_index = index_interval_bytes
+
+    # -- opening and recovery -----------------------------------------------------------
+
+    def recover(self, check_crc: bool = True) -> tuple[list[BatchHeader], int]:
+        """Rebuild the indexes from the file; cut a torn or corrupt tail.
+
+        Returns the headers of every valid batch (for the producer-state rebuild) and the
+        number of bytes cut off the end (0 for a clean segment).
+        """
+        file_size = os.fstat(self.fd).st_size
+        headers: list[BatchHeader] = []
+        valid = 0
+        if file_size:
+            with mmap.mmap(self.fd, file_size, access=mmap.ACCESS_READ) as mm:
+                view = memoryview(mm)
+                try:
+                    found, valid = scan_valid_prefix(view, check_crc=check_crc)
+                finally:
+                    view.release()
+            for position, header in found:
+                self._index(header, position)
+                headers.append(header)
+        cut = file_size - valid
+        if cut:
+            log.warning(
+                "segment %s: cut %d bytes of torn or corrupt tail after offset %d",
+                self.path, cut, self.next_offset - 1,
+            )
+            os.ftruncate(self.fd, valid)
+            os.fsync(self.fd)
+        self.size = valid
+        try:
+            self.created_at = os.stat(self.path).st_mtime if self.batch_count else time.time()
+        except OSError:
+            pass
+        return headers, cut
+
+    # -- writing ------------------------------------------------------------------------
+
+    def _index(self, header: BatchHeader, position: int) -> None:
+        if self._bytes_since_index >= self.index_interval_bytes:
+            self._index_offsets.append(header.base_offset)
+            self._index_positions.append(position)
+            self._bytes_since_index = 0
+        self._bytes_since_index += header.size
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            if self._bytes_since_time_index >= self.index_interval_bytes:
+                self._time_values.append(header.max_timestamp)
+                self._time_offsets.append(header.base_offset)
+                self._bytes_since_time_index = 0
+        self._bytes_since_time_index += header.size
+        self.next_offset = header.last_offset + 1
+        self.batch_count += 1
+
+    def append(self, data: bytes | bytearray, headers: list[BatchHeader]) -> None:
+        """Write batches whose offsets are already assigned. ``headers`` describe ``data`` in order."""
+        position = self.size
+        try:
+            written = os.pwrite(self.fd, data, position)
+        except OSError as exc:
+            os.ftruncate(self.fd, position)
+            raise StorageError(f"write to {self.path} failed: {exc.strerror}") from exc
+        if written != len(data):
+            os.ftruncate(self.fd, position)
+            raise StorageError(f"short write to {self.path}")
+        for header in headers:
+            self._index(header, position)
+            position += header.size
+        self.size = position
+        self.dirty = True
+
+    def flush(self) -> None:
+        """fsync the file (called from the group-commit thread)."""
+        try:
+            os.fdatasync(self.fd)
+        except OSError as exc:
+            raise StorageError(f"fsync of {self.path} failed: {exc.strerror}") from exc
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch whose base offset is >= ``offset`` (used when a tail is refused)."""
+        position = self.position_for(offset)
+        keep = position
+        pos = position
+        while pos < self.size:
+            header = read_header(os.pread(self.fd, HEADER_SIZE, pos))
+            if header.base_offset >= offset:
+                break
+            pos += header.size
+            keep = pos
+        os.ftruncate(self.fd, keep)
+        # rebuild the in-memory indexes from the shortened file
+        self.__init__(self.directory, self.base_offset, self.index_interval_bytes)  # type: ignore[misc]
+        self.recover(check_crc=False)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def position_for(self, offset: int) -> int:
+        """File position of an indexed batch at or before ``offset`` (start of a header walk)."""
+        i = bisect_right(self._index_offsets, offset) - 1
+        return self._index_positions[i] if i >= 0 else 0
+
+    def offset_for_time(self, timestamp: int) -> int:
+        """Where to start a header walk for the first batch whose max timestamp is >= ``timestamp``.
+
+        Entries hold the running maximum timestamp, so every batch before the entry found
+        here has a smaller maximum: the answer lies after it.
+        """
+        j = bisect_left(self._time_values, timestamp)
+        return self._time_offsets[j - 1] if j > 0 else self.base_offset
+
+    def read(self, position: int, size: int) -> bytes:
+        size = min(size, self.size - position)
+        if size <= 0:
+            return b""
+        return os.pread(self.fd, size, position)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"Segment({self.path!r}, offsets {self.base_offset}..{self.next_offset - 1}, {self.size} B)"
