@@ -1,0 +1,111 @@
+"""Group commit: one fsync makes every write since the last one durable.
+
+Produce handlers append on the event loop, tell ``GroupCommit.written`` which partitions they
+touched, and (for acks=all) await ``durable``. A single flusher task fsyncs all dirty segments
+in a worker thread; while it runs, new writes pile up for the next round, so the number of
+fsyncs per second stays bounded however many producers write. After each round the high
+watermarks advance and every long-polling fetch is woken.
+
+This object owns one ordering guarantee and nothing else: a high watermark never passes a
+byte that has not been fsync'd.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from freshet.log import Partition, StorageError
+
+log = logging.getLogger(__name__)
+
+
+def _fsync_all(segments: list) -> list:
+    failed = []
+    for segment in segments:
+        if segment.fd < 0:
+            continue  # closed meanwhile (topic deleted): nothing left to make durable
+        try:
+            segment.flush()
+        except StorageError as exc:
+            log.error("%s", exc)
+            failed.append(segment)
+    return failed
+
+
+class GroupCommit:
+    def __init__(self) -> None:
+        self._dirty: dict[int, Partition] = {}
+        self._waiters: list[tuple[Partition, int, asyncio.Future]] = []
+        self._listeners: list[asyncio.Future] = []
+        self._wake = asyncio.Event()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fsync")
+        self._task: asyncio.Task | None = None
+        self.rounds = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="group-commit")
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        self._executor.shutdown(wait=True)
+
+    def written(self, partition: Partition) -> None:
+        self._dirty[id(partition)] = partition
+        self._wake.set()
+
+    def durable(self, partition: Partition, offset: int) -> asyncio.Future:
+        """A future that completes once ``offset`` of ``partition`` is fsync'd."""
+        fut = asyncio.get_running_loop().create_future()
+        if partition.high_watermark > offset:
+            fut.set_result(None)
+        else:
+            self._waiters.append((partition, offset, fut))
+        return fut
+
+    def high_watermark_moved(self) -> asyncio.Future:
+        """A future that completes after the next round that advanced any high watermark."""
+        fut = asyncio.get_running_loop().create_future()
+        self._listeners.append(fut)
+        return fut
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            partitions = list(self._dirty.values())
+            self._dirty.clear()
+            plans = [(p, *p.begin_flush()) for p in partitions]
+            segments = [s for _, segs, _ in plans for s in segs]
+            failed = await loop.run_in_executor(self._executor, _fsync_all, segments)
+            failed_ids = {id(s) for s in failed}
+            self.rounds += 1
+            for partition, segs, offset in plans:
+                if any(id(s) in failed_ids for s in segs):
+                    continue
+                partition.complete_flush(offset)
+            self._settle(failed_ids and {id(p) for p, segs, _ in plans if any(id(s) in failed_ids for s in segs)})
+
+    def _settle(self, failed_partitions: set | None) -> None:
+        keep = []
+        for partition, offset, fut in self._waiters:
+            if fut.done():
+                continue
+            if partition.high_watermark > offset:
+                fut.set_result(None)
+            elif failed_partitions and id(partition) in failed_partitions:
+                fut.set_exception(StorageError("fsync failed; the write is not durable"))
+            else:
+                keep.append((partition, offset, fut))
+        self._waiters = keep
+        listeners, self._listeners = self._listeners, []
+        for fut in listeners:
+            if not fut.done():
+                fut.set_result(None)

@@ -1,0 +1,121 @@
+"""ApiVersions, Metadata and DescribeCluster: what the cluster is and what it speaks."""
+
+from __future__ import annotations
+
+from .. import errors, protocol
+from ..registry import TopicError, check_topic_name
+
+NO_AUTHORIZED_OPERATIONS = -(2**31)
+
+
+def api_versions(ctx, request) -> dict:
+    return {
+        "error_code": errors.NONE,
+        "api_keys": [
+            {"api_key": key, "min_version": low, "max_version": high}
+            for key, (low, high, _) in sorted(ctx.broker.apis.items())
+        ],
+        "throttle_time": 0,
+    }
+
+
+def unsupported_api_versions(broker, header) -> bytes:
+    """Kafka answers an ApiVersions version it does not know in v0, with UNSUPPORTED_VERSION
+    and its own ranges, so the client can retry with a version both speak."""
+    body = {
+        "error_code": errors.UNSUPPORTED_VERSION,
+        "api_keys": [
+            {"api_key": key, "min_version": low, "max_version": high}
+            for key, (low, high, _) in sorted(broker.apis.items())
+        ],
+    }
+    return protocol.encode_response(protocol.API_VERSIONS_KEY, 0, header.correlation_id, body)
+
+
+def _broker_nodes(broker, id_field: str) -> list[dict]:
+    return [{id_field: broker.config.node_id, "host": broker.advertised_host, "port": broker.port, "rack": None}]
+
+
+def topic_metadata(broker, topic) -> dict:
+    node = broker.config.node_id
+    return {
+        "error_code": errors.NONE,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.internal,
+        "partitions": [
+            {
+                "error_code": errors.NONE,
+                "partition_index": i,
+                "leader_id": node,
+                "leader_epoch": 0,
+                "replica_nodes": [node],
+                "isr_nodes": [node],
+                "offline_replicas": [],
+            }
+            for i in range(len(topic.partitions))
+        ],
+        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+    }
+
+
+def metadata(ctx, request) -> dict:
+    broker = ctx.broker
+    registry = broker.registry
+    requested = request.topics
+    if requested is None or (ctx.version == 0 and not requested):
+        topics = [topic_metadata(broker, t) for t in registry.topics.values()]
+    else:
+        allow_create = getattr(request, "allow_auto_topic_creation", True)
+        topics = []
+        for wanted in requested:
+            name = getattr(wanted, "name", None)
+            topic_id = getattr(wanted, "topic_id", None)
+            if name is None and topic_id is not None:
+                topic = registry.by_id.get(topic_id)
+                if topic is None:
+                    topics.append({"error_code": errors.UNKNOWN_TOPIC_OR_PARTITION, "name": None,
+                                   "topic_id": topic_id, "partitions": []})
+                    continue
+                name = topic.name
+            topic = registry.get(name)
+            if topic is None:
+                try:
+                    check_topic_name(name)
+                    if not (broker.config.auto_create_topics and allow_create):
+                        raise TopicError(errors.UNKNOWN_TOPIC_OR_PARTITION, "unknown topic")
+                    topic = registry.create(name, broker.config.default_partitions)
+                except TopicError as exc:
+                    topics.append({"error_code": exc.error_code, "name": name,
+                                   "topic_id": protocol.ZERO_UUID, "partitions": []})
+                    continue
+            topics.append(topic_metadata(broker, topic))
+    return {
+        "throttle_time": 0,
+        "brokers": _broker_nodes(broker, "node_id"),
+        "cluster_id": broker.config.cluster_id,
+        "controller_id": broker.config.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+    }
+
+
+def describe_cluster(ctx, request) -> dict:
+    broker = ctx.broker
+    return {
+        "throttle_time": 0,
+        "error_code": errors.NONE,
+        "error_message": None,
+        "endpoint_type": 1,
+        "cluster_id": broker.config.cluster_id,
+        "controller_id": broker.config.node_id,
+        "brokers": _broker_nodes(broker, "broker_id"),
+        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+    }
+
+
+APIS = {
+    18: (0, 3, api_versions),
+    3: (0, 12, metadata),
+    60: (0, 1, describe_cluster),
+}

@@ -1,0 +1,91 @@
+"""Produce and InitProducerId: writing to the log, idempotently when the producer asks."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from freshet.log import LogError, StorageError
+
+from .. import errors
+
+log = logging.getLogger(__name__)
+
+MAX_EPOCH = 32767
+
+
+def produce(ctx, request):
+    broker = ctx.broker
+    registry = broker.registry
+    acks = request.acks
+    responses = []
+    waits: list[tuple[dict, asyncio.Future]] = []
+    for topic_data in request.topic_data:
+        partition_responses = []
+        for pd in topic_data.partition_data:
+            result = {"index": pd.index, "error_code": errors.NONE, "base_offset": -1,
+                      "log_append_time": None, "log_start_offset": -1, "record_errors": [],
+                      "error_message": None}
+            partition_responses.append(result)
+            if acks not in (-1, 0, 1):
+                result["error_code"] = errors.INVALID_REQUIRED_ACKS
+                continue
+            partition = registry.partition(topic_data.name, pd.index)
+            if partition is None:
+                result["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                result["error_message"] = f"no partition {topic_data.name}-{pd.index}"
+                continue
+            if not pd.records:
+                result["error_code"] = errors.CORRUPT_MESSAGE
+                result["error_message"] = "empty record set"
+                continue
+            try:
+                appended = partition.append(pd.records)
+            except LogError as exc:
+                result["error_code"] = exc.error_code
+                result["error_message"] = str(exc)
+                if not isinstance(exc, StorageError):
+                    log.info("produce to %s-%d refused: %s", topic_data.name, pd.index, exc)
+                else:
+                    log.error("produce to %s-%d failed: %s", topic_data.name, pd.index, exc)
+                continue
+            broker.group_commit.written(partition)
+            result["base_offset"] = appended.base_offset
+            result["log_start_offset"] = appended.log_start_offset
+            if acks == -1:
+                waits.append((result, broker.group_commit.durable(partition, appended.last_offset)))
+        responses.append({"name": topic_data.name, "partition_responses": partition_responses})
+    if acks == 0:
+        return None
+    body = {"responses": responses, "throttle_time": 0}
+    if not waits:
+        return body
+
+    async def when_durable() -> dict:
+        for result, fut in waits:
+            try:
+                await fut
+            except StorageError as exc:
+                result.update(error_code=errors.KAFKA_STORAGE_ERROR, error_message=str(exc), base_offset=-1)
+        return body
+
+    return when_durable()
+
+
+def init_producer_id(ctx, request) -> dict:
+    if request.transactional_id is not None:
+        return {"throttle_time": 0, "error_code": errors.INVALID_REQUEST, "producer_id": -1, "producer_epoch": -1}
+    ids = ctx.broker.registry.producer_ids
+    producer_id = getattr(request, "producer_id", -1)
+    epoch = getattr(request, "producer_epoch", -1)
+    if producer_id >= 0 and epoch >= 0 and epoch < MAX_EPOCH:
+        # KIP-360: a producer that lost track of its sequences bumps its epoch and starts at 0
+        return {"throttle_time": 0, "error_code": errors.NONE, "producer_id": producer_id,
+                "producer_epoch": epoch + 1}
+    return {"throttle_time": 0, "error_code": errors.NONE, "producer_id": ids.allocate(), "producer_epoch": 0}
+
+
+APIS = {
+    0: (3, 10, produce),
+    22: (0, 4, init_producer_id),
+}

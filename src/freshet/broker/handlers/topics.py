@@ -1,0 +1,174 @@
+"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs: topics and their settings."""
+
+from __future__ import annotations
+
+from .. import errors, protocol
+from ..registry import TopicError
+from ..topic_config import CONFIG_DEFS
+
+CONFIG_SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
+CONFIG_SOURCE_BROKER_STATIC = 4  # STATIC_BROKER_CONFIG
+CONFIG_SOURCE_DEFAULT = 5  # DEFAULT_CONFIG
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+# DescribeConfigs v3+ config types
+_TYPE_STRING, _TYPE_INT, _TYPE_LONG, _TYPE_LIST, _TYPE_BOOLEAN = 2, 3, 5, 7, 1
+_CONFIG_TYPES = {
+    "cleanup.policy": _TYPE_LIST,
+    "message.timestamp.type": _TYPE_STRING,
+    "compression.type": _TYPE_STRING,
+    "min.insync.replicas": _TYPE_INT,
+    "max.message.bytes": _TYPE_INT,
+    "index.interval.bytes": _TYPE_INT,
+    "segment.bytes": _TYPE_INT,
+}
+
+
+def topic_configs(topic_overrides: dict[str, str], keys=None) -> list[dict]:
+    out = []
+    for name, definition in sorted(CONFIG_DEFS.items()):
+        if keys is not None and name not in keys:
+            continue
+        overridden = name in topic_overrides
+        out.append({
+            "name": name,
+            "value": topic_overrides.get(name, definition.default),
+            "read_only": False,
+            "config_source": CONFIG_SOURCE_TOPIC if overridden else CONFIG_SOURCE_DEFAULT,
+            "is_default": not overridden,
+            "is_sensitive": False,
+            "synonyms": [],
+            "config_type": _CONFIG_TYPES.get(name, _TYPE_LONG),
+            "documentation": definition.doc,
+        })
+    return out
+
+
+def create_topics(ctx, request) -> dict:
+    registry = ctx.broker.registry
+    names = [t.name for t in request.topics]
+    results = []
+    for t in request.topics:
+        result = {"name": t.name, "topic_id": protocol.ZERO_UUID, "error_code": errors.NONE,
+                  "error_message": None, "num_partitions": -1, "replication_factor": -1, "configs": []}
+        try:
+            if names.count(t.name) > 1:
+                raise TopicError(errors.INVALID_REQUEST, f"topic {t.name!r} appears more than once in the request")
+            partitions = t.num_partitions
+            if partitions == -1:
+                partitions = ctx.broker.config.default_partitions
+            if t.assignments:
+                if t.num_partitions != -1 or t.replication_factor != -1:
+                    raise TopicError(errors.INVALID_REQUEST,
+                                     "give either assignments or partitions and replication factor")
+                for a in t.assignments:
+                    if list(a.broker_ids) != [ctx.broker.config.node_id]:
+                        raise TopicError(errors.INVALID_REPLICATION_FACTOR,
+                                         f"partition {a.partition_index} assigned to brokers {list(a.broker_ids)}; "
+                                         f"only broker {ctx.broker.config.node_id} exists")
+                partitions = len(t.assignments)
+            configs = {c.name: c.value for c in t.configs}
+            if request.validate_only:
+                overrides = registry.validate_create(t.name, partitions, t.replication_factor, configs)
+                result["topic_id"] = protocol.ZERO_UUID
+            else:
+                topic = registry.create(t.name, partitions, t.replication_factor, configs)
+                overrides = topic.configs
+                result["topic_id"] = topic.topic_id
+            result.update(num_partitions=partitions, replication_factor=1,
+                          configs=[{k: v for k, v in c.items() if k != "is_default"}
+                                   for c in topic_configs(overrides)])
+        except TopicError as exc:
+            result.update(error_code=exc.error_code, error_message=str(exc))
+        results.append(result)
+    return {"throttle_time": 0, "topics": results}
+
+
+def delete_topics(ctx, request) -> dict:
+    registry = ctx.broker.registry
+    wanted = []
+    if hasattr(request, "topic_names"):
+        wanted = [(name, None) for name in request.topic_names]
+    else:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    responses = []
+    for name, topic_id in wanted:
+        if name is None and topic_id is not None:
+            topic = registry.by_id.get(topic_id)
+            name = topic.name if topic else None
+        response = {"name": name, "topic_id": topic_id or protocol.ZERO_UUID,
+                    "error_code": errors.NONE, "error_message": None}
+        try:
+            if name is None:
+                raise TopicError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic with id {topic_id}")
+            topic = registry.get(name)
+            if topic is not None:
+                response["topic_id"] = topic.topic_id
+            registry.delete(name)
+        except TopicError as exc:
+            response.update(error_code=exc.error_code, error_message=str(exc))
+        responses.append(response)
+    return {"throttle_time": 0, "responses": responses}
+
+
+def create_partitions(ctx, request) -> dict:
+    registry = ctx.broker.registry
+    results = []
+    for t in request.topics:
+        result = {"name": t.name, "error_code": errors.NONE, "error_message": None}
+        try:
+            registry.add_partitions(t.name, t.count, validate_only=request.validate_only)
+        except TopicError as exc:
+            result.update(error_code=exc.error_code, error_message=str(exc))
+        results.append(result)
+    return {"throttle_time": 0, "results": results}
+
+
+def _broker_configs(broker) -> dict[str, str]:
+    c = broker.config
+    return {
+        "auto.create.topics.enable": str(c.auto_create_topics).lower(),
+        "num.partitions": str(c.default_partitions),
+        "socket.request.max.bytes": str(c.max_request_bytes),
+        "connections.max.idle.ms": str(int(c.idle_timeout_s * 1000)),
+        "log.dirs": c.data_dir,
+        "broker.id": str(c.node_id),
+    }
+
+
+def describe_configs(ctx, request) -> dict:
+    broker = ctx.broker
+    results = []
+    for resource in request.resources:
+        keys = set(resource.configuration_keys) if resource.configuration_keys is not None else None
+        result = {"error_code": errors.NONE, "error_message": None, "resource_type": resource.resource_type,
+                  "resource_name": resource.resource_name, "configs": []}
+        if resource.resource_type == RESOURCE_TOPIC:
+            topic = broker.registry.get(resource.resource_name)
+            if topic is None:
+                result.update(error_code=errors.UNKNOWN_TOPIC_OR_PARTITION,
+                              error_message=f"topic {resource.resource_name!r} does not exist")
+            else:
+                result["configs"] = topic_configs(topic.configs, keys)
+        elif resource.resource_type == RESOURCE_BROKER and resource.resource_name in ("", str(broker.config.node_id)):
+            result["configs"] = [
+                {"name": k, "value": v, "read_only": True, "config_source": CONFIG_SOURCE_BROKER_STATIC,
+                 "is_default": False, "is_sensitive": False, "synonyms": [], "config_type": _TYPE_STRING,
+                 "documentation": None}
+                for k, v in sorted(_broker_configs(broker).items()) if keys is None or k in keys
+            ]
+        else:
+            result.update(error_code=errors.INVALID_REQUEST,
+                          error_message=f"resource type {resource.resource_type} {resource.resource_name!r} "
+                          "is not described by this broker")
+        results.append(result)
+    return {"throttle_time": 0, "results": results}
+
+
+APIS = {
+    19: (2, 7, create_topics),
+    20: (1, 6, delete_topics),
+    37: (0, 3, create_partitions),
+    32: (1, 4, describe_configs),
+}

@@ -1,0 +1,215 @@
+"""Kafka wire protocol at the edge: frames, request headers, and kio entities.
+
+Handlers work with kio's request dataclasses on the way in and return plain dicts on the way
+out; ``build`` turns such a dict into the response dataclass of the version the client asked
+for (fields the version lacks are dropped, fields the dict lacks take their zero value), so one
+handler serves every version. Default-valued tagged fields are left out by kio's writer, which
+Debian's kcat (librdkafka 2.0.2) needs.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import struct
+import uuid
+from dataclasses import MISSING, fields
+from functools import cache
+from typing import Any
+
+from kio.index import load_payload_module
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field
+from kio.static.constants import EntityType
+
+_HEADER = struct.Struct(">hhih")
+_INT32 = struct.Struct(">i")
+API_VERSIONS_KEY = 18
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+class FrameError(Exception):
+    """A frame that cannot be parsed: the connection is closed, as Kafka does."""
+
+
+@cache
+def request_schema(api_key: int, version: int) -> type:
+    module = load_payload_module(api_key, version, EntityType.request)
+    return next(
+        v for v in vars(module).values()
+        if isinstance(v, type) and getattr(v, "__type__", None) == EntityType.request
+    )
+
+
+@cache
+def response_schema(api_key: int, version: int) -> type:
+    module = load_payload_module(api_key, version, EntityType.response)
+    return next(
+        v for v in vars(module).values()
+        if isinstance(v, type) and getattr(v, "__type__", None) == EntityType.response
+    )
+
+
+@cache
+def _reader(schema: type):
+    return entity_reader(schema)
+
+
+@cache
+def _writer(schema: type):
+    return entity_writer(schema)
+
+
+def _skip_tagged_fields(buf: bytes, pos: int) -> int:
+    count, pos = _read_uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = _read_uvarint(buf, pos)
+        size, pos = _read_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise FrameError("tagged field runs past the frame")
+    return pos
+
+
+def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise FrameError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 28:
+            raise FrameError("varint too long")
+
+
+class RequestHeader:
+    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "body_offset")
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int, client_id: str | None, body_offset: int):
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.body_offset = body_offset
+
+
+def read_request_header(frame: bytes) -> RequestHeader:
+    """The fixed part of a request header (v1 layout; v2 adds tagged fields, skipped in decode)."""
+    if len(frame) < _HEADER.size:
+        raise FrameError(f"frame of {len(frame)} bytes is too short for a request header")
+    api_key, api_version, correlation_id, client_len = _HEADER.unpack_from(frame, 0)
+    pos = _HEADER.size
+    client_id = None
+    if client_len >= 0:
+        if pos + client_len > len(frame):
+            raise FrameError("client id runs past the frame")
+        client_id = frame[pos : pos + client_len].decode("utf-8", "replace")
+        pos += client_len
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
+
+
+def decode_request(frame: bytes, header: RequestHeader) -> Any:
+    """Decode the body of a request whose api key and version are supported."""
+    schema = request_schema(header.api_key, header.api_version)
+    pos = header.body_offset
+    if schema.__flexible__:
+        pos = _skip_tagged_fields(frame, pos)
+    try:
+        result = _reader(schema)(frame, pos)
+    except FrameError:
+        raise
+    except Exception as exc:  # kio raises several kinds on malformed input
+        raise FrameError(f"cannot decode {schema.__name__} v{header.api_version}: {exc}") from exc
+    value, size = result if isinstance(result, tuple) else (result.value, result.size)
+    return value
+
+
+# -- building responses from dicts -----------------------------------------------------------
+
+_ZERO = {
+    "int8": 0, "int16": 0, "int32": 0, "int64": 0, "uint8": 0, "uint16": 0, "uint32": 0,
+    "uint64": 0, "float64": 0.0, "string": "", "bytes": b"", "records": None, "bool": False,
+}
+
+
+def _convert(kafka_type: str | None, value: Any) -> Any:
+    if kafka_type == "error_code":
+        return ErrorCode(int(value))
+    if kafka_type in ("timedelta_i32", "timedelta_i64"):
+        return value if isinstance(value, datetime.timedelta) else datetime.timedelta(milliseconds=value)
+    if kafka_type == "datetime_i64":
+        if value is None or isinstance(value, datetime.datetime):
+            return value
+        return datetime.datetime.fromtimestamp(value / 1000, tz=datetime.timezone.utc)
+    return value
+
+
+def _zero(kafka_type: str | None, field_class: object, optional: bool) -> Any:
+    if isinstance(field_class, (EntityTupleField, PrimitiveTupleField)):
+        return ()
+    if optional:
+        return None
+    if kafka_type == "error_code":
+        return ErrorCode.none
+    if kafka_type in ("timedelta_i32", "timedelta_i64"):
+        return datetime.timedelta(0)
+    if kafka_type == "uuid":
+        return ZERO_UUID
+    return _ZERO.get(kafka_type, 0)
+
+
+@cache
+def _plan(schema: type) -> tuple:
+    plan = []
+    for f in fields(schema):
+        field_class = classify_field(f)
+        kafka_type = f.metadata.get("kafka_type")
+        optional = type(None) in getattr(f.type, "__args__", ())
+        has_default = f.default is not MISSING or f.default_factory is not MISSING  # type: ignore[misc]
+        nested = None
+        if isinstance(field_class, (EntityField, EntityTupleField)):
+            nested = field_class.type_
+        plan.append((
+            f.name, kafka_type, isinstance(field_class, EntityTupleField), nested,
+            has_default, _zero(kafka_type, field_class, optional),
+        ))
+    return tuple(plan)
+
+
+def build(schema: type, data: dict) -> Any:
+    """The ``schema`` dataclass filled from ``data`` (see the module docstring)."""
+    kwargs = {}
+    for name, kafka_type, is_array, nested, has_default, zero in _plan(schema):
+        if name in data:
+            value = data[name]
+            if nested is not None and value is not None:
+                value = tuple(build(nested, v) for v in value) if is_array else build(nested, value)
+            elif is_array and value is not None:
+                value = tuple(value)
+            else:
+                value = _convert(kafka_type, value)
+            kwargs[name] = value
+        elif not has_default:
+            kwargs[name] = zero
+    return schema(**kwargs)
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, body: dict) -> bytes:
+    """A whole response frame: size, header (v0, or v1 for flexible versions), body."""
+    schema = response_schema(api_key, version)
+    entity = build(schema, body)
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    buf.write(_INT32.pack(correlation_id))
+    if schema.__flexible__ and api_key != API_VERSIONS_KEY:
+        buf.write(b"\0")  # no tagged fields in the response header
+    _writer(schema)(buf, entity)
+    out = buf.getbuffer()
+    _INT32.pack_into(out, 0, len(out) - 4)
+    return bytes(out)

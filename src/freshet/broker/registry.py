@@ -1,0 +1,216 @@
+"""The topics a broker holds: creation, deletion, partitions, configs, and where they live.
+
+Layout under the data directory::
+
+    topics/<topic>/topic.json        name, topic id, partition count, config overrides
+    topics/<topic>/<partition>/      that partition's segments
+    producer-ids                     the next producer id block (never reused)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import uuid
+from dataclasses import dataclass, field
+
+from freshet.log import Partition
+
+from . import errors
+from .topic_config import InvalidConfigError, log_config, validate_configs
+
+log = logging.getLogger(__name__)
+
+TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+MAX_PARTITIONS = 10000
+
+
+class TopicError(Exception):
+    def __init__(self, error_code: int, message: str):
+        super().__init__(message)
+        self.error_code = error_code
+
+
+def check_topic_name(name: str | None) -> None:
+    if not name or not TOPIC_NAME.match(name) or name in (".", ".."):
+        raise TopicError(
+            errors.INVALID_TOPIC_EXCEPTION,
+            f"invalid topic name {name!r}: 1-249 characters of a-z A-Z 0-9 . _ -",
+        )
+
+
+def _write_json_atomically(path: str, data: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    directory: str
+    configs: dict[str, str] = field(default_factory=dict)
+    partitions: list[Partition] = field(default_factory=list)
+    internal: bool = False
+
+    def save(self) -> None:
+        _write_json_atomically(
+            os.path.join(self.directory, "topic.json"),
+            {"name": self.name, "id": str(self.topic_id), "partitions": len(self.partitions),
+             "configs": self.configs},
+        )
+
+    def open_partition(self, index: int) -> Partition:
+        return Partition(os.path.join(self.directory, str(index)), log_config(self.configs))
+
+
+class ProducerIdBlock:
+    """Producer ids handed out in blocks whose end is written down first: never reused after a crash."""
+
+    BLOCK = 1000
+
+    def __init__(self, path: str, floor: int = 0) -> None:
+        self.path = path
+        start = floor
+        if os.path.exists(path):
+            with open(path) as f:
+                start = max(start, int(f.read().strip() or 0))
+        self.next_id = start
+        self.block_end = start
+        self._reserve()
+
+    def _reserve(self) -> None:
+        self.block_end = self.next_id + self.BLOCK
+        with open(self.path + ".tmp", "w") as f:
+            f.write(str(self.block_end))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(self.path + ".tmp", self.path)
+
+    def allocate(self) -> int:
+        if self.next_id >= self.block_end:
+            self._reserve()
+        pid = self.next_id
+        self.next_id += 1
+        return pid
+
+
+class TopicRegistry:
+    def __init__(self, data_dir: str) -> None:
+        self.data_dir = os.path.abspath(data_dir)
+        self.topics_dir = os.path.join(self.data_dir, "topics")
+        os.makedirs(self.topics_dir, exist_ok=True)
+        self.topics: dict[str, Topic] = {}
+        self.by_id: dict[uuid.UUID, Topic] = {}
+        self._load()
+        max_pid = max(
+            (p.producer_state.max_producer_id() for t in self.topics.values() for p in t.partitions),
+            default=-1,
+        )
+        self.producer_ids = ProducerIdBlock(os.path.join(self.data_dir, "producer-ids"), max_pid + 1)
+
+    def _load(self) -> None:
+        for name in sorted(os.listdir(self.topics_dir)):
+            meta_path = os.path.join(self.topics_dir, name, "topic.json")
+            if not os.path.exists(meta_path):
+                continue
+            with open(meta_path) as f:
+                meta = json.load(f)
+            topic = Topic(meta["name"], uuid.UUID(meta["id"]), os.path.join(self.topics_dir, name), meta["configs"])
+            topic.partitions = [topic.open_partition(i) for i in range(meta["partitions"])]
+            cut = sum(p.recovered_bytes_cut for p in topic.partitions)
+            if cut:
+                log.warning("topic %s: recovery cut %d bytes of torn tail", name, cut)
+            self.topics[topic.name] = topic
+            self.by_id[topic.topic_id] = topic
+
+    def get(self, name: str) -> Topic | None:
+        return self.topics.get(name)
+
+    def partition(self, name: str, index: int) -> Partition | None:
+        topic = self.topics.get(name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return None
+        return topic.partitions[index]
+
+    def validate_create(self, name: str, partitions: int, replication_factor: int, configs: dict) -> dict[str, str]:
+        check_topic_name(name)
+        if name in self.topics:
+            raise TopicError(errors.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if partitions == -1:
+            partitions = 1
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            raise TopicError(errors.INVALID_PARTITIONS, f"partitions must be 1..{MAX_PARTITIONS}, got {partitions}")
+        if replication_factor not in (-1, 1):
+            raise TopicError(
+                errors.INVALID_REPLICATION_FACTOR,
+                f"replication factor {replication_factor} is larger than the 1 broker available",
+            )
+        try:
+            return validate_configs(configs)
+        except InvalidConfigError as exc:
+            raise TopicError(errors.INVALID_CONFIG, str(exc)) from None
+
+    def create(self, name: str, partitions: int = 1, replication_factor: int = -1,
+               configs: dict | None = None) -> Topic:
+        overrides = self.validate_create(name, partitions, replication_factor, configs or {})
+        partitions = 1 if partitions == -1 else partitions
+        directory = os.path.join(self.topics_dir, name)
+        if os.path.exists(directory):  # debris of an interrupted create or delete
+            shutil.rmtree(directory)
+        os.makedirs(directory)
+        topic = Topic(name, uuid.uuid4(), directory, overrides)
+        topic.partitions = [topic.open_partition(i) for i in range(partitions)]
+        topic.save()
+        self.topics[name] = topic
+        self.by_id[topic.topic_id] = topic
+        log.info("created topic %s with %d partitions %s", name, partitions, overrides)
+        return topic
+
+    def delete(self, name: str) -> None:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise TopicError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        del self.topics[name]
+        self.by_id.pop(topic.topic_id, None)
+        for p in topic.partitions:
+            p.close()
+        trash = os.path.join(self.data_dir, "deleted", f"{name}-{topic.topic_id.hex}")
+        os.makedirs(os.path.dirname(trash), exist_ok=True)
+        os.replace(topic.directory, trash)  # atomic: a crash now leaves the topic gone
+        shutil.rmtree(trash, ignore_errors=True)
+        log.info("deleted topic %s", name)
+
+    def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise TopicError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        if count <= len(topic.partitions):
+            raise TopicError(
+                errors.INVALID_PARTITIONS,
+                f"topic {name!r} has {len(topic.partitions)} partitions; the new count must be larger, got {count}",
+            )
+        if count > MAX_PARTITIONS:
+            raise TopicError(errors.INVALID_PARTITIONS, f"at most {MAX_PARTITIONS} partitions")
+        if validate_only:
+            return
+        for i in range(len(topic.partitions), count):
+            topic.partitions.append(topic.open_partition(i))
+        topic.save()
+
+    def close(self) -> None:
+        for topic in self.topics.values():
+            for p in topic.partitions:
+                p.close()

@@ -1,0 +1,195 @@
+"""The broker: an asyncio TCP server that speaks the Kafka protocol over the Freshet log.
+
+Each connection reads frames in order and answers them in order (as Kafka does), but a
+request that waits (acks=all produce, long-poll fetch) does not stop the next one from being
+read: responses are queued as futures and written in request order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import struct
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from . import protocol
+from .durability import GroupCommit
+from .protocol import FrameError, RequestHeader
+from .registry import TopicRegistry
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+
+
+@dataclass
+class BrokerConfig:
+    data_dir: str
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    node_id: int = 0
+    cluster_id: str = "freshet"
+    auto_create_topics: bool = False
+    default_partitions: int = 1
+    max_request_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
+    idle_timeout_s: float = 600.0  # connections.max.idle.ms
+    frame_timeout_s: float = 30.0  # a started frame must arrive whole within this
+    max_in_flight: int = 100  # queued responses per connection before reading pauses
+
+
+@dataclass
+class RequestContext:
+    broker: "Broker"
+    header: RequestHeader
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+Handler = Callable[[RequestContext, Any], "dict | None | Awaitable[dict | None]"]
+
+
+def _api_table() -> dict[int, tuple[int, int, Handler]]:
+    from .handlers import cluster, fetch, produce, topics
+
+    table: dict[int, tuple[int, int, Handler]] = {}
+    for module in (cluster, topics, produce, fetch):
+        table.update(module.APIS)
+    return table
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.registry = TopicRegistry(config.data_dir)
+        self.group_commit: GroupCommit | None = None
+        self.apis = _api_table()
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[asyncio.Task] = set()
+        self.port = config.port
+
+    @property
+    def advertised_host(self) -> str:
+        return self.config.advertised_host or self.config.host
+
+    async def start(self) -> None:
+        self.group_commit = GroupCommit()
+        self.group_commit.start()
+        self._server = await asyncio.start_server(
+            self._serve, self.config.host, self.config.port, limit=1 << 20, reuse_address=True
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("broker listening on %s:%d, data in %s", self.config.host, self.port, self.config.data_dir)
+
+    async def stop(self) -> None:
+        if self._server:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        if self.group_commit:
+            await self.group_commit.stop()
+        self.registry.close()  # fsyncs what is left
+
+    # -- connections ----------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        queue: asyncio.Queue = asyncio.Queue(self.config.max_in_flight)
+        sender = asyncio.create_task(self._send(queue, writer))
+        try:
+            while True:
+                size_bytes = await asyncio.wait_for(reader.readexactly(4), self.config.idle_timeout_s)
+                (size,) = _SIZE.unpack(size_bytes)
+                if size < 0 or size > self.config.max_request_bytes:
+                    log.warning("closing %s: frame of %d bytes exceeds socket.request.max.bytes=%d",
+                                peer, size, self.config.max_request_bytes)
+                    break
+                frame = await asyncio.wait_for(reader.readexactly(size), self.config.frame_timeout_s)
+                response = self._dispatch(frame)
+                if response is not None:
+                    await queue.put(response)
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
+            pass
+        except FrameError as exc:
+            log.warning("closing %s: %s", peer, exc)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            await queue.put(None)
+            try:
+                await asyncio.wait_for(sender, 5)
+            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                sender.cancel()
+            writer.close()
+            self._connections.discard(task)
+
+    async def _send(self, queue: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
+        while True:
+            item = await queue.get()
+            if item is None:
+                return
+            try:
+                data = await item if not isinstance(item, bytes) else item
+            except Exception:
+                log.exception("request failed")
+                writer.close()
+                return
+            if data is None:
+                continue
+            writer.write(data)
+            if writer.transport.get_write_buffer_size() > (1 << 20):
+                await writer.drain()
+
+    def _dispatch(self, frame: bytes) -> bytes | asyncio.Task | None:
+        header = protocol.read_request_header(frame)
+        entry = self.apis.get(header.api_key)
+        if entry is None:
+            raise FrameError(f"unknown API key {header.api_key}")
+        low, high, handler = entry
+        if not low <= header.api_version <= high:
+            if header.api_key == protocol.API_VERSIONS_KEY:
+                from .handlers.cluster import unsupported_api_versions
+
+                return unsupported_api_versions(self, header)
+            raise FrameError(f"API key {header.api_key} version {header.api_version} is not supported")
+        request = protocol.decode_request(frame, header)
+        ctx = RequestContext(self, header)
+        try:
+            body = handler(ctx, request)
+        except Exception as exc:
+            log.exception("handler for API key %d failed", header.api_key)
+            raise FrameError(f"internal error: {exc}") from exc
+        if body is None:
+            return None
+        if isinstance(body, dict):
+            return protocol.encode_response(header.api_key, header.api_version, header.correlation_id, body)
+        return asyncio.ensure_future(self._finish(header, body))
+
+    async def _finish(self, header: RequestHeader, pending: Awaitable[dict | None]) -> bytes | None:
+        body = await pending
+        if body is None:
+            return None
+        return protocol.encode_response(header.api_key, header.api_version, header.correlation_id, body)
+
+
+async def run_broker(config: BrokerConfig, ready: Callable[[Broker], None] | None = None) -> None:
+    """Start a broker and serve until SIGINT or SIGTERM."""
+    broker = Broker(config)
+    await broker.start()
+    if ready:
+        ready(broker)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await broker.stop()

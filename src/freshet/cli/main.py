@@ -1,0 +1,29 @@
+"""``freshet``: run the broker, manage topics, produce and consume."""
+
+from __future__ import annotations
+
+import click
+
+from .broker_cmd import broker
+from .records_cmd import consume, produce
+from .topic_cmd import topic
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="freshet")
+def cli() -> None:
+    """Freshet: stream processing on a Kafka-protocol log."""
+
+
+cli.add_command(broker)
+cli.add_command(topic)
+cli.add_command(produce)
+cli.add_command(consume)
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()
