@@ -1,0 +1,117 @@
+"""Topic administration over confluent-kafka's AdminClient, with errors a person can read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+
+from .config import consumer_config, resolve_bootstrap
+
+
+class ClientError(Exception):
+    """A failure worth one line to the user (unreachable broker, unknown topic, refused config)."""
+
+
+@dataclass
+class PartitionInfo:
+    partition: int
+    leader: int
+    log_start_offset: int
+    high_watermark: int
+
+    @property
+    def records(self) -> int:
+        return self.high_watermark - self.log_start_offset
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    partitions: list[PartitionInfo]
+    configs: dict[str, tuple[str, bool]] = field(default_factory=dict)  # name -> (value, is_default)
+
+
+def _kafka_message(exc: BaseException) -> str:
+    if isinstance(exc, KafkaException) and exc.args:
+        err = exc.args[0]
+        return err.str() if hasattr(err, "str") else str(err)
+    return str(exc)
+
+
+class TopicAdmin:
+    def __init__(self, bootstrap: str | None = None, timeout: float = 10.0) -> None:
+        self.bootstrap = resolve_bootstrap(bootstrap)
+        self.timeout = timeout
+        self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+
+    def _metadata(self, topic: str | None = None):
+        try:
+            return self._admin.list_topics(topic=topic, timeout=self.timeout)
+        except KafkaException as exc:
+            raise ClientError(f"cannot reach a broker at {self.bootstrap}: {_kafka_message(exc)}") from None
+
+    def list_topics(self) -> dict[str, int]:
+        """Topic name -> partition count (internal topics included, sorted)."""
+        md = self._metadata()
+        return {name: len(t.partitions) for name, t in sorted(md.topics.items())}
+
+    def partition_count(self, topic: str) -> int:
+        md = self._metadata()
+        if topic not in md.topics or md.topics[topic].error is not None:
+            raise ClientError(f"topic {topic!r} does not exist")
+        return len(md.topics[topic].partitions)
+
+    def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
+        self._metadata()  # a clear error when no broker answers
+        future = self._admin.create_topics(
+            [NewTopic(name, partitions, -1, config=configs or {})], operation_timeout=self.timeout
+        )[name]
+        try:
+            future.result(self.timeout)
+        except KafkaException as exc:
+            raise ClientError(f"cannot create topic {name!r}: {_kafka_message(exc)}") from None
+
+    def delete_topic(self, name: str) -> None:
+        self._metadata()
+        try:
+            self._admin.delete_topics([name], operation_timeout=self.timeout)[name].result(self.timeout)
+        except KafkaException as exc:
+            raise ClientError(f"cannot delete topic {name!r}: {_kafka_message(exc)}") from None
+
+    def add_partitions(self, name: str, total: int) -> None:
+        try:
+            self._admin.create_partitions([NewPartitions(name, total)])[name].result(self.timeout)
+        except KafkaException as exc:
+            raise ClientError(f"cannot grow topic {name!r}: {_kafka_message(exc)}") from None
+
+    def offsets(self, topic: str, partitions: int) -> list[tuple[int, int]]:
+        """(log start offset, high watermark) per partition."""
+        consumer = Consumer(consumer_config(self.bootstrap, {"log_level": 0}))
+        try:
+            return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self.timeout)
+                    for p in range(partitions)]
+        except KafkaException as exc:
+            raise ClientError(f"cannot read offsets of {topic!r}: {_kafka_message(exc)}") from None
+        finally:
+            consumer.close()
+
+    def describe_topic(self, name: str) -> TopicInfo:
+        md = self._metadata()
+        topic = md.topics.get(name)
+        if topic is None or topic.error is not None:
+            raise ClientError(f"topic {name!r} does not exist")
+        count = len(topic.partitions)
+        offsets = self.offsets(name, count)
+        partitions = [
+            PartitionInfo(p, topic.partitions[p].leader, offsets[p][0], offsets[p][1]) for p in range(count)
+        ]
+        configs: dict[str, tuple[str, bool]] = {}
+        try:
+            resource = ConfigResource(ConfigResource.Type.TOPIC, name)
+            described = self._admin.describe_configs([resource])[resource].result(self.timeout)
+            configs = {k: (v.value, v.is_default) for k, v in sorted(described.items())}
+        except KafkaException as exc:
+            raise ClientError(f"cannot describe configs of {name!r}: {_kafka_message(exc)}") from None
+        return TopicInfo(name, partitions, configs)
