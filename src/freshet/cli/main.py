@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from .broker_cmd import broker
+from .demo_cmd import demo
+from .gen_cmd import gen
 from .records_cmd import consume, produce
 from .topic_cmd import topic
 
@@ -19,6 +21,8 @@ cli.add_command(broker)
 cli.add_command(topic)
 cli.add_command(produce)
 cli.add_command(consume)
+cli.add_command(gen)
+cli.add_command(demo)
 
 
 def main() -> None:

@@ -74,7 +74,7 @@ class TopicAdmin:
             raise ClientError(f"cannot create topic {name!r}: {_kafka_message(exc)}") from None
 
     def delete_topic(self, name: str) -> None:
-        self._metadata()
+        self.partition_count(name)  # "does not exist" rather than the protocol's error name
         try:
             self._admin.delete_topics([name], operation_timeout=self.timeout)[name].result(self.timeout)
         except KafkaException as exc:

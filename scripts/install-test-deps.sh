@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# System packages the test suite needs: kcat (Debian's, librdkafka 2.0) for the client-compatibility tests.
+set -euo pipefail
+
+need=()
+command -v kcat >/dev/null 2>&1 || need+=(kcat)
+[ ${#need[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -eq 0 ]; then
+  SUDO=""
+elif command -v sudo >/dev/null 2>&1; then
+  SUDO="sudo"
+else
+  echo "error: ${need[*]} missing and neither root nor sudo is available to install it" >&2
+  exit 1
+fi
+echo "installing ${need[*]} (apt)"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null

@@ -1,0 +1,1 @@
+"""Event generators (no Kafka here: they yield events; the CLI produces them)."""

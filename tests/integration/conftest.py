@@ -1,0 +1,45 @@
+import itertools
+import os
+import re
+import shutil
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from freshet.testing import BrokerProcess  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def broker():
+    """One broker for the tests that only add topics of their own."""
+    with BrokerProcess() as b:
+        yield b
+
+
+@pytest.fixture
+def own_broker(tmp_path):
+    """A broker of the test's own, for restarts and crashes."""
+    b = BrokerProcess(data_dir=str(tmp_path / "data"))
+    b.start()
+    yield b
+    b.close()
+
+
+_topic_counter = itertools.count()
+
+
+@pytest.fixture
+def topic_name(request):
+    """A topic name unique to the test (and to each parameter of it)."""
+    base = re.sub(r"[^a-zA-Z0-9.-]+", "-", request.node.name)[:180]
+    return f"t-{base}-{next(_topic_counter)}"
+
+
+@pytest.fixture(scope="session")
+def kcat():
+    path = shutil.which("kcat")
+    if path is None:
+        pytest.fail("kcat is missing: `make test` installs it (scripts/install-test-deps.sh)")
+    return path

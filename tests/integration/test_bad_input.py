@@ -1,0 +1,173 @@
+"""Bad input gets the error a real Kafka broker returns, changes nothing, and harms no one else."""
+
+import struct
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from raw_kafka import RawConnection, fetch, produce
+
+from freshet.log import encode_batch
+
+CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, MESSAGE_TOO_LARGE = 2, 3, 10
+OFFSET_OUT_OF_RANGE, INVALID_TOPIC_EXCEPTION, UNSUPPORTED_VERSION, INVALID_RECORD = 1, 17, 35, 87
+OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_REQUIRED_ACKS, TOPIC_ALREADY_EXISTS = 45, 21, 36
+
+
+@pytest.fixture
+def topic(broker, topic_name):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1, config={"max.message.bytes": "2000"})])[topic_name].result(10)
+    with RawConnection(broker.bootstrap) as conn:
+        assert produce(conn, topic_name, 0, encode_batch([(b"k", b"original", 1)])).error_code == 0
+    return topic_name
+
+
+def stored(broker, topic):
+    with RawConnection(broker.bootstrap) as conn:
+        part = fetch(conn, topic, 0, 0)
+        return part.high_watermark, bytes(part.records or b"")
+
+
+def still_serving(broker, topic):
+    with RawConnection(broker.bootstrap) as conn:
+        return conn.request(18, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code == 0
+
+
+def test_crc_mismatch_is_corrupt_message_and_nothing_stored(broker, topic):
+    before = stored(broker, topic)
+    batch = bytearray(encode_batch([(b"k", b"tampered", 1)]))
+    batch[-1] ^= 0x01
+    with RawConnection(broker.bootstrap) as conn:
+        assert produce(conn, topic, 0, bytes(batch)).error_code == CORRUPT_MESSAGE
+        # the same connection keeps working
+        assert produce(conn, topic, 0, encode_batch([(b"k", b"next", 1)])).error_code == 0
+    hw, data = stored(broker, topic)
+    assert hw == before[0] + 1 and b"tampered" not in data
+
+
+def test_truncated_batch_and_wrong_magic(broker, topic):
+    before = stored(broker, topic)
+    batch = encode_batch([(b"k", b"v", 1)])
+    bad_magic = bytearray(batch)
+    bad_magic[16] = 1
+    with RawConnection(broker.bootstrap) as conn:
+        assert produce(conn, topic, 0, batch[:-5]).error_code == CORRUPT_MESSAGE
+        assert produce(conn, topic, 0, bytes(bad_magic)).error_code == INVALID_RECORD
+    assert stored(broker, topic) == before
+
+
+def test_batch_over_max_message_bytes(broker, topic):
+    before = stored(broker, topic)
+    with RawConnection(broker.bootstrap) as conn:
+        assert produce(conn, topic, 0, encode_batch([(b"k", b"x" * 5000, 1)])).error_code == MESSAGE_TOO_LARGE
+    assert stored(broker, topic) == before
+
+
+def test_missing_topic_and_partition(broker, topic):
+    with RawConnection(broker.bootstrap) as conn:
+        batch = encode_batch([(b"k", b"v", 1)])
+        assert produce(conn, "no-such-topic", 0, batch).error_code == UNKNOWN_TOPIC_OR_PARTITION
+        assert produce(conn, topic, 7, batch).error_code == UNKNOWN_TOPIC_OR_PARTITION
+        assert fetch(conn, "no-such-topic", 0, 0).error_code == UNKNOWN_TOPIC_OR_PARTITION
+    assert still_serving(broker, topic)
+
+
+def test_invalid_acks(broker, topic):
+    before = stored(broker, topic)
+    with RawConnection(broker.bootstrap) as conn:
+        assert produce(conn, topic, 0, encode_batch([(b"k", b"v", 1)]), acks=2).error_code == INVALID_REQUIRED_ACKS
+    assert stored(broker, topic) == before
+
+
+def test_out_of_range_fetch(broker, topic):
+    with RawConnection(broker.bootstrap) as conn:
+        assert fetch(conn, topic, 0, 999).error_code == OFFSET_OUT_OF_RANGE
+        assert fetch(conn, topic, 0, -5).error_code == OFFSET_OUT_OF_RANGE
+        assert fetch(conn, topic, 0, 0).error_code == 0
+
+
+def test_invalid_topic_names_and_duplicates(broker, topic):
+    with RawConnection(broker.bootstrap) as conn:
+        response = conn.request(19, 7, {"topics": [
+            {"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+            for name in ("bad/name", "..", "x" * 250, "", topic)
+        ], "timeout": 5000, "validate_only": False})
+        codes = [t.error_code for t in response.topics]
+        assert codes == [INVALID_TOPIC_EXCEPTION] * 4 + [TOPIC_ALREADY_EXISTS]
+        md = conn.request(3, 12, {"topics": [{"name": "bad/name", "topic_id": None}],
+                                  "allow_auto_topic_creation": True, "include_topic_authorized_operations": False})
+        assert md.topics[0].error_code == INVALID_TOPIC_EXCEPTION
+
+
+def test_bad_configs_and_partition_counts_change_nothing(broker, topic_name):
+    with RawConnection(broker.bootstrap) as conn:
+        response = conn.request(19, 7, {"topics": [
+            {"name": topic_name + "-a", "num_partitions": 0, "replication_factor": 1, "assignments": [], "configs": []},
+            {"name": topic_name + "-b", "num_partitions": 1, "replication_factor": 3, "assignments": [], "configs": []},
+            {"name": topic_name + "-c", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+             "configs": [{"name": "retention.ms", "value": "soon"}]},
+            {"name": topic_name + "-d", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+             "configs": [{"name": "no.such.config", "value": "1"}]},
+        ], "timeout": 5000, "validate_only": False})
+        assert [t.error_code for t in response.topics] == [37, 38, 40, 40]
+        names = {t.name for t in conn.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                                      "include_topic_authorized_operations": False}).topics}
+        assert not any(n.startswith(topic_name) for n in names)
+
+
+def test_unsupported_api_versions_version_gets_v0_answer(broker):
+    with RawConnection(broker.bootstrap) as conn:
+        conn.send_frame(struct.pack(">hhih", 18, 99, 7, 1) + b"x")
+        frame = conn.read_frame()
+        correlation_id, error_code = struct.unpack_from(">ih", frame, 0)
+        assert (correlation_id, error_code) == (7, UNSUPPORTED_VERSION)
+
+
+@pytest.mark.parametrize("frame", [
+    b"\x00",  # too short for a header
+    struct.pack(">hhih", 999, 0, 1, -1),  # unknown API key
+    struct.pack(">hhih", 0, 99, 1, -1),  # unsupported Produce version
+    struct.pack(">hhih", 3, 12, 1, -1) + b"\xff" * 20,  # body that does not decode
+])
+def test_unparseable_frames_close_the_connection_only(broker, topic, frame):
+    before = stored(broker, topic)
+    with RawConnection(broker.bootstrap) as bystander:
+        with RawConnection(broker.bootstrap) as conn:
+            conn.send_frame(frame)
+            assert conn.is_closed_by_peer()
+        assert bystander.request(18, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code == 0
+    assert stored(broker, topic) == before
+
+
+def test_oversized_length_prefix_is_cut_off(broker, topic):
+    with RawConnection(broker.bootstrap) as conn:
+        conn.send_bytes(struct.pack(">i", 2**31 - 1))
+        assert conn.is_closed_by_peer()
+    with RawConnection(broker.bootstrap) as conn:
+        conn.send_bytes(struct.pack(">i", -4))
+        assert conn.is_closed_by_peer()
+    assert still_serving(broker, topic)
+
+
+def test_idempotent_replay_is_not_duplicated_and_gap_is_refused(broker, topic_name):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1)])[topic_name].result(10)
+    with RawConnection(broker.bootstrap) as conn:
+        init = conn.request(22, 4, {"transactional_id": None, "transaction_timeout": 60000,
+                                    "producer_id": -1, "producer_epoch": -1})
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert init.error_code == 0 and pid >= 0
+
+        def batch(seq, n=2):
+            return encode_batch([(b"k", b"s%d" % (seq + i), 1) for i in range(n)],
+                                producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+        first = produce(conn, topic_name, 0, batch(0))
+        assert (first.error_code, first.base_offset) == (0, 0)
+        retry = produce(conn, topic_name, 0, batch(0))  # the answer was lost; the client retries
+        assert (retry.error_code, retry.base_offset) == (0, 0)
+        assert produce(conn, topic_name, 0, batch(2)).base_offset == 2
+        gap = produce(conn, topic_name, 0, batch(10))
+        assert gap.error_code == OUT_OF_ORDER_SEQUENCE_NUMBER
+        part = fetch(conn, topic_name, 0, 0)
+        assert part.high_watermark == 4

@@ -1,0 +1,63 @@
+"""The freshet command as a user types it."""
+
+import subprocess
+import sys
+
+import pytest
+
+
+def freshet(broker, *args, input=None):
+    return subprocess.run([sys.executable, "-m", "freshet.cli.main", *args, "--bootstrap", broker.bootstrap],
+                          input=input, capture_output=True, text=True, timeout=60)
+
+
+def test_topic_lifecycle_and_round_trip(broker, topic_name):
+    r = freshet(broker, "topic", "create", topic_name, "--partitions", "6", "--config", "retention.ms=60000")
+    assert r.returncode == 0, r.stderr
+    listing = freshet(broker, "topic", "list")
+    assert f"{topic_name}\t6" in listing.stdout
+    r = freshet(broker, "produce", topic_name, input="".join(f"{i}\n" for i in range(1, 1001)))
+    assert r.returncode == 0 and "produced 1000 records" in r.stderr
+    out = freshet(broker, "consume", topic_name, "--from-beginning")
+    assert out.returncode == 0
+    assert sorted(int(x) for x in out.stdout.split()) == list(range(1, 1001))
+    assert len(freshet(broker, "consume", topic_name, "--from-beginning", "--max", "7").stdout.split()) == 7
+    described = freshet(broker, "topic", "describe", topic_name)
+    assert "retention.ms" in described.stdout and "60000" in described.stdout
+    assert freshet(broker, "topic", "delete", topic_name).returncode == 0
+    assert topic_name not in freshet(broker, "topic", "list").stdout
+
+
+def test_keys_partitions_and_offsets(broker, topic_name):
+    freshet(broker, "topic", "create", topic_name, "--partitions", "2")
+    r = freshet(broker, "produce", topic_name, "--key-separator", ":", "--partition", "1",
+                input="alice:login\nbob:click\nno-separator\n")
+    assert r.returncode == 0, r.stderr
+    out = freshet(broker, "consume", topic_name, "--partition", "1", "--offset", "1", "--print-key", "--print-offset")
+    assert out.stdout.splitlines() == ["1:1\tbob\tclick", "1:2\t\tno-separator"]
+    past = freshet(broker, "consume", topic_name, "--from-time", "2999-01-01T00:00:00Z")
+    assert past.returncode == 0 and past.stdout == ""
+    recent = freshet(broker, "consume", topic_name, "--from-time", "2000-01-01T00:00:00Z")
+    assert len(recent.stdout.splitlines()) == 3
+
+
+@pytest.mark.parametrize("args, message", [
+    (("consume", "no-such-topic", "--from-beginning"), "does not exist"),
+    (("produce", "no-such-topic"), "does not exist"),
+    (("topic", "create", "bad/name"), "invalid topic name"),
+    (("topic", "create", "x", "--config", "retention.ms"), "name=value"),
+    (("topic", "delete", "no-such-topic"), "does not exist"),
+    (("consume", "{topic}", "--offset", "99"), "outside"),
+    (("consume", "{topic}", "--from-time", "yesterday"), "ISO 8601"),
+])
+def test_bad_input_is_one_line_and_exit_1(broker, topic_name, args, message):
+    freshet(broker, "topic", "create", topic_name)
+    r = freshet(broker, *[a.format(topic=topic_name) for a in args], input="")
+    assert r.returncode == 1
+    assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr
+
+
+def test_unreachable_broker_is_one_line():
+    r = subprocess.run([sys.executable, "-m", "freshet.cli.main", "topic", "list", "--bootstrap", "127.0.0.1:1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stderr.startswith("error: cannot reach a broker")
