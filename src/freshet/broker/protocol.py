@@ -35,21 +35,20 @@ class FrameError(Exception):
 
 
 @cache
+def _payload_schema(api_key: int, version: int, entity_type: EntityType) -> type:
+    module = load_payload_module(api_key, version, entity_type)
+    return next(
+        v for v in vars(module).values()
+        if isinstance(v, type) and getattr(v, "__type__", None) == entity_type
+    )
+
+
 def request_schema(api_key: int, version: int) -> type:
-    module = load_payload_module(api_key, version, EntityType.request)
-    return next(
-        v for v in vars(module).values()
-        if isinstance(v, type) and getattr(v, "__type__", None) == EntityType.request
-    )
+    return _payload_schema(api_key, version, EntityType.request)
 
 
-@cache
 def response_schema(api_key: int, version: int) -> type:
-    module = load_payload_module(api_key, version, EntityType.response)
-    return next(
-        v for v in vars(module).values()
-        if isinstance(v, type) and getattr(v, "__type__", None) == EntityType.response
-    )
+    return _payload_schema(api_key, version, EntityType.response)
 
 
 @cache
