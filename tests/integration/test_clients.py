@@ -125,3 +125,22 @@ def test_kafka_python_round_trip(broker, topic_name):
     got = [m for _, m in zip(range(40), consumer)]
     consumer.close()
     assert [(m.offset, m.value) for m in got] == [(i, b"value-%d" % i) for i in range(10, 50)]
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_batches_stored_as_sent_and_found_by_timestamp(broker, topic_name, codec):
+    create(broker.bootstrap, topic_name, 1)
+    producer = Producer(producer_config(broker.bootstrap, {"compression.type": codec, "linger.ms": 50}))
+    base = 1_600_000_000_000
+    for i in range(300):
+        producer.produce(topic_name, b"value %d " % i * 5, timestamp=base + i, partition=0)
+    assert producer.flush(30) == 0
+    consumer = Consumer(consumer_config(broker.bootstrap))
+    [found] = consumer.offsets_for_times([TopicPartition(topic_name, 0, base + 123)], timeout=10)
+    assert found.offset == 123  # the record inside a compressed batch, not the batch start
+    consumer.close()
+    records = read_partition(broker.bootstrap, topic_name, 0)
+    assert [m.value() for m in records] == [b"value %d " % i * 5 for i in range(300)]

@@ -164,7 +164,16 @@ class Partition:
         segment = Segment(self.directory, self.log_end_offset, self.config.index_interval_bytes)
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
+        self._sync_directory()
         return segment
+
+    def _sync_directory(self) -> None:
+        """Make a created, renamed or removed segment file itself durable."""
+        fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     # -- durability ----------------------------------------------------------------------
 
