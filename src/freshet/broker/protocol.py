@@ -176,17 +176,36 @@ def _plan(schema: type) -> tuple:
             nested = field_class.type_
         plan.append((
             f.name, kafka_type, isinstance(field_class, EntityTupleField), nested,
-            has_default, _zero(kafka_type, field_class, optional),
+            has_default, _zero(kafka_type, field_class, optional), optional,
         ))
     return tuple(plan)
+
+
+@cache
+def _defaults(schema: type) -> dict:
+    out = {}
+    for f in fields(schema):
+        if f.default is not MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not MISSING:  # type: ignore[misc]
+            out[f.name] = f.default_factory()  # type: ignore[misc]
+    return out
+
+
+def _field_default(schema: type, name: str) -> Any:
+    return _defaults(schema)[name]
 
 
 def build(schema: type, data: dict) -> Any:
     """The ``schema`` dataclass filled from ``data`` (see the module docstring)."""
     kwargs = {}
-    for name, kafka_type, is_array, nested, has_default, zero in _plan(schema):
+    for name, kafka_type, is_array, nested, has_default, zero, optional in _plan(schema):
         if name in data:
             value = data[name]
+            if value is None and not optional:
+                # a version where the field is not nullable: its zero value (e.g. "" for a string)
+                kwargs[name] = zero if not has_default else _field_default(schema, name)
+                continue
             if nested is not None and value is not None:
                 value = tuple(build(nested, v) for v in value) if is_array else build(nested, value)
             elif is_array and value is not None:

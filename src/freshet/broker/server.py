@@ -16,6 +16,8 @@ from typing import Any, Awaitable, Callable
 
 from . import protocol
 from .durability import GroupCommit
+from .groups import GroupCoordinator
+from .offsets import OffsetStore
 from .protocol import FrameError, RequestHeader
 from .registry import TopicRegistry
 
@@ -38,12 +40,14 @@ class BrokerConfig:
     idle_timeout_s: float = 600.0  # connections.max.idle.ms
     frame_timeout_s: float = 30.0  # a started frame must arrive whole within this
     max_in_flight: int = 100  # queued responses per connection before reading pauses
+    initial_rebalance_delay_ms: int = 100  # group.initial.rebalance.delay.ms (Kafka: 3000)
 
 
 @dataclass
 class RequestContext:
     broker: "Broker"
     header: RequestHeader
+    peer_host: str = ""
 
     @property
     def version(self) -> int:
@@ -54,10 +58,10 @@ Handler = Callable[[RequestContext, Any], "dict | None | Awaitable[dict | None]"
 
 
 def _api_table() -> dict[int, tuple[int, int, Handler]]:
-    from .handlers import cluster, fetch, produce, topics
+    from .handlers import cluster, fetch, groups, produce, topics
 
     table: dict[int, tuple[int, int, Handler]] = {}
-    for module in (cluster, topics, produce, fetch):
+    for module in (cluster, topics, produce, fetch, groups):
         table.update(module.APIS)
     return table
 
@@ -67,6 +71,8 @@ class Broker:
         self.config = config
         self.registry = TopicRegistry(config.data_dir)
         self.group_commit: GroupCommit | None = None
+        self.groups = GroupCoordinator(config.initial_rebalance_delay_ms)
+        self.offsets = OffsetStore(self.registry)
         self.apis = _api_table()
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task] = set()
@@ -79,6 +85,7 @@ class Broker:
     async def start(self) -> None:
         self.group_commit = GroupCommit()
         self.group_commit.start()
+        self.groups.start()
         self._server = await asyncio.start_server(
             self._serve, self.config.host, self.config.port, limit=1 << 20, reuse_address=True
         )
@@ -92,6 +99,7 @@ class Broker:
             task.cancel()
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
+        await self.groups.stop()
         if self.group_commit:
             await self.group_commit.stop()
         self.registry.close()  # fsyncs what is left
@@ -103,6 +111,7 @@ class Broker:
         assert task is not None
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        peer_host = f"/{peer[0]}" if peer else ""
         queue: asyncio.Queue = asyncio.Queue(self.config.max_in_flight)
         sender = asyncio.create_task(self._send(queue, writer))
         try:
@@ -114,7 +123,7 @@ class Broker:
                                 peer, size, self.config.max_request_bytes)
                     break
                 frame = await asyncio.wait_for(reader.readexactly(size), self.config.frame_timeout_s)
-                response = self._dispatch(frame)
+                response = self._dispatch(frame, peer_host)
                 if response is not None:
                     await queue.put(response)
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
@@ -149,7 +158,7 @@ class Broker:
             if writer.transport.get_write_buffer_size() > (1 << 20):
                 await writer.drain()
 
-    def _dispatch(self, frame: bytes) -> bytes | asyncio.Task | None:
+    def _dispatch(self, frame: bytes, peer_host: str = "") -> bytes | asyncio.Task | None:
         header = protocol.read_request_header(frame)
         entry = self.apis.get(header.api_key)
         if entry is None:
@@ -162,7 +171,7 @@ class Broker:
                 return unsupported_api_versions(self, header)
             raise FrameError(f"API key {header.api_key} version {header.api_version} is not supported")
         request = protocol.decode_request(frame, header)
-        ctx = RequestContext(self, header)
+        ctx = RequestContext(self, header, peer_host)
         try:
             body = handler(ctx, request)
         except Exception as exc:

@@ -31,6 +31,10 @@ def produce(ctx, request):
                 result["error_code"] = errors.INVALID_REQUIRED_ACKS
                 continue
             partition = registry.partition(topic_data.name, pd.index)
+            if partition is not None and registry.topics[topic_data.name].internal:
+                result["error_code"] = errors.INVALID_TOPIC_EXCEPTION
+                result["error_message"] = f"{topic_data.name} is an internal topic"
+                continue
             if partition is None:
                 result["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
                 result["error_message"] = f"no partition {topic_data.name}-{pd.index}"

@@ -105,6 +105,8 @@ def delete_topics(ctx, request) -> dict:
             topic = registry.get(name)
             if topic is not None:
                 response["topic_id"] = topic.topic_id
+                if topic.internal:
+                    raise TopicError(errors.INVALID_REQUEST, f"{name} is an internal topic")
             registry.delete(name)
         except TopicError as exc:
             response.update(error_code=exc.error_code, error_message=str(exc))

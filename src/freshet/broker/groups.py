@@ -1,0 +1,403 @@
+"""The group coordinator: Kafka's classic consumer-group protocol.
+
+A group moves Empty -> PreparingRebalance -> CompletingRebalance -> Stable and back. JoinGroup
+parks each member until every known member has rejoined (or the rebalance timeout drops the
+ones that did not), then answers all of them at once with a new generation; the leader also
+receives every member's subscription and computes the assignment on the client side (range,
+roundrobin, cooperative-sticky: the broker does not care which). SyncGroup hands the leader's
+assignment to each member. Heartbeats keep members alive; a member silent for its session
+timeout is removed and the others rebalance.
+
+A new group waits ``initial_rebalance_delay_ms`` (100 ms by default, not Kafka's 3 s) so that
+members starting together land in one generation, and its first member consumes well within a
+second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from . import errors
+
+log = logging.getLogger(__name__)
+
+EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
+
+
+@dataclass
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    last_heartbeat: float = field(default_factory=time.monotonic)
+    join_future: asyncio.Future | None = None
+    sync_future: asyncio.Future | None = None
+
+    def metadata_for(self, protocol: str | None) -> bytes:
+        for name, metadata in self.protocols:
+            if name == protocol:
+                return metadata
+        return b""
+
+    def subscribed_topics(self) -> set[str]:
+        """Topics in a consumer-protocol subscription (version int16, then an array of strings)."""
+        if self.protocol_type != "consumer" or not self.protocols:
+            return set()
+        data = self.protocols[0][1]
+        try:
+            (count,) = struct.unpack_from(">i", data, 2)
+            pos, topics = 6, set()
+            for _ in range(count):
+                (n,) = struct.unpack_from(">h", data, pos)
+                topics.add(data[pos + 2 : pos + 2 + n].decode())
+                pos += 2 + n
+            return topics
+        except (struct.error, UnicodeDecodeError):
+            return set()
+
+
+@dataclass
+class Group:
+    group_id: str
+    state: str = EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
+    pending: dict[str, float] = field(default_factory=dict)  # member ids handed out, not yet joined
+    rebalance_timer: asyncio.TimerHandle | None = None
+    rebalance_deadline: float = 0.0
+    new_group: bool = True
+
+    def rebalance_timeout_s(self) -> float:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0) / 1000
+
+
+class GroupError(Exception):
+    def __init__(self, error_code: int, message: str = ""):
+        super().__init__(message or str(error_code))
+        self.error_code = error_code
+
+
+class GroupCoordinator:
+    def __init__(self, initial_rebalance_delay_ms: int = 100, min_session_timeout_ms: int = 1000,
+                 max_session_timeout_ms: int = 1_800_000) -> None:
+        self.groups: dict[str, Group] = {}
+        self.initial_delay_s = initial_rebalance_delay_ms / 1000
+        self.min_session_ms = min_session_timeout_ms
+        self.max_session_ms = max_session_timeout_ms
+        self._reaper: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._reaper = asyncio.get_running_loop().create_task(self._expire_members(), name="group-sessions")
+
+    async def stop(self) -> None:
+        if self._reaper:
+            self._reaper.cancel()
+            try:
+                await self._reaper
+            except asyncio.CancelledError:
+                pass
+
+    def group(self, group_id: str, create: bool = False) -> Group | None:
+        g = self.groups.get(group_id)
+        if g is None and create:
+            g = self.groups[group_id] = Group(group_id)
+        return g
+
+    # -- JoinGroup ------------------------------------------------------------------------
+
+    async def join(self, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
+                   client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+                   protocols: list[tuple[str, bytes]], require_known_member_id: bool) -> dict:
+        if not group_id:
+            raise GroupError(errors.INVALID_GROUP_ID, "group id must not be empty")
+        if not self.min_session_ms <= session_timeout_ms <= self.max_session_ms:
+            raise GroupError(errors.INVALID_SESSION_TIMEOUT)
+        if rebalance_timeout_ms < 0:
+            rebalance_timeout_ms = session_timeout_ms
+        if not protocols:
+            raise GroupError(errors.INCONSISTENT_GROUP_PROTOCOL, "no protocols")
+        g = self.group(group_id, create=True)
+        assert g is not None
+        if g.state == DEAD:
+            raise GroupError(errors.COORDINATOR_NOT_AVAILABLE)
+        if g.members and (protocol_type != g.protocol_type or not self._common_protocols(g, protocols)):
+            raise GroupError(errors.INCONSISTENT_GROUP_PROTOCOL)
+
+        if member_id == "":
+            member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            if group_instance_id is not None:
+                old = g.static_members.get(group_instance_id)
+                if old is not None and old in g.members:
+                    self._fence(g, old)  # the same static member restarted: it takes over its slot
+            elif require_known_member_id:
+                g.pending[member_id] = time.monotonic() + session_timeout_ms / 1000
+                return self._join_response(errors.MEMBER_ID_REQUIRED, g, member_id)
+        else:
+            if group_instance_id is not None and g.static_members.get(group_instance_id, member_id) != member_id:
+                raise GroupError(errors.FENCED_INSTANCE_ID)
+            if member_id not in g.members and member_id not in g.pending:
+                raise GroupError(errors.UNKNOWN_MEMBER_ID)
+        g.pending.pop(member_id, None)
+
+        member = g.members.get(member_id)
+        if member is None:
+            member = Member(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
+                            rebalance_timeout_ms, protocol_type, protocols)
+            g.members[member_id] = member
+            if group_instance_id is not None:
+                g.static_members[group_instance_id] = member_id
+        else:
+            member.protocols = protocols
+            member.session_timeout_ms = session_timeout_ms
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.last_heartbeat = time.monotonic()
+        if member.join_future is not None and not member.join_future.done():
+            member.join_future.set_result(self._join_response(errors.UNKNOWN_MEMBER_ID, g, member_id))
+        member.join_future = asyncio.get_running_loop().create_future()
+        g.protocol_type = protocol_type
+        if g.state != PREPARING:
+            self._prepare_rebalance(g, f"member {member_id} joined")
+        self._maybe_complete_join(g)
+        return await member.join_future
+
+    def _common_protocols(self, g: Group, protocols: list[tuple[str, bytes]]) -> set[str]:
+        names = {name for name, _ in protocols}
+        for m in g.members.values():
+            names &= {name for name, _ in m.protocols}
+        return names
+
+    def _join_response(self, error_code: int, g: Group, member_id: str, members: list | None = None) -> dict:
+        return {"throttle_time": 0, "error_code": error_code, "generation_id": g.generation if not error_code else -1,
+                "protocol_type": g.protocol_type, "protocol_name": g.protocol_name if not error_code else None,
+                "leader": g.leader or "" if not error_code else "", "skip_assignment": False,
+                "member_id": member_id, "members": members or []}
+
+    def _prepare_rebalance(self, g: Group, reason: str) -> None:
+        if g.state == COMPLETING:
+            for m in g.members.values():
+                if m.sync_future and not m.sync_future.done():
+                    m.sync_future.set_result(self._sync_response(errors.REBALANCE_IN_PROGRESS, g, b""))
+        log.info("group %s: rebalancing (%s)", g.group_id, reason)
+        g.state = PREPARING
+        delay = self.initial_delay_s if g.new_group else g.rebalance_timeout_s()
+        g.rebalance_deadline = time.monotonic() + delay
+        if g.rebalance_timer:
+            g.rebalance_timer.cancel()
+        loop = asyncio.get_running_loop()
+        g.rebalance_timer = loop.call_later(delay, self._rebalance_deadline, g)
+
+    def _rebalance_deadline(self, g: Group) -> None:
+        g.rebalance_timer = None
+        if g.state != PREPARING:
+            return
+        if g.new_group:
+            g.new_group = False
+            self._maybe_complete_join(g)
+            if g.state == PREPARING:  # someone is still missing: give them the rebalance timeout
+                g.rebalance_timer = asyncio.get_running_loop().call_later(
+                    g.rebalance_timeout_s(), self._rebalance_deadline, g)
+            return
+        self._complete_join(g)
+
+    def _maybe_complete_join(self, g: Group) -> None:
+        if g.state != PREPARING or g.new_group:
+            return
+        if all(m.join_future is not None and not m.join_future.done() for m in g.members.values()):
+            self._complete_join(g)
+
+    def _complete_join(self, g: Group) -> None:
+        if g.rebalance_timer:
+            g.rebalance_timer.cancel()
+            g.rebalance_timer = None
+        for member_id in [mid for mid, m in g.members.items() if not (m.join_future and not m.join_future.done())]:
+            log.info("group %s: member %s did not rejoin in time; removed", g.group_id, member_id)
+            self._remove(g, member_id)
+        g.generation += 1
+        g.new_group = False
+        if not g.members:
+            g.state, g.leader, g.protocol_name = EMPTY, None, None
+            return
+        g.protocol_name = self._select_protocol(g)
+        if g.leader not in g.members:
+            g.leader = next(iter(g.members))
+        g.state = COMPLETING
+        now = time.monotonic()
+        for m in g.members.values():
+            m.last_heartbeat = now
+            members = None
+            if m.member_id == g.leader:
+                members = [{"member_id": x.member_id, "group_instance_id": x.group_instance_id,
+                            "metadata": x.metadata_for(g.protocol_name)} for x in g.members.values()]
+            assert m.join_future is not None
+            m.join_future.set_result(self._join_response(errors.NONE, g, m.member_id, members))
+        log.info("group %s: generation %d with %d members, leader %s, protocol %s", g.group_id, g.generation,
+                 len(g.members), g.leader, g.protocol_name)
+
+    def _select_protocol(self, g: Group) -> str:
+        common = None
+        for m in g.members.values():
+            names = [name for name, _ in m.protocols]
+            common = names if common is None else [n for n in common if n in names]
+        candidates = common or []
+        votes: dict[str, int] = {}
+        for m in g.members.values():
+            for name, _ in m.protocols:
+                if name in candidates:
+                    votes[name] = votes.get(name, 0) + 1
+                    break
+        return max(candidates, key=lambda n: (votes.get(n, 0), -candidates.index(n)))
+
+    def _remove(self, g: Group, member_id: str) -> None:
+        m = g.members.pop(member_id, None)
+        if m is None:
+            return
+        if m.group_instance_id is not None and g.static_members.get(m.group_instance_id) == member_id:
+            del g.static_members[m.group_instance_id]
+        for fut in (m.join_future, m.sync_future):
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+
+    def _fence(self, g: Group, member_id: str) -> None:
+        m = g.members.get(member_id)
+        if m is None:
+            return
+        if m.join_future and not m.join_future.done():
+            m.join_future.set_result(self._join_response(errors.FENCED_INSTANCE_ID, g, member_id))
+        if m.sync_future and not m.sync_future.done():
+            m.sync_future.set_result(self._sync_response(errors.FENCED_INSTANCE_ID, g, b""))
+        m.join_future = m.sync_future = None
+        self._remove(g, member_id)
+
+    # -- SyncGroup, Heartbeat, LeaveGroup -------------------------------------------------
+
+    def _check_member(self, g: Group | None, member_id: str, group_instance_id: str | None,
+                      generation: int | None) -> Member:
+        if g is None or member_id not in g.members:
+            raise GroupError(errors.UNKNOWN_MEMBER_ID)
+        if group_instance_id is not None and g.static_members.get(group_instance_id) != member_id:
+            raise GroupError(errors.FENCED_INSTANCE_ID)
+        if generation is not None and generation != g.generation:
+            raise GroupError(errors.ILLEGAL_GENERATION)
+        return g.members[member_id]
+
+    def _sync_response(self, error_code: int, g: Group, assignment: bytes) -> dict:
+        return {"throttle_time": 0, "error_code": error_code, "protocol_type": g.protocol_type,
+                "protocol_name": g.protocol_name, "assignment": assignment}
+
+    async def sync(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
+                   assignments: dict[str, bytes]) -> dict:
+        g = self.group(group_id)
+        member = self._check_member(g, member_id, group_instance_id, generation)
+        assert g is not None
+        member.last_heartbeat = time.monotonic()
+        if g.state == PREPARING:
+            raise GroupError(errors.REBALANCE_IN_PROGRESS)
+        if g.state == STABLE:
+            return self._sync_response(errors.NONE, g, member.assignment)
+        member.sync_future = asyncio.get_running_loop().create_future()
+        if member_id == g.leader:
+            for m in g.members.values():
+                m.assignment = assignments.get(m.member_id, b"")
+            g.state = STABLE
+            for m in g.members.values():
+                if m.sync_future and not m.sync_future.done():
+                    m.sync_future.set_result(self._sync_response(errors.NONE, g, m.assignment))
+        result = await member.sync_future
+        if result is None:
+            raise GroupError(errors.UNKNOWN_MEMBER_ID)
+        return result
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> int:
+        g = self.group(group_id)
+        try:
+            member = self._check_member(g, member_id, group_instance_id, None)
+        except GroupError as exc:
+            return exc.error_code
+        assert g is not None
+        member.last_heartbeat = time.monotonic()
+        if generation != g.generation:
+            return errors.ILLEGAL_GENERATION
+        if g.state == PREPARING:
+            return errors.REBALANCE_IN_PROGRESS
+        return errors.NONE
+
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[tuple[str, str | None, int]]:
+        g = self.group(group_id)
+        results = []
+        for member_id, instance_id in members:
+            if g is not None and not member_id and instance_id is not None:
+                member_id = g.static_members.get(instance_id, "")
+            if g is None or member_id not in g.members:
+                results.append((member_id, instance_id, errors.UNKNOWN_MEMBER_ID))
+                continue
+            if instance_id is not None and g.static_members.get(instance_id) != member_id:
+                results.append((member_id, instance_id, errors.FENCED_INSTANCE_ID))
+                continue
+            self._remove(g, member_id)
+            results.append((member_id, instance_id, errors.NONE))
+            self._after_departure(g, f"member {member_id} left")
+        return results
+
+    def _after_departure(self, g: Group, reason: str) -> None:
+        if g.members:
+            if g.state == PREPARING:
+                self._maybe_complete_join(g)
+            else:
+                self._prepare_rebalance(g, reason)
+        elif g.state != EMPTY:
+            if g.rebalance_timer:
+                g.rebalance_timer.cancel()
+                g.rebalance_timer = None
+            g.generation += 1
+            g.state, g.leader, g.protocol_name = EMPTY, None, None
+
+    async def _expire_members(self) -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            now = time.monotonic()
+            for g in list(self.groups.values()):
+                for member_id, deadline in list(g.pending.items()):
+                    if deadline < now:
+                        del g.pending[member_id]
+                for m in list(g.members.values()):
+                    waiting_in_join = m.join_future is not None and not m.join_future.done()
+                    if not waiting_in_join and now - m.last_heartbeat > m.session_timeout_ms / 1000:
+                        log.info("group %s: member %s session expired", g.group_id, m.member_id)
+                        self._remove(g, m.member_id)
+                        self._after_departure(g, f"member {m.member_id} session expired")
+
+    # -- views ----------------------------------------------------------------------------
+
+    def check_commit(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> None:
+        """May this commit go ahead? Raises GroupError with Kafka's answer if not."""
+        g = self.group(group_id)
+        if generation < 0 and not member_id:
+            if g is not None and g.members:
+                raise GroupError(errors.UNKNOWN_MEMBER_ID, "the group has active members")
+            return
+        member = self._check_member(g, member_id, group_instance_id, generation)
+        assert g is not None
+        if g.state == PREPARING or g.state == COMPLETING:
+            raise GroupError(errors.REBALANCE_IN_PROGRESS)
+        member.last_heartbeat = time.monotonic()
+
+    def delete(self, group_id: str) -> None:
+        g = self.groups.get(group_id)
+        if g is not None and g.members:
+            raise GroupError(errors.NON_EMPTY_GROUP)
+        self.groups.pop(group_id, None)

@@ -1,0 +1,299 @@
+"""FindCoordinator and the consumer-group APIs: membership, rebalances, committed offsets."""
+
+from __future__ import annotations
+
+import time
+
+from .. import errors
+from ..groups import COMPLETING, DEAD, EMPTY, PREPARING, GroupError
+from ..offsets import CommittedOffset
+
+MAX_METADATA = 4096  # offset.metadata.max.bytes
+
+
+def find_coordinator(ctx, request) -> dict:
+    broker = ctx.broker
+    node = {"node_id": broker.config.node_id, "host": broker.advertised_host, "port": broker.port}
+    keys = getattr(request, "coordinator_keys", None)
+    if keys is None:  # v0-3: one key
+        return {"throttle_time": 0, "error_code": errors.NONE, "error_message": None, **node}
+    return {"throttle_time": 0, "coordinators": [
+        {"key": key, "error_code": errors.NONE, "error_message": None, **node} for key in keys]}
+
+
+def _error_body(body: dict, exc: GroupError) -> dict:
+    body["error_code"] = exc.error_code
+    return body
+
+
+def join_group(ctx, request):
+    coordinator = ctx.broker.groups
+
+    async def run() -> dict:
+        try:
+            result = await coordinator.join(
+                request.group_id, request.member_id, getattr(request, "group_instance_id", None),
+                ctx.header.client_id or "", ctx.peer_host, int(request.session_timeout.total_seconds() * 1000),
+                int(getattr(request, "rebalance_timeout", request.session_timeout).total_seconds() * 1000),
+                request.protocol_type, [(p.name, bytes(p.metadata)) for p in request.protocols],
+                require_known_member_id=ctx.version >= 4,
+            )
+            if result is None:
+                raise GroupError(errors.UNKNOWN_MEMBER_ID)
+            return result
+        except GroupError as exc:
+            return {"throttle_time": 0, "error_code": exc.error_code, "generation_id": -1, "protocol_type": None,
+                    "protocol_name": None, "leader": "", "member_id": request.member_id, "members": []}
+
+    return run()
+
+
+def sync_group(ctx, request):
+    coordinator = ctx.broker.groups
+
+    async def run() -> dict:
+        try:
+            return await coordinator.sync(
+                request.group_id, request.member_id, getattr(request, "group_instance_id", None),
+                request.generation_id, {a.member_id: bytes(a.assignment) for a in request.assignments},
+            )
+        except GroupError as exc:
+            return {"throttle_time": 0, "error_code": exc.error_code, "protocol_type": None, "protocol_name": None,
+                    "assignment": b""}
+
+    return run()
+
+
+def heartbeat(ctx, request) -> dict:
+    code = ctx.broker.groups.heartbeat(request.group_id, request.member_id,
+                                       getattr(request, "group_instance_id", None), request.generation_id)
+    return {"throttle_time": 0, "error_code": code}
+
+
+def leave_group(ctx, request) -> dict:
+    if hasattr(request, "members"):
+        wanted = [(m.member_id, m.group_instance_id) for m in request.members]
+    else:
+        wanted = [(request.member_id, None)]
+    results = ctx.broker.groups.leave(request.group_id, wanted)
+    top = errors.NONE
+    if not hasattr(request, "members") and results:
+        top = results[0][2]
+    return {"throttle_time": 0, "error_code": top, "members": [
+        {"member_id": mid, "group_instance_id": iid, "error_code": code} for mid, iid, code in results]}
+
+
+def offset_commit(ctx, request):
+    broker = ctx.broker
+    generation = getattr(request, "generation_id_or_member_epoch", getattr(request, "generation_id", -1))
+    topics_out = []
+    accepted: dict[tuple[str, int], CommittedOffset] = {}
+    group_error = errors.NONE
+    if not request.group_id:
+        group_error = errors.INVALID_GROUP_ID
+    else:
+        try:
+            broker.groups.check_commit(request.group_id, request.member_id,
+                                       getattr(request, "group_instance_id", None), generation)
+        except GroupError as exc:
+            group_error = exc.error_code
+    now = int(time.time() * 1000)
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            code = group_error
+            if code == errors.NONE:
+                metadata = p.committed_metadata or ""
+                if broker.registry.partition(t.name, p.partition_index) is None:
+                    code = errors.UNKNOWN_TOPIC_OR_PARTITION
+                elif len(metadata.encode()) > MAX_METADATA:
+                    code = errors.OFFSET_METADATA_TOO_LARGE
+                else:
+                    accepted[(t.name, p.partition_index)] = CommittedOffset(
+                        p.committed_offset, getattr(p, "committed_leader_epoch", -1), metadata, now)
+            parts.append({"partition_index": p.partition_index, "error_code": code})
+        topics_out.append({"name": t.name, "partitions": parts})
+    body = {"throttle_time": 0, "topics": topics_out}
+    if not accepted:
+        return body
+    if broker.groups.group(request.group_id) is None:
+        broker.groups.group(request.group_id, create=True)
+    last = broker.offsets.append(request.group_id, accepted)
+    broker.group_commit.written(broker.offsets.partition)
+    durable = broker.group_commit.durable(broker.offsets.partition, last)
+
+    async def when_durable() -> dict:
+        try:
+            await durable
+        except Exception:
+            for t in topics_out:
+                for p in t["partitions"]:
+                    if p["error_code"] == errors.NONE:
+                        p["error_code"] = errors.COORDINATOR_NOT_AVAILABLE
+        return body
+
+    return when_durable()
+
+
+def _fetch_group(broker, group_id: str, topics) -> tuple[list[dict], int]:
+    committed = broker.offsets.committed(group_id)
+    out = []
+    if topics is None:
+        by_topic: dict[str, list] = {}
+        for (topic, partition), c in sorted(committed.items()):
+            by_topic.setdefault(topic, []).append((partition, c))
+        wanted = [(topic, [p for p, _ in parts]) for topic, parts in by_topic.items()]
+    else:
+        wanted = [(t.name, list(t.partition_indexes)) for t in topics]
+    for topic, partitions in wanted:
+        parts = []
+        for p in partitions:
+            c = committed.get((topic, p))
+            parts.append({"partition_index": p, "committed_offset": c.offset if c else -1,
+                          "committed_leader_epoch": c.leader_epoch if c else -1,
+                          "metadata": c.metadata if c else "", "error_code": errors.NONE})
+        out.append({"name": topic, "partitions": parts})
+    return out, errors.NONE
+
+
+def offset_fetch(ctx, request) -> dict:
+    broker = ctx.broker
+    if hasattr(request, "groups"):
+        groups = []
+        for g in request.groups:
+            topics, code = _fetch_group(broker, g.group_id, g.topics)
+            groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
+        return {"throttle_time": 0, "groups": groups}
+    topics, code = _fetch_group(broker, request.group_id, request.topics)
+    return {"throttle_time": 0, "topics": topics, "error_code": code}
+
+
+def _known_groups(broker) -> dict[str, object]:
+    names = set(broker.groups.groups) | set(broker.offsets.groups())
+    return {name: broker.groups.group(name) for name in sorted(names)}
+
+
+def describe_groups(ctx, request) -> dict:
+    broker = ctx.broker
+    known = _known_groups(broker)
+    out = []
+    for group_id in request.groups:
+        g = broker.groups.group(group_id)
+        if group_id not in known:
+            out.append({"error_code": errors.NONE, "group_id": group_id, "group_state": DEAD, "protocol_type": "",
+                        "protocol_data": "", "members": []})
+            continue
+        state = g.state if g else EMPTY
+        members = []
+        if g is not None:
+            for m in g.members.values():
+                members.append({
+                    "member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                    "client_host": m.client_host, "member_metadata": m.metadata_for(g.protocol_name),
+                    "member_assignment": m.assignment if state not in (PREPARING, COMPLETING) else b"",
+                })
+        out.append({"error_code": errors.NONE, "group_id": group_id, "group_state": state,
+                    "protocol_type": (g.protocol_type if g and g.protocol_type else "consumer"),
+                    "protocol_data": (g.protocol_name or "") if g else "", "members": members})
+    return {"throttle_time": 0, "groups": out}
+
+
+def list_groups(ctx, request) -> dict:
+    broker = ctx.broker
+    states = set(getattr(request, "states_filter", ()) or ())
+    types = {t.lower() for t in (getattr(request, "types_filter", ()) or ())}
+    out = []
+    for group_id, g in _known_groups(broker).items():
+        state = g.state if g else EMPTY
+        if states and state not in states:
+            continue
+        if types and "classic" not in types:
+            continue
+        out.append({"group_id": group_id, "protocol_type": (g.protocol_type if g and g.protocol_type else "consumer"),
+                    "group_state": state, "group_type": "classic"})
+    return {"throttle_time": 0, "error_code": errors.NONE, "groups": out}
+
+
+def delete_groups(ctx, request):
+    broker = ctx.broker
+    results = []
+    waits = []
+    known = _known_groups(broker)
+    for group_id in request.groups_names:
+        code = errors.NONE
+        if group_id not in known:
+            code = errors.GROUP_ID_NOT_FOUND
+        else:
+            try:
+                broker.groups.delete(group_id)
+                committed = broker.offsets.committed(group_id)
+                if committed:
+                    waits.append(broker.offsets.append(group_id, {k: None for k in list(committed)}))
+            except GroupError as exc:
+                code = exc.error_code
+        results.append({"group_id": group_id, "error_code": code})
+    body = {"throttle_time": 0, "results": results}
+    if not waits:
+        return body
+    broker.group_commit.written(broker.offsets.partition)
+    durable = broker.group_commit.durable(broker.offsets.partition, max(waits))
+
+    async def when_durable() -> dict:
+        await durable
+        return body
+
+    return when_durable()
+
+
+def offset_delete(ctx, request):
+    broker = ctx.broker
+    group_id = request.group_id
+    g = broker.groups.group(group_id)
+    if group_id not in _known_groups(broker):
+        return {"error_code": errors.GROUP_ID_NOT_FOUND, "throttle_time": 0, "topics": []}
+    subscribed = set()
+    if g is not None:
+        for m in g.members.values():
+            subscribed |= m.subscribed_topics()
+    committed = broker.offsets.committed(group_id)
+    deletions = {}
+    topics_out = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            code = errors.NONE
+            if t.name in subscribed:
+                code = errors.GROUP_SUBSCRIBED_TO_TOPIC
+            elif broker.registry.partition(t.name, p.partition_index) is None:
+                code = errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif (t.name, p.partition_index) in committed:
+                deletions[(t.name, p.partition_index)] = None
+            parts.append({"partition_index": p.partition_index, "error_code": code})
+        topics_out.append({"name": t.name, "partitions": parts})
+    body = {"error_code": errors.NONE, "throttle_time": 0, "topics": topics_out}
+    if not deletions:
+        return body
+    last = broker.offsets.append(group_id, deletions)
+    broker.group_commit.written(broker.offsets.partition)
+    durable = broker.group_commit.durable(broker.offsets.partition, last)
+
+    async def when_durable() -> dict:
+        await durable
+        return body
+
+    return when_durable()
+
+
+APIS = {
+    10: (0, 4, find_coordinator),
+    11: (0, 9, join_group),
+    14: (0, 5, sync_group),
+    12: (0, 4, heartbeat),
+    13: (0, 5, leave_group),
+    8: (2, 9, offset_commit),
+    9: (1, 9, offset_fetch),
+    15: (0, 5, describe_groups),
+    16: (0, 5, list_groups),
+    42: (0, 2, delete_groups),
+    47: (0, 0, offset_delete),
+}

@@ -1,0 +1,133 @@
+"""Committed offsets, kept in the internal compacted topic ``__consumer_offsets``.
+
+Records use Kafka's own layout (key version 1: group, topic, partition; value version 3:
+offset, leader epoch, metadata, commit timestamp), so Kafka's tools could read them. A commit
+is answered only once its batch is fsync'd; on start the topic is replayed into memory (the
+latest record per key wins, a tombstone deletes).
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from dataclasses import dataclass
+
+from freshet.log import decode_records, encode_batch
+from freshet.log.record_batch import iter_batches
+
+from .registry import TopicRegistry
+
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+OFFSET_KEY_VERSION = 1
+OFFSET_VALUE_VERSION = 3
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+
+
+def _string(s: str) -> bytes:
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def _read_string(buf: bytes, pos: int) -> tuple[str, int]:
+    (n,) = struct.unpack_from(">h", buf, pos)
+    pos += 2
+    return buf[pos : pos + n].decode(), pos + n
+
+
+def encode_key(group: str, topic: str, partition: int) -> bytes:
+    return struct.pack(">h", OFFSET_KEY_VERSION) + _string(group) + _string(topic) + struct.pack(">i", partition)
+
+
+def decode_key(key: bytes) -> tuple[str, str, int] | None:
+    (version,) = struct.unpack_from(">h", key, 0)
+    if version not in (0, 1):
+        return None  # group metadata records (version 2) are not offsets
+    group, pos = _read_string(key, 2)
+    topic, pos = _read_string(key, pos)
+    (partition,) = struct.unpack_from(">i", key, pos)
+    return group, topic, partition
+
+
+def encode_value(c: CommittedOffset) -> bytes:
+    return (struct.pack(">hqi", OFFSET_VALUE_VERSION, c.offset, c.leader_epoch) + _string(c.metadata)
+            + struct.pack(">q", c.commit_timestamp))
+
+
+def decode_value(value: bytes) -> CommittedOffset:
+    version, offset = struct.unpack_from(">hq", value, 0)
+    pos = 10
+    epoch = -1
+    if version >= 3:
+        (epoch,) = struct.unpack_from(">i", value, pos)
+        pos += 4
+    metadata, pos = _read_string(value, pos)
+    (ts,) = struct.unpack_from(">q", value, pos)
+    return CommittedOffset(offset, epoch, metadata, ts)
+
+
+class OffsetStore:
+    """group -> (topic, partition) -> CommittedOffset, backed by ``__consumer_offsets``."""
+
+    def __init__(self, registry: TopicRegistry) -> None:
+        topic = registry.get(OFFSETS_TOPIC)
+        if topic is None:
+            topic = registry.create(OFFSETS_TOPIC, 1, -1, OFFSETS_TOPIC_CONFIGS)
+        topic.internal = True
+        self.partition = topic.partitions[0]
+        self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        self._replay()
+
+    def _replay(self) -> None:
+        p = self.partition
+        offset = p.log_start_offset
+        while offset < p.high_watermark:
+            data = p.read(offset, 1 << 20)
+            if not data:
+                break
+            for header, batch in iter_batches(data):
+                for record in decode_records(batch):
+                    self._apply(record.key, record.value)
+                offset = header.last_offset + 1
+
+    def _apply(self, key: bytes | None, value: bytes | None) -> None:
+        if key is None:
+            return
+        decoded = decode_key(key)
+        if decoded is None:
+            return
+        group, topic, partition = decoded
+        if value is None:
+            group_offsets = self.offsets.get(group)
+            if group_offsets is not None:
+                group_offsets.pop((topic, partition), None)
+                if not group_offsets:
+                    del self.offsets[group]
+        else:
+            self.offsets.setdefault(group, {})[(topic, partition)] = decode_value(value)
+
+    def append(self, group: str, entries: dict[tuple[str, int], CommittedOffset | None]) -> int:
+        """Write commits (None: delete) as one batch; returns the last offset to wait on for durability.
+        The in-memory view changes at once, as Kafka's does after the append."""
+        now = int(time.time() * 1000)
+        records = [
+            (encode_key(group, topic, partition), None if c is None else encode_value(c), now)
+            for (topic, partition), c in entries.items()
+        ]
+        result = self.partition.append(encode_batch(records))
+        for key, value, _ in records:
+            self._apply(key, value)
+        return result.last_offset
+
+    def committed(self, group: str) -> dict[tuple[str, int], CommittedOffset]:
+        return self.offsets.get(group, {})
+
+    def groups(self) -> list[str]:
+        return list(self.offsets)
