@@ -175,6 +175,57 @@ class Partition:
         finally:
             os.close(fd)
 
+    # -- the start of the log ------------------------------------------------------------
+
+    def advance_log_start(self, offset: int) -> int:
+        """DeleteRecords: make ``offset`` the log start offset (it is persisted) and drop whole
+        segments below it. Returns the new log start offset."""
+        if offset < 0 or offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {offset}: the log holds [{self.log_start_offset}, {self.high_watermark}]"
+            )
+        if offset > self.log_start_offset:
+            self._set_log_start_offset(offset)
+        self.delete_segments_below_start()
+        return self.log_start_offset
+
+    def _set_log_start_offset(self, offset: int) -> None:
+        path = os.path.join(self.directory, "log-start-offset")
+        with open(path + ".tmp", "w") as f:
+            f.write(str(offset))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(path + ".tmp", path)
+        self.log_start_offset = offset
+
+    def delete_segments_below_start(self) -> list[Segment]:
+        """Remove every closed segment whose records all lie below the log start offset."""
+        return self.delete_oldest_segments(lambda s: s.next_offset <= self.log_start_offset)
+
+    def delete_oldest_segments(self, predicate) -> list[Segment]:
+        """Delete closed segments from the oldest on while ``predicate(segment)`` holds.
+
+        The active segment is never deleted; a segment still waiting for its fsync is left for
+        the next round. The log start offset moves to the first segment kept.
+        """
+        deleted: list[Segment] = []
+        while len(self.segments) > 1:
+            segment = self.segments[0]
+            if segment.dirty or not predicate(segment):
+                break
+            self.segments.pop(0)
+            self._bases.pop(0)
+            segment.delete()
+            deleted.append(segment)
+        if deleted:
+            new_start = max(self.log_start_offset, self.segments[0].base_offset)
+            if new_start != self.log_start_offset:
+                self._set_log_start_offset(new_start)
+            self._sync_directory()
+            log.info("%s: deleted %d segment(s); log start offset %d", self.directory, len(deleted),
+                     self.log_start_offset)
+        return deleted
+
     # -- durability ----------------------------------------------------------------------
 
     def begin_flush(self) -> tuple[list[Segment], int]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from freshet.log import LogError
+
 from .. import errors, protocol
 from ..registry import TopicError
 from ..topic_config import CONFIG_DEFS
@@ -168,7 +170,29 @@ def describe_configs(ctx, request) -> dict:
     return {"throttle_time": 0, "results": results}
 
 
+def delete_records(ctx, request) -> dict:
+    registry = ctx.broker.registry
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            entry = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": errors.NONE}
+            partition = registry.partition(t.name, p.partition_index)
+            if partition is None:
+                entry["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                target = partition.high_watermark if p.offset == -1 else p.offset
+                try:
+                    entry["low_watermark"] = partition.advance_log_start(target)
+                except LogError as exc:
+                    entry["error_code"] = exc.error_code
+            parts.append(entry)
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}
+
+
 APIS = {
+    21: (0, 2, delete_records),
     19: (2, 7, create_topics),
     20: (1, 6, delete_topics),
     37: (0, 3, create_partitions),
