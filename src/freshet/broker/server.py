@@ -14,6 +14,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
+from freshet.log.cleaner import clean
+
 from . import protocol
 from .durability import GroupCommit
 from .groups import GroupCoordinator
@@ -41,6 +43,7 @@ class BrokerConfig:
     frame_timeout_s: float = 30.0  # a started frame must arrive whole within this
     max_in_flight: int = 100  # queued responses per connection before reading pauses
     initial_rebalance_delay_ms: int = 100  # group.initial.rebalance.delay.ms (Kafka: 3000)
+    cleaner_interval_ms: int = 30_000  # how often retention and compaction run
 
 
 @dataclass
@@ -76,6 +79,7 @@ class Broker:
         self.apis = _api_table()
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task] = set()
+        self._cleaner: asyncio.Task | None = None
         self.port = config.port
 
     @property
@@ -86,6 +90,7 @@ class Broker:
         self.group_commit = GroupCommit()
         self.group_commit.start()
         self.groups.start()
+        self._cleaner = asyncio.get_running_loop().create_task(self._run_cleaner(), name="log-cleaner")
         self._server = await asyncio.start_server(
             self._serve, self.config.host, self.config.port, limit=1 << 20, reuse_address=True
         )
@@ -99,10 +104,27 @@ class Broker:
             task.cancel()
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._cleaner:
+            self._cleaner.cancel()
+            await asyncio.gather(self._cleaner, return_exceptions=True)
         await self.groups.stop()
         if self.group_commit:
             await self.group_commit.stop()
         self.registry.close()  # fsyncs what is left
+
+    async def _run_cleaner(self) -> None:
+        """Retention and compaction, partition by partition, letting requests in between."""
+        while True:
+            await asyncio.sleep(self.config.cleaner_interval_ms / 1000)
+            for topic in list(self.registry.topics.values()):
+                for partition in list(topic.partitions):
+                    if self.registry.get(topic.name) is not topic:
+                        break  # deleted meanwhile
+                    try:
+                        clean(partition)
+                    except Exception:
+                        log.exception("cleaning %s failed", partition.directory)
+                    await asyncio.sleep(0)
 
     # -- connections ----------------------------------------------------------------------
 

@@ -21,10 +21,14 @@ def broker() -> None:
 @click.option("--advertised-host", default=None, help="Host clients are told to connect to.")
 @click.option("--auto-create-topics/--no-auto-create-topics", default=False, show_default=True)
 @click.option("--default-partitions", default=1, show_default=True, type=int)
+@click.option("--cleaner-interval-ms", default=30_000, show_default=True, type=int,
+              help="How often retention and compaction run.")
+@click.option("--initial-rebalance-delay-ms", default=100, show_default=True, type=int,
+              help="How long a new consumer group waits for more members before its first assignment.")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto_create_topics: bool,
-          default_partitions: int, log_level: str) -> None:
+          default_partitions: int, cleaner_interval_ms: int, initial_rebalance_delay_ms: int, log_level: str) -> None:
     """Start a broker in the foreground (Ctrl-C stops it cleanly)."""
     from freshet.broker import BrokerConfig, run_broker
 
@@ -32,6 +36,7 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
     config = BrokerConfig(
         data_dir=data_dir, host=host, port=port, advertised_host=advertised_host,
         auto_create_topics=auto_create_topics, default_partitions=default_partitions,
+        cleaner_interval_ms=cleaner_interval_ms, initial_rebalance_delay_ms=initial_rebalance_delay_ms,
     )
 
     def ready(b) -> None:

@@ -213,14 +213,19 @@ def encode_batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     attributes: int = 0,
+    offset_deltas: list[int] | None = None,
 ) -> bytes:
-    """Build an uncompressed v2 batch from ``(key, value, timestamp_ms[, headers])`` tuples."""
+    """Build an uncompressed v2 batch from ``(key, value, timestamp_ms[, headers])`` tuples.
+
+    ``offset_deltas`` keeps the offsets of records a compaction left behind (gaps allowed).
+    """
     if not records:
         raise ValueError("a batch holds at least one record")
+    deltas = offset_deltas if offset_deltas is not None else list(range(len(records)))
     base_ts = records[0][2]
     max_ts = max(r[2] for r in records)
     body = bytearray()
-    for delta, rec in enumerate(records):
+    for delta, rec in zip(deltas, records):
         key, value, ts = rec[0], rec[1], rec[2]
         headers = rec[3] if len(rec) > 3 else ()
         r = bytearray()
@@ -236,7 +241,7 @@ def encode_batch(
         _write_varint(body, len(r))
         body += r
     after_crc = struct.pack(
-        ">hiqqqhii", attributes, len(records) - 1, base_ts, max_ts, producer_id,
+        ">hiqqqhii", attributes, deltas[-1], base_ts, max_ts, producer_id,
         producer_epoch, base_sequence, len(records),
     ) + bytes(body)
     crc = crc32c.crc32c(after_crc)

@@ -169,6 +169,22 @@ class Segment:
             return b""
         return os.pread(self.fd, size, position)
 
+    def replace_contents(self, batches: list[bytes]) -> None:
+        """Swap this segment's file for one holding ``batches`` (compaction), crash-safely:
+        the new file is written and fsync'd beside the old one, then renamed over it."""
+        cleaned = self.path + ".cleaned"
+        with open(cleaned, "wb") as f:
+            for batch in batches:
+                f.write(batch)
+            f.flush()
+            os.fsync(f.fileno())
+        self.close()
+        os.replace(cleaned, self.path)
+        created_at = self.created_at
+        self.__init__(self.directory, self.base_offset, self.index_interval_bytes)  # type: ignore[misc]
+        self.recover(check_crc=False)
+        self.created_at = created_at
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)

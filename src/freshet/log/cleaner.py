@@ -1,0 +1,135 @@
+"""The log cleaner: retention (delete old segments) and compaction (keep the newest record per key).
+
+Retention, for ``cleanup.policy`` containing ``delete``: whole segments go, oldest first, while
+their newest timestamp is older than ``retention.ms`` or the partition is larger than
+``retention.bytes`` without them. An expired active segment is rolled first so it can go too.
+The log start offset moves to the first segment kept; a consumer below it gets
+OFFSET_OUT_OF_RANGE and its ``auto.offset.reset`` applies.
+
+Compaction, for ``compact``: over the closed segments (the active segment is never touched),
+the newest offset of every key is found; each closed segment is then rewritten keeping only
+records that are the newest for their key. Kept records keep their offsets. A tombstone (null
+value) is kept until it is older than ``delete.retention.ms`` by its timestamp, then removed,
+so consumers that read within that time still see the delete.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from .partition import Partition
+from .record_batch import decode_records, encode_batch, iter_batches
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CleanerStats:
+    segments_deleted: int = 0
+    segments_rewritten: int = 0
+    records_removed: int = 0
+    tombstones_removed: int = 0
+
+
+def apply_retention(partition: Partition, now_ms: int | None = None) -> int:
+    """Delete segments past retention. Returns how many were deleted."""
+    config = partition.config
+    if "delete" not in config.cleanup_policy:
+        return len(partition.delete_segments_below_start())
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    deleted = 0
+    if config.retention_ms >= 0:
+        horizon = now_ms - config.retention_ms
+        active = partition.active_segment
+        if active.size and active.max_timestamp < horizon and not partition.has_unflushed:
+            partition.roll()  # an expired active segment goes too, as in Kafka
+        deleted += len(partition.delete_oldest_segments(lambda s: s.max_timestamp < horizon))
+    if config.retention_bytes >= 0:
+        size = partition.size_bytes
+
+        def over_limit(segment) -> bool:
+            nonlocal size
+            if size - segment.size >= config.retention_bytes:
+                size -= segment.size
+                return True
+            return False
+
+        deleted += len(partition.delete_oldest_segments(over_limit))
+    deleted += len(partition.delete_segments_below_start())
+    return deleted
+
+
+def compact(partition: Partition, now_ms: int | None = None) -> CleanerStats:
+    """Compact the closed segments of a partition (see the module docstring)."""
+    stats = CleanerStats()
+    if not partition.config.compacted or len(partition.segments) < 2:
+        return stats
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    tombstone_horizon = now_ms - partition.config.delete_retention_ms
+    closed = partition.segments[:-1]
+    if any(s.dirty for s in closed):
+        return stats  # not yet durable: next round
+    checkpoint = (len(closed), closed[-1].base_offset, closed[-1].next_offset)
+    last = getattr(partition, "_compaction_checkpoint", None)
+    if last is not None and last[0] == checkpoint and now_ms < last[1]:
+        return stats  # nothing new to clean and no tombstone due yet
+    next_tombstone_due = 1 << 62
+
+    newest: dict[bytes, int] = {}
+    for segment in closed:
+        for _header, batch in iter_batches(segment.read(0, segment.size)):
+            for record in decode_records(batch):
+                if record.key is not None:
+                    newest[record.key] = record.offset
+
+    for segment in closed:
+        data = segment.read(0, segment.size)
+        kept_batches: list[bytes] = []
+        changed = False
+        for header, batch in iter_batches(data):
+            if header.is_control:
+                kept_batches.append(bytes(batch))
+                continue
+            records = list(decode_records(batch))
+            kept = []
+            for r in records:
+                if r.key is None or newest.get(r.key) != r.offset:
+                    stats.records_removed += 1
+                    continue
+                if r.value is None:
+                    if r.timestamp < tombstone_horizon:
+                        stats.tombstones_removed += 1
+                        continue
+                    next_tombstone_due = min(next_tombstone_due, r.timestamp + partition.config.delete_retention_ms)
+                kept.append(r)
+            if len(kept) == len(records):
+                kept_batches.append(bytes(batch))
+                continue
+            changed = True
+            if kept:
+                base = kept[0].offset
+                kept_batches.append(encode_batch(
+                    [(r.key, r.value, r.timestamp, r.headers) for r in kept],
+                    base_offset=base, offset_deltas=[r.offset - base for r in kept],
+                ))
+        if changed:
+            segment.replace_contents(kept_batches)
+            stats.segments_rewritten += 1
+    partition._compaction_checkpoint = (  # type: ignore[attr-defined]
+        (len(partition.segments) - 1, partition.segments[-2].base_offset, partition.segments[-2].next_offset),
+        next_tombstone_due,
+    )
+    if stats.segments_rewritten:
+        log.info("%s: compacted %d segment(s), removed %d records and %d tombstones", partition.directory,
+                 stats.segments_rewritten, stats.records_removed, stats.tombstones_removed)
+    return stats
+
+
+def clean(partition: Partition, now_ms: int | None = None) -> CleanerStats:
+    """One cleaner pass over a partition: retention, then compaction."""
+    deleted = apply_retention(partition, now_ms)
+    stats = compact(partition, now_ms)
+    stats.segments_deleted = deleted
+    return stats
