@@ -61,3 +61,36 @@ def test_unreachable_broker_is_one_line():
     r = subprocess.run([sys.executable, "-m", "freshet.cli.main", "topic", "list", "--bootstrap", "127.0.0.1:1"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and r.stderr.startswith("error: cannot reach a broker")
+
+
+def test_groups_describe_lag_reset_and_watch(broker, topic_name):
+    from confluent_kafka import Consumer
+
+    from freshet.client import consumer_config
+
+    group = "cli-" + topic_name[-20:]
+    freshet(broker, "topic", "create", topic_name, "--partitions", "2")
+    freshet(broker, "produce", topic_name, "--partition", "0", input="".join(f"{i}\n" for i in range(100)))
+    consumer = Consumer(consumer_config(broker.bootstrap, group))
+    consumer.subscribe([topic_name])
+    got = 0
+    while got < 100:
+        got += len([m for m in consumer.consume(100, 0.5) if m.error() is None])
+    consumer.commit(asynchronous=False)
+    # an active group cannot be reset
+    r = freshet(broker, "groups", "reset-offsets", group, "--topic", topic_name, "--to-earliest")
+    assert r.returncode == 1 and "active member" in r.stderr
+    consumer.close()
+    assert f"{group}\t" in freshet(broker, "groups", "list").stdout
+    described = freshet(broker, "groups", "describe", group)
+    assert described.returncode == 0 and "total lag 0" in described.stdout
+    r = freshet(broker, "groups", "reset-offsets", group, "--topic", topic_name, "--shift-by", "-30")
+    assert r.returncode == 0 and f"{topic_name}\t0\t100 -> 70" in r.stdout
+    assert "total lag 30" in freshet(broker, "groups", "describe", group).stdout
+    calm = freshet(broker, "groups", "watch", group, "--max-lag", "50", "--count", "1")
+    assert calm.returncode == 0 and "total lag 30" in calm.stdout
+    alert = freshet(broker, "groups", "watch", group, "--max-lag", "10", "--count", "3", "--interval", "0.1")
+    assert alert.returncode == 2 and "ALERT" in alert.stdout
+    r = freshet(broker, "groups", "reset-offsets", group, "--topic", topic_name, "--to-earliest")
+    assert f"{topic_name}\t0\t70 -> 0" in r.stdout
+    assert freshet(broker, "groups", "describe", "no-such-group").returncode == 1

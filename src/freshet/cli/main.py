@@ -7,6 +7,7 @@ import click
 from .broker_cmd import broker
 from .demo_cmd import demo
 from .gen_cmd import gen
+from .groups_cmd import groups
 from .records_cmd import consume, produce
 from .topic_cmd import topic
 
@@ -22,6 +23,7 @@ cli.add_command(topic)
 cli.add_command(produce)
 cli.add_command(consume)
 cli.add_command(gen)
+cli.add_command(groups)
 cli.add_command(demo)
 
 
