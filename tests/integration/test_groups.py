@@ -251,3 +251,27 @@ def test_group_protocol_errors(broker):
         assert left.error_code == 0 and left.members[0].error_code == 0
         assert conn.request(42, 2, {"groups_names": [group]}).results[0].error_code == 0
         assert conn.request(42, 2, {"groups_names": [group]}).results[0].error_code == 69  # GROUP_ID_NOT_FOUND
+
+
+def test_offset_delete(broker, topic_name):
+    admin = create(broker.bootstrap, topic_name, 2)
+    group = "odel-" + uuid.uuid4().hex[:6]
+    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+        group, [TopicPartition(topic_name, 0, 5), TopicPartition(topic_name, 1, 7)])])[group].result(10)
+    with RawConnection(broker.bootstrap) as conn:
+        response = conn.request(47, 0, {"group_id": group, "topics": [
+            {"name": topic_name, "partitions": [{"partition_index": 0}]}]})
+        assert response.error_code == 0 and response.topics[0].partitions[0].error_code == 0
+        missing = conn.request(47, 0, {"group_id": "no-such-group", "topics": []})
+        assert missing.error_code == 69  # GROUP_ID_NOT_FOUND
+    listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(10)
+    assert [(tp.partition, tp.offset) for tp in listed.topic_partitions] == [(1, 7)]
+
+    consumer = Consumer(consumer_config(broker.bootstrap, group))
+    consumer.subscribe([topic_name])
+    wait_for(lambda: consumer.poll(0.1) is None and bool(consumer.assignment()), what="member assigned")
+    with RawConnection(broker.bootstrap) as conn:
+        response = conn.request(47, 0, {"group_id": group, "topics": [
+            {"name": topic_name, "partitions": [{"partition_index": 1}]}]})
+        assert response.topics[0].partitions[0].error_code == 86  # GROUP_SUBSCRIBED_TO_TOPIC
+    consumer.close()
