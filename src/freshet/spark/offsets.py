@@ -1,0 +1,132 @@
+"""Topic-partition offsets as Spark's Kafka source writes them: {"topic": {"0": 42, "1": 7}}.
+
+Plain functions over confluent-kafka, shared by the driver-side readers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+EARLIEST, LATEST = -2, -1
+
+Offsets = dict[str, dict[str, int]]
+
+
+class SourceError(ValueError):
+    """A source option or offset that cannot be honoured; the message says which."""
+
+
+def parse_subscription(options: dict) -> tuple[str, object]:
+    """Exactly one of subscribe / subscribePattern / assign, as Spark's Kafka source requires."""
+    given = [k for k in ("subscribe", "subscribepattern", "assign") if options.get(k)]
+    if len(given) != 1:
+        raise SourceError("give exactly one of the options subscribe, subscribePattern, assign")
+    kind = given[0]
+    value = options[kind]
+    if kind == "subscribe":
+        topics = [t.strip() for t in value.split(",") if t.strip()]
+        if not topics:
+            raise SourceError("subscribe names no topic")
+        return kind, topics
+    if kind == "subscribepattern":
+        try:
+            return kind, re.compile(value)
+        except re.error as exc:
+            raise SourceError(f"subscribePattern {value!r} is not a valid regular expression: {exc}") from None
+    try:
+        assigned = json.loads(value)
+        return kind, {t: [int(p) for p in ps] for t, ps in assigned.items()}
+    except (ValueError, AttributeError, TypeError):
+        raise SourceError(f'assign must be JSON like {{"topic": [0, 1]}}, got {value!r}') from None
+
+
+class ClusterView:
+    """Metadata and offsets of the subscribed topic-partitions, from the driver."""
+
+    def __init__(self, bootstrap: str, kind: str, subscription: object, timeout: float = 10.0) -> None:
+        self.bootstrap = bootstrap
+        self._admin: AdminClient | None = None
+        self.kind = kind
+        self.subscription = subscription
+        self.timeout = timeout
+
+    @property
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        return self._admin
+
+    def __getstate__(self) -> dict:
+        # readers are pickled to the executors; a librdkafka handle cannot travel
+        state = dict(self.__dict__)
+        state["_admin"] = None
+        return state
+
+    def partitions(self) -> list[tuple[str, int]]:
+        try:
+            md = self.admin.list_topics(timeout=self.timeout)
+        except KafkaException as exc:
+            raise SourceError(f"cannot reach the Kafka cluster: {exc}") from None
+        found = []
+        if self.kind == "assign":
+            for topic, parts in self.subscription.items():  # type: ignore[union-attr]
+                for p in parts:
+                    found.append((topic, p))
+            return sorted(found)
+        for name, topic in md.topics.items():
+            if topic.error is not None or name.startswith("__"):
+                continue
+            if self.kind == "subscribe" and name in self.subscription:  # type: ignore[operator]
+                found += [(name, p) for p in topic.partitions]
+            elif self.kind == "subscribepattern" and self.subscription.fullmatch(name):  # type: ignore[union-attr]
+                found += [(name, p) for p in topic.partitions]
+        if self.kind == "subscribe":
+            missing = set(self.subscription) - {t for t, _ in found}  # type: ignore[arg-type]
+            if missing:
+                raise SourceError(f"topic(s) {', '.join(sorted(missing))} do not exist")
+        return sorted(found)
+
+    def offsets(self, spec: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        if not partitions:
+            return {}
+        make = OffsetSpec.earliest if spec == "earliest" else OffsetSpec.latest
+        request = {TopicPartition(t, p): make() for t, p in partitions}
+        try:
+            futures = self.admin.list_offsets(request, request_timeout=self.timeout)
+            return {(tp.topic, tp.partition): f.result(self.timeout).offset for tp, f in futures.items()}
+        except KafkaException as exc:
+            raise SourceError(f"cannot list offsets: {exc}") from None
+
+
+def to_json(offsets: dict[tuple[str, int], int]) -> Offsets:
+    out: Offsets = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = int(offset)
+    return out
+
+
+def from_json(offsets: Offsets) -> dict[tuple[str, int], int]:
+    return {(topic, int(p)): int(o) for topic, parts in offsets.items() for p, o in parts.items()}
+
+
+def resolve(spec: str, default: str, view: ClusterView, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """startingOffsets / endingOffsets: "earliest", "latest", or JSON with -2 / -1 per partition."""
+    spec = (spec or default).strip()
+    if spec in ("earliest", "latest"):
+        return view.offsets(spec, partitions)
+    try:
+        given = from_json(json.loads(spec))
+    except (ValueError, AttributeError, TypeError):
+        raise SourceError(f'offsets must be earliest, latest or JSON like {{"topic": {{"0": 42}}}}, got {spec!r}') \
+            from None
+    earliest = view.offsets("earliest", partitions)
+    latest = view.offsets("latest", partitions)
+    out = {}
+    for tp in partitions:
+        value = given.get(tp, EARLIEST if default == "earliest" else LATEST)
+        out[tp] = earliest[tp] if value == EARLIEST else latest[tp] if value == LATEST else value
+    return out

@@ -1,0 +1,50 @@
+"""A local SparkSession with settings that suit this kind of machine, with ``freshet`` registered."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def register(spark) -> None:
+    """Make ``format("freshet")`` available on ``spark``."""
+    from .source import FreshetDataSource
+
+    spark.dataSource.register(FreshetDataSource)
+
+
+def session(app_name: str = "freshet", master: str | None = None, shuffle_partitions: int = 4,
+            driver_memory: str = "2g", extra: dict | None = None):
+    """Build (or get) a SparkSession: few shuffle partitions, RocksDB state store, quiet logs.
+
+    ``master`` defaults to $FRESHET_SPARK_MASTER or local[2]. Executors run this interpreter, so
+    they import Freshet as the driver does.
+    """
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    log4j = os.path.join(os.path.dirname(__file__), "log4j2.properties")
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(master or os.environ.get("FRESHET_SPARK_MASTER", "local[2]"))
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        .config("spark.sql.warehouse.dir", os.path.join(tempfile.gettempdir(), "freshet-spark-warehouse"))
+        .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
+    )
+    for key, value in (extra or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark

@@ -1,0 +1,98 @@
+"""``writeStream.format("freshet")``: write rows to topics, as Spark's Kafka sink does.
+
+Columns: ``value`` (required, string or binary), ``key`` (optional), ``topic`` (optional, else
+the ``topic`` option), ``partition`` (optional), ``headers`` (optional array<struct<key,value>>).
+Delivery is at-least-once, like Spark's Kafka sink: a batch replayed after a crash is written
+again; readers that need exactly-once use the record key to deduplicate or upsert.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from .offsets import SourceError
+
+
+@dataclass
+class WrittenCount(WriterCommitMessage):
+    records: int
+
+
+def _as_bytes(value) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    return str(value).encode()
+
+
+class _TopicWriter:
+    def __init__(self, options: dict, schema: StructType) -> None:
+        self.options = {k.lower(): v for k, v in options.items()}
+        self.bootstrap = self.options.get("kafka.bootstrap.servers")
+        if not self.bootstrap:
+            raise SourceError("option kafka.bootstrap.servers is required")
+        names = set(schema.fieldNames())
+        if "value" not in names:
+            raise SourceError("the sink needs a value column")
+        self.topic = self.options.get("topic")
+        if self.topic is None and "topic" not in names:
+            raise SourceError("give a topic option or a topic column")
+        self.producer_options = {
+            k[len("kafka."):]: v for k, v in self.options.items()
+            if k.startswith("kafka.") and k != "kafka.bootstrap.servers"
+        }
+
+    def write(self, iterator) -> WrittenCount:
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
+                             "linger.ms": 5, "log_level": 0, **self.producer_options})
+        failures: list = []
+
+        def on_delivery(err, _msg) -> None:
+            if err is not None:
+                failures.append(err)
+
+        count = 0
+        for row in iterator:
+            fields = row.asDict()
+            topic = fields.get("topic") or self.topic
+            extra = {}
+            if fields.get("partition") is not None:
+                extra["partition"] = int(fields["partition"])
+            headers = fields.get("headers")
+            if headers:
+                extra["headers"] = [(h["key"], _as_bytes(h["value"])) for h in headers]
+            while True:
+                try:
+                    producer.produce(topic, _as_bytes(fields.get("value")), _as_bytes(fields.get("key")),
+                                     on_delivery=on_delivery, **extra)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            count += 1
+            if count % 10000 == 0:
+                producer.poll(0)
+            if failures:
+                break
+        left = producer.flush(60)
+        if failures or left:
+            raise RuntimeError(f"{len(failures) + left} records were not delivered"
+                               + (f": {failures[0].str()}" if failures else ""))
+        return WrittenCount(count)
+
+
+class FreshetStreamWriter(_TopicWriter, DataSourceStreamWriter):
+    def commit(self, messages, batchId: int) -> None:
+        """Records are acknowledged (acks=all) by the time write() returns."""
+
+    def abort(self, messages, batchId: int) -> None:
+        """Nothing to undo: written records stay (at-least-once)."""
+
+
+class FreshetBatchWriter(_TopicWriter, DataSourceWriter):
+    pass
