@@ -9,6 +9,7 @@ from .demo_cmd import demo
 from .gen_cmd import gen
 from .groups_cmd import groups
 from .records_cmd import consume, produce
+from .run_cmd import run
 from .topic_cmd import topic
 
 
@@ -25,6 +26,7 @@ cli.add_command(consume)
 cli.add_command(gen)
 cli.add_command(groups)
 cli.add_command(demo)
+cli.add_command(run)
 
 
 def main() -> None:

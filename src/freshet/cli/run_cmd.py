@@ -1,0 +1,63 @@
+"""``freshet run <pipeline> --from <topic> --to <sink>``: a pipeline as a Spark streaming query."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import click
+
+from .common import bootstrap_option
+
+
+@click.command()
+@click.argument("pipeline")
+@click.option("--from", "source_topic", required=True, help="Topic to read (access logs).")
+@click.option("--to", "sink", required=True, help="console | parquet:PATH | postgres:TABLE | topic:NAME")
+@click.option("--checkpoint", default=None, help="Checkpoint directory (default ./checkpoints/<pipeline>-<sink>).")
+@click.option("--starting-offsets", default="earliest", show_default=True)
+@click.option("--lateness", default="2 minutes", show_default=True, help="Watermark delay: later events are dropped.")
+@click.option("--trigger-seconds", default=2.0, show_default=True)
+@click.option("--available-now", is_flag=True, help="Process what is there, then stop.")
+@click.option("--max-offsets-per-trigger", type=int, default=None)
+@click.option("--pg-dsn", envvar="FRESHET_PG_DSN", default=None, help="PostgreSQL DSN (env FRESHET_PG_DSN).")
+@bootstrap_option
+def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, starting_offsets: str, lateness: str,
+        trigger_seconds: float, available_now: bool, max_offsets_per_trigger: int | None, pg_dsn: str | None,
+        bootstrap: str) -> None:
+    """Run PIPELINE from a topic to a sink until stopped (Ctrl-C stops it cleanly)."""
+    from freshet.pipelines.access_logs import PIPELINES
+    from freshet.pipelines.runner import PipelineError, PipelineSpec, start
+    from freshet.spark import session
+
+    if pipeline not in PIPELINES:
+        click.echo(f"error: unknown pipeline {pipeline!r}; choose one of {', '.join(sorted(PIPELINES))}", err=True)
+        sys.exit(1)
+    kind = sink.partition(":")[0]
+    checkpoint = checkpoint or os.path.join("checkpoints", f"{pipeline}-{sink.replace(':', '-').replace('/', '_')}")
+    spec = PipelineSpec(pipeline, source_topic, sink, bootstrap, checkpoint, starting_offsets, lateness,
+                        trigger_seconds, available_now, max_offsets_per_trigger, pg_dsn)
+    spark = session(f"freshet-{pipeline}")
+    try:
+        query = start(spark, spec)
+    except PipelineError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    except Exception as exc:  # Spark analysis errors, unreachable cluster: one line
+        click.echo(f"error: cannot start {pipeline}: {str(exc).splitlines()[0]}", err=True)
+        sys.exit(1)
+    click.echo(f"running {pipeline} from {source_topic} to {kind} (query {query.name}, checkpoint {checkpoint})",
+               err=True)
+
+    def stop(*_args) -> None:
+        query.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        query.stop()
+    if query.exception() is not None:
+        click.echo(f"error: {pipeline} failed: {str(query.exception()).splitlines()[0]}", err=True)
+        sys.exit(1)

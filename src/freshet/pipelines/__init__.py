@@ -1,0 +1,1 @@
+"""Ready pipelines: each a pure DataFrame -> DataFrame function, plus a runner that wires source and sink."""

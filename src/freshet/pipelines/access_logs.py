@@ -1,0 +1,123 @@
+"""Pipelines over web access logs (Apache combined format). Each is a pure function of DataFrames:
+it works the same on a static DataFrame (tests) and on a stream from ``format("freshet")``.
+
+Event time is the time written in the log line, not when the record reached the broker. Every
+windowed aggregation declares a watermark: events later than ``lateness`` behind the largest
+event time seen are dropped by Spark and counted in the query's progress
+(``numRowsDroppedByWatermark``, see ``freshet.spark.progress``); within the lateness a window's
+result is corrected and emitted again (update mode, upsert sinks).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+COMBINED = r'^(\S+) \S+ \S+ \[([^\]]+)\] "(\S+) (\S+)[^"]*" (\d{3}) (\d+|-) "([^"]*)" "([^"]*)"'
+TIME_FORMAT = "dd/MMM/yyyy:HH:mm:ss Z"
+DEFAULT_LATENESS = "2 minutes"
+
+
+def parse(raw: DataFrame) -> DataFrame:
+    """Records (``value`` holding one log line) -> one row per well-formed request.
+
+    Lines that do not parse are dropped (count them with ``raw.count() - parse(raw).count()``).
+    """
+    line = F.col("value").cast("string")
+
+    def group(i: int):
+        return F.regexp_extract(line, COMBINED, i)
+
+    parsed = raw.select(
+        group(1).alias("client_ip"),
+        F.to_timestamp(group(2), TIME_FORMAT).alias("event_time"),
+        group(3).alias("method"),
+        group(4).alias("path"),
+        group(5).cast("int").alias("status"),
+        F.when(group(6) == "-", F.lit(0)).otherwise(group(6)).cast("long").alias("size"),
+        group(7).alias("referrer"),
+        group(8).alias("user_agent"),
+    )
+    return parsed.where((F.col("client_ip") != "") & F.col("event_time").isNotNull())
+
+
+def _windowed(events: DataFrame, lateness: str, duration: str, slide: str | None = None, *keys: str):
+    w = F.window("event_time", duration, slide) if slide else F.window("event_time", duration)
+    return events.withWatermark("event_time", lateness).groupBy(w.alias("window"), *keys)
+
+
+def _flatten(df: DataFrame) -> DataFrame:
+    return df.select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
+                     *[c for c in df.columns if c != "window"])
+
+
+def requests_per_minute(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataFrame:
+    """Tumbling 1-minute windows: requests, bytes, server errors."""
+    return _flatten(_windowed(events, lateness, "1 minute").agg(
+        F.count(F.lit(1)).alias("requests"),
+        F.sum("size").alias("bytes"),
+        F.sum(F.when(F.col("status") >= 500, 1).otherwise(0)).alias("server_errors"),
+    ))
+
+
+def hopping_average(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataFrame:
+    """5-minute windows refreshed every minute: average requests per minute and response size."""
+    return _flatten(_windowed(events, lateness, "5 minutes", "1 minute").agg(
+        (F.count(F.lit(1)) / F.lit(5.0)).alias("avg_requests_per_minute"),
+        F.avg("size").alias("avg_size"),
+    ))
+
+
+def size_percentiles(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataFrame:
+    """p50 and p99 response size per 5-minute window (approximate percentiles, accuracy 10000)."""
+    return _flatten(_windowed(events, lateness, "5 minutes").agg(
+        F.percentile_approx("size", 0.5, 10000).alias("p50_size"),
+        F.percentile_approx("size", 0.99, 10000).alias("p99_size"),
+        F.count(F.lit(1)).alias("requests"),
+    ))
+
+
+def unique_users_per_hour(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataFrame:
+    """Distinct client IPs per hour, exact (a set in state) and approximate (HyperLogLog++, rsd 5%)."""
+    return _flatten(_windowed(events, lateness, "1 hour").agg(
+        F.size(F.collect_set("client_ip")).alias("unique_exact"),
+        F.approx_count_distinct("client_ip", 0.05).alias("unique_approx"),
+    )).withColumn("approx_error", F.col("unique_approx") - F.col("unique_exact"))
+
+
+def sessions(events: DataFrame, gap: str = "30 minutes", lateness: str = DEFAULT_LATENESS) -> DataFrame:
+    """Sessions per client: requests separated by less than ``gap`` of inactivity."""
+    grouped = events.withWatermark("event_time", lateness).groupBy(
+        F.session_window("event_time", gap).alias("session"), "client_ip")
+    return grouped.agg(F.count(F.lit(1)).alias("requests"), F.collect_set("path").alias("paths")).select(
+        "client_ip",
+        F.col("session.start").alias("session_start"),
+        F.col("session.end").alias("session_end"),
+        "requests",
+        F.size("paths").alias("distinct_paths"),
+    )
+
+
+def trend(counts: DataFrame, value: str = "requests", order: str = "window_start") -> DataFrame:
+    """Each window beside the one before it; ``flag`` is 'spike' above 3x, 'drop' below 1/3.
+
+    A batch function (window functions over the whole table): run it on the materialized result
+    of ``requests_per_minute`` (a static DataFrame or the PostgreSQL table), not on a stream.
+    """
+    w = Window.orderBy(order)
+    previous = F.lag(value).over(w)
+    ratio = F.when(previous > 0, F.col(value) / previous)
+    return counts.withColumn("previous", previous).withColumn("ratio", ratio).withColumn(
+        "flag",
+        F.when(F.col("ratio") > 3, F.lit("spike")).when(F.col("ratio") < 1 / 3, F.lit("drop")).otherwise(F.lit(None)),
+    )
+
+
+# name -> (function, primary key of its result, default lateness)
+PIPELINES = {
+    "requests-per-minute": (requests_per_minute, ["window_start"]),
+    "hopping-average": (hopping_average, ["window_start"]),
+    "size-percentiles": (size_percentiles, ["window_start"]),
+    "unique-users": (unique_users_per_hour, ["window_start"]),
+    "sessions": (sessions, ["client_ip", "session_start"]),
+}
