@@ -1,0 +1,112 @@
+"""The freshet source against a real broker: streaming, resume, admission control, data loss, batch reads."""
+
+import json
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from freshet.client.produce import produce_records
+
+
+def create(bootstrap, name, partitions):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions)])[name].result(10)
+    return admin
+
+
+def numbered(start, stop, partitions):
+    return ((b"k%d" % (i % 7), b"%d" % i, None) for i in range(start, stop))
+
+
+def stream(spark, broker, topic, **options):
+    reader = spark.readStream.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap) \
+        .option("subscribe", topic)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def run_available_now(df, path, checkpoint):
+    query = (df.select("partition", "offset", "value").writeStream.format("parquet").option("path", path)
+             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    assert query.exception() is None, query.exception()
+    return query
+
+
+def test_stream_resumes_from_checkpoint_with_no_duplicates(spark, broker, topic_name, tmp_path):
+    create(broker.bootstrap, topic_name, 3)
+    for p in range(3):
+        produce_records(broker.bootstrap, topic_name, numbered(p * 1000, p * 1000 + 1000, 3), partition=p)
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+    df = stream(spark, broker, topic_name, startingOffsets="earliest", maxOffsetsPerTrigger=700)
+    first = run_available_now(df, out, ck)
+    assert len([p for p in first.recentProgress if p["numInputRows"]]) >= 4  # admission control split the work
+    assert all(p["numInputRows"] <= 700 + 3 for p in first.recentProgress)
+    produce_records(broker.bootstrap, topic_name, numbered(3000, 3600, 3))
+    run_available_now(stream(spark, broker, topic_name, startingOffsets="earliest", maxOffsetsPerTrigger=700), out, ck)
+    rows = spark.read.parquet(out).collect()
+    assert len(rows) == 3600
+    assert len({(r.partition, r.offset) for r in rows}) == 3600  # every record once
+    assert sorted(int(r.value) for r in rows) == list(range(3600))
+    last = json.loads(first.lastProgress["sources"][0]["endOffset"]) if isinstance(
+        first.lastProgress["sources"][0]["endOffset"], str) else first.lastProgress["sources"][0]["endOffset"]
+    assert last == {topic_name: {"0": 1000, "1": 1000, "2": 1000}}
+
+
+def test_new_partitions_are_picked_up(spark, broker, topic_name, tmp_path):
+    admin = create(broker.bootstrap, topic_name, 1)
+    produce_records(broker.bootstrap, topic_name, numbered(0, 10, 1))
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+    run_available_now(stream(spark, broker, topic_name, startingOffsets="earliest"), out, ck)
+    admin.create_partitions([NewPartitions(topic_name, 2)])[topic_name].result(10)
+    produce_records(broker.bootstrap, topic_name, numbered(10, 15, 1), partition=1)
+    run_available_now(stream(spark, broker, topic_name, startingOffsets="earliest"), out, ck)
+    rows = spark.read.parquet(out).collect()
+    assert sorted((r.partition, int(r.value)) for r in rows) == [(0, i) for i in range(10)] + [(1, i) for i in
+                                                                                               range(10, 15)]
+
+
+def test_fail_on_data_loss(spark, broker, topic_name, tmp_path):
+    admin = create(broker.bootstrap, topic_name, 1)
+    produce_records(broker.bootstrap, topic_name, numbered(0, 100, 1))
+    tp = TopicPartition(topic_name, 0, 50)
+    admin.delete_records([tp])[tp].result(10)
+    start = json.dumps({topic_name: {"0": 0}})
+    query = (stream(spark, broker, topic_name, startingOffsets=start).writeStream.format("noop")
+             .option("checkpointLocation", str(tmp_path / "ck1")).trigger(availableNow=True).start())
+    with pytest.raises(Exception) as err:
+        query.awaitTermination(300)
+    assert "were deleted" in str(err.value) and "failOnDataLoss" in str(err.value)
+    out = str(tmp_path / "out")
+    run_available_now(stream(spark, broker, topic_name, startingOffsets=start, failOnDataLoss="false"), out,
+                      str(tmp_path / "ck2"))
+    assert sorted(int(r.value) for r in spark.read.parquet(out).collect()) == list(range(50, 100))
+
+
+def test_batch_read_with_offset_range_and_headers(spark, broker, topic_name):
+    create(broker.bootstrap, topic_name, 2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(20):
+        producer.produce(topic_name, b"v%d" % i, b"k%d" % i, partition=i % 2, headers=[("source", b"test")])
+    producer.flush(10)
+    df = (spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+          .option("subscribe", topic_name).option("includeHeaders", "true")
+          .option("startingOffsets", json.dumps({topic_name: {"0": 2, "1": -2}}))
+          .option("endingOffsets", json.dumps({topic_name: {"0": 5, "1": -1}})).load())
+    rows = df.collect()
+    assert sorted((r.partition, r.offset) for r in rows) == [(0, 2), (0, 3), (0, 4)] + [(1, i) for i in range(10)]
+    assert all(r.headers == [("source", b"test")] or [tuple(h) for h in r.headers] == [("source", b"test")]
+               for r in rows)
+    assert {r.topic for r in rows} == {topic_name} and {r.timestampType for r in rows} == {0}
+    assert df.schema.fieldNames() == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
+                                      "headers"]
+
+
+def test_bad_options_are_clear(spark, broker):
+    with pytest.raises(Exception, match="exactly one of the options subscribe"):
+        spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap).load().collect()
+    with pytest.raises(Exception, match="do not exist"):
+        (spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+         .option("subscribe", "no-such-topic").load().collect())
