@@ -1,0 +1,115 @@
+"""Generated access logs through the broker, the freshet source, a pipeline and the sinks, checked
+against an independent computation; then the same under kill -9 of the driver."""
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from itertools import islice
+
+import psycopg
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from freshet.client.produce import produce_records
+from freshet.gen.access_logs import AccessLogGenerator
+from freshet.pipelines.runner import PipelineSpec, start
+
+HERE = os.path.dirname(__file__)
+START_MS = int(datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc).timestamp() * 1000)
+LATENESS_MS = 2 * 60 * 1000
+
+
+def generate(n, seed):
+    gen = AccessLogGenerator(seed=seed, rate_per_s=50, out_of_order=0.05, late=0.0, max_disorder_s=30,
+                             start_ms=START_MS)
+    return list(islice(gen.events(), n))
+
+
+def load(broker, topic, events, partitions=3):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions)])[topic].result(10)
+    produce_records(broker.bootstrap, topic, ((e.client_ip.encode(), e.line.encode(), e.timestamp_ms)
+                                              for e in events))
+
+
+def minute(ms):
+    return datetime.fromtimestamp(ms // 60000 * 60, tz=timezone.utc).replace(tzinfo=None)
+
+
+def expected_counts(events):
+    return Counter(minute(e.timestamp_ms) for e in events)
+
+
+def closed_windows(events, counts):
+    """Windows an append-mode sink must have written: ended before the final watermark."""
+    watermark = max(e.timestamp_ms for e in events) - LATENESS_MS
+    return {w: c for w, c in counts.items() if (w.replace(tzinfo=timezone.utc).timestamp() + 60) * 1000 <= watermark}
+
+
+def test_generated_logs_to_parquet_and_postgres_match_an_independent_count(spark, broker, postgres, topic_name,
+                                                                          tmp_path):
+    events = generate(12_000, seed=3)
+    load(broker, topic_name, events)
+    counts = expected_counts(events)
+    for sink in (f"parquet:{tmp_path / 'rpm'}", "postgres:rpm_e2e"):
+        spec = PipelineSpec("requests-per-minute", topic_name, sink, broker.bootstrap,
+                            str(tmp_path / f"ck-{sink[:4]}"), available_now=True, pg_dsn=postgres.dsn)
+        query = start(spark, spec)
+        query.awaitTermination(600)
+        assert query.exception() is None
+    parquet = {r.window_start: r.requests for r in spark.read.parquet(str(tmp_path / "rpm")).collect()}
+    assert parquet == closed_windows(events, counts)
+    with psycopg.connect(postgres.dsn) as conn:
+        rows = conn.execute("SELECT window_start AT TIME ZONE 'UTC', requests FROM rpm_e2e").fetchall()
+    assert dict(rows) == dict(counts)
+
+    spec = PipelineSpec("unique-users", topic_name, "postgres:unique_users_e2e", broker.bootstrap,
+                        str(tmp_path / "ck-uu"), available_now=True, pg_dsn=postgres.dsn)
+    query = start(spark, spec)
+    query.awaitTermination(600)
+    assert query.exception() is None
+    users_per_hour: dict = {}
+    for e in events:
+        users_per_hour.setdefault(minute(e.timestamp_ms).replace(minute=0), set()).add(e.client_ip)
+    with psycopg.connect(postgres.dsn) as conn:
+        rows = conn.execute("SELECT window_start AT TIME ZONE 'UTC', unique_exact, unique_approx "
+                            "FROM unique_users_e2e").fetchall()
+    assert {w: exact for w, exact, _ in rows} == {w: len(ips) for w, ips in users_per_hour.items()}
+    assert all(abs(approx - exact) <= 0.15 * exact for _, exact, approx in rows)
+
+
+def committed_batches(checkpoint):
+    return len([f for f in glob.glob(os.path.join(checkpoint, "commits", "*")) if os.path.basename(f).isdigit()])
+
+
+def test_exactly_once_under_kill_9_of_the_driver(spark, broker, postgres, topic_name, tmp_path):
+    events = generate(30_000, seed=9)
+    load(broker, topic_name, events)
+    counts = expected_counts(events)
+    out = str(tmp_path)
+    cmd = [sys.executable, os.path.join(HERE, "pipeline_driver.py"), broker.bootstrap, topic_name, out, postgres.dsn]
+    kills = 0
+    for target in (3, 8, 13):
+        driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 240
+        while committed_batches(os.path.join(out, "ck-parquet")) < target and time.monotonic() < deadline:
+            assert driver.poll() is None, "the driver died on its own"
+            time.sleep(0.2)
+        driver.send_signal(signal.SIGKILL)  # mid-stream: a batch is usually in flight
+        driver.wait()
+        kills += 1
+    assert kills == 3
+    final = subprocess.run(cmd + ["--available-now"], capture_output=True, text=True, timeout=600)
+    assert final.returncode == 0, final.stderr[-3000:]
+
+    rows = spark.read.parquet(os.path.join(out, "parquet")).collect()  # through _spark_metadata, not by glob
+    windows = [r.window_start for r in rows]
+    assert len(windows) == len(set(windows)), "a window was written twice"
+    assert {r.window_start: r.requests for r in rows} == closed_windows(events, counts), "a window is missing or wrong"
+    with psycopg.connect(postgres.dsn) as conn:
+        pg = dict(conn.execute("SELECT window_start AT TIME ZONE 'UTC', requests FROM rpm").fetchall())
+    assert pg == dict(counts)

@@ -1,0 +1,98 @@
+"""Sinks (topic, PostgreSQL upsert) and late events dropped-and-counted."""
+
+from datetime import datetime
+
+import psycopg
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from freshet.client import consumer_config
+from freshet.client.produce import produce_records
+from freshet.gen.access_logs import format_line
+from freshet.pipelines import access_logs as al
+from freshet.spark.postgres import PostgresUpsertSink
+from freshet.spark.progress import LateRowsCounter
+
+
+def create(bootstrap, *names, partitions=1):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for name in names:
+        admin.create_topics([NewTopic(name, partitions)])[name].result(10)
+
+
+def test_topic_sink_writes_key_value_and_headers(spark, broker, topic_name, tmp_path):
+    out_topic = topic_name + "-out"
+    create(broker.bootstrap, topic_name, out_topic)
+    produce_records(broker.bootstrap, topic_name, ((b"k%d" % i, b"v%d" % i, None) for i in range(50)))
+    src = (spark.readStream.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+           .option("subscribe", topic_name).option("startingOffsets", "earliest").load())
+    query = (src.selectExpr("key", "upper(cast(value as string)) as value",
+                            "array(named_struct('key', 'origin', 'value', cast('spark' as binary))) as headers")
+             .writeStream.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+             .option("topic", out_topic).option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    assert query.exception() is None
+    consumer = Consumer(consumer_config(broker.bootstrap))
+    consumer.assign([TopicPartition(out_topic, 0, 0)])
+    got = []
+    while len(got) < 50:
+        got += [m for m in consumer.consume(100, 1) if m.error() is None]
+    consumer.close()
+    assert sorted((m.key(), m.value()) for m in got) == sorted((b"k%d" % i, b"V%d" % i) for i in range(50))
+    assert got[0].headers() == [("origin", b"spark")]
+
+
+def test_postgres_upsert_sink_is_idempotent_per_batch(spark, postgres):
+    sink = PostgresUpsertSink(postgres.dsn, "upsert_test", ["window_start"], "upsert-test")
+    schema = "window_start timestamp, requests long"
+    first = spark.createDataFrame([(datetime(2026, 1, 1, 0, 0), 5), (datetime(2026, 1, 1, 0, 1), 7)], schema)
+    second = spark.createDataFrame([(datetime(2026, 1, 1, 0, 1), 9)], schema)  # a corrected window
+    sink(first, 0)
+    sink(second, 1)
+    sink(first, 0)  # Spark replays batch 0 after a crash: must change nothing
+    sink(second, 1)
+    with psycopg.connect(postgres.dsn) as conn:
+        rows = conn.execute("SELECT extract(minute from window_start)::int, requests FROM upsert_test "
+                            "ORDER BY 1").fetchall()
+        progress = conn.execute("SELECT batch_id FROM freshet_sink_progress WHERE sink_id = 'upsert-test'").fetchone()
+    assert rows == [(0, 5), (1, 9)]
+    assert progress == (1,)
+
+
+def log_record(ip, minute, second, size=100):
+    ts = int(datetime(2026, 11, 22, 12, minute, second).timestamp() * 1000)
+    line = format_line(ip, ts, "GET", "/", 200, size, "-", "curl/8.4.0")
+    return ip.encode(), line.encode(), ts
+
+
+def test_late_events_beyond_the_watermark_are_dropped_and_counted(spark, broker, topic_name, tmp_path):
+    create(broker.bootstrap, topic_name)
+    counter = LateRowsCounter.install(spark)
+    results = {}
+
+    def collect(df, batch_id):
+        for r in df.collect():
+            results[r.window_start] = r.requests
+
+    def run():
+        raw = (spark.readStream.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+               .option("subscribe", topic_name).option("startingOffsets", "earliest").load())
+        query = (al.requests_per_minute(al.parse(raw), lateness="2 minutes").writeStream.outputMode("update")
+                 .foreachBatch(collect).option("checkpointLocation", str(tmp_path / "ck"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(300)
+        assert query.exception() is None
+        return query
+
+    # minute 0 and minute 10: the watermark moves to 12:08
+    produce_records(broker.bootstrap, topic_name, [log_record("1.1.1.1", 0, 5), log_record("1.1.1.1", 10, 0)])
+    first = run()
+    # within the lateness (12:09 >= 12:08): counted, window 12:09 appears; beyond it (12:01): dropped
+    produce_records(broker.bootstrap, topic_name, [log_record("2.2.2.2", 9, 0), log_record("3.3.3.3", 1, 0),
+                                                   log_record("4.4.4.4", 10, 30)])
+    second = run()
+    t = lambda m: datetime(2026, 11, 22, 12, m)  # noqa: E731
+    assert results == {t(0): 1, t(10): 2, t(9): 1}
+    assert counter.dropped(second.id) + counter.dropped(first.id) >= 1
+    assert sum(op["numRowsDroppedByWatermark"] for p in second.recentProgress for op in p["stateOperators"]) == 1
