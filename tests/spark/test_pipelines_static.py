@@ -90,3 +90,25 @@ def test_timestamps_are_utc(events):
     assert events.collect()[0].event_time.tzinfo is None  # session time zone is UTC
     assert datetime(2026, 11, 22, 12, 0, 5, tzinfo=timezone.utc).timestamp() == \
         events.orderBy("event_time").first().event_time.replace(tzinfo=timezone.utc).timestamp()
+
+
+def test_count_windows_every_n_events_per_key(spark):
+    from freshet.pipelines.event_windows import count_windows
+
+    lines = [line("10.0.0.1", 12, m, 0, size=str(10 * m)) for m in range(7)] + [line("10.0.0.2", 12, 0, 1)]
+    events = al.parse(spark.createDataFrame([(v,) for v in lines], "value binary"))
+    rows = count_windows(events, n=3).orderBy("client_ip", "window_index").collect()
+    assert [(r.client_ip, r.window_index, r.first_event_time, r.last_event_time, r.events, r.bytes) for r in rows] == [
+        ("10.0.0.1", 0, t(12, 0), t(12, 2), 3, 0 + 10 + 20),
+        ("10.0.0.1", 1, t(12, 3), t(12, 5), 3, 30 + 40 + 50),
+    ]  # the seventh event and 10.0.0.2's single one wait for their windows to fill
+
+
+def test_sliding_event_windows_count_events_within_the_span_before_each(spark):
+    from freshet.pipelines.event_windows import sliding_event_windows
+
+    lines = [line("10.0.0.1", 12, m, 0, size="1") for m in (0, 4, 9, 30, 31)]
+    events = al.parse(spark.createDataFrame([(v,) for v in lines], "value binary"))
+    rows = sliding_event_windows(events, span_seconds=600).orderBy("event_time").collect()
+    assert [(r.event_time, r.events_in_span) for r in rows] == [
+        (t(12, 0), 1), (t(12, 4), 2), (t(12, 9), 3), (t(12, 30), 1), (t(12, 31), 2)]

@@ -113,11 +113,25 @@ def trend(counts: DataFrame, value: str = "requests", order: str = "window_start
     )
 
 
-# name -> (function, primary key of its result, default lateness)
+def _count_windows(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataFrame:
+    from .event_windows import count_windows
+
+    return count_windows(events, n=100)
+
+
+def _sliding_windows(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataFrame:
+    from .event_windows import sliding_event_windows
+
+    return sliding_event_windows(events, span_seconds=600)
+
+
+# name -> (function(events, lateness), primary key of its result, whether results are final when emitted)
 PIPELINES = {
-    "requests-per-minute": (requests_per_minute, ["window_start"]),
-    "hopping-average": (hopping_average, ["window_start"]),
-    "size-percentiles": (size_percentiles, ["window_start"]),
-    "unique-users": (unique_users_per_hour, ["window_start"]),
-    "sessions": (sessions, ["client_ip", "session_start"]),
+    "requests-per-minute": (requests_per_minute, ["window_start"], False),
+    "hopping-average": (hopping_average, ["window_start"], False),
+    "size-percentiles": (size_percentiles, ["window_start"], False),
+    "unique-users": (unique_users_per_hour, ["window_start"], False),
+    "sessions": (sessions, ["client_ip", "session_start"], False),
+    "count-windows": (_count_windows, ["client_ip", "window_index"], True),
+    "sliding-windows": (_sliding_windows, ["client_ip", "event_time"], True),
 }

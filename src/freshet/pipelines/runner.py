@@ -49,20 +49,22 @@ def source(spark, spec: PipelineSpec) -> DataFrame:
     return reader.load()
 
 
-def result_of(raw: DataFrame, spec: PipelineSpec) -> tuple[DataFrame, list[str]]:
+def result_of(raw: DataFrame, spec: PipelineSpec) -> tuple[DataFrame, list[str], bool]:
     if spec.pipeline not in PIPELINES:
         raise PipelineError(f"unknown pipeline {spec.pipeline!r}; choose one of {', '.join(sorted(PIPELINES))}")
-    fn, keys = PIPELINES[spec.pipeline]
-    return fn(parse(raw), lateness=spec.lateness), keys
+    fn, keys, final = PIPELINES[spec.pipeline]
+    return fn(parse(raw), lateness=spec.lateness), keys, final
 
 
 def start(spark, spec: PipelineSpec):
     """Start the streaming query described by ``spec``; returns the StreamingQuery."""
-    result, keys = result_of(source(spark, spec), spec)
+    result, keys, final = result_of(source(spark, spec), spec)
+    # windowed aggregations re-emit corrected results (update); stateful event windows emit once (append)
+    mode = "append" if final else "update"
     kind, _, target = spec.sink.partition(":")
     name = spec.query_name or f"{spec.pipeline}-to-{kind}".replace(":", "-")
     if kind == "console":
-        writer = result.writeStream.outputMode("update").format("console").option("truncate", False)
+        writer = result.writeStream.outputMode(mode).format("console").option("truncate", False)
     elif kind == "parquet":
         if not target:
             raise PipelineError("parquet sink needs a path: parquet:/some/dir")
@@ -70,13 +72,13 @@ def start(spark, spec: PipelineSpec):
     elif kind == "postgres":
         if not target or not spec.pg_dsn:
             raise PipelineError("postgres sink needs a table (postgres:TABLE) and a DSN (--pg-dsn)")
-        writer = result.writeStream.outputMode("update").foreachBatch(
+        writer = result.writeStream.outputMode(mode).foreachBatch(
             PostgresUpsertSink(spec.pg_dsn, target, keys, name))
     elif kind == "topic":
         if not target:
             raise PipelineError("topic sink needs a topic: topic:NAME")
         rows = result.select(F.to_json(F.struct(*keys)).alias("key"), F.to_json(F.struct("*")).alias("value"))
-        writer = (rows.writeStream.outputMode("update").format("freshet")
+        writer = (rows.writeStream.outputMode(mode).format("freshet")
                   .option("kafka.bootstrap.servers", spec.bootstrap).option("topic", target))
     else:
         raise PipelineError(f"unknown sink {spec.sink!r}: console, parquet:PATH, postgres:TABLE or topic:NAME")
