@@ -21,7 +21,7 @@ test: install test-deps
 	$(BIN)/pytest -q tests
 
 demo: install
-	$(BIN)/freshet demo access-logs --seconds 20
+	$(BIN)/freshet demo access-logs --seconds 60
 
 bench: install
 	$(BIN)/python benchmarks/broker_throughput.py

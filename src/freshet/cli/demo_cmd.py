@@ -26,70 +26,156 @@ def demo() -> None:
 
 
 @demo.command("access-logs")
-@click.option("--seconds", default=20.0, show_default=True, help="How long the generator runs.")
+@click.option("--seconds", default=60.0, show_default=True, help="How long the generator runs.")
 @click.option("--rate", default=2000.0, show_default=True, help="Events per second.")
+@click.option("--time-scale", default=30.0, show_default=True,
+              help="Event time runs this much faster than the clock, so minute windows close every few seconds.")
+@click.option("--pipelines/--no-pipelines", default=True, show_default=True,
+              help="Run the Spark pipelines (needs Java and the spark extra).")
 @click.option("--data-dir", default="./demo-data", show_default=True)
-def access_logs(seconds: float, rate: float, data_dir: str) -> None:
-    """Start a broker, generate web access logs into a 6-partition topic, and consume them live."""
+def access_logs(seconds: float, rate: float, time_scale: float, pipelines: bool, data_dir: str) -> None:
+    """Broker, generated web access logs, Spark window pipelines: results shown live."""
     console = Console()
+    data_dir = os.path.abspath(data_dir)
     os.makedirs(data_dir, exist_ok=True)
-    broker = BrokerProcess(data_dir=data_dir, log_path=os.path.join(data_dir, "broker.log"))
+    broker = BrokerProcess(data_dir=os.path.join(data_dir, "log"), log_path=os.path.join(data_dir, "broker.log"))
     broker.start()
-    console.print(f"[bold]broker[/] listening on {broker.bootstrap} (data in {data_dir}, log in {broker.log_path})")
+    console.print(f"[bold]broker[/] listening on {broker.bootstrap} (data in {data_dir}/log, log in {broker.log_path})")
+    stop = threading.Event()
+    produced = [0]
+    errors: list[str] = []
     try:
         admin = TopicAdmin(broker.bootstrap)
-        topic = "access-logs"
-        if topic not in admin.list_topics():
-            admin.create_topic(topic, 6)
+        topic = f"access-logs-{int(time.time())}"
+        admin.create_topic(topic, 6)
         console.print(f"[bold]topic[/] {topic}: 6 partitions")
-        produced = [0]
-        errors: list[str] = []
 
         def run_generator() -> None:
             try:
                 produced[0] = produce_access_logs(broker.bootstrap, topic, rate, None, seconds, 0.05, 0.01, 1,
-                                                  on_progress=lambda n: produced.__setitem__(0, n))
+                                                  on_progress=lambda n: produced.__setitem__(0, n),
+                                                  time_scale=time_scale, stop=stop)
             except Exception as exc:  # shown to the user below
                 errors.append(str(exc))
 
-        consumer = Consumer(consumer_config(broker.bootstrap, overrides={"log_level": 0}))
-        ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(6)]
-        consumer.assign([TopicPartition(topic, p, ends[p]) for p in range(6)])
         generator = threading.Thread(target=run_generator, daemon=True)
-        generator.start()
-        consumed = 0
-        per_partition: Counter = Counter()
-        statuses: Counter = Counter()
-        recent: list[str] = []
-        start = time.monotonic()
-        with Live(console=console, refresh_per_second=4) as live:
-            while generator.is_alive() or consumed < produced[0]:
-                for msg in consumer.consume(2000, 0.25):
-                    if msg.error():
-                        continue
-                    consumed += 1
-                    per_partition[msg.partition()] += 1
-                    line = msg.value().decode()
-                    statuses[line.split('" ', 1)[1].split()[0] if '" ' in line else "?"] += 1
-                    recent = (recent + [line])[-8:]
-                if time.monotonic() - start > seconds + 30:
-                    break
-                elapsed = max(time.monotonic() - start, 1e-6)
-                table = Table(title="consumed per partition")
-                for p in range(6):
-                    table.add_column(f"p{p}", justify="right")
-                table.add_row(*(str(per_partition[p]) for p in range(6)))
-                live.update(Group(
-                    Panel("\n".join(r[:150] for r in recent) or "waiting for records...", title="latest records"),
-                    table,
-                    f"produced {produced[0]}  consumed {consumed}  ({consumed / elapsed:,.0f} records/s)  "
-                    f"status codes {dict(statuses.most_common(4))}",
-                ))
-        consumer.close()
+        if pipelines:
+            _live_pipelines(console, broker.bootstrap, topic, data_dir, generator, produced, errors)
+        else:
+            generator.start()
+            _live_records(console, broker.bootstrap, topic, generator, produced, seconds)
         if errors:
             console.print(f"[red]generator failed:[/] {errors[0]}")
             raise SystemExit(1)
-        console.print()
-        console.print(f"[green]done:[/] produced {produced[0]}, consumed {consumed} through the broker")
+    except KeyboardInterrupt:
+        console.print("stopping")
     finally:
+        stop.set()
         broker.stop()
+
+
+def _live_records(console, bootstrap, topic, generator, produced, seconds) -> None:
+    consumer = Consumer(consumer_config(bootstrap, overrides={"log_level": 0}))
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(6)])
+    consumed = 0
+    per_partition: Counter = Counter()
+    recent: list[str] = []
+    start = time.monotonic()
+    with Live(console=console, refresh_per_second=4) as live:
+        while generator.is_alive() or consumed < produced[0]:
+            for msg in consumer.consume(2000, 0.25):
+                if msg.error():
+                    continue
+                consumed += 1
+                per_partition[msg.partition()] += 1
+                recent = (recent + [msg.value().decode()])[-8:]
+            if time.monotonic() - start > seconds + 30:
+                break
+            table = Table(title="consumed per partition")
+            for p in range(6):
+                table.add_column(f"p{p}", justify="right")
+            table.add_row(*(str(per_partition[p]) for p in range(6)))
+            live.update(Group(Panel("\n".join(r[:150] for r in recent) or "waiting...", title="latest records"),
+                              table, f"produced {produced[0]}  consumed {consumed}"))
+    consumer.close()
+    console.print(f"[green]done:[/] produced {produced[0]}, consumed {consumed} through the broker")
+
+
+def _live_pipelines(console, bootstrap, topic, data_dir, generator, produced, errors) -> None:
+    from freshet.pipelines import access_logs as al
+    from freshet.pipelines.runner import PipelineSpec, source
+    from freshet.spark import session
+    from freshet.spark.progress import LateRowsCounter
+    from freshet.spark.session import stop_gracefully
+
+    console.print("[bold]spark[/] starting a local session (about 10 s on 2 cores)...")
+    spark = session("freshet-demo")
+    late = LateRowsCounter.install(spark)
+    spec = PipelineSpec("demo", topic, "", bootstrap, "", trigger_seconds=1.0)
+    events = al.parse(source(spark, spec))
+    minutes: dict = {}
+    users: dict = {}
+    sizes: dict = {}
+    lock = threading.Lock()
+
+    def keep(target: dict, key: str):
+        def write(df, _batch_id):
+            rows = df.collect()
+            with lock:
+                for r in rows:
+                    target[r[key]] = r
+        return write
+
+    checkpoints = os.path.join(data_dir, "checkpoints", topic)
+    queries = [
+        al.requests_per_minute(events).writeStream.outputMode("update").foreachBatch(keep(minutes, "window_start"))
+        .option("checkpointLocation", os.path.join(checkpoints, "rpm")).trigger(processingTime="1 second")
+        .queryName("requests-per-minute").start(),
+        al.unique_users_per_hour(events).writeStream.outputMode("update").foreachBatch(keep(users, "window_start"))
+        .option("checkpointLocation", os.path.join(checkpoints, "users")).trigger(processingTime="1 second")
+        .queryName("unique-users").start(),
+        al.size_percentiles(events).writeStream.outputMode("update").foreachBatch(keep(sizes, "window_start"))
+        .option("checkpointLocation", os.path.join(checkpoints, "sizes")).trigger(processingTime="1 second")
+        .queryName("size-percentiles").start(),
+        al.requests_per_minute(events).writeStream.outputMode("append").format("parquet")
+        .option("path", os.path.join(data_dir, "warehouse", "requests_per_minute"))
+        .option("checkpointLocation", os.path.join(checkpoints, "parquet")).trigger(processingTime="2 seconds")
+        .queryName("requests-per-minute-parquet").start(),
+    ]
+    generator.start()
+    console.print("[bold]pipelines[/] requests per minute, unique users per hour, p50/p99 size per 5 minutes "
+                  f"(parquet copy in {data_dir}/warehouse)")
+
+    def render():
+        table = Table(title="live window results (event time)")
+        for col in ("minute", "requests", "bytes", "5xx", "unique users (hour, exact / HLL)", "p50 / p99 size (5 min)"):
+            table.add_column(col, justify="right")
+        with lock:
+            recent = sorted(minutes)[-10:]
+            for w in recent:
+                r = minutes[w]
+                hour = max((h for h in users if h <= w), default=None)
+                five = max((f for f in sizes if f <= w), default=None)
+                u = users.get(hour)
+                s = sizes.get(five)
+                table.add_row(w.strftime("%H:%M"), str(r.requests), f"{r.bytes:,}", str(r.server_errors),
+                              f"{u.unique_exact} / {u.unique_approx}" if u else "-",
+                              f"{s.p50_size:,} / {s.p99_size:,}" if s else "-")
+        dropped = sum(late.dropped(q.id) for q in queries)
+        status = (f"produced {produced[0]:,} events   late events dropped by the watermark: {dropped}   "
+                  f"batches: {max((q.lastProgress or {}).get('batchId', 0) for q in queries)}")
+        return Group(table, status)
+
+    try:
+        with Live(render(), console=console, refresh_per_second=2) as live:
+            while generator.is_alive():
+                time.sleep(0.5)
+                live.update(render())
+            for _ in range(6):  # let the last events through
+                time.sleep(0.5)
+                live.update(render())
+    finally:
+        stop_gracefully(queries)
+        spark.stop()
+    console.print()
+    console.print(f"[green]done:[/] {produced[0]:,} events through the broker and {len(queries)} Spark queries")

@@ -14,10 +14,18 @@ from .common import bootstrap_option, one_line_errors
 
 
 def produce_access_logs(bootstrap: str, topic: str, rate: float, count: int | None, seconds: float | None,
-                        out_of_order: float, late: float, seed: int, on_progress=None) -> int:
-    """Produce paced access-log events (key: client IP, timestamp: event time). Returns how many."""
+                        out_of_order: float, late: float, seed: int, on_progress=None, time_scale: float = 1.0,
+                        stop=None) -> int:
+    """Produce paced access-log events (key: client IP, timestamp: event time). Returns how many.
+
+    ``time_scale`` > 1 makes event time pass that many times faster than the wall clock (a demo
+    sees minute windows close every few seconds). ``stop`` is an optional threading.Event.
+    """
+    if time_scale <= 0:
+        raise ClientError("--time-scale must be positive")
     try:
-        generator = AccessLogGenerator(seed=seed, rate_per_s=rate, out_of_order=out_of_order, late=late)
+        generator = AccessLogGenerator(seed=seed, rate_per_s=rate / time_scale, out_of_order=out_of_order,
+                                       late=late)
     except ValueError as exc:
         raise ClientError(str(exc)) from None
     producer = Producer(producer_config(bootstrap, {"log_level": 0}))
@@ -33,7 +41,7 @@ def produce_access_logs(bootstrap: str, topic: str, rate: float, count: int | No
         if count is not None and sent >= count:
             break
         elapsed = time.monotonic() - start
-        if seconds is not None and elapsed >= seconds:
+        if (seconds is not None and elapsed >= seconds) or (stop is not None and stop.is_set()):
             break
         ahead = sent / rate - elapsed
         if ahead > 0.005:
@@ -71,11 +79,13 @@ def gen() -> None:
 @click.option("--out-of-order", default=0.05, show_default=True, help="Fraction up to 30 s behind.")
 @click.option("--late", default=0.01, show_default=True, help="Fraction 2-15 minutes behind.")
 @click.option("--seed", default=1, show_default=True)
+@click.option("--time-scale", default=1.0, show_default=True, help="Event time passes this many times faster.")
 @bootstrap_option
 @one_line_errors
 def access_logs(topic: str, rate: float, count: int | None, seconds: float | None, out_of_order: float,
-                late: float, seed: int, bootstrap: str) -> None:
+                late: float, seed: int, time_scale: float, bootstrap: str) -> None:
     """Apache combined-format access logs into TOPIC, keyed by client IP, timestamped by event time."""
     TopicAdmin(bootstrap).partition_count(topic)
-    sent = produce_access_logs(bootstrap, topic, rate, count, seconds, out_of_order, late, seed)
+    sent = produce_access_logs(bootstrap, topic, rate, count, seconds, out_of_order, late, seed,
+                               time_scale=time_scale)
     click.echo(f"produced {sent} access-log events to {topic}", err=True)

@@ -50,14 +50,16 @@ def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, sta
     click.echo(f"running {pipeline} from {source_topic} to {kind} (query {query.name}, checkpoint {checkpoint})",
                err=True)
 
+    from freshet.spark.session import stop_gracefully
+
     def stop(*_args) -> None:
-        query.stop()
+        stop_gracefully([query])
 
     signal.signal(signal.SIGTERM, stop)
     try:
         query.awaitTermination()
     except KeyboardInterrupt:
-        query.stop()
+        stop_gracefully([query])
     if query.exception() is not None:
         click.echo(f"error: {pipeline} failed: {str(query.exception()).splitlines()[0]}", err=True)
         sys.exit(1)

@@ -38,7 +38,8 @@ def session(app_name: str = "freshet", master: str | None = None, shuffle_partit
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        # a deep regex backtrack in a stream thread overflowed the default 1 MB stack when queries stopped
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j} -Xss16m")
         .config("spark.sql.warehouse.dir", os.path.join(tempfile.gettempdir(), "freshet-spark-warehouse"))
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
     )
@@ -48,3 +49,20 @@ def session(app_name: str = "freshet", master: str | None = None, shuffle_partit
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+def stop_gracefully(queries, timeout_s: float = 20.0) -> None:
+    """Stop streaming queries between microbatches, not in the middle of one (which makes Spark log
+    aborted writes and interrupted state-store commits, harmless but alarming)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    pending = [q for q in queries if q.isActive]
+    while pending and time.monotonic() < deadline:
+        for q in list(pending):
+            if not q.status.get("isTriggerActive", False):
+                q.stop()
+                pending.remove(q)
+        time.sleep(0.05)
+    for q in pending:
+        q.stop()
