@@ -94,3 +94,8 @@ def test_groups_describe_lag_reset_and_watch(broker, topic_name):
     r = freshet(broker, "groups", "reset-offsets", group, "--topic", topic_name, "--to-earliest")
     assert f"{topic_name}\t0\t70 -> 0" in r.stdout
     assert freshet(broker, "groups", "describe", "no-such-group").returncode == 1
+
+
+def test_run_unknown_pipeline_is_one_line(broker):
+    r = freshet(broker, "run", "no-such-pipeline", "--from", "x", "--to", "console")
+    assert r.returncode == 1 and "unknown pipeline" in r.stderr and len(r.stderr.strip().splitlines()) == 1
