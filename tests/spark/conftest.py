@@ -1,13 +1,6 @@
-import os
-import sys
-import uuid
-
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-
-from freshet.testing import BrokerProcess  # noqa: E402
-from freshet.testing.postgres import PostgresServer  # noqa: E402
+from freshet.testing.postgres import PostgresServer
 
 
 @pytest.fixture(scope="session")
@@ -21,17 +14,6 @@ def spark():
 
 
 @pytest.fixture(scope="session")
-def broker():
-    with BrokerProcess() as b:
-        yield b
-
-
-@pytest.fixture(scope="session")
 def postgres():
     with PostgresServer() as pg:
         yield pg
-
-
-@pytest.fixture
-def topic_name(request):
-    return f"spark-{request.node.name[:40].replace('_', '-').replace('[', '-').replace(']', '')}-{uuid.uuid4().hex[:6]}"

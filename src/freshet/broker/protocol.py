@@ -119,6 +119,9 @@ def decode_request(frame: bytes, header: RequestHeader) -> Any:
     pos = header.body_offset
     if schema.__flexible__:
         pos = _skip_tagged_fields(frame, pos)
+    from .frame_check import check
+
+    check(schema, frame, pos)  # every size bounded by the frame before the native decoder allocates
     try:
         result = _reader(schema)(frame, pos)
     except FrameError:

@@ -20,6 +20,7 @@ from . import protocol
 from .durability import GroupCommit
 from .groups import GroupCoordinator
 from .offsets import OffsetStore
+from .quotas import ProduceQuota
 from .protocol import FrameError, RequestHeader
 from .registry import TopicRegistry
 
@@ -44,6 +45,7 @@ class BrokerConfig:
     max_in_flight: int = 100  # queued responses per connection before reading pauses
     initial_rebalance_delay_ms: int = 100  # group.initial.rebalance.delay.ms (Kafka: 3000)
     cleaner_interval_ms: int = 30_000  # how often retention and compaction run
+    producer_byte_rate: int = 0  # produce quota per client id, bytes/s (0: unlimited)
 
 
 @dataclass
@@ -51,6 +53,7 @@ class RequestContext:
     broker: "Broker"
     header: RequestHeader
     peer_host: str = ""
+    throttle_ms: int = 0  # set by a handler over quota: the connection is muted this long
 
     @property
     def version(self) -> int:
@@ -75,6 +78,7 @@ class Broker:
         self.registry = TopicRegistry(config.data_dir)
         self.group_commit: GroupCommit | None = None
         self.groups = GroupCoordinator(config.initial_rebalance_delay_ms)
+        self.produce_quota = ProduceQuota(config.producer_byte_rate)
         self.offsets = OffsetStore(self.registry)
         self.apis = _api_table()
         self._server: asyncio.base_events.Server | None = None
@@ -145,13 +149,16 @@ class Broker:
                                 peer, size, self.config.max_request_bytes)
                     break
                 frame = await asyncio.wait_for(reader.readexactly(size), self.config.frame_timeout_s)
-                response = self._dispatch(frame, peer_host)
+                ctx = RequestContext(self, protocol.read_request_header(frame), peer_host)
+                response = self._dispatch(frame, ctx)
                 if response is not None:
                     await queue.put(response)
+                if ctx.throttle_ms:
+                    await asyncio.sleep(ctx.throttle_ms / 1000)  # muted, as Kafka does over quota
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
             pass
         except FrameError as exc:
-            log.warning("closing %s: %s", peer, exc)
+            log.debug("closing %s: %s", peer, exc)  # what Kafka does with a request it cannot parse
         except asyncio.CancelledError:
             pass
         finally:
@@ -180,8 +187,8 @@ class Broker:
             if writer.transport.get_write_buffer_size() > (1 << 20):
                 await writer.drain()
 
-    def _dispatch(self, frame: bytes, peer_host: str = "") -> bytes | asyncio.Task | None:
-        header = protocol.read_request_header(frame)
+    def _dispatch(self, frame: bytes, ctx: RequestContext) -> bytes | asyncio.Task | None:
+        header = ctx.header
         entry = self.apis.get(header.api_key)
         if entry is None:
             raise FrameError(f"unknown API key {header.api_key}")
@@ -193,7 +200,6 @@ class Broker:
                 return unsupported_api_versions(self, header)
             raise FrameError(f"API key {header.api_key} version {header.api_version} is not supported")
         request = protocol.decode_request(frame, header)
-        ctx = RequestContext(self, header, peer_host)
         try:
             body = handler(ctx, request)
         except Exception as exc:

@@ -25,10 +25,19 @@ def broker() -> None:
               help="How often retention and compaction run.")
 @click.option("--initial-rebalance-delay-ms", default=100, show_default=True, type=int,
               help="How long a new consumer group waits for more members before its first assignment.")
+@click.option("--idle-timeout-ms", default=600_000, show_default=True, type=int,
+              help="Close connections silent this long (connections.max.idle.ms).")
+@click.option("--frame-timeout-ms", default=30_000, show_default=True, type=int,
+              help="Close a connection whose started request does not arrive whole within this (slow clients).")
+@click.option("--max-request-bytes", default=100 * 1024 * 1024, show_default=True, type=int,
+              help="Largest request accepted (socket.request.max.bytes); larger frames close the connection.")
+@click.option("--producer-byte-rate", default=0, show_default=True, type=int,
+              help="Produce quota per client id in bytes/s (0: none); excess is throttled (throttle_time_ms).")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto_create_topics: bool,
-          default_partitions: int, cleaner_interval_ms: int, initial_rebalance_delay_ms: int, log_level: str) -> None:
+          default_partitions: int, cleaner_interval_ms: int, initial_rebalance_delay_ms: int, idle_timeout_ms: int,
+          frame_timeout_ms: int, max_request_bytes: int, producer_byte_rate: int, log_level: str) -> None:
     """Start a broker in the foreground (Ctrl-C stops it cleanly)."""
     from freshet.broker import BrokerConfig, run_broker
 
@@ -37,6 +46,8 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
         data_dir=data_dir, host=host, port=port, advertised_host=advertised_host,
         auto_create_topics=auto_create_topics, default_partitions=default_partitions,
         cleaner_interval_ms=cleaner_interval_ms, initial_rebalance_delay_ms=initial_rebalance_delay_ms,
+        idle_timeout_s=idle_timeout_ms / 1000, frame_timeout_s=frame_timeout_ms / 1000,
+        max_request_bytes=max_request_bytes, producer_byte_rate=producer_byte_rate,
     )
 
     def ready(b) -> None:

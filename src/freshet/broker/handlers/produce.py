@@ -49,7 +49,7 @@ def produce(ctx, request):
                 result["error_code"] = exc.error_code
                 result["error_message"] = str(exc)
                 if not isinstance(exc, StorageError):
-                    log.info("produce to %s-%d refused: %s", topic_data.name, pd.index, exc)
+                    log.debug("produce to %s-%d refused: %s", topic_data.name, pd.index, exc)
                 else:
                     log.error("produce to %s-%d failed: %s", topic_data.name, pd.index, exc)
                 continue
@@ -59,9 +59,11 @@ def produce(ctx, request):
             if acks == -1:
                 waits.append((result, broker.group_commit.durable(partition, appended.last_offset)))
         responses.append({"name": topic_data.name, "partition_responses": partition_responses})
+    produced_bytes = sum(len(pd.records or b"") for t in request.topic_data for pd in t.partition_data)
+    ctx.throttle_ms = broker.produce_quota.record(ctx.header.client_id or "", produced_bytes)
     if acks == 0:
         return None
-    body = {"responses": responses, "throttle_time": 0}
+    body = {"responses": responses, "throttle_time": ctx.throttle_ms}
     if not waits:
         return body
 

@@ -1,3 +1,5 @@
+"""Fixtures every test package shares: a broker process, a broker of the test's own, topic names."""
+
 import itertools
 import os
 import re
@@ -6,7 +8,8 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
+# raw_kafka (a bare protocol connection) and group_member live beside the integration tests
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "integration"))
 
 from freshet.testing import BrokerProcess  # noqa: E402
 
