@@ -46,7 +46,7 @@ def test_live_broker_survives_mutated_frames_and_keeps_serving(tmp_path):
             admin.create_topics([NewTopic(name, 1)])[name].result(10)
         with RawConnection(b.bootstrap) as conn:
             for i in range(10):
-                produce(conn, "fuzz-canary", 0, encode_batch([(b"k", b"canary-%d" % i, i)]))
+                produce(conn, "fuzz-canary", 0, encode_batch([(b"k", b"canary-%d" % i, int(time.time() * 1000))]))
             before = fetch(conn, "fuzz-canary", 0, 0)
         failures = []
         stop = threading.Event()
@@ -55,8 +55,9 @@ def test_live_broker_survives_mutated_frames_and_keeps_serving(tmp_path):
             with RawConnection(b.bootstrap) as conn:
                 while not stop.is_set():
                     try:
-                        assert produce(conn, "fuzz-target", 0, encode_batch([(b"k", b"ok", 1)])).error_code == 0
-                        assert fetch(conn, "fuzz-target", 0, 0).error_code == 0
+                        written = produce(conn, "fuzz-target", 0, encode_batch([(b"k", b"ok", int(time.time() * 1000))]))
+                        assert written.error_code == 0
+                        assert fetch(conn, "fuzz-target", 0, written.base_offset).error_code == 0
                     except Exception as exc:  # recorded, asserted below
                         failures.append(repr(exc))
                         return
