@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .broker_cmd import broker
+from .cdc_cmd import cdc
 from .demo_cmd import demo
 from .gen_cmd import gen
 from .groups_cmd import groups
@@ -27,6 +28,7 @@ cli.add_command(gen)
 cli.add_command(groups)
 cli.add_command(demo)
 cli.add_command(run)
+cli.add_command(cdc)
 
 
 def main() -> None:

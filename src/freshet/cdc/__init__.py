@@ -1,0 +1,1 @@
+"""Change data capture from PostgreSQL: logical replication (pgoutput) into Kafka-protocol topics."""
