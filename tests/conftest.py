@@ -12,6 +12,14 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "integration"))
 
 from freshet.testing import BrokerProcess  # noqa: E402
+from freshet.testing.postgres import PostgresServer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """One throwaway PostgreSQL (wal_level=logical) on 127.0.0.1 for the whole run."""
+    with PostgresServer() as pg:
+        yield pg
 
 
 @pytest.fixture(scope="session")

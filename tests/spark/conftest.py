@@ -1,6 +1,5 @@
 import pytest
 
-from freshet.testing.postgres import PostgresServer
 
 
 @pytest.fixture(scope="session")
@@ -11,9 +10,3 @@ def spark():
     s = session("freshet-tests", shuffle_partitions=2)
     yield s
     s.stop()
-
-
-@pytest.fixture(scope="session")
-def postgres():
-    with PostgresServer() as pg:
-        yield pg

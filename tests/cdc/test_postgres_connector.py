@@ -1,0 +1,266 @@
+"""The PostgreSQL connector against a real PostgreSQL and a real broker."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import psycopg2
+import pytest
+
+from freshet.cdc.pgoutput import convert
+from freshet.cdc.postgres import CdcConfig, CdcError, PostgresConnector
+from freshet.testing.crash import read_everything
+
+
+@pytest.fixture
+def db(postgres):
+    schema = "s" + uuid.uuid4().hex[:8]
+    conn = psycopg2.connect(postgres.dsn)
+    conn.autocommit = True
+    conn.cursor().execute(f"CREATE SCHEMA {schema}")
+    yield conn, schema
+    conn.close()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+def source_state(dsn: str, table: str, keys: list[str]) -> dict:
+    """The table as the connector would render it: key JSON -> row of converted values."""
+    schema, name = table.split(".")
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute("SELECT attname, atttypid FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
+                    "AND NOT attisdropped ORDER BY attnum", (f'"{schema}"."{name}"',))
+        columns = cur.fetchall()
+        cur.execute(f'SELECT {", ".join(f"{c}::text" for c, _ in columns)} FROM "{schema}"."{name}"')
+        out = {}
+        for row in cur.fetchall():
+            values = {c: None if v is None else convert(oid, v) for (c, oid), v in zip(columns, row)}
+            out[json.dumps({k: values[k] for k in keys}, sort_keys=True)] = values
+        return out
+
+
+def topic_state(bootstrap: str, topic: str) -> tuple[dict, list]:
+    """Replay a change topic: the latest 'after' per key; tombstones and deletes remove the key."""
+    records = read_everything(bootstrap, topic, 1)[0]
+    return records, records
+
+
+def rebuild(bootstrap: str, topic: str) -> tuple[dict, list[dict]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    from freshet.client import consumer_config
+
+    consumer = Consumer(consumer_config(bootstrap))
+    high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    state, events, position = {}, [], 0
+    deadline = time.monotonic() + 60
+    while position < high and time.monotonic() < deadline:
+        for m in consumer.consume(5000, 0.5):
+            if m.error() is not None:
+                continue
+            position = m.offset() + 1
+            key = json.dumps(json.loads(m.key()), sort_keys=True)
+            if m.value() is None:
+                state.pop(key, None)
+                continue
+            event = json.loads(m.value())
+            events.append(event)
+            if event["op"] == "d":
+                state.pop(key, None)
+            else:
+                state[key] = event["after"]
+    consumer.close()
+    return state, events
+
+
+def run_connector(config: CdcConfig, action, settle: float = 1.5) -> PostgresConnector:
+    connector = PostgresConnector(config)
+    thread = threading.Thread(target=connector.run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while connector.stats.acknowledged_lsn == 0 and connector.stats.snapshot_rows == 0 and \
+                time.monotonic() < deadline and thread.is_alive():
+            time.sleep(0.1)
+        time.sleep(0.5)
+        action()
+        time.sleep(settle)
+    finally:
+        connector.stop()
+        thread.join(60)
+    return connector
+
+
+def test_snapshot_then_stream_with_types_pk_updates_nulls_and_deletes(broker, postgres, db):
+    conn, schema = db
+    cur = conn.cursor()
+    cur.execute(f"CREATE TABLE {schema}.items (id int PRIMARY KEY, name text, price numeric(10,2), tags text[], "
+                f"attrs jsonb, blob bytea, at timestamptz, n int[])")
+    cur.execute(f"INSERT INTO {schema}.items SELECT g, 'item ' || g, g * 1.25, ARRAY['x', 'y z'], "
+                f"jsonb_build_object('g', g), '\\x00ff', '2026-01-01 00:00:00+00', ARRAY[g, NULL] "
+                f"FROM generate_series(1, 500) g")
+    prefix = unique("p")
+
+    def changes():
+        cur.execute(f"UPDATE {schema}.items SET name = 'renamed', price = NULL WHERE id = 3")
+        cur.execute(f"DELETE FROM {schema}.items WHERE id = 4")
+        cur.execute(f"UPDATE {schema}.items SET id = 9000 WHERE id = 5")  # the key changes
+        cur.execute(f"INSERT INTO {schema}.items (id) VALUES (9001)")  # NULLs
+        cur.execute(f"ALTER TABLE {schema}.items ADD COLUMN extra text")  # a schema change
+        cur.execute(f"INSERT INTO {schema}.items (id, extra) VALUES (9002, 'after alter')")
+
+    config = CdcConfig(postgres.dsn, [f"{schema}.items"], prefix, broker.bootstrap, slot=unique("slot"),
+                       publication=unique("pub"))
+    connector = run_connector(config, changes)
+    assert connector.stats.snapshot_rows == 500
+    state, events = rebuild(broker.bootstrap, f"{prefix}.{schema}.items")
+    expected = source_state(postgres.dsn, f"{schema}.items", ["id"])
+    for row in state.values():  # rows written before ADD COLUMN do not carry it: a reader takes NULL
+        row.setdefault("extra", None)
+    assert state == expected
+    assert state['{"id": 9002}']["extra"] == "after alter"
+    ops = [e["op"] for e in events]
+    assert ops.count("r") == 500 and ops[500:] == ["u", "d", "d", "c", "c", "c"]
+    assert events[0]["source"]["snapshot"] == "true" and events[-1]["source"]["snapshot"] == "false"
+    assert events[0]["after"]["tags"] == ["x", "y z"] and events[0]["after"]["blob"] == "AP8="
+    assert events[0]["after"]["price"] == "1.25" and events[0]["after"]["n"] == [1, None]
+    records = read_everything(broker.bootstrap, f"{prefix}.{schema}.items", 1)[0]
+    assert records.count(None) == 2  # a tombstone after each delete
+
+
+def test_table_without_primary_key_is_refused_unless_replica_identity_full(broker, postgres, db):
+    conn, schema = db
+    cur = conn.cursor()
+    cur.execute(f"CREATE TABLE {schema}.nokey (a int, b text)")
+    config = CdcConfig(postgres.dsn, [f"{schema}.nokey"], unique("p"), broker.bootstrap, slot=unique("slot"),
+                       publication=unique("pub"))
+    with pytest.raises(CdcError, match="no primary key"):
+        PostgresConnector(config).run()
+    cur.execute(f"ALTER TABLE {schema}.nokey REPLICA IDENTITY FULL")
+    cur.execute(f"INSERT INTO {schema}.nokey VALUES (1, 'a')")
+    run_connector(config, lambda: cur.execute(f"DELETE FROM {schema}.nokey WHERE a = 1"))
+    state, events = rebuild(broker.bootstrap, f"{config.topic_prefix}.{schema}.nokey")
+    assert state == {} and [e["op"] for e in events] == ["r", "d"]
+    assert events[1]["before"] == {"a": 1, "b": "a"}  # the whole old row with REPLICA IDENTITY FULL
+
+
+def test_a_table_added_later_is_snapshotted_alone(broker, postgres, db):
+    conn, schema = db
+    cur = conn.cursor()
+    for t in ("first", "second"):
+        cur.execute(f"CREATE TABLE {schema}.{t} (id int PRIMARY KEY, v text)")
+        cur.execute(f"INSERT INTO {schema}.{t} SELECT g, 'v' FROM generate_series(1, 10) g")
+    prefix, slot, pub = unique("p"), unique("slot"), unique("pub")
+    first = CdcConfig(postgres.dsn, [f"{schema}.first"], prefix, broker.bootstrap, slot=slot, publication=pub)
+    run_connector(first, lambda: None)
+    both = CdcConfig(postgres.dsn, [f"{schema}.first", f"{schema}.second"], prefix, broker.bootstrap, slot=slot,
+                     publication=pub)
+    connector = run_connector(both, lambda: cur.execute(f"UPDATE {schema}.second SET v = 'w' WHERE id = 1"))
+    assert connector.stats.snapshot_rows == 10  # the new table only
+    _, first_events = rebuild(broker.bootstrap, f"{prefix}.{schema}.first")
+    assert len(first_events) == 10  # not snapshotted twice
+    state, _ = rebuild(broker.bootstrap, f"{prefix}.{schema}.second")
+    assert state == source_state(postgres.dsn, f"{schema}.second", ["id"])
+
+
+def test_writes_during_the_snapshot_appear_exactly_once(broker, postgres, db):
+    conn, schema = db
+    cur = conn.cursor()
+    cur.execute(f"CREATE TABLE {schema}.big (id int PRIMARY KEY, pad text)")
+    cur.execute(f"INSERT INTO {schema}.big SELECT g, repeat('x', 200) FROM generate_series(1, 60000) g")
+    config = CdcConfig(postgres.dsn, [f"{schema}.big"], unique("p"), broker.bootstrap, slot=unique("slot"),
+                       publication=unique("pub"))
+    connector = PostgresConnector(config)
+    thread = threading.Thread(target=connector.run)
+    thread.start()
+    writer = psycopg2.connect(postgres.dsn)
+    writer.autocommit = True
+    wcur = writer.cursor()
+    inserted = 0
+    while connector.stats.snapshot_rows < 60000 and thread.is_alive():  # write while the snapshot runs
+        wcur.execute(f"INSERT INTO {schema}.big VALUES ({100000 + inserted}, 'during')")
+        inserted += 1
+        time.sleep(0.002)
+    time.sleep(2)
+    connector.stop()
+    thread.join(60)
+    writer.close()
+    assert inserted > 0
+    _, events = rebuild(broker.bootstrap, f"{config.topic_prefix}.{schema}.big")
+    per_key: dict = {}
+    for e in events:
+        per_key[e["after"]["id"]] = per_key.get(e["after"]["id"], 0) + 1
+    assert len(per_key) == 60000 + inserted
+    assert set(per_key.values()) == {1}  # in the snapshot or in the stream, never both, never missing
+
+
+def test_random_concurrent_workload_with_five_kill_9s(broker, postgres, db, tmp_path):
+    conn, schema = db
+    cur = conn.cursor()
+    cur.execute(f"CREATE TABLE {schema}.accounts (id int PRIMARY KEY, owner text, balance bigint, note text)")
+    cur.execute(f"INSERT INTO {schema}.accounts SELECT g, 'o' || g, 100, NULL FROM generate_series(1, 200) g")
+    prefix, slot, pub = unique("p"), unique("slot"), unique("pub")
+    cmd = [sys.executable, "-m", "freshet.cli.main", "cdc", "postgres", "--dsn", postgres.dsn, "--tables",
+           f"{schema}.accounts", "--topic-prefix", prefix, "--slot", slot, "--publication", pub,
+           "--bootstrap", broker.bootstrap]
+    stop = threading.Event()
+    errors = []
+
+    def workload(seed):
+        rng = random.Random(seed)
+        wconn = psycopg2.connect(postgres.dsn)
+        try:
+            while not stop.is_set():
+                with wconn, wconn.cursor() as c:  # one transaction of several statements
+                    for _ in range(rng.randint(1, 4)):
+                        k = rng.randint(1, 400)
+                        roll = rng.random()
+                        if roll < 0.4:
+                            c.execute(f"INSERT INTO {schema}.accounts VALUES (%s, %s, %s, NULL) "
+                                      f"ON CONFLICT (id) DO UPDATE SET balance = EXCLUDED.balance", (k, f"o{k}", k))
+                        elif roll < 0.8:
+                            c.execute(f"UPDATE {schema}.accounts SET balance = balance + 1, note = %s WHERE id = %s",
+                                      (f"s{seed}", k))
+                        else:
+                            c.execute(f"DELETE FROM {schema}.accounts WHERE id = %s", (k,))
+                time.sleep(0.002)
+        except Exception as exc:  # asserted below
+            errors.append(repr(exc))
+        finally:
+            wconn.close()
+
+    writers = [threading.Thread(target=workload, args=(s,)) for s in range(3)]
+    for w in writers:
+        w.start()
+    log = open(tmp_path / "connector.log", "wb")
+    for kill in range(5):
+        proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+        time.sleep(2.0 + kill * 0.3)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    stop.set()
+    for w in writers:
+        w.join(30)
+    # let a last run catch up, then stop it cleanly
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+    deadline = time.monotonic() + 90
+    expected = source_state(postgres.dsn, f"{schema}.accounts", ["id"])
+    state = None
+    while time.monotonic() < deadline:
+        time.sleep(2)
+        state, _ = rebuild(broker.bootstrap, f"{prefix}.{schema}.accounts")
+        if state == expected:
+            break
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+    assert errors == []
+    assert state == expected
