@@ -80,3 +80,49 @@ def test_search_index_and_cache_equal_the_source_after_a_random_workload(broker,
     fresh.sync(broker.bootstrap)
     assert fresh.table() == expected
     assert json.loads(json.dumps(fresh.table())) == expected
+
+
+def test_cli_index_search_and_status(broker, postgres, tmp_path):
+    import subprocess
+    import sys
+
+    schema = "c" + uuid.uuid4().hex[:8]
+    conn = psycopg2.connect(postgres.dsn)
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute(f"CREATE SCHEMA {schema}")
+    cur.execute(f"CREATE TABLE {schema}.notes (id int PRIMARY KEY, text text)")
+    cur.execute(f"INSERT INTO {schema}.notes VALUES (1, 'the quick brown fox'), (2, 'a lazy dog')")
+    prefix, slot = "c" + uuid.uuid4().hex[:6], "s" + uuid.uuid4().hex[:8]
+
+    def freshet(*args, timeout=60):
+        return subprocess.run([sys.executable, "-m", "freshet.cli.main", *args], capture_output=True, text=True,
+                              timeout=timeout)
+
+    connector = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "cdc", "postgres", "--dsn", postgres.dsn,
+                                  "--tables", f"{schema}.notes", "--topic-prefix", prefix, "--slot", slot,
+                                  "--publication", "p" + slot, "--bootstrap", broker.bootstrap],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        topic = f"{prefix}.{schema}.notes"
+        db = str(tmp_path / "idx.db")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            r = freshet("cdc", "index", "--topic", topic, "--columns", "text", "--db", db, "-b", broker.bootstrap)
+            if r.returncode == 0 and "2 rows indexed" in r.stderr:
+                break
+            time.sleep(0.5)
+        out = freshet("search", "fox", "--db", db)
+        assert out.returncode == 0 and [json.loads(line)["id"] for line in out.stdout.splitlines()] == [1]
+        status = freshet("cdc", "status", "--dsn", postgres.dsn, "--slot", slot)
+        assert status.returncode == 0 and "lag" in status.stdout
+        bad = freshet("search", "AND OR (", "--db", db)
+        assert bad.returncode == 1 and bad.stderr.startswith("error: bad search query")
+    finally:
+        connector.terminate()
+        connector.wait(30)
+    missing = freshet("cdc", "status", "--dsn", postgres.dsn, "--slot", "no-such-slot")
+    assert missing.returncode == 1 and "no replication slot" in missing.stderr
+    refused = freshet("cdc", "postgres", "--dsn", postgres.dsn, "--tables", f"{schema}.nope", "--topic-prefix", prefix,
+                      "--slot", "s" + uuid.uuid4().hex[:8], "-b", broker.bootstrap)
+    assert refused.returncode == 1 and "does not exist" in refused.stderr

@@ -235,9 +235,9 @@ class PostgresConnector:
         self._stop = True
 
     def run(self, until: Callable[[], bool] | None = None) -> None:
-        self._ensure_topics()
         conn = psycopg2.connect(self.config.dsn)
-        keys = self._check_tables(conn)
+        keys = self._check_tables(conn)  # refuse bad tables before creating anything
+        self._ensure_topics()
         state = self._read_state()
         repl = psycopg2.connect(self.config.dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
         cur = repl.cursor()

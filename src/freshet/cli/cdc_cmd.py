@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import time
 
 import click
 from rich.console import Console
@@ -84,3 +85,76 @@ def status(dsn: str, slot: str) -> None:
     click.echo(f"slot {slot}: {'active' if info['active'] else 'inactive'}, confirmed {info['confirmed_flush_lsn']}, "
                f"current {info['current_lsn']}, lag {info['lag_bytes']} bytes"
                + (f", last acknowledgement {behind:.1f} s ago" if behind is not None else ""))
+
+
+def _follow(sync, follow: bool, interval: float) -> int:
+    total = sync()
+    while follow:
+        time.sleep(interval)
+        total += sync()
+    return total
+
+
+@cdc.command("index")
+@click.option("--topic", required=True, help="A change topic (PREFIX.schema.table).")
+@click.option("--columns", required=True, help="Comma-separated text columns to index.")
+@click.option("--db", "db_path", default="search-index.db", show_default=True, help="SQLite file.")
+@click.option("--follow", is_flag=True, help="Keep the index in sync until stopped.")
+@bootstrap_option
+@one_line_errors
+def index(topic: str, columns: str, db_path: str, follow: bool, bootstrap: str) -> None:
+    """Keep a full-text search index (SQLite FTS5) in sync with a change topic."""
+    from freshet.cdc.derived import SearchIndex
+
+    search_index = SearchIndex(db_path, topic, [c.strip() for c in columns.split(",") if c.strip()])
+    try:
+        applied = _follow(lambda: search_index.sync(bootstrap), follow, 0.5)
+    except KeyboardInterrupt:
+        return
+    click.echo(f"applied {applied} changes; {len(search_index.table())} rows indexed in {db_path}", err=True)
+
+
+@cdc.command("cache")
+@click.option("--topic", required=True, help="A change topic (PREFIX.schema.table).")
+@click.option("--redis", "redis_url", default="redis://127.0.0.1:6379/0", show_default=True)
+@click.option("--follow", is_flag=True, help="Keep the cache in sync until stopped.")
+@bootstrap_option
+@one_line_errors
+def cache(topic: str, redis_url: str, follow: bool, bootstrap: str) -> None:
+    """Keep a Redis cache (latest row per key; deletes evict) in sync with a change topic."""
+    import redis
+
+    from freshet.cdc.derived import Cache
+
+    try:
+        target = Cache(redis_url, topic)
+        applied = _follow(lambda: target.sync(bootstrap), follow, 0.5)
+    except redis.RedisError as exc:
+        click.echo(f"error: Redis at {redis_url}: {exc}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        return
+    click.echo(f"applied {applied} changes to {redis_url}", err=True)
+
+
+@click.command()
+@click.argument("query")
+@click.option("--db", "db_path", default="search-index.db", show_default=True)
+@click.option("--limit", default=20, show_default=True)
+def search(query: str, db_path: str, limit: int) -> None:
+    """Full-text QUERY (FTS5 syntax) over an index kept by `freshet cdc index`; one JSON row per line."""
+    import json
+    import os
+    import sqlite3
+
+    from freshet.cdc.derived import SearchIndex
+
+    if not os.path.exists(db_path):
+        click.echo(f"error: no search index at {db_path} (build one with freshet cdc index)", err=True)
+        sys.exit(1)
+    try:
+        for row in SearchIndex(db_path, "", []).search(query, limit):
+            click.echo(json.dumps(row, default=str))
+    except sqlite3.OperationalError as exc:
+        click.echo(f"error: bad search query {query!r}: {exc}", err=True)
+        sys.exit(1)

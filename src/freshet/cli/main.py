@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from .broker_cmd import broker
-from .cdc_cmd import cdc
+from .cdc_cmd import cdc, search
 from .demo_cmd import demo
 from .gen_cmd import gen
 from .groups_cmd import groups
@@ -29,6 +29,7 @@ cli.add_command(groups)
 cli.add_command(demo)
 cli.add_command(run)
 cli.add_command(cdc)
+cli.add_command(search)
 
 
 def main() -> None:
