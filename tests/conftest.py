@@ -10,6 +10,7 @@ import pytest
 
 # raw_kafka (a bare protocol connection) and group_member live beside the integration tests
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "integration"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "cdc"))  # source_state, for the warehouse test
 
 from freshet.testing import BrokerProcess  # noqa: E402
 from freshet.testing.postgres import PostgresServer  # noqa: E402

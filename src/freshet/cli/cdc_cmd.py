@@ -137,6 +137,31 @@ def cache(topic: str, redis_url: str, follow: bool, bootstrap: str) -> None:
     click.echo(f"applied {applied} changes to {redis_url}", err=True)
 
 
+@cdc.command("warehouse")
+@click.option("--topics", required=True, help="Comma-separated change topics.")
+@click.option("--path", default="warehouse", show_default=True, help="Parquet directory (one folder per topic).")
+@click.option("--checkpoint", default="checkpoints/warehouse", show_default=True)
+@click.option("--available-now", is_flag=True, help="Write what is there, then stop.")
+@bootstrap_option
+def warehouse(topics: str, path: str, checkpoint: str, available_now: bool, bootstrap: str) -> None:
+    """Write change topics into a Parquet warehouse with Spark (query it with DuckDB)."""
+    from freshet.pipelines.warehouse import start
+    from freshet.spark import session
+    from freshet.spark.session import stop_gracefully
+
+    spark = session("freshet-warehouse")
+    query = start(spark, bootstrap, [t.strip() for t in topics.split(",") if t.strip()], path, checkpoint,
+                  available_now)
+    try:
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        stop_gracefully([query])
+    if query.exception() is not None:
+        click.echo(f"error: warehouse failed: {str(query.exception()).splitlines()[0]}", err=True)
+        sys.exit(1)
+    click.echo(f"warehouse at {path}: read it with DuckDB, e.g. read_parquet('{path}/topic=*/*.parquet')", err=True)
+
+
 @click.command()
 @click.argument("query")
 @click.option("--db", "db_path", default="search-index.db", show_default=True)
