@@ -126,3 +126,13 @@ def test_cli_index_search_and_status(broker, postgres, tmp_path):
     refused = freshet("cdc", "postgres", "--dsn", postgres.dsn, "--tables", f"{schema}.nope", "--topic-prefix", prefix,
                       "--slot", "s" + uuid.uuid4().hex[:8], "-b", broker.bootstrap)
     assert refused.returncode == 1 and "does not exist" in refused.stderr
+
+
+def test_dual_writes_disagree_while_cdc_converges(broker, postgres, tmp_path):
+    from freshet.cdc.dual_writes import dual_writes, through_cdc
+
+    dual = dual_writes(postgres.dsn, keys=20, rounds=2)
+    # each key's last two writes race; both orders are equally likely: all 20 agreeing has odds ~1e-6
+    assert dual.disagreements > 0 and dual.keys == 20
+    cdc = through_cdc(postgres.dsn, broker.bootstrap, str(tmp_path / "idx.db"), keys=20, rounds=2)
+    assert cdc.keys == 20 and cdc.disagreements == 0
