@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,spark,cdc]'
+	$(BIN)/pip install -q -e '.[test,spark,cdc,dashboard]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -8,6 +8,7 @@ command -v kcat >/dev/null 2>&1 || need+=(kcat)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -eq 0 ]; then

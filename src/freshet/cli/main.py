@@ -6,6 +6,7 @@ import click
 
 from .broker_cmd import broker
 from .cdc_cmd import cdc, search
+from .dashboard_cmd import dashboard, pipelines
 from .demo_cmd import demo
 from .gen_cmd import gen
 from .groups_cmd import groups
@@ -30,6 +31,8 @@ cli.add_command(demo)
 cli.add_command(run)
 cli.add_command(cdc)
 cli.add_command(search)
+cli.add_command(dashboard)
+cli.add_command(pipelines)
 
 
 def main() -> None:

@@ -39,6 +39,10 @@ def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, sta
     spec = PipelineSpec(pipeline, source_topic, sink, bootstrap, checkpoint, starting_offsets, lateness,
                         trigger_seconds, available_now, max_offsets_per_trigger, pg_dsn)
     spark = session(f"freshet-{pipeline}")
+    from freshet.spark.registry import PipelineReporter
+
+    reporter = PipelineReporter(bootstrap, spark)
+    spark.streams.addListener(reporter)  # shows up on the dashboard
     try:
         query = start(spark, spec)
     except PipelineError as exc:
@@ -60,6 +64,9 @@ def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, sta
         query.awaitTermination()
     except KeyboardInterrupt:
         stop_gracefully([query])
+    # listener events are asynchronous: say "stopped" ourselves before the process ends
+    reporter.publish(query.name, "failed" if query.exception() is not None else "stopped")
+    reporter.close()
     if query.exception() is not None:
         click.echo(f"error: {pipeline} failed: {str(query.exception()).splitlines()[0]}", err=True)
         sys.exit(1)

@@ -1,0 +1,72 @@
+"""``freshet dashboard`` and ``freshet pipelines list | stop``."""
+
+from __future__ import annotations
+
+import secrets
+import sys
+
+import click
+
+from .common import bootstrap_option, one_line_errors
+
+
+@click.command()
+@click.option("--port", default=8080, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Anything but loopback needs a token.")
+@click.option("--token", envvar="FRESHET_DASHBOARD_TOKEN", default=None,
+              help="Required on every request (?token= or Authorization: Bearer); generated when binding elsewhere.")
+@click.option("--lag-alert", default=1000, show_default=True, help="Lag above which a group shows an alert.")
+@bootstrap_option
+def dashboard(port: int, host: str, token: str | None, lag_alert: int, bootstrap: str) -> None:
+    """Serve the web dashboard: topics, groups and lag, pipelines, live charts, /metrics."""
+    import uvicorn
+
+    from freshet.dashboard.app import create_app
+    from freshet.dashboard.collector import Collector
+
+    if host not in ("127.0.0.1", "localhost", "::1") and not token:
+        token = secrets.token_urlsafe(16)
+    collector = Collector(bootstrap, lag_threshold=lag_alert).start()
+    url = f"http://{host}:{port}/" + (f"?token={token}" if token else "")
+    click.echo(f"freshet dashboard on {url}", err=True)
+    try:
+        # live event streams stay open: do not let them hold a shutdown up for long
+        uvicorn.run(create_app(collector, token), host=host, port=port, log_level="warning",
+                    timeout_graceful_shutdown=3)
+    except OSError as exc:
+        click.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
+        sys.exit(1)
+    finally:
+        collector.stop()
+
+
+@click.group()
+def pipelines() -> None:
+    """Pipelines registered by freshet run."""
+
+
+@pipelines.command("list")
+@bootstrap_option
+@one_line_errors
+def list_(bootstrap: str) -> None:
+    from freshet.spark.registry import read_pipelines
+
+    for name, p in sorted(read_pipelines(bootstrap).items()):
+        progress = p.get("progress") or {}
+        click.echo(f"{name}\t{p.get('status')}\tbatch {progress.get('batch_id', '-')}\t"
+                   f"{progress.get('input_rows_per_second') or 0:.0f} rows/s")
+
+
+@pipelines.command("stop")
+@click.argument("name")
+@bootstrap_option
+@one_line_errors
+def stop(name: str, bootstrap: str) -> None:
+    from freshet.client import ClientError
+    from freshet.spark.registry import read_pipelines, request_stop
+
+    known = read_pipelines(bootstrap)
+    if name not in known:
+        raise ClientError(f"no pipeline named {name!r} has registered")
+    request_stop(bootstrap, name)
+    click.echo(f"asked {name} to stop")

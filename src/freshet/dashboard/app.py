@@ -1,0 +1,144 @@
+"""The dashboard's HTTP side: a page, a JSON API, server-sent events for live updates, and /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hmac
+import json
+import os
+from datetime import datetime
+
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+
+from .collector import Collector
+
+HERE = os.path.dirname(__file__)
+
+
+def create_app(collector: Collector, token: str | None = None) -> FastAPI:
+    app = FastAPI(title="Freshet dashboard", docs_url=None, redoc_url=None)
+
+    @app.middleware("http")
+    async def require_token(request: Request, call_next):
+        if token:
+            given = request.query_params.get("token") or request.headers.get("authorization", "").removeprefix(
+                "Bearer ")
+            if not hmac.compare_digest(given or "", token):
+                return JSONResponse({"error": "a token is required (?token=... or Authorization: Bearer ...)"},
+                                    status_code=401)
+        return await call_next(request)
+
+    app.mount("/static", StaticFiles(directory=os.path.join(HERE, "static")), name="static")
+
+    def snapshot() -> dict:
+        return dataclasses.asdict(collector.snapshot)
+
+    @app.get("/", response_class=HTMLResponse)
+    async def index() -> str:
+        with open(os.path.join(HERE, "static", "index.html")) as f:
+            return f.read()
+
+    @app.get("/api/overview")
+    async def overview() -> dict:
+        snap = snapshot()
+        return {"at": snap["at"], "brokers": snap["brokers"], "error": snap["error"],
+                "topics": {n: {k: t[k] for k in ("messages", "rate_in", "internal")} | {"partitions": len(t["partitions"])}
+                           for n, t in snap["topics"].items()},
+                "groups": {g: {"state": x["state"], "total_lag": x["total_lag"], "alert": x["alert"],
+                               "members": len(x["members"])} for g, x in snap["groups"].items()},
+                "pipelines": {n: {"status": p.get("status"), "progress": p.get("progress")}
+                              for n, p in snap["pipelines"].items()}}
+
+    @app.get("/api/topics/{name}")
+    async def topic(name: str) -> dict:
+        t = collector.snapshot.topics.get(name)
+        if t is None:
+            raise HTTPException(404, f"topic {name!r} does not exist")
+        configs = await asyncio.to_thread(collector.topic_configs, name)
+        return {"name": name, **t, "configs": configs, "rates": collector.series(f"topic:{name}").get(f"topic:{name}", [])}
+
+    @app.get("/api/topics/{name}/messages")
+    async def messages(name: str, partition: int = 0, offset: int | None = Query(None, ge=0),
+                       from_time: str | None = None, limit: int = Query(20, ge=1, le=500)) -> list:
+        t = collector.snapshot.topics.get(name)
+        if t is None:
+            raise HTTPException(404, f"topic {name!r} does not exist")
+        if not 0 <= partition < len(t["partitions"]):
+            raise HTTPException(400, f"partition must be 0..{len(t['partitions']) - 1}")
+        from_ms = None
+        if from_time:
+            try:
+                from_ms = int(datetime.fromisoformat(from_time.replace("Z", "+00:00")).timestamp() * 1000)
+            except ValueError:
+                raise HTTPException(400, "from_time must be an ISO 8601 time") from None
+        return await asyncio.to_thread(collector.messages, name, partition, offset, from_ms, limit)
+
+    @app.get("/api/groups")
+    async def groups() -> dict:
+        return snapshot()["groups"]
+
+    @app.get("/api/groups/{group_id}")
+    async def group(group_id: str) -> dict:
+        g = collector.snapshot.groups.get(group_id)
+        if g is None:
+            raise HTTPException(404, f"group {group_id!r} does not exist")
+        return {"group_id": group_id, **g, "lag_history": collector.series(f"lag:{group_id}").get(f"lag:{group_id}", [])}
+
+    @app.get("/api/pipelines")
+    async def pipelines() -> dict:
+        out = {}
+        for name, p in snapshot()["pipelines"].items():
+            out[name] = {**p, "rates": collector.series(f"pipeline:{name}").get(f"pipeline:{name}", [])}
+        return out
+
+    @app.post("/api/pipelines/{name}/stop")
+    async def stop_pipeline(name: str) -> dict:
+        from freshet.spark.registry import request_stop
+
+        if name not in collector.snapshot.pipelines:
+            raise HTTPException(404, f"pipeline {name!r} is not registered")
+        await asyncio.to_thread(request_stop, collector.bootstrap, name)
+        return {"name": name, "requested": "stop"}
+
+    @app.get("/api/events")
+    async def events(request: Request) -> StreamingResponse:
+        async def stream():
+            last = None
+            while not await request.is_disconnected():
+                snap = collector.snapshot
+                if snap.at != last:
+                    last = snap.at
+                    yield f"data: {json.dumps(await overview())}\n\n"
+                await asyncio.sleep(0.5)
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def metrics() -> str:
+        snap = collector.snapshot
+        lines = ["# TYPE freshet_topic_high_watermark gauge", "# TYPE freshet_topic_log_start_offset gauge",
+                 "# TYPE freshet_topic_messages_in_per_second gauge", "# TYPE freshet_group_lag gauge",
+                 "# TYPE freshet_pipeline_input_rows_per_second gauge",
+                 "# TYPE freshet_pipeline_late_rows_dropped gauge"]
+        for name, t in sorted(snap.topics.items()):
+            lines.append(f'freshet_topic_messages_in_per_second{{topic="{name}"}} {t["rate_in"]}')
+            for p in t["partitions"]:
+                labels = f'topic="{name}",partition="{p["partition"]}"'
+                lines.append(f"freshet_topic_high_watermark{{{labels}}} {p['high_watermark']}")
+                lines.append(f"freshet_topic_log_start_offset{{{labels}}} {p['log_start_offset']}")
+        for group_id, g in sorted(snap.groups.items()):
+            for p in g["partitions"]:
+                lines.append(f'freshet_group_lag{{group="{group_id}",topic="{p["topic"]}",'
+                             f'partition="{p["partition"]}"}} {p["lag"]}')
+        for name, p in sorted(snap.pipelines.items()):
+            progress = p.get("progress") or {}
+            lines.append(f'freshet_pipeline_input_rows_per_second{{pipeline="{name}"}} '
+                         f'{progress.get("input_rows_per_second") or 0}')
+            lines.append(f'freshet_pipeline_late_rows_dropped{{pipeline="{name}"}} '
+                         f'{progress.get("late_rows_dropped") or 0}')
+        return "\n".join(lines) + "\n"
+
+    return app

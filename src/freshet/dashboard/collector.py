@@ -1,0 +1,178 @@
+"""Polls the cluster once a second (as any Kafka client would) and keeps a short history for charts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
+
+from freshet.client import consumer_config
+from freshet.client.groups import GroupAdmin
+
+HISTORY = 300  # samples kept per series
+
+
+@dataclass
+class Snapshot:
+    at: float = 0.0
+    brokers: list = field(default_factory=list)
+    topics: dict = field(default_factory=dict)  # name -> {partitions: [...], messages, rate_in}
+    groups: dict = field(default_factory=dict)  # id -> {state, members, total_lag, partitions: [...]}
+    pipelines: dict = field(default_factory=dict)
+    error: str | None = None
+
+
+class Collector:
+    def __init__(self, bootstrap: str, interval_s: float = 1.0, lag_threshold: int = 1000) -> None:
+        self.bootstrap = bootstrap
+        self.interval_s = interval_s
+        self.lag_threshold = lag_threshold
+        self.admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        self.groups_admin = GroupAdmin(bootstrap)
+        self.snapshot = Snapshot()
+        self.history: dict[str, deque] = {}
+        self._previous: dict[str, tuple[float, int]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="dashboard-collector")
+
+    def start(self) -> "Collector":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _record(self, series: str, at: float, value: float) -> None:
+        self.history.setdefault(series, deque(maxlen=HISTORY)).append((round(at, 3), value))
+
+    def series(self, prefix: str) -> dict[str, list]:
+        with self._lock:
+            return {k: list(v) for k, v in self.history.items() if k.startswith(prefix)}
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.collect()
+            except Exception as exc:  # shown on the page; the next round tries again
+                with self._lock:
+                    self.snapshot.error = str(exc)
+            self._stop.wait(self.interval_s)
+
+    def collect(self) -> Snapshot:
+        now = time.time()
+        md = self.admin.list_topics(timeout=5)
+        snap = Snapshot(at=now, brokers=[{"id": b.id, "host": b.host, "port": b.port} for b in md.brokers.values()])
+        names = sorted(t for t, meta in md.topics.items() if meta.error is None)
+        request = {}
+        for name in names:
+            for p in md.topics[name].partitions:
+                request[(name, p, "low")] = TopicPartition(name, p)
+        offsets = {}
+        if request:
+            for spec, kind in ((OffsetSpec.earliest, "low"), (OffsetSpec.latest, "high")):
+                futures = self.admin.list_offsets({TopicPartition(t, p): spec() for (t, p, _) in request},
+                                                  request_timeout=5)
+                for tp, f in futures.items():
+                    offsets[(tp.topic, tp.partition, kind)] = f.result(5).offset
+        for name in names:
+            parts = [{"partition": p, "log_start_offset": offsets.get((name, p, "low"), 0),
+                      "high_watermark": offsets.get((name, p, "high"), 0)}
+                     for p in sorted(md.topics[name].partitions)]
+            total = sum(x["high_watermark"] for x in parts)
+            previous = self._previous.get(name)
+            rate = 0.0
+            if previous and now > previous[0]:
+                rate = max(total - previous[1], 0) / (now - previous[0])
+            self._previous[name] = (now, total)
+            snap.topics[name] = {"partitions": parts, "messages": sum(x["high_watermark"] - x["log_start_offset"]
+                                                                       for x in parts),
+                                 "end_offsets_sum": total, "rate_in": round(rate, 1),
+                                 "internal": name.startswith("__")}
+            self._record(f"topic:{name}", now, round(rate, 1))
+        for group_id, state in self.groups_admin.list_groups():
+            try:
+                info = self.groups_admin.describe(group_id)
+            except Exception:
+                continue
+            snap.groups[group_id] = {
+                "state": info.state, "members": [{"member_id": m, "client_id": c, "host": h} for m, c, h in info.members],
+                "total_lag": info.total_lag, "alert": any(p.lag > self.lag_threshold for p in info.partitions),
+                "partitions": [{"topic": p.topic, "partition": p.partition, "committed": p.committed,
+                                "end_offset": p.end_offset, "lag": p.lag, "member": p.member} for p in info.partitions],
+            }
+            self._record(f"lag:{group_id}", now, info.total_lag)
+        try:
+            from freshet.spark.registry import read_pipelines
+
+            snap.pipelines = read_pipelines(self.bootstrap)
+        except (KafkaException, ImportError):
+            snap.pipelines = {}
+        for name, p in snap.pipelines.items():
+            progress = p.get("progress") or {}
+            self._record(f"pipeline:{name}", now, progress.get("input_rows_per_second") or 0)
+        with self._lock:
+            self.snapshot = snap
+        return snap
+
+    def topic_configs(self, topic: str) -> dict:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        configs = self.admin.describe_configs([resource])[resource].result(10)
+        return {k: {"value": v.value, "default": v.is_default} for k, v in sorted(configs.items())}
+
+    def messages(self, topic: str, partition: int, offset: int | None = None, from_time_ms: int | None = None,
+                 limit: int = 20) -> list[dict]:
+        """Newest ``limit`` records of a partition, or ``limit`` records from an offset or a time."""
+        consumer = Consumer(consumer_config(self.bootstrap, overrides={"log_level": 0}))
+        try:
+            tp = TopicPartition(topic, partition)
+            low, high = consumer.get_watermark_offsets(tp, timeout=5)
+            if from_time_ms is not None:
+                found = consumer.offsets_for_times([TopicPartition(topic, partition, from_time_ms)], timeout=5)[0]
+                start = found.offset if found.offset >= 0 else high
+            elif offset is not None:
+                start = min(max(offset, low), high)
+            else:
+                start = max(high - limit, low)
+            end = min(start + limit, high)
+            if start >= end:
+                return []
+            consumer.assign([TopicPartition(topic, partition, start)])
+            out = []
+            deadline = time.monotonic() + 10
+            while len(out) < end - start and time.monotonic() < deadline:
+                for m in consumer.consume(limit, 0.5):
+                    if m.error() is None and m.offset() < end:
+                        out.append(_render(m))
+                if out and out[-1]["offset"] >= end - 1:
+                    break
+            return out[:limit]
+        finally:
+            consumer.close()
+
+
+def _text(data: bytes | None):
+    if data is None:
+        return None
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return data.hex()
+
+
+def _render(m) -> dict:
+    import json
+
+    value = _text(m.value())
+    pretty = None
+    if value:
+        try:
+            pretty = json.dumps(json.loads(value), indent=2)
+        except ValueError:
+            pretty = None
+    return {"partition": m.partition(), "offset": m.offset(), "timestamp": m.timestamp()[1], "key": _text(m.key()),
+            "value": value, "json": pretty, "headers": [[k, _text(v)] for k, v in (m.headers() or [])]}

@@ -1,0 +1,157 @@
+"""Running pipelines announce themselves in the compacted topic ``__freshet_pipelines`` (key: query
+name, value: status and the latest progress) and obey stop requests from
+``__freshet_pipeline_control``. The dashboard and ``freshet pipelines`` read and write these topics:
+every part stays an ordinary Kafka client.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from pyspark.sql.streaming import StreamingQueryListener
+
+from freshet.client import TopicAdmin, consumer_config
+
+PIPELINES_TOPIC = "__freshet_pipelines"
+CONTROL_TOPIC = "__freshet_pipeline_control"
+
+
+def ensure_topics(bootstrap: str) -> None:
+    admin = TopicAdmin(bootstrap)
+    existing = admin.list_topics()
+    if PIPELINES_TOPIC not in existing:
+        admin.create_topic(PIPELINES_TOPIC, 1, {"cleanup.policy": "compact"})
+    if CONTROL_TOPIC not in existing:
+        admin.create_topic(CONTROL_TOPIC, 1, {"retention.ms": "3600000"})
+
+
+_READABLE = [("PythonMicroBatchStream", "freshet source"), ("ConsoleTable", "console sink"),
+             ("ForeachBatchSink", "foreachBatch sink"), ("FileSink", "parquet sink"), ("FileStreamSource", "file source"),
+             ("PythonStreamingSink", "freshet sink"), ("PythonDataSourceStreamingWrite", "freshet sink")]
+
+
+def _readable(description: str) -> str:
+    for needle, name in _READABLE:
+        if needle in description:
+            return name
+    return description.split("@")[0].rsplit(".", 1)[-1]
+
+
+def dataflow(query) -> list[str]:
+    """source -> operators -> sink, read from the query's last progress."""
+    progress = query.lastProgress or {}
+    nodes = [_readable(s.get("description", "source")) for s in progress.get("sources", [])]
+    nodes += [op.get("operatorName", "stateful") for op in progress.get("stateOperators", [])]
+    sink = progress.get("sink", {}).get("description")
+    if sink:
+        nodes.append(_readable(sink))
+    return nodes
+
+
+class PipelineReporter(StreamingQueryListener):
+    """Publishes each progress report of the named queries; stops a query when asked to."""
+
+    def __init__(self, bootstrap: str, spark) -> None:
+        ensure_topics(bootstrap)
+        self.bootstrap = bootstrap
+        self.spark = spark
+        self.producer = Producer({"bootstrap.servers": bootstrap, "log_level": 0, "linger.ms": 5})
+        self.host = socket.gethostname()
+        self._names: dict[str, str] = {}
+        self._dropped: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._watcher = threading.Thread(target=self._watch_control, daemon=True)
+        self._watcher.start()
+
+    def publish(self, name: str, status: str, progress: dict | None = None, dataflow_nodes=None) -> None:
+        value = {"name": name, "status": status, "host": self.host, "updated_ms": int(time.time() * 1000),
+                 "progress": progress or {}, "dataflow": dataflow_nodes or []}
+        self.producer.produce(PIPELINES_TOPIC, json.dumps(value).encode(), name.encode())
+        self.producer.poll(0)
+
+    def onQueryStarted(self, event) -> None:
+        if event.name:
+            self._names[str(event.id)] = event.name
+            self.publish(event.name, "running")
+
+    def onQueryProgress(self, event) -> None:
+        p = json.loads(event.progress.json)
+        if not p.get("name"):
+            return
+        query = next((q for q in self.spark.streams.active if q.name == p["name"]), None)
+        dropped = self._dropped.get(p["name"], 0) + sum(
+            op.get("numRowsDroppedByWatermark", 0) for op in p.get("stateOperators", []))
+        self._dropped[p["name"]] = dropped  # over the query's life, not one batch
+        summary = {
+            "batch_id": p.get("batchId"), "input_rows_per_second": p.get("inputRowsPerSecond"),
+            "processed_rows_per_second": p.get("processedRowsPerSecond"), "num_input_rows": p.get("numInputRows"),
+            "batch_duration_ms": p.get("durationMs", {}).get("triggerExecution"),
+            "watermark": p.get("eventTime", {}).get("watermark"),
+            "state_rows": sum(op.get("numRowsTotal", 0) for op in p.get("stateOperators", [])),
+            "late_rows_dropped": dropped,
+        }
+        self.publish(p["name"], "running", summary, dataflow(query) if query else [])
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        name = self._names.get(str(event.id))
+        if name:
+            self.publish(name, "stopped")
+        self.producer.flush(5)
+
+    def _watch_control(self) -> None:
+        consumer = Consumer(consumer_config(self.bootstrap, overrides={"log_level": 0}))
+        end = consumer.get_watermark_offsets(TopicPartition(CONTROL_TOPIC, 0), timeout=10)[1]
+        consumer.assign([TopicPartition(CONTROL_TOPIC, 0, end)])  # only requests made from now on
+        while not self._stop.is_set():
+            for m in consumer.consume(10, 0.5):
+                if m.error() is not None or m.value() is None:
+                    continue
+                request = json.loads(m.value())
+                for q in self.spark.streams.active:
+                    if q.name == request.get("name") and request.get("action") == "stop":
+                        from .session import stop_gracefully
+
+                        stop_gracefully([q])
+                        self.publish(q.name, "stopped")
+                        self.producer.flush(5)
+        consumer.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self.producer.flush(5)
+
+
+def request_stop(bootstrap: str, name: str) -> None:
+    ensure_topics(bootstrap)
+    producer = Producer({"bootstrap.servers": bootstrap, "log_level": 0})
+    producer.produce(CONTROL_TOPIC, json.dumps({"name": name, "action": "stop"}).encode(), name.encode())
+    producer.flush(10)
+
+
+def read_pipelines(bootstrap: str) -> dict[str, dict]:
+    """name -> latest status record."""
+    consumer = Consumer(consumer_config(bootstrap, overrides={"log_level": 0}))
+    out: dict[str, dict] = {}
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(PIPELINES_TOPIC, 0), timeout=10)
+    except Exception:
+        consumer.close()
+        return out
+    consumer.assign([TopicPartition(PIPELINES_TOPIC, 0, low)])
+    position = low
+    deadline = time.monotonic() + 10
+    while position < high and time.monotonic() < deadline:
+        for m in consumer.consume(1000, 0.3):
+            if m.error() is None:
+                position = m.offset() + 1
+                if m.value() is not None:
+                    out[m.key().decode()] = json.loads(m.value())
+    consumer.close()
+    return out

@@ -1,0 +1,100 @@
+"""Every dashboard endpoint against a live broker (FastAPI's test client; the collector polled by hand)."""
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from fastapi.testclient import TestClient
+
+from freshet.client import consumer_config
+from freshet.dashboard.app import create_app
+from freshet.dashboard.collector import Collector
+
+
+@pytest.fixture(scope="module")
+def loaded(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("dash-events", 2, config={"retention.ms": "600000"})])["dash-events"].result(10)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    base = int(time.time() * 1000) - 60_000
+    for i in range(100):
+        producer.produce("dash-events", b'{"n": %d}' % i, b"k%d" % i, partition=i % 2, timestamp=base + i * 100,
+                         headers=[("h", b"v")])
+    producer.flush(10)
+    consumer = Consumer(consumer_config(broker.bootstrap, "dash-group"))
+    consumer.commit(offsets=[TopicPartition("dash-events", 0, 10), TopicPartition("dash-events", 1, 20)],
+                    asynchronous=False)
+    consumer.close()
+    collector = Collector(broker.bootstrap, lag_threshold=10)
+    collector.collect()
+    producer.produce("dash-events", b"more", partition=0)
+    producer.flush(10)
+    time.sleep(0.2)
+    collector.collect()  # a second sample: rates
+    return collector
+
+
+@pytest.fixture
+def client(loaded):
+    return TestClient(create_app(loaded))
+
+
+def test_overview(client, broker):
+    o = client.get("/api/overview").json()
+    assert o["brokers"][0]["port"] == broker.port
+    assert o["topics"]["dash-events"]["partitions"] == 2 and o["topics"]["dash-events"]["messages"] == 101
+    assert o["topics"]["dash-events"]["rate_in"] > 0
+    assert o["groups"]["dash-group"]["total_lag"] == 71 and o["groups"]["dash-group"]["alert"] is True
+
+
+def test_topic_page_and_message_browser(client):
+    t = client.get("/api/topics/dash-events").json()
+    assert [p["high_watermark"] for p in t["partitions"]] == [51, 50]
+    assert t["configs"]["retention.ms"] == {"value": "600000", "default": False}
+    newest = client.get("/api/topics/dash-events/messages?partition=1&limit=3").json()
+    assert [m["offset"] for m in newest] == [47, 48, 49]
+    assert newest[0]["json"] == '{\n  "n": 95\n}' and newest[0]["headers"] == [["h", "v"]] and newest[0]["key"] == "k95"
+    from_offset = client.get("/api/topics/dash-events/messages?partition=0&offset=10&limit=2").json()
+    assert [m["value"] for m in from_offset] == ['{"n": 20}', '{"n": 22}']
+    ts = newest[0]["timestamp"]
+    iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts / 1000)) + f".{ts % 1000:03d}Z"
+    from_time = client.get(f"/api/topics/dash-events/messages?partition=1&from_time={iso}&limit=1").json()
+    assert from_time[0]["offset"] == 47
+    assert client.get("/api/topics/nope").status_code == 404
+    assert client.get("/api/topics/dash-events/messages?partition=9").status_code == 400
+    assert client.get("/api/topics/dash-events/messages?from_time=yesterday").status_code == 400
+
+
+def test_groups(client):
+    groups = client.get("/api/groups").json()
+    assert groups["dash-group"]["state"] in ("EMPTY", "Empty")
+    g = client.get("/api/groups/dash-group").json()
+    assert sum(p["lag"] for p in g["partitions"]) == 71 and g["lag_history"][-1][1] == 71
+    assert client.get("/api/groups/nope").status_code == 404
+
+
+def test_pipelines_and_stop_of_unknown(client):
+    assert isinstance(client.get("/api/pipelines").json(), dict)
+    assert client.post("/api/pipelines/nope/stop").status_code == 404
+
+
+def test_metrics(client):
+    text = client.get("/metrics").text
+    assert 'freshet_topic_high_watermark{topic="dash-events",partition="0"} 51' in text
+    assert 'freshet_group_lag{group="dash-group",topic="dash-events"' in text
+    assert "# TYPE freshet_topic_messages_in_per_second gauge" in text
+
+
+def test_page_and_static(client):
+    page = client.get("/")
+    assert page.status_code == 200 and "EventSource" in page.text
+    assert client.get("/static/uPlot.iife.min.js").status_code == 200
+
+
+def test_token_required_when_set(loaded):
+    client = TestClient(create_app(loaded, token="s3cret"))
+    assert client.get("/api/overview").status_code == 401
+    assert client.get("/api/overview?token=wrong").status_code == 401
+    assert client.get("/api/overview?token=s3cret").status_code == 200
+    assert client.get("/metrics", headers={"Authorization": "Bearer s3cret"}).status_code == 200

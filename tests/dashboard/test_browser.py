@@ -1,0 +1,95 @@
+"""The dashboard in a real browser (Debian's chromium driven by Playwright): pages render, charts update
+as records flow, and stopping a pipeline from the page stops it. Screenshots go to artifacts/."""
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from freshet.cli.gen_cmd import produce_access_logs
+from freshet.testing import free_port
+
+ARTIFACTS = os.path.join(os.path.dirname(__file__), "..", "..", "artifacts")
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture
+def page(tmp_path):
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("chromium is missing: `make test` installs it (scripts/install-test-deps.sh)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=chromium,
+                                                       args=CHROMIUM_FLAGS, viewport={"width": 1280, "height": 1000})
+        page = context.new_page()
+        yield page
+        context.close()
+
+
+def test_dashboard_live_charts_and_stopping_a_pipeline(broker, page, tmp_path):
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("browser-logs", 2)])["browser-logs"].result(10)
+    stop = threading.Event()
+    producer = threading.Thread(target=produce_access_logs, kwargs=dict(
+        bootstrap=broker.bootstrap, topic="browser-logs", rate=300, count=None, seconds=240, out_of_order=0.0,
+        late=0.0, seed=3, time_scale=30, stop=stop))
+    producer.start()
+    port = free_port()
+    env = {**os.environ, "FRESHET_BOOTSTRAP": broker.bootstrap}
+    dash = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "dashboard", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pipeline = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "run", "requests-per-minute", "--from",
+                                 "browser-logs", "--to", "console", "--checkpoint", str(tmp_path / "ck"),
+                                 "--trigger-seconds", "1"], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                page.goto(f"http://127.0.0.1:{port}/")
+                break
+            except Exception:
+                assert time.monotonic() < deadline, "dashboard did not come up"
+                time.sleep(0.3)
+        page.wait_for_selector("a[data-topic='browser-logs']", timeout=30_000)
+        # the rate chart gains points as records flow (one per collector round)
+        page.wait_for_function("Number(document.getElementById('rate-chart').dataset.points) >= 4", timeout=30_000)
+        rate = page.locator("#topics tbody tr", has_text="browser-logs").locator("td.rate").inner_text()
+        assert float(rate) > 0
+        page.screenshot(path=os.path.join(ARTIFACTS, "dashboard-overview.png"))
+
+        page.click("a[data-topic='browser-logs']")
+        page.wait_for_selector("#messages tbody tr", timeout=15_000)
+        assert "HTTP/1.1" in page.locator("#messages tbody").inner_text()
+        page.screenshot(path=os.path.join(ARTIFACTS, "dashboard-topic.png"))
+
+        page.click("nav a[data-tab='pipelines']")
+        # the Spark pipeline registers itself once it has started (about 10-20 s on 2 cores)
+        page.wait_for_selector(".pipeline[data-name='requests-per-minute-to-console'] button.stop", timeout=120_000)
+        page.wait_for_function(
+            "document.querySelector(\".pipeline[data-name='requests-per-minute-to-console'] td\")"
+            " && document.querySelector(\".pipeline[data-name='requests-per-minute-to-console'] td\").innerText !== ''",
+            timeout=60_000)
+        page.screenshot(path=os.path.join(ARTIFACTS, "dashboard-pipelines.png"))
+        page.click(".pipeline[data-name='requests-per-minute-to-console'] button.stop")
+        pipeline.wait(timeout=60)  # stopping from the page ends the query, and so the driver
+        assert pipeline.returncode == 0
+        page.wait_for_selector(".pipeline[data-name='requests-per-minute-to-console'] .pipeline-status:text('stopped')",
+                               timeout=30_000)
+        page.screenshot(path=os.path.join(ARTIFACTS, "dashboard-pipeline-stopped.png"))
+    finally:
+        stop.set()
+        producer.join(30)
+        for proc in (pipeline, dash):
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(30)
