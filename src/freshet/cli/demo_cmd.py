@@ -41,6 +41,8 @@ def access_logs(seconds: float, rate: float, time_scale: float, pipelines: bool,
     broker = BrokerProcess(data_dir=os.path.join(data_dir, "log"), log_path=os.path.join(data_dir, "broker.log"))
     broker.start()
     console.print(f"[bold]broker[/] listening on {broker.bootstrap} (data in {data_dir}/log, log in {broker.log_path})")
+    dashboard = _start_dashboard(broker.bootstrap, data_dir)
+    console.print(f"[bold]dashboard[/] on {dashboard[1]}")
     stop = threading.Event()
     produced = [0]
     errors: list[str] = []
@@ -71,7 +73,27 @@ def access_logs(seconds: float, rate: float, time_scale: float, pipelines: bool,
         console.print("stopping")
     finally:
         stop.set()
+        dashboard[0].terminate()
+        dashboard[0].wait(15)
         broker.stop()
+
+
+def _start_dashboard(bootstrap: str, data_dir: str):
+    """The dashboard as its own process, on 8080 when free."""
+    import socket
+    import subprocess
+    import sys
+
+    from freshet.testing import free_port
+
+    port = 8080
+    with socket.socket() as s:
+        if s.connect_ex(("127.0.0.1", port)) == 0:
+            port = free_port()
+    log = open(os.path.join(data_dir, "dashboard.log"), "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "dashboard", "--port", str(port),
+                             "--bootstrap", bootstrap], stdout=log, stderr=log)
+    return proc, f"http://127.0.0.1:{port}/"
 
 
 def _live_records(console, bootstrap, topic, generator, produced, seconds) -> None:
@@ -111,6 +133,10 @@ def _live_pipelines(console, bootstrap, topic, data_dir, generator, produced, er
     console.print("[bold]spark[/] starting a local session (about 10 s on 2 cores)...")
     spark = session("freshet-demo")
     late = LateRowsCounter.install(spark)
+    from freshet.spark.registry import PipelineReporter
+
+    reporter = PipelineReporter(bootstrap, spark)
+    spark.streams.addListener(reporter)  # the queries appear on the dashboard
     spec = PipelineSpec("demo", topic, "", bootstrap, "", trigger_seconds=1.0)
     events = al.parse(source(spark, spec))
     minutes: dict = {}
@@ -176,6 +202,9 @@ def _live_pipelines(console, bootstrap, topic, data_dir, generator, produced, er
                 live.update(render())
     finally:
         stop_gracefully(queries)
+        for q in queries:
+            reporter.publish(q.name, "stopped")
+        reporter.close()
         spark.stop()
     console.print()
     console.print(f"[green]done:[/] {produced[0]:,} events through the broker and {len(queries)} Spark queries")
