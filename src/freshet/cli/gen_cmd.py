@@ -89,3 +89,29 @@ def access_logs(topic: str, rate: float, count: int | None, seconds: float | Non
     sent = produce_access_logs(bootstrap, topic, rate, count, seconds, out_of_order, late, seed,
                                time_scale=time_scale)
     click.echo(f"produced {sent} access-log events to {topic}", err=True)
+
+
+@gen.command("search-clicks")
+@click.option("--searches-topic", default="searches", show_default=True)
+@click.option("--clicks-topic", default="clicks", show_default=True)
+@click.option("--count", default=10_000, show_default=True, help="How many searches.")
+@click.option("--click-rate", default=0.3, show_default=True)
+@click.option("--seed", default=1, show_default=True)
+@bootstrap_option
+@one_line_errors
+def search_clicks_cmd(searches_topic: str, clicks_topic: str, count: int, click_rate: float, seed: int,
+                      bootstrap: str) -> None:
+    """Searches and the clicks they lead to, into two topics (keyed by user, timestamped by event time)."""
+    from freshet.client.produce import produce_records
+    from freshet.gen.search_clicks import ClickEvent, SearchEvent, search_clicks
+
+    admin = TopicAdmin(bootstrap)
+    admin.partition_count(searches_topic)
+    admin.partition_count(clicks_topic)
+    events = list(search_clicks(count, seed=seed, click_rate=click_rate))
+    searches = [e for e in events if isinstance(e, SearchEvent)]
+    clicks = sorted((e for e in events if isinstance(e, ClickEvent)), key=lambda c: c.ts_ms)
+    produce_records(bootstrap, searches_topic, ((e.user.encode(), e.value(), e.ts_ms) for e in searches))
+    produce_records(bootstrap, clicks_topic, ((e.user.encode(), e.value(), e.ts_ms) for e in clicks))
+    click.echo(f"produced {len(searches)} searches to {searches_topic} and {len(clicks)} clicks to {clicks_topic}",
+               err=True)
