@@ -77,6 +77,7 @@ def test_groups(client):
 def test_pipelines_and_stop_of_unknown(client):
     assert isinstance(client.get("/api/pipelines").json(), dict)
     assert client.post("/api/pipelines/nope/stop").status_code == 404
+    assert client.post("/api/pipelines/nope/restart").status_code == 404
 
 
 def test_metrics(client):

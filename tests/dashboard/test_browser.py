@@ -86,7 +86,17 @@ def test_dashboard_live_charts_and_stopping_a_pipeline(broker, page, tmp_path):
         page.wait_for_selector(".pipeline[data-name='requests-per-minute-to-console'] .pipeline-status:text('stopped')",
                                timeout=30_000)
         page.screenshot(path=os.path.join(ARTIFACTS, "dashboard-pipeline-stopped.png"))
+        # and restarted from the page: the same command, the same checkpoint
+        page.click(".pipeline[data-name='requests-per-minute-to-console'] button.restart")
+        page.wait_for_selector(".pipeline[data-name='requests-per-minute-to-console'] .pipeline-status:text('running')",
+                               timeout=120_000)
+        page.click(".pipeline[data-name='requests-per-minute-to-console'] button.stop")
+        page.wait_for_selector(".pipeline[data-name='requests-per-minute-to-console'] .pipeline-status:text('stopped')",
+                               timeout=60_000)
     finally:
+        from freshet.spark.registry import request_stop
+
+        request_stop(broker.bootstrap, "requests-per-minute-to-console")  # a restarted driver, should we fail early
         stop.set()
         producer.join(30)
         for proc in (pipeline, dash):

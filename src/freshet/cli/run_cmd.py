@@ -41,7 +41,8 @@ def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, sta
     spark = session(f"freshet-{pipeline}")
     from freshet.spark.registry import PipelineReporter
 
-    reporter = PipelineReporter(bootstrap, spark)
+    reporter = PipelineReporter(bootstrap, spark, command=["run", *sys.argv[sys.argv.index("run") + 1:]]
+                                if "run" in sys.argv else None)
     spark.streams.addListener(reporter)  # shows up on the dashboard
     try:
         query = start(spark, spec)

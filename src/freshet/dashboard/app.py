@@ -45,7 +45,7 @@ def create_app(collector: Collector, token: str | None = None) -> FastAPI:
     async def overview() -> dict:
         snap = snapshot()
         return {"at": snap["at"], "brokers": snap["brokers"], "error": snap["error"],
-                "topics": {n: {k: t[k] for k in ("messages", "rate_in", "internal")} | {"partitions": len(t["partitions"])}
+                "topics": {n: {k: t[k] for k in ("messages", "rate_in", "rate_out", "internal")} | {"partitions": len(t["partitions"])}
                            for n, t in snap["topics"].items()},
                 "groups": {g: {"state": x["state"], "total_lag": x["total_lag"], "alert": x["alert"],
                                "members": len(x["members"])} for g, x in snap["groups"].items()},
@@ -102,6 +102,23 @@ def create_app(collector: Collector, token: str | None = None) -> FastAPI:
             raise HTTPException(404, f"pipeline {name!r} is not registered")
         await asyncio.to_thread(request_stop, collector.bootstrap, name)
         return {"name": name, "requested": "stop"}
+
+    @app.post("/api/pipelines/{name}/restart")
+    async def restart_pipeline(name: str) -> dict:
+        import subprocess
+        import sys
+
+        record = collector.snapshot.pipelines.get(name)
+        if record is None:
+            raise HTTPException(404, f"pipeline {name!r} is not registered")
+        if record.get("status") == "running":
+            raise HTTPException(409, f"pipeline {name!r} is running")
+        if not record.get("command") or record.get("host") != __import__("socket").gethostname():
+            raise HTTPException(400, f"pipeline {name!r} was not started by freshet run on this host")
+        log = open(os.devnull, "wb")
+        subprocess.Popen([sys.executable, "-m", "freshet.cli.main", *record["command"], "--bootstrap",
+                          collector.bootstrap], stdout=log, stderr=log, start_new_session=True)
+        return {"name": name, "requested": "restart"}
 
     @app.get("/api/events")
     async def events(request: Request) -> StreamingResponse:

@@ -91,9 +91,10 @@ class Collector:
             self._previous[name] = (now, total)
             snap.topics[name] = {"partitions": parts, "messages": sum(x["high_watermark"] - x["log_start_offset"]
                                                                        for x in parts),
-                                 "end_offsets_sum": total, "rate_in": round(rate, 1),
+                                 "end_offsets_sum": total, "rate_in": round(rate, 1), "rate_out": 0.0,
                                  "internal": name.startswith("__")}
             self._record(f"topic:{name}", now, round(rate, 1))
+        consumed: dict[str, int] = {}
         for group_id, state in self.groups_admin.list_groups():
             try:
                 info = self.groups_admin.describe(group_id)
@@ -106,6 +107,17 @@ class Collector:
                                 "end_offset": p.end_offset, "lag": p.lag, "member": p.member} for p in info.partitions],
             }
             self._record(f"lag:{group_id}", now, info.total_lag)
+            for p in info.partitions:
+                if p.committed >= 0:
+                    consumed[p.topic] = consumed.get(p.topic, 0) + p.committed
+        for topic, total in consumed.items():  # messages out: what consumer groups committed, per second
+            previous = self._previous.get(f"out:{topic}")
+            rate = 0.0
+            if previous and now > previous[0]:
+                rate = max(total - previous[1], 0) / (now - previous[0])
+            self._previous[f"out:{topic}"] = (now, total)
+            if topic in snap.topics:
+                snap.topics[topic]["rate_out"] = round(rate, 1)
         try:
             from freshet.spark.registry import read_pipelines
 

@@ -55,8 +55,9 @@ def dataflow(query) -> list[str]:
 class PipelineReporter(StreamingQueryListener):
     """Publishes each progress report of the named queries; stops a query when asked to."""
 
-    def __init__(self, bootstrap: str, spark) -> None:
+    def __init__(self, bootstrap: str, spark, command: list[str] | None = None) -> None:
         ensure_topics(bootstrap)
+        self.command = command  # freshet CLI arguments that start this pipeline again (for restart)
         self.bootstrap = bootstrap
         self.spark = spark
         self.producer = Producer({"bootstrap.servers": bootstrap, "log_level": 0, "linger.ms": 5})
@@ -69,7 +70,7 @@ class PipelineReporter(StreamingQueryListener):
 
     def publish(self, name: str, status: str, progress: dict | None = None, dataflow_nodes=None) -> None:
         value = {"name": name, "status": status, "host": self.host, "updated_ms": int(time.time() * 1000),
-                 "progress": progress or {}, "dataflow": dataflow_nodes or []}
+                 "progress": progress or {}, "dataflow": dataflow_nodes or [], "command": self.command}
         self.producer.produce(PIPELINES_TOPIC, json.dumps(value).encode(), name.encode())
         self.producer.poll(0)
 
