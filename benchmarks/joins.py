@@ -34,7 +34,8 @@ def main() -> None:
 
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for name in ("searches", "clicks"):
-            admin.create_topics([NewTopic(name, 4)])[name].result(10)
+            # events are dated 2026-01-01: keep them whatever their age
+            admin.create_topics([NewTopic(name, 4, config={"retention.ms": "-1"})])[name].result(10)
         events = list(search_clicks(args.searches, seed=1, every_ms=100, click_rate=args.click_rate))
         searches = [e for e in events if isinstance(e, SearchEvent)]
         clicks = sorted((e for e in events if isinstance(e, ClickEvent)), key=lambda c: c.ts_ms)

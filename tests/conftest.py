@@ -23,17 +23,22 @@ def postgres():
         yield pg
 
 
+# Many tests write records with old timestamps (1970, 2023...): with the default 7-day retention the
+# cleaner would delete them mid-test. Test brokers run it hourly; the retention tests start their own.
+NO_CLEANER = ["--cleaner-interval-ms", "3600000"]
+
+
 @pytest.fixture(scope="session")
 def broker():
     """One broker for the tests that only add topics of their own."""
-    with BrokerProcess() as b:
+    with BrokerProcess(extra_args=NO_CLEANER) as b:
         yield b
 
 
 @pytest.fixture
 def own_broker(tmp_path):
     """A broker of the test's own, for restarts and crashes."""
-    b = BrokerProcess(data_dir=str(tmp_path / "data"))
+    b = BrokerProcess(data_dir=str(tmp_path / "data"), extra_args=NO_CLEANER)
     b.start()
     yield b
     b.close()
