@@ -17,6 +17,7 @@ from typing import Callable
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
 
 from .protocol import FrameError
+from .protocol import _read_uvarint as _uvarint
 
 FIXED = {
     "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8,
@@ -33,21 +34,6 @@ def _need(pos: int, n: int, end: int) -> int:
     if n < 0 or pos + n > end:
         raise FrameError(f"field of {n} bytes at {pos} runs past the frame")
     return pos + n
-
-
-def _uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= end:
-            raise FrameError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 35:
-            raise FrameError("varint too long")
 
 
 def _length(flexible: bool, wide: bool) -> Callable[[bytes, int, int], tuple[int, int]]:

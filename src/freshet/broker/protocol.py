@@ -72,10 +72,12 @@ def _skip_tagged_fields(buf: bytes, pos: int) -> int:
     return pos
 
 
-def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+def _read_uvarint(buf: bytes, pos: int, end: int | None = None) -> tuple[int, int]:
+    """An unsigned varint (protocol lengths and tags) at ``pos``; never reads at or past ``end``."""
+    end = len(buf) if end is None else end
     result = shift = 0
     while True:
-        if pos >= len(buf):
+        if pos >= end:
             raise FrameError("truncated varint")
         b = buf[pos]
         pos += 1
@@ -83,7 +85,7 @@ def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
         if not b & 0x80:
             return result, pos
         shift += 7
-        if shift > 28:
+        if shift > 35:
             raise FrameError("varint too long")
 
 

@@ -63,7 +63,27 @@ def read_changes(bootstrap: str, topic: str, positions: dict[int, int], until_en
         consumer.close()
 
 
-class SearchIndex:
+class DerivedSystem:
+    """Applies a change topic from its own stored position (``positions``) in atomic batches (``apply``)."""
+
+    topic: str
+
+    def positions(self) -> dict[int, int]:
+        raise NotImplementedError
+
+    def apply(self, batch: list[ChangeRecord]) -> None:
+        raise NotImplementedError
+
+    def sync(self, bootstrap: str) -> int:
+        """Apply everything up to the topic's current end; returns how many changes."""
+        applied = 0
+        for batch in read_changes(bootstrap, self.topic, self.positions()):
+            self.apply(batch)
+            applied += len(batch)
+        return applied
+
+
+class SearchIndex(DerivedSystem):
     """A SQLite FTS5 index over the text columns of one table's change topic."""
 
     def __init__(self, path: str, topic: str, text_columns: list[str]) -> None:
@@ -94,14 +114,6 @@ class SearchIndex:
                 self.db.execute("INSERT OR REPLACE INTO progress VALUES (?, ?, ?)",
                                 (self.topic, change.partition, change.offset + 1))
 
-    def sync(self, bootstrap: str) -> int:
-        """Apply everything up to the topic's current end; returns how many changes."""
-        applied = 0
-        for batch in read_changes(bootstrap, self.topic, self.positions()):
-            self.apply(batch)
-            applied += len(batch)
-        return applied
-
     def search(self, query: str, limit: int = 20) -> list[dict]:
         rows = self.db.execute("SELECT r.row FROM docs d JOIN rows r ON r.key = d.key WHERE docs MATCH ? "
                                "ORDER BY rank LIMIT ?", (query, limit)).fetchall()
@@ -111,7 +123,7 @@ class SearchIndex:
         return {k: json.loads(r) for k, r in self.db.execute("SELECT key, row FROM rows")}
 
 
-class Cache:
+class Cache(DerivedSystem):
     """The latest row per key in Redis (``PREFIX:key`` -> JSON); deletes evict."""
 
     def __init__(self, redis_url: str, topic: str, prefix: str | None = None) -> None:
@@ -135,13 +147,6 @@ class Cache:
                 pipe.set(name, json.dumps(change.row))
             pipe.hset(self.progress_key, str(change.partition), change.offset + 1)
         pipe.execute()
-
-    def sync(self, bootstrap: str) -> int:
-        applied = 0
-        for batch in read_changes(bootstrap, self.topic, self.positions()):
-            self.apply(batch)
-            applied += len(batch)
-        return applied
 
     def get(self, key: dict) -> dict | None:
         raw = self.redis.get(f"{self.prefix}:{json.dumps(key, sort_keys=True)}")

@@ -23,6 +23,7 @@ import psycopg2.extras
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from freshet.client import ClientError, TopicAdmin, consumer_config, producer_config
+from freshet.client.produce import produce_waiting
 
 from .pgoutput import Begin, Change, Commit, Decoder, Relation, convert
 
@@ -138,12 +139,7 @@ class PostgresConnector:
         }
         topic = self.topic_for(schema, table)
         value = json.dumps(envelope, default=str).encode()
-        while True:
-            try:
-                self.producer.produce(topic, value, key, on_delivery=self._on_delivery)
-                break
-            except BufferError:
-                self.producer.poll(0.05)
+        produce_waiting(self.producer, topic, value, key, on_delivery=self._on_delivery)
         if op == "d":
             self.producer.produce(topic, None, key, on_delivery=self._on_delivery)  # tombstone for compaction
         self.stats.tables[table] = self.stats.tables.get(table, 0) + 1

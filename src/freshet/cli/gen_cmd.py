@@ -8,6 +8,7 @@ import click
 from confluent_kafka import Producer
 
 from freshet.client import ClientError, TopicAdmin, producer_config
+from freshet.client.produce import produce_waiting
 from freshet.gen.access_logs import AccessLogGenerator
 
 from .common import bootstrap_option, one_line_errors
@@ -46,13 +47,8 @@ def produce_access_logs(bootstrap: str, topic: str, rate: float, count: int | No
         ahead = sent / rate - elapsed
         if ahead > 0.005:
             producer.poll(ahead)
-        while True:
-            try:
-                producer.produce(topic, event.line.encode(), event.client_ip.encode(),
-                                 timestamp=event.timestamp_ms, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_waiting(producer, topic, event.line.encode(), event.client_ip.encode(),
+                        timestamp=event.timestamp_ms, on_delivery=on_delivery)
         sent += 1
         if sent % 1000 == 0:
             producer.poll(0)

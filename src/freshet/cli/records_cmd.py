@@ -9,6 +9,7 @@ import click
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
 
 from freshet.client import ClientError, TopicAdmin, consumer_config, producer_config
+from freshet.client.produce import produce_waiting
 
 from .common import bootstrap_option, one_line_errors
 
@@ -42,12 +43,7 @@ def produce(topic: str, key_separator: str | None, partition: int | None, bootst
                 key, value = None, line
         else:
             value = line
-        while True:
-            try:
-                producer.produce(topic, value, key, on_delivery=on_delivery, **extra)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_waiting(producer, topic, value, key, on_delivery=on_delivery, **extra)
         sent += 1
         producer.poll(0)
     left = producer.flush(60)

@@ -10,6 +10,16 @@ from .admin import ClientError
 from .config import producer_config
 
 
+def produce_waiting(producer: Producer, topic: str, value: bytes | None, key: bytes | None = None, **kwargs) -> None:
+    """``producer.produce``, waiting (and serving delivery reports) while librdkafka's queue is full."""
+    while True:
+        try:
+            producer.produce(topic, value, key, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.05)
+
+
 def produce_records(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None, int | None]],
                     partition: int | None = None, overrides: dict | None = None) -> int:
     """Produce every record as fast as the client goes; raise ClientError if any is not delivered."""
@@ -27,12 +37,7 @@ def produce_records(bootstrap: str, topic: str, records: Iterable[tuple[bytes | 
         kwargs = dict(extra)
         if ts is not None:
             kwargs["timestamp"] = ts
-        while True:
-            try:
-                producer.produce(topic, value, key, on_delivery=on_delivery, **kwargs)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_waiting(producer, topic, value, key, on_delivery=on_delivery, **kwargs)
         sent += 1
         if sent % 10000 == 0:
             producer.poll(0)

@@ -49,6 +49,8 @@ class _TopicWriter:
     def write(self, iterator) -> WrittenCount:
         from confluent_kafka import Producer
 
+        from freshet.client.produce import produce_waiting
+
         producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
                              "linger.ms": 5, "log_level": 0, **self.producer_options})
         failures: list = []
@@ -67,13 +69,8 @@ class _TopicWriter:
             headers = fields.get("headers")
             if headers:
                 extra["headers"] = [(h["key"], _as_bytes(h["value"])) for h in headers]
-            while True:
-                try:
-                    producer.produce(topic, _as_bytes(fields.get("value")), _as_bytes(fields.get("key")),
-                                     on_delivery=on_delivery, **extra)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+            produce_waiting(producer, topic, _as_bytes(fields.get("value")), _as_bytes(fields.get("key")),
+                            on_delivery=on_delivery, **extra)
             count += 1
             if count % 10000 == 0:
                 producer.poll(0)
