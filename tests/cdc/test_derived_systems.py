@@ -55,17 +55,20 @@ def test_search_index_and_cache_equal_the_source_after_a_random_workload(broker,
                                 (" ".join(rng.sample(words, 3)), k))
                 else:
                     cur.execute(f"DELETE FROM {schema}.articles WHERE id = %s", (k,))
-            time.sleep(1.0)
             # derived systems catch up in steps, each resuming from its stored position
             index.sync(broker.bootstrap)
             cache.sync(broker.bootstrap)
-        time.sleep(1.0)
-        index.sync(broker.bootstrap)
-        cache.sync(broker.bootstrap)
+        expected = source_state(postgres.dsn, f"{schema}.articles", ["id"])
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # until the connector has delivered everything
+            index.sync(broker.bootstrap)
+            cache.sync(broker.bootstrap)
+            if index.table() == expected and cache.table() == expected:
+                break
+            time.sleep(0.3)
     finally:
         connector.stop()
         runner.join(60)
-    expected = source_state(postgres.dsn, f"{schema}.articles", ["id"])
     assert index.table() == expected
     assert cache.table() == expected
     some = next(iter(expected.values()))

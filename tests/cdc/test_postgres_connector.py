@@ -82,18 +82,20 @@ def rebuild(bootstrap: str, topic: str) -> tuple[dict, list[dict]]:
     return state, events
 
 
-def run_connector(config: CdcConfig, action, settle: float = 1.5) -> PostgresConnector:
+def run_connector(config: CdcConfig, action, changes: int = 0) -> PostgresConnector:
+    """Run the connector, do ``action`` once it streams, and stop it when ``changes`` more changes
+    have been captured and acknowledged (no sleeping on a guess: a loaded machine is slow)."""
     connector = PostgresConnector(config)
     thread = threading.Thread(target=connector.run)
     thread.start()
     try:
-        deadline = time.monotonic() + 60
-        while connector.stats.acknowledged_lsn == 0 and connector.stats.snapshot_rows == 0 and \
-                time.monotonic() < deadline and thread.is_alive():
-            time.sleep(0.1)
-        time.sleep(0.5)
+        deadline = time.monotonic() + 120
+        while not connector.streaming and time.monotonic() < deadline and thread.is_alive():
+            time.sleep(0.05)
         action()
-        time.sleep(settle)
+        while time.monotonic() < deadline and thread.is_alive() and (
+                connector.stats.changes < changes or connector.stats.acknowledged_changes < changes):
+            time.sleep(0.05)
     finally:
         connector.stop()
         thread.join(60)
@@ -120,7 +122,7 @@ def test_snapshot_then_stream_with_types_pk_updates_nulls_and_deletes(broker, po
 
     config = CdcConfig(postgres.dsn, [f"{schema}.items"], prefix, broker.bootstrap, slot=unique("slot"),
                        publication=unique("pub"))
-    connector = run_connector(config, changes)
+    connector = run_connector(config, changes, changes=5)
     assert connector.stats.snapshot_rows == 500
     state, events = rebuild(broker.bootstrap, f"{prefix}.{schema}.items")
     expected = source_state(postgres.dsn, f"{schema}.items", ["id"])
@@ -147,7 +149,7 @@ def test_table_without_primary_key_is_refused_unless_replica_identity_full(broke
         PostgresConnector(config).run()
     cur.execute(f"ALTER TABLE {schema}.nokey REPLICA IDENTITY FULL")
     cur.execute(f"INSERT INTO {schema}.nokey VALUES (1, 'a')")
-    run_connector(config, lambda: cur.execute(f"DELETE FROM {schema}.nokey WHERE a = 1"))
+    run_connector(config, lambda: cur.execute(f"DELETE FROM {schema}.nokey WHERE a = 1"), changes=1)
     state, events = rebuild(broker.bootstrap, f"{config.topic_prefix}.{schema}.nokey")
     assert state == {} and [e["op"] for e in events] == ["r", "d"]
     assert events[1]["before"] == {"a": 1, "b": "a"}  # the whole old row with REPLICA IDENTITY FULL
@@ -164,7 +166,8 @@ def test_a_table_added_later_is_snapshotted_alone(broker, postgres, db):
     run_connector(first, lambda: None)
     both = CdcConfig(postgres.dsn, [f"{schema}.first", f"{schema}.second"], prefix, broker.bootstrap, slot=slot,
                      publication=pub)
-    connector = run_connector(both, lambda: cur.execute(f"UPDATE {schema}.second SET v = 'w' WHERE id = 1"))
+    connector = run_connector(both, lambda: cur.execute(f"UPDATE {schema}.second SET v = 'w' WHERE id = 1"),
+                              changes=1)
     assert connector.stats.snapshot_rows == 10  # the new table only
     _, first_events = rebuild(broker.bootstrap, f"{prefix}.{schema}.first")
     assert len(first_events) == 10  # not snapshotted twice
@@ -190,7 +193,9 @@ def test_writes_during_the_snapshot_appear_exactly_once(broker, postgres, db):
         wcur.execute(f"INSERT INTO {schema}.big VALUES ({100000 + inserted}, 'during')")
         inserted += 1
         time.sleep(0.002)
-    time.sleep(2)
+    deadline = time.monotonic() + 120
+    while connector.stats.acknowledged_changes < inserted and time.monotonic() < deadline:
+        time.sleep(0.05)  # the writes the snapshot did not see arrive through the stream
     connector.stop()
     thread.join(60)
     writer.close()
@@ -252,7 +257,7 @@ def test_random_concurrent_workload_with_five_kill_9s(broker, postgres, db, tmp_
         w.join(30)
     # let a last run catch up, then stop it cleanly
     proc = subprocess.Popen(cmd, stdout=log, stderr=log)
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 240
     expected = source_state(postgres.dsn, f"{schema}.accounts", ["id"])
     state = None
     while time.monotonic() < deadline:

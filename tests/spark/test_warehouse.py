@@ -26,11 +26,14 @@ def test_warehouse_equals_the_source_table(spark, broker, postgres, tmp_path):
     runner = threading.Thread(target=connector.run)
     runner.start()
     try:
-        time.sleep(2)
+        deadline = time.monotonic() + 120
+        while not connector.streaming and time.monotonic() < deadline:
+            time.sleep(0.05)
         cur.execute(f"UPDATE {schema}.orders SET total = total + 1 WHERE id % 3 = 0")
         cur.execute(f"DELETE FROM {schema}.orders WHERE id % 10 = 0")
         cur.execute(f"INSERT INTO {schema}.orders VALUES (1000, 'late', 9.99)")
-        time.sleep(2)
+        while connector.stats.acknowledged_changes < 400 // 3 + 40 + 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
         connector.stop()
         runner.join(60)

@@ -55,6 +55,7 @@ class Stats:
     changes: int = 0
     transactions: int = 0
     acknowledged_lsn: int = 0
+    acknowledged_changes: int = 0  # changes durable in the broker and acknowledged to PostgreSQL
     tables: dict = field(default_factory=dict)
 
 
@@ -77,6 +78,7 @@ class PostgresConnector:
                                                                      "queue.buffering.max.messages": 1_000_000}))
         self.failures: list = []
         self._stop = False
+        self.streaming = False  # the snapshot is done and the change stream has started
 
     # -- topics and state ---------------------------------------------------------------------
 
@@ -261,6 +263,7 @@ class PostgresConnector:
                 self._write_state(state)
         cur.start_replication(slot_name=self.config.slot, decode=False,
                               options={"proto_version": "1", "publication_names": self.config.publication})
+        self.streaming = True
         self._stream(cur, keys, until)
         repl.close()
         conn.close()
@@ -322,6 +325,7 @@ class PostgresConnector:
         self._flush()  # durable in the broker first
         cur.send_feedback(flush_lsn=lsn, write_lsn=lsn, reply=True)
         self.stats.acknowledged_lsn = lsn
+        self.stats.acknowledged_changes = self.stats.changes
 
 
 def slot_status(dsn: str, slot: str) -> dict | None:
