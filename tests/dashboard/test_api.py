@@ -93,6 +93,13 @@ def test_page_and_static(client):
     assert client.get("/static/uPlot.iife.min.js").status_code == 200
 
 
+def test_a_group_can_have_its_own_lag_threshold(broker, loaded):
+    collector = Collector(broker.bootstrap, lag_threshold=10, group_thresholds={"dash-group": 1000})
+    collector.collect()
+    assert collector.snapshot.groups["dash-group"]["alert"] is False
+    assert collector.snapshot.groups["dash-group"]["threshold"] == 1000
+
+
 def test_token_required_when_set(loaded):
     client = TestClient(create_app(loaded, token="s3cret"))
     assert client.get("/api/overview").status_code == 401

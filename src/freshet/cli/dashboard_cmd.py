@@ -15,9 +15,13 @@ from .common import bootstrap_option, one_line_errors
 @click.option("--host", default="127.0.0.1", show_default=True, help="Anything but loopback needs a token.")
 @click.option("--token", envvar="FRESHET_DASHBOARD_TOKEN", default=None,
               help="Required on every request (?token= or Authorization: Bearer); generated when binding elsewhere.")
-@click.option("--lag-alert", default=1000, show_default=True, help="Lag above which a group shows an alert.")
+@click.option("--lag-alert", default=1000, show_default=True,
+              help="Partition lag above which a group shows an alert.")
+@click.option("--group-lag-alert", "group_alerts", multiple=True, metavar="GROUP=N",
+              help="A group's own threshold (repeatable).")
 @bootstrap_option
-def dashboard(port: int, host: str, token: str | None, lag_alert: int, bootstrap: str) -> None:
+def dashboard(port: int, host: str, token: str | None, lag_alert: int, group_alerts: tuple[str, ...],
+              bootstrap: str) -> None:
     """Serve the web dashboard: topics, groups and lag, pipelines, live charts, /metrics."""
     import uvicorn
 
@@ -26,7 +30,14 @@ def dashboard(port: int, host: str, token: str | None, lag_alert: int, bootstrap
 
     if host not in ("127.0.0.1", "localhost", "::1") and not token:
         token = secrets.token_urlsafe(16)
-    collector = Collector(bootstrap, lag_threshold=lag_alert).start()
+    thresholds = {}
+    for item in group_alerts:
+        group, sep, value = item.rpartition("=")
+        if not sep or not group or not value.isdigit():
+            click.echo(f"error: --group-lag-alert takes GROUP=N, got {item!r}", err=True)
+            sys.exit(1)
+        thresholds[group] = int(value)
+    collector = Collector(bootstrap, lag_threshold=lag_alert, group_thresholds=thresholds).start()
     url = f"http://{host}:{port}/" + (f"?token={token}" if token else "")
     click.echo(f"freshet dashboard on {url}", err=True)
     try:

@@ -27,10 +27,12 @@ class Snapshot:
 
 
 class Collector:
-    def __init__(self, bootstrap: str, interval_s: float = 1.0, lag_threshold: int = 1000) -> None:
+    def __init__(self, bootstrap: str, interval_s: float = 1.0, lag_threshold: int = 1000,
+                 group_thresholds: dict[str, int] | None = None) -> None:
         self.bootstrap = bootstrap
         self.interval_s = interval_s
         self.lag_threshold = lag_threshold
+        self.group_thresholds = group_thresholds or {}
         self.admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
         self.groups_admin = GroupAdmin(bootstrap)
         self.snapshot = Snapshot()
@@ -102,7 +104,8 @@ class Collector:
                 continue
             snap.groups[group_id] = {
                 "state": info.state, "members": [{"member_id": m, "client_id": c, "host": h} for m, c, h in info.members],
-                "total_lag": info.total_lag, "alert": any(p.lag > self.lag_threshold for p in info.partitions),
+                "total_lag": info.total_lag, "threshold": self.group_thresholds.get(group_id, self.lag_threshold),
+                "alert": any(p.lag > self.group_thresholds.get(group_id, self.lag_threshold) for p in info.partitions),
                 "partitions": [{"topic": p.topic, "partition": p.partition, "committed": p.committed,
                                 "end_offset": p.end_offset, "lag": p.lag, "member": p.member} for p in info.partitions],
             }
