@@ -84,6 +84,9 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=20_000)
     ap.add_argument("--seconds", type=int, default=30)
     ap.add_argument("--trigger", type=float, default=0.25, help="processing-time trigger interval (s)")
+    ap.add_argument("--live-shuffle-partitions", type=int, default=2,
+                    help="shuffle partitions of the live query (one per core here)")
+    ap.add_argument("--only-live", action="store_true", help="skip the throughput runs")
     args = ap.parse_args()
     common = {"machine": f"{platform.machine()} {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d")}
     work = tempfile.mkdtemp(prefix="freshet-bench-")
@@ -128,8 +131,10 @@ def main() -> None:
                     .parquet(parquet_dir))
 
         results = {}
-        for case, build in (("read_only", lambda df: df.writeStream.format("noop")),
-                            ("parse_window", lambda df: windowed(df).writeStream.outputMode("update").format("noop"))):
+        cases = [] if args.only_live else [("read_only", lambda df: df.writeStream.format("noop")),
+                                           ("parse_window", lambda df: windowed(df).writeStream.outputMode("update")
+                                            .format("noop"))]
+        for case, build in cases:
             for source, make in (("freshet", freshet_stream), ("parquet", parquet_stream)):
                 ck = os.path.join(work, f"ck-{case}-{source}")
                 query = build(make()).option("checkpointLocation", ck).trigger(availableNow=True).start()
@@ -141,6 +146,7 @@ def main() -> None:
                               "target": target, **common}), flush=True)
 
         # latency under a processing-time trigger with a live producer
+        spark.conf.set("spark.sql.shuffle.partitions", str(args.live_shuffle_partitions))
         live = f"live-{uuid.uuid4().hex[:6]}"
         admin.create_topics([NewTopic(live, 6)])[live].result(30)
         raw = (spark.readStream.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
