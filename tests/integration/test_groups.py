@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from raw_kafka import RawConnection
 
 from freshet.client import consumer_config
+from polling import wait_for  # noqa: E402
 
 HERE = os.path.dirname(__file__)
 
@@ -29,15 +30,6 @@ def produce_range(bootstrap, topic, start, stop, partitions):
     for i in range(start, stop):
         producer.produce(topic, b"%d" % i, partition=i % partitions)
     assert producer.flush(30) == 0
-
-
-def wait_for(predicate, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def records_in(path):

@@ -8,6 +8,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from freshet.client import consumer_config
+from polling import wait_for  # noqa: E402
 from freshet.testing import BrokerProcess
 
 
@@ -15,15 +16,6 @@ from freshet.testing import BrokerProcess
 def cleaning_broker(tmp_path):
     with BrokerProcess(data_dir=str(tmp_path / "d"), extra_args=["--cleaner-interval-ms", "200"]) as b:
         yield b
-
-
-def wait_for(predicate, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def read_from_zero(bootstrap, topic):
@@ -57,7 +49,7 @@ def test_retention_ms_deletes_old_segments_and_consumers_reset(cleaning_broker):
     producer.flush(10)
     probe = Consumer(consumer_config(cleaning_broker.bootstrap))
     wait_for(lambda: probe.get_watermark_offsets(TopicPartition("short-lived", 0), timeout=10)[0] > 150,
-             what="log start offset to move past the expired segments")
+             timeout=30, what="log start offset to move past the expired segments")
     low, high = probe.get_watermark_offsets(TopicPartition("short-lived", 0), timeout=10)
     probe.close()
     assert high == 205
@@ -93,7 +85,7 @@ def test_compacted_topic_read_from_zero_equals_latest_state(cleaning_broker):
         records = read_from_zero(cleaning_broker.bootstrap, "table")
         return len(records) < 1000 and records
 
-    wait_for(compacted, what="compaction")
+    wait_for(compacted, timeout=30, what="compaction")
     records = read_from_zero(cleaning_broker.bootstrap, "table")
     rebuilt: dict[bytes, bytes] = {}
     for m in records:
