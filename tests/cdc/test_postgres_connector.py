@@ -1,7 +1,6 @@
 """The PostgreSQL connector against a real PostgreSQL and a real broker."""
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -46,12 +45,6 @@ def source_state(dsn: str, table: str, keys: list[str]) -> dict:
             values = {c: None if v is None else convert(oid, v) for (c, oid), v in zip(columns, row)}
             out[json.dumps({k: values[k] for k in keys}, sort_keys=True)] = values
         return out
-
-
-def topic_state(bootstrap: str, topic: str) -> tuple[dict, list]:
-    """Replay a change topic: the latest 'after' per key; tombstones and deletes remove the key."""
-    records = read_everything(bootstrap, topic, 1)[0]
-    return records, records
 
 
 def rebuild(bootstrap: str, topic: str) -> tuple[dict, list[dict]]:

@@ -20,7 +20,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 
 from .errors import StorageError
-from .record_batch import HEADER_SIZE, BatchHeader, read_header, scan_valid_prefix
+from .record_batch import BatchHeader, scan_valid_prefix
 
 log = logging.getLogger(__name__)
 
@@ -130,22 +130,6 @@ class Segment:
             os.fdatasync(self.fd)
         except OSError as exc:
             raise StorageError(f"fsync of {self.path} failed: {exc.strerror}") from exc
-
-    def truncate_to(self, offset: int) -> None:
-        """Drop every batch whose base offset is >= ``offset`` (used when a tail is refused)."""
-        position = self.position_for(offset)
-        keep = position
-        pos = position
-        while pos < self.size:
-            header = read_header(os.pread(self.fd, HEADER_SIZE, pos))
-            if header.base_offset >= offset:
-                break
-            pos += header.size
-            keep = pos
-        os.ftruncate(self.fd, keep)
-        # rebuild the in-memory indexes from the shortened file
-        self.__init__(self.directory, self.base_offset, self.index_interval_bytes)  # type: ignore[misc]
-        self.recover(check_crc=False)
 
     # -- reading ------------------------------------------------------------------------
 

@@ -59,7 +59,3 @@ class LateRowsCounter(StreamingQueryListener):
         with self._lock:
             return dict(self._last.get(str(query_id), {}))
 
-
-def dropped_in(query) -> int:
-    """Late rows dropped, summed over the progress reports the query still holds."""
-    return sum(op.get("numRowsDroppedByWatermark", 0) for p in query.recentProgress for op in p.get("stateOperators", []))
