@@ -8,7 +8,6 @@ import argparse
 import json
 import os
 import platform
-import threading
 import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -27,7 +26,7 @@ def main() -> None:
     import sys
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "integration"))
-    from raw_kafka import RawConnection, fetch, produce
+    from raw_kafka import RawConnection, SteadyClient, fetch, produce
 
     common = {"machine": f"{platform.machine()} {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d")}
     report = fuzz_decoder(args.frames, args.seed)
@@ -42,37 +41,18 @@ def main() -> None:
             for i in range(100):
                 produce(conn, "fuzz-canary", 0, encode_batch([(b"k", b"canary-%d" % i, int(time.time() * 1000))]))
             before = fetch(conn, "fuzz-canary", 0, 0)
-        good = {"requests": 0, "failures": 0}
-        stop = threading.Event()
-
-        def well_behaved():
-            with RawConnection(b.bootstrap) as conn:
-                while not stop.is_set():
-                    try:
-                        # (the fuzzer's own batches are old enough for retention to delete: read what we wrote)
-                        written = produce(conn, "fuzz-target", 0, encode_batch([(b"k", b"ok", int(time.time() * 1000))]))
-                        ok = written.error_code == 0
-                        ok = ok and fetch(conn, "fuzz-target", 0, written.base_offset).error_code == 0
-                        good["requests"] += 2
-                        good["failures"] += 0 if ok else 1
-                    except Exception:
-                        good["failures"] += 1
-                        return
-                    time.sleep(0.05)
-
-        client = threading.Thread(target=well_behaved)
+        client = SteadyClient(b.bootstrap, "fuzz-target")
         client.start()
         live = fuzz_live("127.0.0.1", b.port, args.live_frames, seed=args.seed)
-        stop.set()
-        client.join(30)
+        client.stop()
         with RawConnection(b.bootstrap) as conn:
             after = fetch(conn, "fuzz-canary", 0, 0)
         with open(b.log_path) as f:
             internal_errors = f.read().count("Traceback")
         print(json.dumps({"result": "fuzz_live", "frames": live.frames, "connections_closed": live.rejected,
                           "frames_per_s": round(live.frames / live.seconds), "broker_alive": b.proc.poll() is None,
-                          "internal_errors": internal_errors, "well_behaved_requests": good["requests"],
-                          "well_behaved_failures": good["failures"],
+                          "internal_errors": internal_errors, "well_behaved_requests": client.requests,
+                          "well_behaved_failures": len(client.failures),
                           "canary_unchanged": (after.high_watermark, bytes(after.records)) ==
                           (before.high_watermark, bytes(before.records)), **common}), flush=True)
         del admin

@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import socket
 import struct
+import threading
+import time
 
 from kio.serial import entity_reader, entity_writer
 
@@ -96,3 +98,38 @@ def fetch(conn: RawConnection, topic: str, partition: int, offset: int, max_byte
         "forgotten_topics_data": [], "rack_id": "",
     })
     return response.responses[0].partitions[0]
+
+
+class SteadyClient(threading.Thread):
+    """A well-behaved client beside a storm: produce a record, fetch it back, every 50 ms, until stopped.
+
+    Reads what it wrote (a fuzzer's own old batches may be gone to retention). ``failures`` holds
+    what went wrong; it stops at the first exception.
+    """
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic = bootstrap, topic
+        self.requests = 0
+        self.failures: list[str] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        from freshet.log import encode_batch
+
+        with RawConnection(self.bootstrap) as conn:
+            while not self.done.is_set():
+                try:
+                    written = produce(conn, self.topic, 0, encode_batch([(b"k", b"ok", int(time.time() * 1000))]))
+                    read = fetch(conn, self.topic, 0, written.base_offset)
+                    self.requests += 2
+                    if written.error_code or read.error_code:
+                        self.failures.append(f"produce error {written.error_code}, fetch error {read.error_code}")
+                except Exception as exc:
+                    self.failures.append(repr(exc))
+                    return
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join(30)

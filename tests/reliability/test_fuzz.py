@@ -2,12 +2,11 @@
 (benchmarks/fuzz.py runs the same with 1,000,000 frames each.)"""
 
 import struct
-import threading
 import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from raw_kafka import RawConnection, fetch, produce
+from raw_kafka import RawConnection, SteadyClient, fetch, produce
 
 from freshet.broker.protocol import FrameError, decode_request, read_request_header
 from freshet.log import encode_batch
@@ -48,28 +47,12 @@ def test_live_broker_survives_mutated_frames_and_keeps_serving(tmp_path):
             for i in range(10):
                 produce(conn, "fuzz-canary", 0, encode_batch([(b"k", b"canary-%d" % i, int(time.time() * 1000))]))
             before = fetch(conn, "fuzz-canary", 0, 0)
-        failures = []
-        stop = threading.Event()
-
-        def well_behaved():
-            with RawConnection(b.bootstrap) as conn:
-                while not stop.is_set():
-                    try:
-                        written = produce(conn, "fuzz-target", 0, encode_batch([(b"k", b"ok", int(time.time() * 1000))]))
-                        assert written.error_code == 0
-                        assert fetch(conn, "fuzz-target", 0, written.base_offset).error_code == 0
-                    except Exception as exc:  # recorded, asserted below
-                        failures.append(repr(exc))
-                        return
-                    time.sleep(0.05)
-
-        client = threading.Thread(target=well_behaved)
+        client = SteadyClient(b.bootstrap, "fuzz-target")
         client.start()
         report = fuzz_live("127.0.0.1", b.port, 5_000, seed=5)
-        stop.set()
-        client.join(30)
+        client.stop()
         assert report.frames == 5_000
-        assert failures == []
+        assert client.failures == [] and client.requests > 0
         assert b.proc.poll() is None
         with RawConnection(b.bootstrap) as conn:
             after = fetch(conn, "fuzz-canary", 0, 0)
