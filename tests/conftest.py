@@ -31,7 +31,7 @@ NO_CLEANER = ["--cleaner-interval-ms", "3600000"]
 @pytest.fixture(scope="session")
 def broker():
     """One broker for the tests that only add topics of their own."""
-    with BrokerProcess(extra_args=NO_CLEANER) as b:
+    with BrokerProcess(extra_args=NO_CLEANER, metrics=True) as b:
         yield b
 
 

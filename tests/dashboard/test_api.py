@@ -106,3 +106,44 @@ def test_token_required_when_set(loaded):
     assert client.get("/api/overview?token=wrong").status_code == 401
     assert client.get("/api/overview?token=s3cret").status_code == 200
     assert client.get("/metrics", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+
+def test_segment_count_and_size_per_partition_from_broker_metrics(broker):
+    """The topic page's segment count comes from the broker's /metrics and matches the files on disk."""
+    import glob
+    import os
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("dash-segments", 2, config={"segment.bytes": "2000"})])["dash-segments"].result(10)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "batch.num.messages": 1})
+    for i in range(60):
+        producer.produce("dash-segments", b"x" * 200, partition=0)
+        producer.flush(10)  # one batch each: segments roll every few batches
+    producer.produce("dash-segments", b"only", partition=1)
+    producer.flush(10)
+    collector = Collector(broker.bootstrap, broker_metrics=[broker.metrics_url])
+    collector.collect()
+    t = TestClient(create_app(collector)).get("/api/topics/dash-segments").json()
+    on_disk = [len(glob.glob(os.path.join(broker.data_dir, "topics", "dash-segments", str(p), "*.log")))
+               for p in (0, 1)]
+    assert on_disk[0] > 3 and on_disk[1] == 1
+    assert [p["segments"] for p in t["partitions"]] == on_disk
+    sizes = [sum(os.path.getsize(f) for f in glob.glob(os.path.join(broker.data_dir, "topics", "dash-segments",
+                                                                    str(p), "*.log"))) for p in (0, 1)]
+    assert [p["size_bytes"] for p in t["partitions"]] == sizes and t["size_bytes"] == sum(sizes)
+    metrics = TestClient(create_app(collector)).get("/metrics").text
+    assert f'freshet_topic_log_segments{{topic="dash-segments",partition="0"}} {on_disk[0]}' in metrics
+
+
+def test_without_broker_metrics_segments_are_unknown_not_wrong(loaded):
+    t = TestClient(create_app(loaded)).get("/api/topics/dash-events").json()
+    assert all(p["segments"] is None and p["size_bytes"] is None for p in t["partitions"])
+
+
+def test_unreachable_broker_metrics_leave_the_rest_working(broker, loaded):
+    from freshet.testing import free_port
+
+    collector = Collector(broker.bootstrap, broker_metrics=[f"http://127.0.0.1:{free_port()}/metrics"])
+    snap = collector.collect()
+    assert snap.topics["dash-events"]["messages"] == 101
+    assert snap.topics["dash-events"]["partitions"][0]["segments"] is None

@@ -45,7 +45,8 @@ def test_dashboard_live_charts_and_stopping_a_pipeline(broker, page, tmp_path):
     producer.start()
     port = free_port()
     env = {**os.environ, "FRESHET_BOOTSTRAP": broker.bootstrap}
-    dash = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "dashboard", "--port", str(port)], env=env,
+    dash = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "dashboard", "--port", str(port),
+                             "--broker-metrics", broker.metrics_url], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pipeline = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "run", "requests-per-minute", "--from",
                                  "browser-logs", "--to", "console", "--checkpoint", str(tmp_path / "ck"),
@@ -70,6 +71,7 @@ def test_dashboard_live_charts_and_stopping_a_pipeline(broker, page, tmp_path):
         page.click("a[data-topic='browser-logs']")
         page.wait_for_selector("#messages tbody tr", timeout=15_000)
         assert "HTTP/1.1" in page.locator("#messages tbody").inner_text()
+        assert page.locator("#partitions tbody td.segments").all_inner_texts() == ["1", "1"]  # from broker /metrics
         page.screenshot(path=os.path.join(ARTIFACTS, "dashboard-topic.png"))
 
         page.click("nav a[data-tab='pipelines']")

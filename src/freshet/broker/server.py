@@ -19,6 +19,7 @@ from freshet.log.cleaner import clean
 from . import protocol
 from .durability import GroupCommit
 from .groups import GroupCoordinator
+from .metrics import MetricsServer
 from .offsets import OffsetStore
 from .quotas import ProduceQuota
 from .protocol import FrameError, RequestHeader
@@ -46,6 +47,7 @@ class BrokerConfig:
     initial_rebalance_delay_ms: int = 100  # group.initial.rebalance.delay.ms (Kafka: 3000)
     cleaner_interval_ms: int = 30_000  # how often retention and compaction run
     producer_byte_rate: int = 0  # produce quota per client id, bytes/s (0: unlimited)
+    metrics_port: int | None = None  # Prometheus GET /metrics on this port (0: a free one); None: off
 
 
 @dataclass
@@ -85,6 +87,9 @@ class Broker:
         self._connections: set[asyncio.Task] = set()
         self._cleaner: asyncio.Task | None = None
         self.port = config.port
+        self.metrics: MetricsServer | None = None
+        if config.metrics_port is not None:
+            self.metrics = MetricsServer(self.registry, config.host, config.metrics_port)
 
     @property
     def advertised_host(self) -> str:
@@ -95,6 +100,8 @@ class Broker:
         self.group_commit.start()
         self.groups.start()
         self._cleaner = asyncio.get_running_loop().create_task(self._run_cleaner(), name="log-cleaner")
+        if self.metrics:  # before the Kafka port: whoever sees that listening finds this too
+            await self.metrics.start()
         self._server = await asyncio.start_server(
             self._serve, self.config.host, self.config.port, limit=1 << 20, reuse_address=True
         )
@@ -104,6 +111,8 @@ class Broker:
     async def stop(self) -> None:
         if self._server:
             self._server.close()
+        if self.metrics:
+            await self.metrics.stop()
         for task in list(self._connections):
             task.cancel()
         if self._connections:

@@ -33,11 +33,14 @@ def broker() -> None:
               help="Largest request accepted (socket.request.max.bytes); larger frames close the connection.")
 @click.option("--producer-byte-rate", default=0, show_default=True, type=int,
               help="Produce quota per client id in bytes/s (0: none); excess is throttled (throttle_time_ms).")
+@click.option("--metrics-port", default=None, type=int,
+              help="Serve Prometheus metrics (segment count, size, offsets per partition) on GET /metrics here.")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto_create_topics: bool,
           default_partitions: int, cleaner_interval_ms: int, initial_rebalance_delay_ms: int, idle_timeout_ms: int,
-          frame_timeout_ms: int, max_request_bytes: int, producer_byte_rate: int, log_level: str) -> None:
+          frame_timeout_ms: int, max_request_bytes: int, producer_byte_rate: int, metrics_port: int | None,
+          log_level: str) -> None:
     """Start a broker in the foreground (Ctrl-C stops it cleanly)."""
     from freshet.broker import BrokerConfig, run_broker
 
@@ -48,11 +51,14 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
         cleaner_interval_ms=cleaner_interval_ms, initial_rebalance_delay_ms=initial_rebalance_delay_ms,
         idle_timeout_s=idle_timeout_ms / 1000, frame_timeout_s=frame_timeout_ms / 1000,
         max_request_bytes=max_request_bytes, producer_byte_rate=producer_byte_rate,
+        metrics_port=metrics_port,
     )
 
     def ready(b) -> None:
         # one line on stdout that scripts and tests wait for
         print(f"freshet broker listening on {b.advertised_host}:{b.port}", flush=True)
+        if b.metrics:
+            print(f"freshet broker metrics on http://{b.config.host}:{b.metrics.port}/metrics", flush=True)
 
     try:
         asyncio.run(run_broker(config, ready))

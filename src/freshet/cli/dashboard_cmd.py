@@ -19,9 +19,12 @@ from .common import bootstrap_option, one_line_errors
               help="Partition lag above which a group shows an alert.")
 @click.option("--group-lag-alert", "group_alerts", multiple=True, metavar="GROUP=N",
               help="A group's own threshold (repeatable).")
+@click.option("--broker-metrics", "broker_metrics", multiple=True, metavar="URL",
+              help="A broker's Prometheus endpoint (freshet broker start --metrics-port), for segment counts "
+                   "and sizes per partition (repeatable).")
 @bootstrap_option
 def dashboard(port: int, host: str, token: str | None, lag_alert: int, group_alerts: tuple[str, ...],
-              bootstrap: str) -> None:
+              broker_metrics: tuple[str, ...], bootstrap: str) -> None:
     """Serve the web dashboard: topics, groups and lag, pipelines, live charts, /metrics."""
     import uvicorn
 
@@ -37,7 +40,12 @@ def dashboard(port: int, host: str, token: str | None, lag_alert: int, group_ale
             click.echo(f"error: --group-lag-alert takes GROUP=N, got {item!r}", err=True)
             sys.exit(1)
         thresholds[group] = int(value)
-    collector = Collector(bootstrap, lag_threshold=lag_alert, group_thresholds=thresholds).start()
+    for url in broker_metrics:
+        if not url.startswith(("http://", "https://")):
+            click.echo(f"error: --broker-metrics takes an http(s) URL, got {url!r}", err=True)
+            sys.exit(1)
+    collector = Collector(bootstrap, lag_threshold=lag_alert, group_thresholds=thresholds,
+                          broker_metrics=list(broker_metrics)).start()
     url = f"http://{host}:{port}/" + (f"?token={token}" if token else "")
     click.echo(f"freshet dashboard on {url}", err=True)
     try:

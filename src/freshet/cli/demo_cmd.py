@@ -38,10 +38,11 @@ def access_logs(seconds: float, rate: float, time_scale: float, pipelines: bool,
     console = Console()
     data_dir = os.path.abspath(data_dir)
     os.makedirs(data_dir, exist_ok=True)
-    broker = BrokerProcess(data_dir=os.path.join(data_dir, "log"), log_path=os.path.join(data_dir, "broker.log"))
+    broker = BrokerProcess(data_dir=os.path.join(data_dir, "log"), log_path=os.path.join(data_dir, "broker.log"),
+                           metrics=True)
     broker.start()
     console.print(f"[bold]broker[/] listening on {broker.bootstrap} (data in {data_dir}/log, log in {broker.log_path})")
-    dashboard = _start_dashboard(broker.bootstrap, data_dir)
+    dashboard = _start_dashboard(broker.bootstrap, broker.metrics_url, data_dir)
     console.print(f"[bold]dashboard[/] on {dashboard[1]}")
     stop = threading.Event()
     produced = [0]
@@ -78,7 +79,7 @@ def access_logs(seconds: float, rate: float, time_scale: float, pipelines: bool,
         broker.stop()
 
 
-def _start_dashboard(bootstrap: str, data_dir: str):
+def _start_dashboard(bootstrap: str, metrics_url: str, data_dir: str):
     """The dashboard as its own process, on 8080 when free."""
     import socket
     import subprocess
@@ -92,7 +93,7 @@ def _start_dashboard(bootstrap: str, data_dir: str):
             port = free_port()
     log = open(os.path.join(data_dir, "dashboard.log"), "ab")
     proc = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "dashboard", "--port", str(port),
-                             "--bootstrap", bootstrap], stdout=log, stderr=log)
+                             "--bootstrap", bootstrap, "--broker-metrics", metrics_url], stdout=log, stderr=log)
     return proc, f"http://127.0.0.1:{port}/"
 
 

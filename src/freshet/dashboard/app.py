@@ -45,7 +45,7 @@ def create_app(collector: Collector, token: str | None = None) -> FastAPI:
     async def overview() -> dict:
         snap = snapshot()
         return {"at": snap["at"], "brokers": snap["brokers"], "error": snap["error"],
-                "topics": {n: {k: t[k] for k in ("messages", "rate_in", "rate_out", "internal")} | {"partitions": len(t["partitions"])}
+                "topics": {n: {k: t[k] for k in ("messages", "size_bytes", "rate_in", "rate_out", "internal")} | {"partitions": len(t["partitions"])}
                            for n, t in snap["topics"].items()},
                 "groups": {g: {"state": x["state"], "total_lag": x["total_lag"], "alert": x["alert"],
                                "members": len(x["members"])} for g, x in snap["groups"].items()},
@@ -137,7 +137,8 @@ def create_app(collector: Collector, token: str | None = None) -> FastAPI:
     async def metrics() -> str:
         snap = collector.snapshot
         lines = ["# TYPE freshet_topic_high_watermark gauge", "# TYPE freshet_topic_log_start_offset gauge",
-                 "# TYPE freshet_topic_messages_in_per_second gauge", "# TYPE freshet_group_lag gauge",
+                 "# TYPE freshet_topic_messages_in_per_second gauge", "# TYPE freshet_topic_log_segments gauge",
+                 "# TYPE freshet_topic_log_size_bytes gauge", "# TYPE freshet_group_lag gauge",
                  "# TYPE freshet_pipeline_input_rows_per_second gauge",
                  "# TYPE freshet_pipeline_late_rows_dropped gauge"]
         for name, t in sorted(snap.topics.items()):
@@ -146,6 +147,9 @@ def create_app(collector: Collector, token: str | None = None) -> FastAPI:
                 labels = f'topic="{name}",partition="{p["partition"]}"'
                 lines.append(f"freshet_topic_high_watermark{{{labels}}} {p['high_watermark']}")
                 lines.append(f"freshet_topic_log_start_offset{{{labels}}} {p['log_start_offset']}")
+                if p.get("segments") is not None:
+                    lines.append(f"freshet_topic_log_segments{{{labels}}} {p['segments']}")
+                    lines.append(f"freshet_topic_log_size_bytes{{{labels}}} {p['size_bytes']}")
         for group_id, g in sorted(snap.groups.items()):
             for p in g["partitions"]:
                 lines.append(f'freshet_group_lag{{group="{group_id}",topic="{p["topic"]}",'

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 from collections import deque
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
+from prometheus_client.parser import text_string_to_metric_families
 
 from freshet.client import consumer_config
 from freshet.client.groups import GroupAdmin
@@ -28,8 +30,9 @@ class Snapshot:
 
 class Collector:
     def __init__(self, bootstrap: str, interval_s: float = 1.0, lag_threshold: int = 1000,
-                 group_thresholds: dict[str, int] | None = None) -> None:
+                 group_thresholds: dict[str, int] | None = None, broker_metrics: list[str] | None = None) -> None:
         self.bootstrap = bootstrap
+        self.broker_metrics = list(broker_metrics or [])  # brokers' Prometheus endpoints (segments, sizes)
         self.interval_s = interval_s
         self.lag_threshold = lag_threshold
         self.group_thresholds = group_thresholds or {}
@@ -81,10 +84,13 @@ class Collector:
                                                   request_timeout=5)
                 for tp, f in futures.items():
                     offsets[(tp.topic, tp.partition, kind)] = f.result(5).offset
+        log_figures = self._log_figures()
         for name in names:
             parts = [{"partition": p, "log_start_offset": offsets.get((name, p, "low"), 0),
-                      "high_watermark": offsets.get((name, p, "high"), 0)}
+                      "high_watermark": offsets.get((name, p, "high"), 0),
+                      **log_figures.get((name, p), {"segments": None, "size_bytes": None})}
                      for p in sorted(md.topics[name].partitions)]
+            sizes = [x["size_bytes"] for x in parts]
             total = sum(x["high_watermark"] for x in parts)
             previous = self._previous.get(name)
             rate = 0.0
@@ -94,6 +100,7 @@ class Collector:
             snap.topics[name] = {"partitions": parts, "messages": sum(x["high_watermark"] - x["log_start_offset"]
                                                                        for x in parts),
                                  "end_offsets_sum": total, "rate_in": round(rate, 1), "rate_out": 0.0,
+                                 "size_bytes": sum(sizes) if None not in sizes else None,
                                  "internal": name.startswith("__")}
             self._record(f"topic:{name}", now, round(rate, 1))
         consumed: dict[str, int] = {}
@@ -133,6 +140,23 @@ class Collector:
         with self._lock:
             self.snapshot = snap
         return snap
+
+    def _log_figures(self) -> dict[tuple[str, int], dict]:
+        """Segment count and bytes per partition, from each broker's /metrics (no Kafka API reports them)."""
+        figures: dict[tuple[str, int], dict] = {}
+        names = {"kafka_log_log_numlogsegments": "segments", "kafka_log_log_size": "size_bytes"}
+        for url in self.broker_metrics:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    text = response.read().decode()
+            except OSError:
+                continue  # that broker's figures show as unknown this round
+            for family in text_string_to_metric_families(text):
+                key = names.get(family.name)
+                for sample in family.samples if key else ():
+                    where = (sample.labels["topic"], int(sample.labels["partition"]))
+                    figures.setdefault(where, {"segments": None, "size_bytes": None})[key] = int(sample.value)
+        return figures
 
     def topic_configs(self, topic: str) -> dict:
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic)

@@ -21,20 +21,28 @@ class BrokerProcess:
     """``with BrokerProcess() as b: b.bootstrap`` starts a broker and always stops it."""
 
     def __init__(self, data_dir: str | None = None, port: int | None = None, extra_args: list[str] | None = None,
-                 log_path: str | None = None) -> None:
+                 log_path: str | None = None, metrics: bool = False) -> None:
         self._tmp = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="freshet-")
             data_dir = self._tmp.name
         self.data_dir = data_dir
         self.port = port or free_port()
-        self.extra_args = extra_args or []
+        self.extra_args = list(extra_args or [])
+        self.metrics_port = free_port() if metrics else None
+        if self.metrics_port:
+            self.extra_args += ["--metrics-port", str(self.metrics_port)]
         self.log_path = log_path or os.path.join(tempfile.gettempdir(), f"freshet-broker-{self.port}.log")
         self.proc: subprocess.Popen | None = None
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def metrics_url(self) -> str | None:
+        """The broker's Prometheus endpoint, when started with ``metrics=True``."""
+        return f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None
 
     def start(self, timeout: float = 30.0) -> "BrokerProcess":
         self._log = open(self.log_path, "ab")

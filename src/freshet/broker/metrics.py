@@ -1,0 +1,84 @@
+"""The broker's Prometheus endpoint: per-partition log figures no Kafka API reports (segment count).
+
+Names follow what the Prometheus JMX exporter makes of Kafka's own ``kafka.log:type=Log`` MBeans
+(``NumLogSegments``, ``Size``, ``LogStartOffset``, ``LogEndOffset``), so a dashboard or alert written
+for Kafka reads ours. Served on the broker's event loop (``GET /metrics``), so the figures are read
+between requests, never while a partition is half-changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from .registry import TopicRegistry
+
+log = logging.getLogger(__name__)
+
+_GAUGES = (
+    ("kafka_log_log_numlogsegments", "Number of log segments of a partition", lambda p: len(p.segments)),
+    ("kafka_log_log_size", "Bytes of a partition's log on disk", lambda p: p.size_bytes),
+    ("kafka_log_log_logstartoffset", "First offset still in the log", lambda p: p.log_start_offset),
+    ("kafka_log_log_logendoffset", "Offset the next record will get", lambda p: p.log_end_offset),
+    ("kafka_cluster_partition_highwatermark", "Offset up to which records are durable and readable",
+     lambda p: p.high_watermark),
+)
+
+
+class LogMetrics:
+    """A prometheus_client collector over the topic registry."""
+
+    def __init__(self, registry: TopicRegistry) -> None:
+        self.registry = registry
+
+    def collect(self):
+        families = [GaugeMetricFamily(name, doc, labels=["topic", "partition"]) for name, doc, _ in _GAUGES]
+        for topic in list(self.registry.topics.values()):
+            for index, partition in enumerate(list(topic.partitions)):
+                for family, (_, _, value) in zip(families, _GAUGES):
+                    family.add_metric([topic.name, str(index)], value(partition))
+        yield from families
+
+
+class MetricsServer:
+    """A minimal HTTP/1.1 server on the broker's loop: ``GET /metrics`` and nothing else."""
+
+    def __init__(self, registry: TopicRegistry, host: str, port: int) -> None:
+        self.prometheus = CollectorRegistry(auto_describe=False)
+        self.prometheus.register(LogMetrics(registry))
+        self.host, self.port = host, port
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("broker metrics on http://%s:%d/metrics", self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._server:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            method, _, rest = request.partition(b" ")
+            path = rest.split(b" ", 1)[0].split(b"?", 1)[0]
+            if method not in (b"GET", b"HEAD"):
+                status, body, ctype = b"405 Method Not Allowed", b"only GET\n", b"text/plain"
+            elif path != b"/metrics":
+                status, body, ctype = b"404 Not Found", b"see /metrics\n", b"text/plain"
+            else:
+                status, body, ctype = b"200 OK", generate_latest(self.prometheus), CONTENT_TYPE_LATEST.encode()
+            writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: " + ctype + b"\r\nContent-Length: "
+                         + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n"
+                         + (body if method != b"HEAD" else b""))
+            await writer.drain()
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass  # a client that sends no complete request gets nothing
+        finally:
+            writer.close()
