@@ -44,31 +44,40 @@ def pg_type(t: DataType) -> str:
     return "jsonb"
 
 
-def _ident(name: str) -> str:
+def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
 class PostgresUpsertSink:
-    def __init__(self, dsn: str, table: str, key_columns: list[str], sink_id: str | None = None) -> None:
+    """``add_columns`` are counters: a batch's value is added to the stored one (a running total kept
+    in PostgreSQL; exactly-once too, since the addition commits with the batch id). ``transform``
+    turns each microbatch into the rows to write (e.g. a per-batch aggregation)."""
+
+    def __init__(self, dsn: str, table: str, key_columns: list[str], sink_id: str | None = None,
+                 add_columns: list[str] | None = None, transform=None) -> None:
         if not key_columns:
             raise ValueError("an upsert sink needs the result's primary key columns")
         self.dsn = dsn
         self.table = table
         self.key_columns = key_columns
         self.sink_id = sink_id or table
+        self.add_columns = list(add_columns or [])
+        self.transform = transform
         self._ready = False
 
     def ensure_table(self, conn, schema) -> None:
-        columns = ", ".join(f"{_ident(f.name)} {pg_type(f.dataType)}" for f in schema.fields)
-        keys = ", ".join(_ident(k) for k in self.key_columns)
+        columns = ", ".join(f"{quote_ident(f.name)} {pg_type(f.dataType)}" for f in schema.fields)
+        keys = ", ".join(quote_ident(k) for k in self.key_columns)
         with conn.cursor() as cur:
-            cur.execute(f"CREATE TABLE IF NOT EXISTS {_ident(self.table)} ({columns}, PRIMARY KEY ({keys}))")
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {quote_ident(self.table)} ({columns}, PRIMARY KEY ({keys}))")
             cur.execute(f"CREATE TABLE IF NOT EXISTS {PROGRESS_TABLE} "
                         "(sink_id text PRIMARY KEY, batch_id bigint NOT NULL, updated_at timestamptz DEFAULT now())")
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         import psycopg
 
+        if self.transform is not None:
+            df = self.transform(df)
         schema = df.schema
         missing = [k for k in self.key_columns if k not in schema.fieldNames()]
         if missing:
@@ -88,14 +97,16 @@ class PostgresUpsertSink:
                 if batch_id <= done:
                     return  # a replay of a batch already written: exactly-once
                 if rows:
-                    cols = ", ".join(_ident(n) for n in names)
+                    cols = ", ".join(quote_ident(n) for n in names)
                     placeholders = ", ".join(["%s"] * len(names))
-                    updates = ", ".join(f"{_ident(n)} = EXCLUDED.{_ident(n)}" for n in names
-                                        if n not in self.key_columns)
-                    keys = ", ".join(_ident(k) for k in self.key_columns)
+                    table = quote_ident(self.table)
+                    updates = ", ".join(
+                        f"{quote_ident(n)} = {table}.{quote_ident(n)} + EXCLUDED.{quote_ident(n)}" if n in self.add_columns
+                        else f"{quote_ident(n)} = EXCLUDED.{quote_ident(n)}" for n in names if n not in self.key_columns)
+                    keys = ", ".join(quote_ident(k) for k in self.key_columns)
                     action = f"DO UPDATE SET {updates}" if updates else "DO NOTHING"
                     cur.executemany(
-                        f"INSERT INTO {_ident(self.table)} ({cols}) VALUES ({placeholders}) "
+                        f"INSERT INTO {quote_ident(self.table)} ({cols}) VALUES ({placeholders}) "
                         f"ON CONFLICT ({keys}) {action}",
                         [tuple(r[n] for n in names) for r in rows],
                     )
