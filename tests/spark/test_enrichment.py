@@ -54,32 +54,26 @@ def test_streaming_enrichment_from_the_cdc_users_topic(spark, broker, postgres, 
     """users in PostgreSQL -> freshet cdc -> topic; activity -> topic; Spark keeps the table in state and
     joins each event with the profile of its time; counts land in PostgreSQL; a view names favourites."""
     import json
-    import threading
     import time
-    import uuid
 
     import psycopg
     import psycopg2
-    from confluent_kafka import Consumer, TopicPartition
 
-    from freshet.cdc.postgres import CdcConfig, PostgresConnector
-    from freshet.client import TopicAdmin, consumer_config
+    from freshet.cdc.postgres import CdcConfig
+    from freshet.client import TopicAdmin
     from freshet.client.produce import produce_records
 
-    schema = "e" + uuid.uuid4().hex[:8]
+    from test_postgres_connector import rebuild, run_connector, unique  # tests/cdc, on the path via conftest
+
+    schema, prefix = unique("e"), unique("e")
     conn = psycopg2.connect(postgres.dsn)
     conn.autocommit = True
     cur = conn.cursor()
     cur.execute(f"CREATE SCHEMA {schema}")
     cur.execute(f"CREATE TABLE {schema}.users (id int PRIMARY KEY, name text, age int)")
     cur.execute(f"INSERT INTO {schema}.users SELECT g, 'u' || g, 15 + (g * 7) % 60 FROM generate_series(1, 40) g")
-    prefix = "e" + uuid.uuid4().hex[:6]
     users_topic, activity_topic = f"{prefix}.{schema}.users", f"activity-{prefix}"
     TopicAdmin(broker.bootstrap).create_topic(activity_topic, 2)
-    connector = PostgresConnector(CdcConfig(postgres.dsn, [f"{schema}.users"], prefix, broker.bootstrap,
-                                            slot="s" + uuid.uuid4().hex[:8], publication="p" + uuid.uuid4().hex[:8]))
-    runner = threading.Thread(target=connector.run)
-    runner.start()
     urls = ["/home", "/docs", "/blog", "/pricing", "/about"]
     events = []
 
@@ -90,51 +84,41 @@ def test_streaming_enrichment_from_the_cdc_users_topic(spark, broker, postgres, 
         produce_records(broker.bootstrap, activity_topic, ((str(u).encode(), json.dumps(
             {"user_id": u, "url": url, "ts": t}).encode(), t) for u, url, t in batch))
 
-    try:
-        deadline = time.monotonic() + 120
-        while not connector.streaming and time.monotonic() < deadline:
-            time.sleep(0.05)
+    def changes():
         act(300, 1)
         time.sleep(0.05)
         cur.execute(f"UPDATE {schema}.users SET age = 70 WHERE id <= 10")   # ten users move to 65+
         cur.execute(f"DELETE FROM {schema}.users WHERE id BETWEEN 11 AND 13")
         time.sleep(0.05)
         act(300, 2)
-        while connector.stats.acknowledged_changes < 13 and time.monotonic() < deadline:
-            time.sleep(0.05)
-    finally:
-        connector.stop()
-        runner.join(60)
+
+    run_connector(CdcConfig(postgres.dsn, [f"{schema}.users"], prefix, broker.bootstrap, slot=unique("s"),
+                            publication=unique("p")), changes, changes=13)
     # the users changelog as the topic holds it: each version with its commit time (snapshot: ever)
-    consumer = Consumer(consumer_config(broker.bootstrap))
-    consumer.assign([TopicPartition(users_topic, 0, 0)])
     versions: dict[int, list] = {}
-    for _ in range(60):
-        for m in consumer.consume(500, 0.2):
-            if m.error() is None and m.value() is not None:
-                e = json.loads(m.value())
-                row = e["after"] or e["before"]
-                since = en.EVER if e["op"] == "r" else e["source"]["ts_ms"]
-                versions.setdefault(row["id"], []).append((since, None if e["op"] == "d" else e["after"]["age"]))
-        if sum(map(len, versions.values())) >= 40 + 13:
-            break
-    consumer.close()
+    for e in rebuild(broker.bootstrap, users_topic)[1]:
+        row = e["after"] or e["before"]
+        since = en.EVER if e["op"] == "r" else e["source"]["ts_ms"]
+        versions.setdefault(row["id"], []).append((since, None if e["op"] == "d" else e["after"]["age"]))
     assert sum(map(len, versions.values())) == 40 + 13
     # a last event an hour on moves the watermark past everything above
     flush_at = events[-1][2] + 3_600_000
     produce_records(broker.bootstrap, activity_topic, [(b"0", json.dumps({"user_id": 0, "url": "/", "ts": flush_at})
                                                         .encode(), flush_at)])
 
-    query = en.start(spark, broker.bootstrap, activity_topic, users_topic, postgres.dsn, str(tmp_path / "ck"),
-                     table=f"visits_{prefix}", view=f"favourite_{prefix}", available_now=True,
-                     query_name=f"fav-{prefix}")
-    query.awaitTermination(300)
-    assert query.exception() is None
+    def run_and_read():
+        query = en.start(spark, broker.bootstrap, activity_topic, users_topic, postgres.dsn, str(tmp_path / "ck"),
+                         table=f"visits_{prefix}", view=f"favourite_{prefix}", available_now=True,
+                         query_name=f"fav-{prefix}")
+        query.awaitTermination(300)
+        assert query.exception() is None
+        with psycopg.connect(postgres.dsn) as pg:
+            visits = {(g, u): v for g, u, v in pg.execute(f"SELECT age_group, url, visits FROM visits_{prefix}")}
+            favourites = dict(pg.execute(f"SELECT age_group, url FROM favourite_{prefix}").fetchall())
+        return query, visits, favourites
 
+    _, got, favourites = run_and_read()
     expected = Counter((en.age_group(_as_of(versions.get(u, []), t)), url) for u, url, t in events)
-    with psycopg.connect(postgres.dsn) as pg:
-        got = {(g, u): v for g, u, v in pg.execute(f"SELECT age_group, url, visits FROM visits_{prefix}")}
-        favourites = dict(pg.execute(f"SELECT age_group, url FROM favourite_{prefix}").fetchall())
     assert got == dict(expected)
     assert got[("65+", "/home")] > 0 and sum(v for (g, _), v in got.items() if g == "unknown") > 0
     for group in {g for g, _ in expected}:
@@ -145,12 +129,6 @@ def test_streaming_enrichment_from_the_cdc_users_topic(spark, broker, postgres, 
     old = events[0][2]
     produce_records(broker.bootstrap, activity_topic, [(b"1", json.dumps({"user_id": 1, "url": "/late", "ts": old})
                                                         .encode(), old)])
-    query = en.start(spark, broker.bootstrap, activity_topic, users_topic, postgres.dsn, str(tmp_path / "ck"),
-                     table=f"visits_{prefix}", view=f"favourite_{prefix}", available_now=True,
-                     query_name=f"fav-{prefix}")
-    query.awaitTermination(300)
-    assert query.exception() is None
-    with psycopg.connect(postgres.dsn) as pg:
-        again = {(g, u): v for g, u, v in pg.execute(f"SELECT age_group, url, visits FROM visits_{prefix}")}
+    query, again, _ = run_and_read()
     assert again == got
     assert sum(op["numRowsDroppedByWatermark"] for p in query.recentProgress for op in p["stateOperators"]) == 1
