@@ -1,12 +1,9 @@
 """Generated access logs through the broker, the freshet source, a pipeline and the sinks, checked
 against an independent computation; then the same under kill -9 of the driver."""
 
-import glob
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from datetime import datetime, timezone
 from itertools import islice
@@ -17,6 +14,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from freshet.client.produce import produce_records
 from freshet.gen.access_logs import AccessLogGenerator
 from freshet.pipelines.runner import PipelineSpec, start
+
+from driver_kills import kill_mid_stream  # noqa: E402  (tests/spark)
 
 HERE = os.path.dirname(__file__)
 START_MS = int(datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc).timestamp() * 1000)
@@ -82,27 +81,13 @@ def test_generated_logs_to_parquet_and_postgres_match_an_independent_count(spark
     assert all(abs(approx - exact) <= 0.15 * exact for _, exact, approx in rows)
 
 
-def committed_batches(checkpoint):
-    return len([f for f in glob.glob(os.path.join(checkpoint, "commits", "*")) if os.path.basename(f).isdigit()])
-
-
 def test_exactly_once_under_kill_9_of_the_driver(spark, broker, postgres, topic_name, tmp_path):
     events = generate(30_000, seed=9)
     load(broker, topic_name, events)
     counts = expected_counts(events)
     out = str(tmp_path)
     cmd = [sys.executable, os.path.join(HERE, "pipeline_driver.py"), broker.bootstrap, topic_name, out, postgres.dsn]
-    kills = 0
-    for target in (3, 8, 13):
-        driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 240
-        while committed_batches(os.path.join(out, "ck-parquet")) < target and time.monotonic() < deadline:
-            assert driver.poll() is None, "the driver died on its own"
-            time.sleep(0.2)
-        driver.send_signal(signal.SIGKILL)  # mid-stream: a batch is usually in flight
-        driver.wait()
-        kills += 1
-    assert kills == 3
+    assert kill_mid_stream(cmd, os.path.join(out, "ck-parquet")) == 3
     final = subprocess.run(cmd + ["--available-now"], capture_output=True, text=True, timeout=600)
     assert final.returncode == 0, final.stderr[-3000:]
 

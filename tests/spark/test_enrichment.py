@@ -62,6 +62,7 @@ def test_streaming_enrichment_from_the_cdc_users_topic(spark, broker, postgres, 
     from freshet.cdc.postgres import CdcConfig
     from freshet.client import TopicAdmin
     from freshet.client.produce import produce_records
+    from freshet.pipelines.runner import PipelineSpec, start
 
     from test_postgres_connector import rebuild, run_connector, unique  # tests/cdc, on the path via conftest
 
@@ -107,14 +108,14 @@ def test_streaming_enrichment_from_the_cdc_users_topic(spark, broker, postgres, 
                                                         .encode(), flush_at)])
 
     def run_and_read():
-        query = en.start(spark, broker.bootstrap, activity_topic, users_topic, postgres.dsn, str(tmp_path / "ck"),
-                         table=f"visits_{prefix}", view=f"favourite_{prefix}", available_now=True,
-                         query_name=f"fav-{prefix}")
+        query = start(spark, PipelineSpec("favourite-urls", f"{activity_topic},{users_topic}",
+                                          f"postgres:visits_{prefix}", broker.bootstrap, str(tmp_path / "ck"),
+                                          lateness="1 minute", available_now=True, pg_dsn=postgres.dsn))
         query.awaitTermination(300)
         assert query.exception() is None
         with psycopg.connect(postgres.dsn) as pg:
             visits = {(g, u): v for g, u, v in pg.execute(f"SELECT age_group, url, visits FROM visits_{prefix}")}
-            favourites = dict(pg.execute(f"SELECT age_group, url FROM favourite_{prefix}").fetchall())
+            favourites = dict(pg.execute(f"SELECT age_group, url FROM visits_{prefix}_favourite").fetchall())
         return query, visits, favourites
 
     _, got, favourites = run_and_read()

@@ -47,16 +47,21 @@ def test_tax_rate_as_of_event_time_is_deterministic(spark):
     assert again == first
 
 
-def test_click_through_streaming_matches_an_independent_count(spark, broker, tmp_path):
+def load_search_clicks(broker, searches_topic, clicks_topic, n, seed):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    for name in ("searches", "clicks"):
+    for name in (searches_topic, clicks_topic):
         admin.create_topics([NewTopic(name, 2)])[name].result(10)
-    events = list(search_clicks(4000, seed=5, every_ms=5000))  # about 5.5 hours of searches
+    events = list(search_clicks(n, seed=seed, every_ms=5000))  # 4000: about 5.5 hours of searches
     searches = [e for e in events if isinstance(e, SearchEvent)]
     clicks = [e for e in events if isinstance(e, ClickEvent)]
-    produce_records(broker.bootstrap, "searches", ((e.user.encode(), e.value(), e.ts_ms) for e in searches))
-    produce_records(broker.bootstrap, "clicks", ((e.user.encode(), e.value(), e.ts_ms) for e in sorted(
+    produce_records(broker.bootstrap, searches_topic, ((e.user.encode(), e.value(), e.ts_ms) for e in searches))
+    produce_records(broker.bootstrap, clicks_topic, ((e.user.encode(), e.value(), e.ts_ms) for e in sorted(
         clicks, key=lambda c: c.ts_ms)))
+    return searches, clicks
+
+
+def test_click_through_streaming_matches_an_independent_count(spark, broker, tmp_path):
+    searches, clicks = load_search_clicks(broker, "searches", "clicks", n=4000, seed=5)
 
     def stream(topic):
         return (spark.readStream.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
@@ -69,7 +74,12 @@ def test_click_through_streaming_matches_an_independent_count(spark, broker, tmp
              .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
     query.awaitTermination(600)
     assert query.exception() is None
-    got = {(r.window_start, r.query): (r.searches, r.clicks) for r in spark.read.parquet(out).collect()}
+    check_ctr(spark.read.parquet(out).collect(), searches, clicks)
+
+
+def check_ctr(rows, searches, clicks):
+    got = {(r.window_start, r.query): (r.searches, r.clicks) for r in rows}
+    assert len(got) == len(rows), "an hour was written twice"
     # independently: per hour of search time and query, searches and clicks within the hour
     click_at = {c.search_id: c.ts_ms for c in clicks}
     expected: Counter = Counter()
@@ -82,3 +92,32 @@ def test_click_through_streaming_matches_an_independent_count(spark, broker, tmp
     # append mode emits an hour once the watermark has passed it: compare the hours it emitted
     assert got and all(got[k] == (expected[k], clicked[k]) for k in got)
     assert len(got) >= len(expected) - 2 * len({q for _, q in expected})  # all but the last open hours
+
+
+def test_click_through_under_kill_9_of_the_driver(spark, broker, tmp_path):
+    """freshet run click-through killed -9 three times mid-stream: the join and aggregation state come
+    back from the checkpoint; every closed hour is written once, with the right counts."""
+    import os
+    import subprocess
+    import sys
+
+    from driver_kills import kill_mid_stream  # tests/spark
+
+    searches_topic, clicks_topic = f"searches-k{os.getpid()}", f"clicks-k{os.getpid()}"
+    searches, clicks = load_search_clicks(broker, searches_topic, clicks_topic, n=6000, seed=11)
+    out, checkpoint = str(tmp_path / "ctr"), str(tmp_path / "ck")
+    cmd = [sys.executable, "-m", "freshet.cli.main", "run", "click-through", "--from",
+           f"{searches_topic},{clicks_topic}", "--to", f"parquet:{out}", "--checkpoint", checkpoint,
+           "--lateness", "10 minutes", "--trigger-seconds", "0.5", "--max-offsets-per-trigger", "600",
+           "--bootstrap", broker.bootstrap]
+    assert kill_mid_stream(cmd, checkpoint, targets=(2, 5, 8)) == 3
+    # traffic goes on: after a restart Spark holds the watermark until every input has seen new data
+    # (an input idle since before the restart counts as time 0), so the last hours close on new events
+    later = max(s.ts_ms for s in searches) + 2 * 3_600_000
+    search, click = SearchEvent("s-later", "u1", "watermark", later), ClickEvent("s-later", "u1", "/w", later + 1000)
+    produce_records(broker.bootstrap, searches_topic, [(b"u1", search.value(), search.ts_ms)])
+    produce_records(broker.bootstrap, clicks_topic, [(b"u1", click.value(), click.ts_ms)])
+    searches, clicks = searches + [search], clicks + [click]
+    final = subprocess.run(cmd + ["--available-now"], capture_output=True, text=True, timeout=600)
+    assert final.returncode == 0, final.stderr[-3000:]
+    check_ctr(spark.read.parquet(out).collect(), searches, clicks)  # through _spark_metadata: committed files only

@@ -273,7 +273,6 @@ class PostgresConnector:
         unflushed = 0
         last_flush = time.monotonic()
         xid = None
-        commit_ts = 0
         tx: list[Change] = []
         while not self._stop and not (until and until()):
             msg = cur.read_message()
@@ -287,7 +286,7 @@ class PostgresConnector:
                 continue
             event = self.decoder.decode(msg.payload)
             if isinstance(event, Begin):
-                xid, commit_ts, tx = event.xid, event.commit_ts_ms, []
+                xid, tx = event.xid, []
             elif isinstance(event, Change):
                 tx.append(event)
             elif isinstance(event, Commit):

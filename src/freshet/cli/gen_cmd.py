@@ -111,3 +111,60 @@ def search_clicks_cmd(searches_topic: str, clicks_topic: str, count: int, click_
     produce_records(bootstrap, clicks_topic, ((e.user.encode(), e.value(), e.ts_ms) for e in clicks))
     click.echo(f"produced {len(searches)} searches to {searches_topic} and {len(clicks)} clicks to {clicks_topic}",
                err=True)
+
+
+@gen.command("timeline")
+@click.option("--tweets-topic", default="tweets", show_default=True)
+@click.option("--follows-topic", default="follows", show_default=True)
+@click.option("--users", default=50, show_default=True)
+@click.option("--tweets", "count", default=2000, show_default=True, help="How many tweets.")
+@click.option("--churn", default=0.05, show_default=True, help="Chance of a follow or unfollow after each tweet.")
+@click.option("--seed", default=1, show_default=True)
+@bootstrap_option
+@one_line_errors
+def timeline_cmd(tweets_topic: str, follows_topic: str, users: int, count: int, churn: float, seed: int,
+                 bootstrap: str) -> None:
+    """Tweets (keyed by author) and follows / unfollows (keyed by follower), for `freshet run timeline`."""
+    from freshet.client.produce import produce_records
+    from freshet.gen.timeline import Tweet, timeline_events
+
+    if users < 2:
+        raise ClientError("--users must be at least 2")
+    admin = TopicAdmin(bootstrap)
+    admin.partition_count(tweets_topic)
+    admin.partition_count(follows_topic)
+    events = list(timeline_events(users, count, seed=seed, churn=churn))
+    tweets = [e for e in events if isinstance(e, Tweet)]
+    follows = [e for e in events if not isinstance(e, Tweet)]
+    produce_records(bootstrap, tweets_topic, ((e.key, e.value(), e.ts_ms) for e in tweets))
+    produce_records(bootstrap, follows_topic, ((e.key, e.value(), e.ts_ms) for e in follows))
+    click.echo(f"produced {len(tweets)} tweets to {tweets_topic} and {len(follows)} follows/unfollows to "
+               f"{follows_topic}", err=True)
+
+
+@gen.command("activity")
+@click.argument("topic")
+@click.option("--users", default=100, show_default=True, help="User ids 1..N (as in the users table).")
+@click.option("--count", default=10_000, show_default=True)
+@click.option("--seed", default=1, show_default=True)
+@bootstrap_option
+@one_line_errors
+def activity_cmd(topic: str, users: int, count: int, seed: int, bootstrap: str) -> None:
+    """Page visits {user_id, url, ts} timestamped now, for `freshet run favourite-urls`."""
+    import json
+    import random
+    import time
+
+    from freshet.client.produce import produce_records
+
+    if users < 1:
+        raise ClientError("--users must be at least 1")
+    TopicAdmin(bootstrap).partition_count(topic)
+    rng = random.Random(seed)
+    urls = ["/", "/docs", "/blog", "/pricing", "/about", "/careers", "/search"]
+    now = int(time.time() * 1000)
+    events = [(rng.randint(1, users), rng.choices(urls, weights=range(len(urls), 0, -1))[0], now + i)
+              for i in range(count)]
+    produce_records(bootstrap, topic, ((str(u).encode(), json.dumps({"user_id": u, "url": url, "ts": t}).encode(), t)
+                                       for u, url, t in events))
+    click.echo(f"produced {count} activity events to {topic}", err=True)

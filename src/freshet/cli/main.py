@@ -12,6 +12,7 @@ from .gen_cmd import gen
 from .groups_cmd import groups
 from .records_cmd import consume, produce
 from .run_cmd import run
+from .timeline_cmd import timeline
 from .topic_cmd import topic
 
 
@@ -33,6 +34,7 @@ cli.add_command(cdc)
 cli.add_command(search)
 cli.add_command(dashboard)
 cli.add_command(pipelines)
+cli.add_command(timeline)
 
 
 def main() -> None:

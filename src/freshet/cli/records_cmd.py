@@ -6,7 +6,7 @@ import sys
 from datetime import datetime, timezone
 
 import click
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from freshet.client import ClientError, TopicAdmin, consumer_config, producer_config
 from freshet.client.produce import produce_waiting

@@ -13,7 +13,9 @@ from .common import bootstrap_option
 
 @click.command()
 @click.argument("pipeline")
-@click.option("--from", "source_topic", required=True, help="Topic to read (access logs).")
+@click.option("--from", "source_topic", required=True,
+              help="Topic to read (access logs); join pipelines read two: searches,clicks | activity,users | "
+                   "tweets,follows.")
 @click.option("--to", "sink", required=True, help="console | parquet:PATH | postgres:TABLE | topic:NAME")
 @click.option("--checkpoint", default=None, help="Checkpoint directory (default ./checkpoints/<pipeline>-<sink>).")
 @click.option("--starting-offsets", default="earliest", show_default=True)
@@ -26,13 +28,15 @@ from .common import bootstrap_option
 def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, starting_offsets: str, lateness: str,
         trigger_seconds: float, available_now: bool, max_offsets_per_trigger: int | None, pg_dsn: str | None,
         bootstrap: str) -> None:
-    """Run PIPELINE from a topic to a sink until stopped (Ctrl-C stops it cleanly)."""
-    from freshet.pipelines.access_logs import PIPELINES
-    from freshet.pipelines.runner import PipelineError, PipelineSpec, start
+    """Run PIPELINE from a topic to a sink until stopped (Ctrl-C stops it cleanly).
+
+    Access-log pipelines: requests-per-minute, hopping-average, size-percentiles, unique-users, sessions,
+    count-windows, sliding-windows. Joins: click-through, favourite-urls, timeline."""
+    from freshet.pipelines.runner import PipelineError, PipelineSpec, pipeline_names, start
     from freshet.spark import session
 
-    if pipeline not in PIPELINES:
-        click.echo(f"error: unknown pipeline {pipeline!r}; choose one of {', '.join(sorted(PIPELINES))}", err=True)
+    if pipeline not in pipeline_names():
+        click.echo(f"error: unknown pipeline {pipeline!r}; choose one of {', '.join(pipeline_names())}", err=True)
         sys.exit(1)
     kind = sink.partition(":")[0]
     checkpoint = checkpoint or os.path.join("checkpoints", f"{pipeline}-{sink.replace(':', '-').replace('/', '_')}")
@@ -67,6 +71,7 @@ def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, sta
         stop_gracefully([query])
     # listener events are asynchronous: say "stopped" ourselves before the process ends
     reporter.publish(query.name, "failed" if query.exception() is not None else "stopped")
+    spark.streams.removeListener(reporter)  # the JVM would call it after this interpreter has gone
     reporter.close()
     if query.exception() is not None:
         click.echo(f"error: {pipeline} failed: {str(query.exception()).splitlines()[0]}", err=True)

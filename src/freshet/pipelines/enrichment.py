@@ -187,29 +187,21 @@ def profile_envelope(user_id: int, age: int | None, op: str, commit_ms: int, emi
                        "source": {"ts_ms": commit_ms, "snapshot": "true" if op == "r" else "false"}}).encode()
 
 
-def start(spark, bootstrap: str, activity_topic: str, users_topic: str, dsn: str, checkpoint: str,
-          table: str = "visits_by_age_group", view: str = "favourite_url_by_age_group", lateness: str = "1 minute",
-          available_now: bool = False, trigger_seconds: float = 2.0, query_name: str = "favourite-urls"):
+def writer(activity_raw: DataFrame, users_raw: DataFrame, dsn: str, table: str = "visits_by_age_group",
+           view: str | None = None, lateness: str = "1 minute", sink_id: str = "favourite-urls"):
     """Stream: activity x users changelog -> visit counts per (age group, URL) in PostgreSQL, and a view
-    with each group's favourite URL. Exactly-once: the counts are added in the transaction that
-    records the batch id."""
+    (``view``, default TABLE_favourite) with each group's favourite URL. Exactly-once: the counts are
+    added in the transaction that records the batch id."""
     import psycopg
 
     from freshet.spark.postgres import PostgresUpsertSink, quote_ident
 
-    def stream(topic: str) -> DataFrame:
-        return (spark.readStream.format("freshet").option("kafka.bootstrap.servers", bootstrap)
-                .option("subscribe", topic).option("startingOffsets", "earliest").load())
-
-    enriched = enrich(activity(stream(activity_topic)), profile_changes(stream(users_topic)), lateness)
-    sink = PostgresUpsertSink(dsn, table, ["age_group", "url"], query_name, add_columns=["visits"],
+    enriched = enrich(activity(activity_raw), profile_changes(users_raw), lateness)
+    sink = PostgresUpsertSink(dsn, table, ["age_group", "url"], sink_id, add_columns=["visits"],
                               transform=visits_per_age_group)
     with psycopg.connect(dsn) as conn:
         conn.execute(f"CREATE TABLE IF NOT EXISTS {quote_ident(table)} "
                      "(age_group text, url text, visits bigint NOT NULL, PRIMARY KEY (age_group, url))")
-        conn.execute(FAVOURITE_VIEW_SQL.format(view=quote_ident(view), table=quote_ident(table)))
-    writer = (enriched.writeStream.outputMode("append").foreachBatch(sink)
-              .option("checkpointLocation", checkpoint).queryName(query_name))
-    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(
-        processingTime=f"{trigger_seconds} seconds")
-    return writer.start()
+        conn.execute(FAVOURITE_VIEW_SQL.format(view=quote_ident(view or f"{table}_favourite"),
+                                               table=quote_ident(table)))
+    return enriched.writeStream.outputMode("append").foreachBatch(sink)

@@ -5,6 +5,10 @@ Sinks:
 - ``parquet:PATH``            append mode (a window is written once the watermark closes it), exactly-once
 - ``postgres:TABLE``          update mode, upserted by the result's key, exactly-once (``PostgresUpsertSink``)
 - ``topic:NAME``              update mode, JSON rows keyed by the result's key (at-least-once)
+
+Join pipelines read two topics (``--from A,B``): ``click-through`` (searches, clicks; any sink),
+``favourite-urls`` (activity, the CDC users topic) and ``timeline`` (tweets, follows), both
+PostgreSQL only (``postgres:TABLE``): they keep a view there.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pyspark.sql import functions as F
 
 from freshet.spark.postgres import PostgresUpsertSink
 
+from . import enrichment, joins, timeline
 from .access_logs import DEFAULT_LATENESS, PIPELINES, parse
 
 
@@ -39,30 +44,81 @@ class PipelineSpec:
     query_name: str | None = None
 
 
-def source(spark, spec: PipelineSpec) -> DataFrame:
+def source(spark, spec: PipelineSpec, topic: str | None = None) -> DataFrame:
     reader = (spark.readStream.format("freshet")
               .option("kafka.bootstrap.servers", spec.bootstrap)
-              .option("subscribe", spec.source_topic)
+              .option("subscribe", topic or spec.source_topic)
               .option("startingOffsets", spec.starting_offsets))
     if spec.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", spec.max_offsets_per_trigger)
     return reader.load()
 
 
+def _two_topics(spec: PipelineSpec, first: str, second: str) -> tuple[str, str]:
+    topics = [t.strip() for t in spec.source_topic.split(",") if t.strip()]
+    if len(topics) != 2:
+        raise PipelineError(f"{spec.pipeline} reads two topics: --from {first.upper()},{second.upper()}")
+    return topics[0], topics[1]
+
+
+def _postgres_table(spec: PipelineSpec) -> str:
+    kind, _, table = spec.sink.partition(":")
+    if kind != "postgres" or not table or not spec.pg_dsn:
+        raise PipelineError(f"{spec.pipeline} writes to PostgreSQL: --to postgres:TABLE and --pg-dsn")
+    return table
+
+
+def _click_through(spark, spec: PipelineSpec):
+    searches, clicks = _two_topics(spec, "searches", "clicks")
+    result = joins.click_through(joins.parse_json(source(spark, spec, searches), joins.SEARCH_SCHEMA, "search_time"),
+                                 joins.parse_json(source(spark, spec, clicks), joins.CLICK_SCHEMA, "click_time"),
+                                 spec.lateness)
+    return _write(result, ["window_start", "query"], True, spec)
+
+
+def _favourite_urls(spark, spec: PipelineSpec):
+    activity, users = _two_topics(spec, "activity", "users")
+    return _start(enrichment.writer(source(spark, spec, activity), source(spark, spec, users), spec.pg_dsn,
+                                    _postgres_table(spec), lateness=spec.lateness, sink_id=_name(spec)), spec)
+
+
+def _timeline(spark, spec: PipelineSpec):
+    tweets, follows = _two_topics(spec, "tweets", "follows")
+    return _start(timeline.writer(source(spark, spec, tweets), source(spark, spec, follows), spec.pg_dsn,
+                                  _postgres_table(spec), sink_id=_name(spec)), spec)
+
+
+# pipelines over two topics: --from A,B
+JOIN_PIPELINES = {"click-through": _click_through, "favourite-urls": _favourite_urls, "timeline": _timeline}
+
+
+def pipeline_names() -> list[str]:
+    return sorted([*PIPELINES, *JOIN_PIPELINES])
+
+
 def result_of(raw: DataFrame, spec: PipelineSpec) -> tuple[DataFrame, list[str], bool]:
     if spec.pipeline not in PIPELINES:
-        raise PipelineError(f"unknown pipeline {spec.pipeline!r}; choose one of {', '.join(sorted(PIPELINES))}")
+        raise PipelineError(f"unknown pipeline {spec.pipeline!r}; choose one of {', '.join(pipeline_names())}")
     fn, keys, final = PIPELINES[spec.pipeline]
     return fn(parse(raw), lateness=spec.lateness), keys, final
 
 
+def _name(spec: PipelineSpec) -> str:
+    return spec.query_name or f"{spec.pipeline}-to-{spec.sink.partition(':')[0]}"
+
+
 def start(spark, spec: PipelineSpec):
     """Start the streaming query described by ``spec``; returns the StreamingQuery."""
+    if spec.pipeline in JOIN_PIPELINES:
+        return JOIN_PIPELINES[spec.pipeline](spark, spec)
     result, keys, final = result_of(source(spark, spec), spec)
+    return _write(result, keys, final, spec)
+
+
+def _write(result: DataFrame, keys: list[str], final: bool, spec: PipelineSpec):
     # windowed aggregations re-emit corrected results (update); stateful event windows emit once (append)
     mode = "append" if final else "update"
     kind, _, target = spec.sink.partition(":")
-    name = spec.query_name or f"{spec.pipeline}-to-{kind}".replace(":", "-")
     if kind == "console":
         writer = result.writeStream.outputMode(mode).format("console").option("truncate", False)
     elif kind == "parquet":
@@ -73,7 +129,7 @@ def start(spark, spec: PipelineSpec):
         if not target or not spec.pg_dsn:
             raise PipelineError("postgres sink needs a table (postgres:TABLE) and a DSN (--pg-dsn)")
         writer = result.writeStream.outputMode(mode).foreachBatch(
-            PostgresUpsertSink(spec.pg_dsn, target, keys, name))
+            PostgresUpsertSink(spec.pg_dsn, target, keys, _name(spec)))
     elif kind == "topic":
         if not target:
             raise PipelineError("topic sink needs a topic: topic:NAME")
@@ -82,7 +138,11 @@ def start(spark, spec: PipelineSpec):
                   .option("kafka.bootstrap.servers", spec.bootstrap).option("topic", target))
     else:
         raise PipelineError(f"unknown sink {spec.sink!r}: console, parquet:PATH, postgres:TABLE or topic:NAME")
-    writer = writer.option("checkpointLocation", spec.checkpoint).queryName(name)
+    return _start(writer, spec)
+
+
+def _start(writer, spec: PipelineSpec):
+    writer = writer.option("checkpointLocation", spec.checkpoint).queryName(_name(spec))
     if spec.available_now:
         writer = writer.trigger(availableNow=True)
     else:

@@ -48,6 +48,25 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def ensure_progress_table(cur) -> None:
+    cur.execute(f"CREATE TABLE IF NOT EXISTS {PROGRESS_TABLE} "
+                "(sink_id text PRIMARY KEY, batch_id bigint NOT NULL, updated_at timestamptz DEFAULT now())")
+
+
+def claim_batch(cur, sink_id: str, batch_id: int) -> bool:
+    """In the caller's transaction: False when ``batch_id`` was written already (a replay after a
+    crash); otherwise record it as written, which commits with the batch's rows or not at all."""
+    cur.execute(f"INSERT INTO {PROGRESS_TABLE} (sink_id, batch_id) VALUES (%s, -1) "
+                "ON CONFLICT (sink_id) DO NOTHING", (sink_id,))
+    cur.execute(f"SELECT batch_id FROM {PROGRESS_TABLE} WHERE sink_id = %s FOR UPDATE", (sink_id,))
+    (done,) = cur.fetchone()
+    if batch_id <= done:
+        return False
+    cur.execute(f"UPDATE {PROGRESS_TABLE} SET batch_id = %s, updated_at = now() WHERE sink_id = %s",
+                (batch_id, sink_id))
+    return True
+
+
 class PostgresUpsertSink:
     """``add_columns`` are counters: a batch's value is added to the stored one (a running total kept
     in PostgreSQL; exactly-once too, since the addition commits with the batch id). ``transform``
@@ -70,8 +89,7 @@ class PostgresUpsertSink:
         keys = ", ".join(quote_ident(k) for k in self.key_columns)
         with conn.cursor() as cur:
             cur.execute(f"CREATE TABLE IF NOT EXISTS {quote_ident(self.table)} ({columns}, PRIMARY KEY ({keys}))")
-            cur.execute(f"CREATE TABLE IF NOT EXISTS {PROGRESS_TABLE} "
-                        "(sink_id text PRIMARY KEY, batch_id bigint NOT NULL, updated_at timestamptz DEFAULT now())")
+            ensure_progress_table(cur)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         import psycopg
@@ -90,11 +108,7 @@ class PostgresUpsertSink:
                 conn.commit()
                 self._ready = True
             with conn.transaction(), conn.cursor() as cur:
-                cur.execute(f"INSERT INTO {PROGRESS_TABLE} (sink_id, batch_id) VALUES (%s, -1) "
-                            "ON CONFLICT (sink_id) DO NOTHING", (self.sink_id,))
-                cur.execute(f"SELECT batch_id FROM {PROGRESS_TABLE} WHERE sink_id = %s FOR UPDATE", (self.sink_id,))
-                (done,) = cur.fetchone()
-                if batch_id <= done:
+                if not claim_batch(cur, self.sink_id, batch_id):
                     return  # a replay of a batch already written: exactly-once
                 if rows:
                     cols = ", ".join(quote_ident(n) for n in names)
@@ -110,5 +124,3 @@ class PostgresUpsertSink:
                         f"ON CONFLICT ({keys}) {action}",
                         [tuple(r[n] for n in names) for r in rows],
                     )
-                cur.execute(f"UPDATE {PROGRESS_TABLE} SET batch_id = %s, updated_at = now() WHERE sink_id = %s",
-                            (batch_id, self.sink_id))
