@@ -97,12 +97,23 @@ def test_timeline_view_in_postgres_survives_kill_9_and_serves_freshet_timeline(b
     final = subprocess.run(cmd + ["--available-now"], capture_output=True, text=True, timeout=600)
     assert final.returncode == 0, final.stderr[-3000:]
 
-    with psycopg.connect(postgres.dsn) as conn:
-        rows = conn.execute(f"SELECT owner, tweet_id FROM {table}").fetchall()
-    got: dict[str, set] = {}
-    for owner, tweet_id in rows:
-        got.setdefault(owner, set()).add(tweet_id)
+    def timelines(table):
+        with psycopg.connect(postgres.dsn) as conn:
+            rows = conn.execute(f"SELECT owner, tweet_id FROM {table}").fetchall()
+        out: dict[str, set] = {}
+        for owner, tweet_id in rows:
+            out.setdefault(owner, set()).add(tweet_id)
+        return out
+
+    got = timelines(table)
     assert got == expected_timelines(events)
+    # a replay from offset 0 in one go (new checkpoint, new table) builds the same view
+    replay = subprocess.run(freshet("run", "timeline", "--from", f"{tweets_topic},{follows_topic}", "--to",
+                                    f"postgres:{table}_replay", "--pg-dsn", postgres.dsn, "--checkpoint",
+                                    str(tmp_path / "ck-replay"), "--available-now", "--bootstrap", broker.bootstrap),
+                            capture_output=True, text=True, timeout=600)
+    assert replay.returncode == 0, replay.stderr[-3000:]
+    assert timelines(f"{table}_replay") == got
 
     user = max(got, key=lambda u: len(got[u]))
     shown = subprocess.run(freshet("timeline", user, "--pg-dsn", postgres.dsn, "--table", table, "--limit", "5"),

@@ -73,6 +73,7 @@ def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, sta
     reporter.publish(query.name, "failed" if query.exception() is not None else "stopped")
     spark.streams.removeListener(reporter)  # the JVM would call it after this interpreter has gone
     reporter.close()
+    spark.stop()  # drains Spark's listener bus while Python still answers it
     if query.exception() is not None:
         click.echo(f"error: {pipeline} failed: {str(query.exception()).splitlines()[0]}", err=True)
         sys.exit(1)

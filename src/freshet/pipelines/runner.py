@@ -13,6 +13,7 @@ PostgreSQL only (``postgres:TABLE``): they keep a view there.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -79,13 +80,13 @@ def _click_through(spark, spec: PipelineSpec):
 def _favourite_urls(spark, spec: PipelineSpec):
     activity, users = _two_topics(spec, "activity", "users")
     return _start(enrichment.writer(source(spark, spec, activity), source(spark, spec, users), spec.pg_dsn,
-                                    _postgres_table(spec), lateness=spec.lateness, sink_id=_name(spec)), spec)
+                                    _postgres_table(spec), lateness=spec.lateness, sink_id=_sink_id(spec)), spec)
 
 
 def _timeline(spark, spec: PipelineSpec):
     tweets, follows = _two_topics(spec, "tweets", "follows")
     return _start(timeline.writer(source(spark, spec, tweets), source(spark, spec, follows), spec.pg_dsn,
-                                  _postgres_table(spec), sink_id=_name(spec)), spec)
+                                  _postgres_table(spec), sink_id=_sink_id(spec)), spec)
 
 
 # pipelines over two topics: --from A,B
@@ -105,6 +106,12 @@ def result_of(raw: DataFrame, spec: PipelineSpec) -> tuple[DataFrame, list[str],
 
 def _name(spec: PipelineSpec) -> str:
     return spec.query_name or f"{spec.pipeline}-to-{spec.sink.partition(':')[0]}"
+
+
+def _sink_id(spec: PipelineSpec) -> str:
+    """Batch ids count per checkpoint: a PostgreSQL sink records its progress under table and checkpoint,
+    so another query into the same table (or a fresh checkpoint) is not taken for a replay."""
+    return f"{spec.sink.partition(':')[2]}|{os.path.abspath(spec.checkpoint)}"
 
 
 def start(spark, spec: PipelineSpec):
@@ -129,7 +136,7 @@ def _write(result: DataFrame, keys: list[str], final: bool, spec: PipelineSpec):
         if not target or not spec.pg_dsn:
             raise PipelineError("postgres sink needs a table (postgres:TABLE) and a DSN (--pg-dsn)")
         writer = result.writeStream.outputMode(mode).foreachBatch(
-            PostgresUpsertSink(spec.pg_dsn, target, keys, _name(spec)))
+            PostgresUpsertSink(spec.pg_dsn, target, keys, _sink_id(spec)))
     elif kind == "topic":
         if not target:
             raise PipelineError("topic sink needs a topic: topic:NAME")
