@@ -64,11 +64,16 @@ class PipelineReporter(StreamingQueryListener):
         self.host = socket.gethostname()
         self._names: dict[str, str] = {}
         self._dropped: dict[str, int] = {}
+        self._ended: set[str] = set()  # stopped or failed: a progress event delivered late must not revive it
         self._stop = threading.Event()
         self._watcher = threading.Thread(target=self._watch_control, daemon=True)
         self._watcher.start()
 
     def publish(self, name: str, status: str, progress: dict | None = None, dataflow_nodes=None) -> None:
+        if status == "running" and (name in self._ended or self._stop.is_set()):
+            return
+        if status != "running":
+            self._ended.add(name)
         value = {"name": name, "status": status, "host": self.host, "updated_ms": int(time.time() * 1000),
                  "progress": progress or {}, "dataflow": dataflow_nodes or [], "command": self.command}
         self.producer.produce(PIPELINES_TOPIC, json.dumps(value).encode(), name.encode())
@@ -77,6 +82,7 @@ class PipelineReporter(StreamingQueryListener):
     def onQueryStarted(self, event) -> None:
         if event.name:
             self._names[str(event.id)] = event.name
+            self._ended.discard(event.name)
             self.publish(event.name, "running")
 
     def onQueryProgress(self, event) -> None:
