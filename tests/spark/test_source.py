@@ -110,4 +110,3 @@ def test_bad_options_are_clear(spark, broker):
     with pytest.raises(Exception, match="do not exist"):
         (spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
          .option("subscribe", "no-such-topic").load().collect())
-
