@@ -199,7 +199,12 @@ def main() -> None:
                           "batches": len(durations), "median_batch_s": round(statistics.median(durations), 3),
                           "p50_event_to_result_s": round(latencies[len(latencies) // 2] / 1000, 3),
                           "p99_event_to_result_s": round(latencies[int(len(latencies) * 0.99)] / 1000, 3),
-                          "events": len(latencies), **common}), flush=True)
+                          "events": len(latencies),
+                          # where a microbatch's time goes (median ms per phase of Spark's progress report)
+                          "median_phase_ms": {k: statistics.median(p["durationMs"].get(k, 0) for p in progress)
+                                              for k in ("latestOffset", "queryPlanning", "walCommit", "addBatch",
+                                                        "commitOffsets")},
+                          **common}), flush=True)
         spark.stop()
         del admin
     finally:

@@ -110,3 +110,6 @@ def test_bad_options_are_clear(spark, broker):
     with pytest.raises(Exception, match="do not exist"):
         (spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
          .option("subscribe", "no-such-topic").load().collect())
+    with pytest.raises(Exception, match="minRecordsPerPartition must be a whole number"):
+        (spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+         .option("subscribe", "x").option("minRecordsPerPartition", "many").load().collect())
