@@ -23,6 +23,21 @@ def postgres():
         yield pg
 
 
+@pytest.fixture
+def db(postgres):
+    """An autocommit connection and a fresh schema of the test's own: (conn, schema)."""
+    import uuid
+
+    import psycopg2
+
+    schema = "s" + uuid.uuid4().hex[:8]
+    conn = psycopg2.connect(postgres.dsn)
+    conn.autocommit = True
+    conn.cursor().execute(f"CREATE SCHEMA {schema}")
+    yield conn, schema
+    conn.close()
+
+
 # Many tests write records with old timestamps (1970, 2023...): with the default 7-day retention the
 # cleaner would delete them mid-test. Test brokers run it hourly; the retention tests start their own.
 NO_CLEANER = ["--cleaner-interval-ms", "3600000"]

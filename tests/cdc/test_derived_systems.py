@@ -85,15 +85,12 @@ def test_search_index_and_cache_equal_the_source_after_a_random_workload(broker,
     assert json.loads(json.dumps(fresh.table())) == expected
 
 
-def test_cli_index_search_and_status(broker, postgres, tmp_path):
+def test_cli_index_search_and_status(broker, postgres, db, tmp_path):
     import subprocess
     import sys
 
-    schema = "c" + uuid.uuid4().hex[:8]
-    conn = psycopg2.connect(postgres.dsn)
-    conn.autocommit = True
+    conn, schema = db
     cur = conn.cursor()
-    cur.execute(f"CREATE SCHEMA {schema}")
     cur.execute(f"CREATE TABLE {schema}.notes (id int PRIMARY KEY, text text)")
     cur.execute(f"INSERT INTO {schema}.notes VALUES (1, 'the quick brown fox'), (2, 'a lazy dog')")
     prefix, slot = "c" + uuid.uuid4().hex[:6], "s" + uuid.uuid4().hex[:8]

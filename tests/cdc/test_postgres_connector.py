@@ -18,16 +18,6 @@ from freshet.cdc.postgres import CdcConfig, CdcError, PostgresConnector
 from freshet.testing.crash import read_everything
 
 
-@pytest.fixture
-def db(postgres):
-    schema = "s" + uuid.uuid4().hex[:8]
-    conn = psycopg2.connect(postgres.dsn)
-    conn.autocommit = True
-    conn.cursor().execute(f"CREATE SCHEMA {schema}")
-    yield conn, schema
-    conn.close()
-
-
 def unique(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:8]}"
 

@@ -50,14 +50,13 @@ def _as_of(versions, t):
     return age
 
 
-def test_streaming_enrichment_from_the_cdc_users_topic(spark, broker, postgres, tmp_path):
+def test_streaming_enrichment_from_the_cdc_users_topic(spark, broker, postgres, db, tmp_path):
     """users in PostgreSQL -> freshet cdc -> topic; activity -> topic; Spark keeps the table in state and
     joins each event with the profile of its time; counts land in PostgreSQL; a view names favourites."""
     import json
     import time
 
     import psycopg
-    import psycopg2
 
     from freshet.cdc.postgres import CdcConfig
     from freshet.client import TopicAdmin
@@ -66,11 +65,9 @@ def test_streaming_enrichment_from_the_cdc_users_topic(spark, broker, postgres, 
 
     from test_postgres_connector import rebuild, run_connector, unique  # tests/cdc, on the path via conftest
 
-    schema, prefix = unique("e"), unique("e")
-    conn = psycopg2.connect(postgres.dsn)
-    conn.autocommit = True
+    conn, schema = db
+    prefix = unique("e")
     cur = conn.cursor()
-    cur.execute(f"CREATE SCHEMA {schema}")
     cur.execute(f"CREATE TABLE {schema}.users (id int PRIMARY KEY, name text, age int)")
     cur.execute(f"INSERT INTO {schema}.users SELECT g, 'u' || g, 15 + (g * 7) % 60 FROM generate_series(1, 40) g")
     users_topic, activity_topic = f"{prefix}.{schema}.users", f"activity-{prefix}"

@@ -1,42 +1,29 @@
 """CDC change topics into a Parquet warehouse with Spark, queried with DuckDB: equal to the source table."""
 
-import threading
-import time
 import uuid
 
-import psycopg2
 
-from freshet.cdc.postgres import CdcConfig, PostgresConnector
+from freshet.cdc.postgres import CdcConfig
 from freshet.pipelines.warehouse import current_table, start
 
-from test_postgres_connector import source_state  # noqa: E402  (tests/cdc is on the path via conftest)
+from test_postgres_connector import run_connector, source_state  # noqa: E402  (tests/cdc is on the path via conftest)
 
 
-def test_warehouse_equals_the_source_table(spark, broker, postgres, tmp_path):
-    schema = "w" + uuid.uuid4().hex[:8]
-    conn = psycopg2.connect(postgres.dsn)
-    conn.autocommit = True
+def test_warehouse_equals_the_source_table(spark, broker, postgres, db, tmp_path):
+    conn, schema = db
     cur = conn.cursor()
-    cur.execute(f"CREATE SCHEMA {schema}")
     cur.execute(f"CREATE TABLE {schema}.orders (id int PRIMARY KEY, customer text, total numeric(10,2))")
     cur.execute(f"INSERT INTO {schema}.orders SELECT g, 'c' || (g % 7), g * 2.5 FROM generate_series(1, 400) g")
     prefix = "w" + uuid.uuid4().hex[:6]
-    connector = PostgresConnector(CdcConfig(postgres.dsn, [f"{schema}.orders"], prefix, broker.bootstrap,
-                                            slot="s" + uuid.uuid4().hex[:8], publication="p" + uuid.uuid4().hex[:8]))
-    runner = threading.Thread(target=connector.run)
-    runner.start()
-    try:
-        deadline = time.monotonic() + 120
-        while not connector.streaming and time.monotonic() < deadline:
-            time.sleep(0.05)
+
+    def changes():
         cur.execute(f"UPDATE {schema}.orders SET total = total + 1 WHERE id % 3 = 0")
         cur.execute(f"DELETE FROM {schema}.orders WHERE id % 10 = 0")
         cur.execute(f"INSERT INTO {schema}.orders VALUES (1000, 'late', 9.99)")
-        while connector.stats.acknowledged_changes < 400 // 3 + 40 + 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
-    finally:
-        connector.stop()
-        runner.join(60)
+
+    run_connector(CdcConfig(postgres.dsn, [f"{schema}.orders"], prefix, broker.bootstrap,
+                            slot="s" + uuid.uuid4().hex[:8], publication="p" + uuid.uuid4().hex[:8]),
+                  changes, changes=400 // 3 + 40 + 1)
     topic = f"{prefix}.{schema}.orders"
     path = str(tmp_path / "warehouse")
     for _ in range(2):  # a second run on the same checkpoint adds nothing

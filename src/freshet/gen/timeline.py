@@ -21,8 +21,6 @@ class Tweet:
     text: str
     ts_ms: int
 
-    topic_kind = "tweets"
-
     @property
     def key(self) -> bytes:
         return self.user.encode()
@@ -37,8 +35,6 @@ class Follow:
     followee: str
     op: str  # "follow" | "unfollow"
     ts_ms: int
-
-    topic_kind = "follows"
 
     @property
     def key(self) -> bytes:

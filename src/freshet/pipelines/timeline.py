@@ -67,6 +67,7 @@ class TimelineFanout(StatefulProcessor):
             ts = int(ts)
             if kind == "tweet":
                 recent.append((tweet_id, text, ts))
+                recent = sorted(recent, key=lambda r: r[2])[-self.recent_limit:]
                 for (owner,) in self.followers.keys():
                     out.append(("add", owner, author, tweet_id, text, ts))
             elif kind == "follow":
@@ -76,7 +77,6 @@ class TimelineFanout(StatefulProcessor):
             elif self.followers.containsKey((follower,)):  # unfollow
                 self.followers.removeKey((follower,))
                 out.append(("unfollow", follower, author, None, None, ts))
-            recent = sorted(recent, key=lambda r: r[2])[-self.recent_limit:]
         if recent:
             self.recent.put(recent)
         if out:

@@ -115,12 +115,13 @@ class PostgresUpsertSink:
                     placeholders = ", ".join(["%s"] * len(names))
                     table = quote_ident(self.table)
                     updates = ", ".join(
-                        f"{quote_ident(n)} = {table}.{quote_ident(n)} + EXCLUDED.{quote_ident(n)}" if n in self.add_columns
-                        else f"{quote_ident(n)} = EXCLUDED.{quote_ident(n)}" for n in names if n not in self.key_columns)
+                        f"{quote_ident(n)} = {table}.{quote_ident(n)} + EXCLUDED.{quote_ident(n)}"
+                        if n in self.add_columns else f"{quote_ident(n)} = EXCLUDED.{quote_ident(n)}"
+                        for n in names if n not in self.key_columns)
                     keys = ", ".join(quote_ident(k) for k in self.key_columns)
                     action = f"DO UPDATE SET {updates}" if updates else "DO NOTHING"
                     cur.executemany(
-                        f"INSERT INTO {quote_ident(self.table)} ({cols}) VALUES ({placeholders}) "
+                        f"INSERT INTO {table} ({cols}) VALUES ({placeholders}) "
                         f"ON CONFLICT ({keys}) {action}",
                         [tuple(r[n] for n in names) for r in rows],
                     )

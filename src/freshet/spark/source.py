@@ -121,7 +121,7 @@ def read_range(split: TopicPartitionRange, schema: StructType):
         consumer.assign([TopicPartition(split.topic, split.partition, start)])
         keys: list = []
         values: list = []
-        offsets: list = []  # numpy arrays, one per run of records
+        offsets: list = []
         stamps: list = []
         types: list = []
         headers: list = []
