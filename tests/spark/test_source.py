@@ -110,6 +110,38 @@ def test_bad_options_are_clear(spark, broker):
     with pytest.raises(Exception, match="do not exist"):
         (spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
          .option("subscribe", "no-such-topic").load().collect())
+    with pytest.raises(Exception, match="maxPartitions must be a whole number"):
+        (spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+         .option("subscribe", "x").option("maxPartitions", "-1").load().collect())
     with pytest.raises(Exception, match="minRecordsPerPartition must be a whole number"):
         (spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
          .option("subscribe", "x").option("minRecordsPerPartition", "many").load().collect())
+
+
+def test_one_task_reads_partitions_of_several_topics_at_once(spark, broker, topic_name, tmp_path):
+    """maxPartitions=1: every range of the microbatch in one task and one consumer, including a
+    partition whose first records were deleted (skipped with failOnDataLoss=false)."""
+    first, second = f"{topic_name}-a", f"{topic_name}-b"
+    admin = create(broker.bootstrap, first, 3)
+    create(broker.bootstrap, second, 2)
+    expected = set()
+    for topic, partitions in ((first, 3), (second, 2)):
+        for p in range(partitions):
+            produce_records(broker.bootstrap, topic, numbered(0, 3000 + 500 * p, 1), partition=p)
+            expected |= {(topic, p, i) for i in range(3000 + 500 * p)}
+    tp = TopicPartition(first, 1, 1200)
+    admin.delete_records([tp])[tp].result(10)
+    expected -= {(first, 1, i) for i in range(1200)}
+    start = json.dumps({first: {"0": 0, "1": 0, "2": 0}, second: {"0": 0, "1": 0}})
+    df = (spark.readStream.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+          .option("subscribePattern", f"{topic_name}-.*").option("startingOffsets", start)
+          .option("failOnDataLoss", "false").option("maxPartitions", 1).load())
+    out = str(tmp_path / "out")
+    query = (df.select("topic", "partition", "offset", "value").writeStream.format("parquet").option("path", out)
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    assert query.exception() is None, query.exception()
+    rows = spark.read.parquet(out).collect()
+    assert len(rows) == len(expected)
+    assert {(r.topic, r.partition, r.offset) for r in rows} == expected
+    assert all(int(r.value) == r.offset for r in rows)

@@ -34,3 +34,15 @@ def test_packs_are_balanced():
     parts = pack_ranges(ranges, 5000)
     loads = sorted(sum(r.end - r.start for r in p.ranges) for p in parts)
     assert loads == [7000, 7000]
+
+
+def test_at_most_max_partitions_tasks_of_about_equal_records():
+    ranges = [rng(p, 83_000 + p) for p in range(6)]
+    assert len(pack_ranges(ranges, 5000)) == 6  # no limit
+    parts = pack_ranges(ranges, 5000, max_partitions=2)
+    assert len(parts) == 2 and all(len(p.ranges) == 3 for p in parts) and flat(parts) == flat(ranges)
+    assert len(pack_ranges(ranges, 5000, max_partitions=8)) == 6  # fewer ranges than allowed: one task each
+    mixed = [rng(0, 100_000), rng(1, 40_000), rng(2, 40_000), rng(3, 300), rng(4, 200)]
+    parts = pack_ranges(mixed, 5000, max_partitions=2)
+    loads = sorted(sum(r.end - r.start for r in (p.ranges if isinstance(p, RangePack) else [p])) for p in parts)
+    assert loads == [80_500, 100_000] and flat(parts) == flat(mixed)
