@@ -64,7 +64,7 @@ def test_the_range_end_refetched_records_and_end_of_partition():
 def test_records_deleted_before_they_were_read_are_reported():
     p = progress(0, 10)
     reset = Message(topic="t", partition=0, offset=3, error=KafkaError(KafkaError._AUTO_OFFSET_RESET))
-    assert p.take([record(0, 0), reset]) == -1 and p.position == 1 and p.columns.count == 1
+    assert p.take([record(0, 0), reset]) is True and p.position == 1 and p.columns.count == 1
 
 
 def test_other_errors_are_raised():

@@ -13,10 +13,12 @@ Columns: key, value (binary), topic, partition, offset, timestamp, timestampType
 with ``includeHeaders``. Offsets live in Spark's checkpoint as ``{"topic": {"0": 42}}``, so a
 restarted query resumes where it stopped; partitions added later are read from their start.
 
-Each microbatch is split into one input partition per topic-partition range, read in the
-executors with confluent-kafka and handed to Spark as Arrow record batches. Ranges shorter than
-``minRecordsPerPartition`` (default 5000) are packed together: a Spark task costs 50-90 ms here
-whatever it reads, which small live microbatches would otherwise pay once per topic-partition.
+Each microbatch is split into topic-partition ranges, read in the executors with confluent-kafka
+(one consumer per task, all its ranges at once) and handed to Spark as Arrow record batches. A
+Python task costs 20-90 ms here whatever it reads, so ranges shorter than
+``minRecordsPerPartition`` (default 5000) are packed together, and the ranges are dealt into at
+most ``maxPartitions`` tasks (default: this machine's cores, which is what local mode runs at
+once; set it to the cluster's cores elsewhere).
 """
 
 from __future__ import annotations
@@ -187,18 +189,18 @@ class RangeProgress:
     def left(self) -> int:
         return max(0, self.split.end - self.position)
 
-    def take(self, messages: list) -> int | None:
-        """Take a run of consume() results of this range's topic-partition. Returns the offset to
-        fetch from again when records were deleted before they were read and are to be skipped."""
+    def take(self, messages: list) -> bool:
+        """Take a run of consume() results of this range's topic-partition. True when the partition
+        reported records deleted before they were read (the caller fails or skips them)."""
         from confluent_kafka import KafkaError, Message
 
         split = self.split
         last = messages[-1]
-        if last.error() is None and last.offset() < split.end and not any(map(Message.error, messages)):
-            if messages[0].offset() >= self.position:  # the fast path: records wholly inside the range
-                self.columns.add(messages)
-                self.position = last.offset() + 1
-                return None
+        if (last.error() is None and messages[0].offset() >= self.position and last.offset() < split.end
+                and not any(map(Message.error, messages))):
+            self.columns.add(messages)  # the fast path: records wholly inside the range
+            self.position = last.offset() + 1
+            return False
         taken = []
         for msg in messages:
             err = msg.error()
@@ -211,7 +213,7 @@ class RangeProgress:
                     continue
                 if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
                     self.columns.add(taken)
-                    return -1  # the caller finds where the partition now starts
+                    return True
                 raise RuntimeError(f"reading {split.topic}-{split.partition}: {err.str()}")
             offset = msg.offset()
             if offset < self.position:
@@ -222,7 +224,7 @@ class RangeProgress:
             taken.append(msg)
             self.position = offset + 1
         self.columns.add(taken)
-        return None
+        return False
 
 
 def runs(messages: list, multi_topic: bool):
@@ -280,7 +282,7 @@ def read_ranges(ranges: list[TopicPartitionRange], schema: StructType):
                     raise RuntimeError(f"reading {first.topic}: {err.str()}")
                 continue
             was_done = range_progress.done
-            if range_progress.take(run) is not None:
+            if range_progress.take(run):
                 skip_deleted(consumer, range_progress)
                 reassign()
             elif range_progress.done and not was_done:
