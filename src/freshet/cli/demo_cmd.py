@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections import Counter
+from contextlib import contextmanager
 
 import click
 from confluent_kafka import Consumer, TopicPartition
@@ -33,7 +35,9 @@ def demo() -> None:
 @click.option("--pipelines/--no-pipelines", default=True, show_default=True,
               help="Run the Spark pipelines (needs Java and the spark extra).")
 @click.option("--data-dir", default="./demo-data", show_default=True)
-def access_logs(seconds: float, rate: float, time_scale: float, pipelines: bool, data_dir: str) -> None:
+@click.option("--dashboard-port", default=8080, show_default=True, help="A free port is taken when this one is busy.")
+def access_logs(seconds: float, rate: float, time_scale: float, pipelines: bool, data_dir: str,
+                dashboard_port: int) -> None:
     """Broker, generated web access logs, Spark window pipelines: results shown live."""
     console = Console()
     data_dir = os.path.abspath(data_dir)
@@ -42,7 +46,7 @@ def access_logs(seconds: float, rate: float, time_scale: float, pipelines: bool,
                            metrics=True)
     broker.start()
     console.print(f"[bold]broker[/] listening on {broker.bootstrap} (data in {data_dir}/log, log in {broker.log_path})")
-    dashboard = _start_dashboard(broker.bootstrap, broker.metrics_url, data_dir)
+    dashboard = _start_dashboard(broker.bootstrap, broker.metrics_url, data_dir, dashboard_port)
     console.print(f"[bold]dashboard[/] on {dashboard[1]}")
     stop = threading.Event()
     produced = [0]
@@ -63,7 +67,8 @@ def access_logs(seconds: float, rate: float, time_scale: float, pipelines: bool,
 
         generator = threading.Thread(target=run_generator, daemon=True)
         if pipelines:
-            _live_pipelines(console, broker.bootstrap, topic, data_dir, generator, produced, errors)
+            with stderr_to(os.path.join(data_dir, "spark.log")):
+                _live_pipelines(console, broker.bootstrap, topic, data_dir, generator, produced, errors)
         else:
             generator.start()
             _live_records(console, broker.bootstrap, topic, generator, produced, seconds)
@@ -79,15 +84,31 @@ def access_logs(seconds: float, rate: float, time_scale: float, pipelines: bool,
         broker.stop()
 
 
-def _start_dashboard(bootstrap: str, metrics_url: str, data_dir: str):
-    """The dashboard as its own process, on 8080 when free."""
+@contextmanager
+def stderr_to(path: str):
+    """Send this process's standard error (file descriptor 2), and so that of every process it starts
+    meanwhile, to ``path``; restore it after. The Spark JVM and its Python workers write their logs and
+    shutdown noise (a stopped query's source worker finding its socket closed) there, not over the
+    live table on standard output."""
+    sys.stderr.flush()
+    terminal = os.dup(2)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(terminal, 2)
+        os.close(terminal)
+
+
+def _start_dashboard(bootstrap: str, metrics_url: str, data_dir: str, port: int):
+    """The dashboard as its own process, on ``port`` when free."""
     import socket
     import subprocess
-    import sys
 
     from freshet.testing import free_port
 
-    port = 8080
     with socket.socket() as s:
         if s.connect_ex(("127.0.0.1", port)) == 0:
             port = free_port()
@@ -131,7 +152,7 @@ def _live_pipelines(console, bootstrap, topic, data_dir, generator, produced, er
     from freshet.spark.progress import LateRowsCounter
     from freshet.spark.session import stop_gracefully
 
-    console.print("[bold]spark[/] starting a local session (about 10 s on 2 cores)...")
+    console.print(f"[bold]spark[/] starting a local session (about 10 s on 2 cores; log in {data_dir}/spark.log)...")
     spark = session("freshet-demo")
     late = LateRowsCounter.install(spark)
     from freshet.spark.registry import PipelineReporter

@@ -1,0 +1,35 @@
+"""`make demo`: the main job, as a user starts it."""
+
+import os
+import re
+import subprocess
+import sys
+
+from freshet.cli.demo_cmd import stderr_to
+from freshet.testing import free_port
+
+
+def test_stderr_to_takes_what_child_processes_write_and_gives_it_back(tmp_path, capfd):
+    log = tmp_path / "spark.log"
+    with stderr_to(str(log)):
+        subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('from a child\\n')"], check=True)
+        os.write(2, b"from this process\n")
+    os.write(2, b"after\n")
+    assert log.read_text().splitlines() == ["from a child", "from this process"]
+    assert capfd.readouterr().err == "after\n"
+
+
+def test_demo_shows_window_results_and_keeps_spark_noise_off_the_terminal(tmp_path):
+    data_dir = tmp_path / "demo-data"
+    r = subprocess.run([sys.executable, "-m", "freshet.cli.main", "demo", "access-logs", "--seconds", "30",
+                        "--data-dir", str(data_dir), "--dashboard-port", str(free_port())],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    produced = int(re.search(r"done: ([\d,]+) events", r.stdout).group(1).replace(",", ""))
+    assert produced >= 30 * 2000 * 0.9
+    # rows of the live table: an event-time minute and its request count
+    rows = re.findall(r"│\s+\d\d:\d\d │\s+(\d+) │", r.stdout)
+    assert rows and sum(map(int, rows)) > 0
+    assert "Traceback" not in r.stderr and "WARNING" not in r.stderr, r.stderr
+    assert (data_dir / "spark.log").stat().st_size > 0  # the JVM's own output went to the log
+    assert list((data_dir / "warehouse" / "requests_per_minute").glob("*.parquet"))
