@@ -112,9 +112,9 @@ def _start_dashboard(bootstrap: str, metrics_url: str, data_dir: str, port: int)
     with socket.socket() as s:
         if s.connect_ex(("127.0.0.1", port)) == 0:
             port = free_port()
-    log = open(os.path.join(data_dir, "dashboard.log"), "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "dashboard", "--port", str(port),
-                             "--bootstrap", bootstrap, "--broker-metrics", metrics_url], stdout=log, stderr=log)
+    with open(os.path.join(data_dir, "dashboard.log"), "ab") as log:  # the child keeps its own copy
+        proc = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "dashboard", "--port", str(port),
+                                 "--bootstrap", bootstrap, "--broker-metrics", metrics_url], stdout=log, stderr=log)
     return proc, f"http://127.0.0.1:{port}/"
 
 
