@@ -10,6 +10,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from freshet.client import consumer_config, producer_config
+from freshet.client.produce import produce_waiting
 from freshet.log import encode_batch
 from freshet.testing.crash import verify_exactly_once_in_order, read_everything
 
@@ -33,7 +34,8 @@ def test_three_sigkills_during_idempotent_produce(own_broker, topic_name):
 
         i = 0
         while not done.is_set():
-            producer.produce(topic_name, b"%09d" % i, partition=i % 6, on_delivery=on_delivery)
+            # while the broker is down librdkafka's queue fills: wait for room, as a real producer does
+            produce_waiting(producer, topic_name, b"%09d" % i, partition=i % 6, on_delivery=on_delivery)
             i += 1
             if i % 500 == 0:
                 producer.poll(0.01)
