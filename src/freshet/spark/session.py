@@ -7,6 +7,8 @@ import sys
 import tempfile
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+FILE_SYSTEM_CHECKPOINT_MANAGER = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager")
 
 
 def register(spark) -> None:
@@ -29,12 +31,18 @@ def session(app_name: str = "freshet", master: str | None = None, shuffle_partit
     from pyspark.sql import SparkSession
 
     log4j = os.path.join(os.path.dirname(__file__), "log4j2.properties")
+    master = master or os.environ.get("FRESHET_SPARK_MASTER", "local[2]")
     builder = (
         SparkSession.builder.appName(app_name)
-        .master(master or os.environ.get("FRESHET_SPARK_MASTER", "local[2]"))
+        .master(master)
         .config("spark.driver.memory", driver_memory)
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+        # a microbatch writes only the state changes (a changelog per partition) instead of uploading a
+        # snapshot of the RocksDB state to the checkpoint; snapshots are made in the background.
+        # Measured with the windowed count at 20k events/s: state commit 250 -> 110 ms per microbatch
+        # (with the checkpoint manager below: 106 -> 7 ms)
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
@@ -47,6 +55,14 @@ def session(app_name: str = "freshet", master: str | None = None, shuffle_partit
         # instead of ~55 ms here, which every microbatch pays per task
         .config("spark.python.unix.domain.socket.enabled", "true")
     )
+    if master.startswith("local"):
+        # Without Hadoop's native library (not in pip's PySpark), the default FileContext-based
+        # checkpoint manager forks `chmod` and `readlink` processes for every checkpoint file it writes
+        # (~20 forks per microbatch, ~40 ms per offset or commit log entry here). The FileSystem-based
+        # one writes a temporary file and renames it, which the local file system does atomically:
+        # offset and commit log entries 42-45 -> 12-13 ms, the live windowed count's median microbatch
+        # 0.67 -> 0.33 s. Left at Spark's default on a cluster, where checkpoints live on HDFS or S3.
+        builder = builder.config("spark.sql.streaming.checkpointFileManagerClass", FILE_SYSTEM_CHECKPOINT_MANAGER)
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
