@@ -9,7 +9,8 @@ the first batch of each query is reported apart):
 and, under a 0.25 s processing-time trigger (--trigger) with a producer writing 20,000 events/s
 for 30 s, the median microbatch duration and the event-to-result latency of every event (its produce time ->
 the end of the microbatch whose result includes it), p50 and p99.
-Prints one JSON object per result.
+Prints one JSON object per result; each throughput result also says where the CPU went (cpu_s: seconds of
+CPU of the broker, the Spark JVM and Spark's Python workers while the query ran, from /proc on Linux).
 """
 
 from __future__ import annotations
@@ -79,6 +80,42 @@ def measure(query) -> dict:
             "rows": sum(p["numInputRows"] for p in batches)}
 
 
+def cpu_seconds(broker_pid: int) -> dict:
+    """CPU seconds used so far by the broker, the Spark JVM (this process's java child) and Spark's Python
+    workers (the JVM's python descendants), from /proc; {} where there is no /proc."""
+    if not os.path.isdir("/proc/self"):
+        return {}
+    tick = os.sysconf("SC_CLK_TCK")
+    procs = {}  # pid -> (command, parent pid, CPU seconds of it and its waited-for children)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue  # gone since the listing
+        fields = stat[stat.rindex(")") + 2:].split()
+        procs[int(entry)] = (stat[stat.index("(") + 1:stat.rindex(")")], int(fields[1]),
+                             sum(int(x) for x in fields[11:15]) / tick)
+
+    def under(pid: int, ancestor: int) -> bool:
+        while pid in procs and pid > 1:
+            pid = procs[pid][1]
+            if pid == ancestor:
+                return True
+        return False
+
+    java = [pid for pid, (name, ppid, _) in procs.items() if ppid == os.getpid() and name == "java"]
+    out = {"broker": procs.get(broker_pid, ("", 0, 0.0))[2], "spark_jvm": 0.0, "python_workers": 0.0}
+    for pid, (name, _, cpu) in procs.items():
+        if java and pid == java[0]:
+            out["spark_jvm"] += cpu
+        elif java and under(pid, java[0]) and name.startswith("python"):
+            out["python_workers"] += cpu
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--events", type=int, default=2_000_000)
@@ -143,8 +180,11 @@ def main() -> None:
         for case, build in cases:
             for source, make in (("freshet", freshet_stream), ("parquet", parquet_stream)):
                 ck = os.path.join(work, f"ck-{case}-{source}")
+                cpu_before = cpu_seconds(broker.proc.pid)
                 query = build(make()).option("checkpointLocation", ck).trigger(availableNow=True).start()
                 results[(case, source)] = measure(query)
+                cpu_after = cpu_seconds(broker.proc.pid)
+                results[(case, source)]["cpu_s"] = {k: round(cpu_after[k] - cpu_before[k], 2) for k in cpu_before}
                 print(json.dumps({"result": f"{case}_{source}", **results[(case, source)], **common}), flush=True)
             ratio = results[(case, "freshet")]["rows_per_s"] / results[(case, "parquet")]["rows_per_s"]
             target = 0.6 if case == "read_only" else 0.8
