@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Self
 
 
 def free_port() -> int:
@@ -25,15 +26,19 @@ class BrokerProcess:
         self._tmp = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="freshet-")
-            data_dir = self._tmp.name
+            data_dir = os.path.join(self._tmp.name, "data")
         self.data_dir = data_dir
         self.port = port or free_port()
         self.extra_args = list(extra_args or [])
         self.metrics_port = free_port() if metrics else None
         if self.metrics_port:
             self.extra_args += ["--metrics-port", str(self.metrics_port)]
-        self.log_path = log_path or os.path.join(tempfile.gettempdir(), f"freshet-broker-{self.port}.log")
+        # beside the data directory (a test's tmp_path, or this object's own temporary directory),
+        # so that no run leaves a log behind in the system's temporary directory
+        self.log_path = log_path or os.path.join(os.path.dirname(os.path.abspath(data_dir)),
+                                                 f"broker-{self.port}.log")
         self.proc: subprocess.Popen | None = None
+        self._log = None
 
     @property
     def bootstrap(self) -> str:
@@ -44,8 +49,16 @@ class BrokerProcess:
         """The broker's Prometheus endpoint, when started with ``metrics=True``."""
         return f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None
 
-    def start(self, timeout: float = 30.0) -> "BrokerProcess":
-        self._log = open(self.log_path, "ab")
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return ""
+
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
+        os.makedirs(os.path.dirname(os.path.abspath(self.log_path)), exist_ok=True)
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 (the child writes to it until stop)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "freshet.cli.main", "broker", "start", "--data-dir", self.data_dir,
              "--port", str(self.port), *self.extra_args],
@@ -54,14 +67,18 @@ class BrokerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode}; see {self.log_path}")
+                code = self.proc.returncode
+                self.proc = None
+                self._close_log()
+                raise RuntimeError(f"broker exited with {code}; {self.log_path} ends:\n{self.log_tail()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     return self
             except OSError:
                 time.sleep(0.05)
         self.stop()
-        raise RuntimeError(f"broker did not listen on {self.port} within {timeout}s")
+        raise RuntimeError(f"broker did not listen on {self.port} within {timeout}s; {self.log_path} ends:\n"
+                           f"{self.log_tail()}")
 
     def stop(self, timeout: float = 20.0) -> None:
         if self.proc and self.proc.poll() is None:
@@ -72,6 +89,12 @@ class BrokerProcess:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def kill(self) -> None:
         """SIGKILL: the crash case."""
@@ -79,8 +102,9 @@ class BrokerProcess:
             self.proc.kill()
             self.proc.wait()
         self.proc = None
+        self._close_log()
 
-    def restart(self) -> "BrokerProcess":
+    def restart(self) -> BrokerProcess:
         self.stop()
         return self.start()
 
@@ -89,7 +113,7 @@ class BrokerProcess:
         if self._tmp:
             self._tmp.cleanup()
 
-    def __enter__(self) -> "BrokerProcess":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc) -> None:
