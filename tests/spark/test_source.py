@@ -118,6 +118,60 @@ def test_bad_options_are_clear(spark, broker):
          .option("subscribe", "x").option("minRecordsPerPartition", "many").load().collect())
 
 
+def test_offset_options_follow_spark_kafka_rules_with_clear_errors(spark, broker, topic_name, tmp_path):
+    create(broker.bootstrap, topic_name, 2)
+    for p in range(2):
+        produce_records(broker.bootstrap, topic_name, numbered(0, 5, 2), partition=p)
+
+    def read(**options):
+        reader = spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        return reader.load()
+
+    batch_refusals = {
+        "startingOffsets cannot be latest for batch queries": {"startingOffsets": "latest"},
+        "endingOffsets cannot be earliest for batch queries": {"endingOffsets": "earliest"},
+        f"startingOffsets for {topic_name}-1 cannot be -1 \\(latest\\)":
+            {"startingOffsets": json.dumps({topic_name: {"0": 0, "1": -1}})},
+        f"endingOffsets for {topic_name}-0 cannot be -2 \\(earliest\\)":
+            {"endingOffsets": json.dumps({topic_name: {"0": -2}})},
+        f"startingOffsets for {topic_name}-0 cannot be -7": {"startingOffsets": json.dumps({topic_name: {"0": -7}})},
+        f"startingOffsets names other-0, {topic_name}-5, which this source does not read":
+            {"startingOffsets": json.dumps({topic_name: {"5": 0}, "other": {"0": 0}})},
+        f"startingOffsets 100 for {topic_name}-0 is after the end of the read":
+            {"startingOffsets": json.dumps({topic_name: {"0": 100}})},
+    }
+    for message, options in batch_refusals.items():
+        with pytest.raises(Exception, match=message):
+            read(subscribe=topic_name, **options).collect()
+    with pytest.raises(Exception, match=f"assign names partition\\(s\\) {topic_name}-7, nope-0, which do not exist"):
+        read(assign=json.dumps({topic_name: [0, 7], "nope": [0]})).collect()
+    assert read(assign=json.dumps({topic_name: [1]})).count() == 5
+
+    for message, options in {"endingOffsets is for batch queries": {"endingOffsets": "latest"},
+                             "maxOffsetsPerTrigger must be a positive whole number, got '0'":
+                                 {"maxOffsetsPerTrigger": "0"},
+                             "maxOffsetsPerTrigger must be a positive whole number, got '-5'":
+                                 {"maxOffsetsPerTrigger": "-5"}}.items():
+        with pytest.raises(Exception, match=message):
+            (stream(spark, broker, topic_name, **options).writeStream.format("noop")
+             .option("checkpointLocation", str(tmp_path / "ck")).start().awaitTermination(60))
+
+
+def test_batch_reads_with_nothing_to_read_are_empty(spark, broker, topic_name):
+    create(broker.bootstrap, topic_name, 2)
+    reader = (spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+              .option("subscribe", topic_name))
+    assert reader.load().count() == 0  # an empty topic
+    for p in range(2):
+        produce_records(broker.bootstrap, topic_name, numbered(0, 5, 2), partition=p)
+    everything = json.dumps({topic_name: {"0": -1, "1": -1}})
+    assert reader.option("endingOffsets", json.dumps({topic_name: {"0": 0, "1": 0}})).load().count() == 0
+    assert reader.option("startingOffsets", json.dumps({topic_name: {"0": 5, "1": 5}})).option(
+        "endingOffsets", everything).load().count() == 0  # a start at the end
+
+
 def test_one_task_reads_partitions_of_several_topics_at_once(spark, broker, topic_name, tmp_path):
     """maxPartitions=1: every range of the microbatch in one task and one consumer, including a
     partition whose first records were deleted (skipped with failOnDataLoss=false)."""

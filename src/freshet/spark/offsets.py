@@ -73,9 +73,15 @@ class ClusterView:
             raise SourceError(f"cannot reach the Kafka cluster: {exc}") from None
         found = []
         if self.kind == "assign":
+            unknown = []
             for topic, parts in self.subscription.items():  # type: ignore[union-attr]
+                known = md.topics.get(topic)
                 for p in parts:
                     found.append((topic, p))
+                    if known is None or known.error is not None or p not in known.partitions:
+                        unknown.append(f"{topic}-{p}")
+            if unknown:
+                raise SourceError(f"assign names partition(s) {', '.join(unknown)}, which do not exist")
             return sorted(found)
         for name, topic in md.topics.items():
             if topic.error is not None or name.startswith("__"):
@@ -113,16 +119,33 @@ def from_json(offsets: Offsets) -> dict[tuple[str, int], int]:
     return {(topic, int(p)): int(o) for topic, parts in offsets.items() for p, o in parts.items()}
 
 
-def resolve(spec: str, default: str, view: ClusterView, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    """startingOffsets / endingOffsets: "earliest", "latest", or JSON with -2 / -1 per partition."""
+def resolve(spec: str, default: str, view: ClusterView, partitions: list[tuple[str, int]],
+            option: str = "offsets", refuse: str | None = None) -> dict[tuple[str, int], int]:
+    """startingOffsets / endingOffsets (``option``): "earliest", "latest", or JSON with -2 / -1 per
+    partition; partitions the JSON leaves out take ``default``. ``refuse`` ("earliest" or "latest") is
+    the bound a batch read cannot have there, as in Spark's Kafka source (no batch starts at latest
+    or ends at earliest)."""
     spec = (spec or default).strip()
+    if spec == refuse:
+        raise SourceError(f"{option} cannot be {refuse} for batch queries")
     if spec in ("earliest", "latest"):
         return view.offsets(spec, partitions)
     try:
         given = from_json(json.loads(spec))
     except (ValueError, AttributeError, TypeError):
-        raise SourceError(f'offsets must be earliest, latest or JSON like {{"topic": {{"0": 42}}}}, got {spec!r}') \
+        raise SourceError(f'{option} must be earliest, latest or JSON like {{"topic": {{"0": 42}}}}, got {spec!r}') \
             from None
+    strangers = sorted(set(given) - set(partitions))
+    if strangers:
+        raise SourceError(f"{option} names {', '.join(f'{t}-{p}' for t, p in strangers)}, which this source "
+                          "does not read")
+    refused = {"earliest": EARLIEST, "latest": LATEST}.get(refuse or "")
+    for (topic, partition), value in sorted(given.items()):
+        if value == refused:
+            raise SourceError(f"{option} for {topic}-{partition} cannot be {value} ({refuse}) for batch queries")
+        if value < EARLIEST:
+            raise SourceError(f"{option} for {topic}-{partition} cannot be {value} "
+                              "(an offset, or -2 for earliest, -1 for latest)")
     earliest = view.offsets("earliest", partitions)
     latest = view.offsets("latest", partitions)
     out = {}

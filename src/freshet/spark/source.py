@@ -12,6 +12,10 @@ Options and columns follow Spark's own Kafka source, so a query can switch betwe
 Columns: key, value (binary), topic, partition, offset, timestamp, timestampType, and headers
 with ``includeHeaders``. Offsets live in Spark's checkpoint as ``{"topic": {"0": 42}}``, so a
 restarted query resumes where it stopped; partitions added later are read from their start.
+Batch reads (``spark.read``) take ``startingOffsets`` (default earliest) and ``endingOffsets``
+(default latest); as in Spark's Kafka source a batch cannot start at latest or end at earliest,
+a stream takes no ``endingOffsets``, and offset JSON may name only partitions the source reads
+(those it leaves out take the default).
 
 Each microbatch is split into topic-partition ranges, read in the executors with confluent-kafka
 (one consumer per task, all its ranges at once) and handed to Spark as Arrow record batches. A
@@ -413,22 +417,30 @@ def deal(groups: list[list], count: int) -> list[list]:
 
 
 def read_partition(partition, schema: StructType):
-    return read_ranges(partition.ranges if isinstance(partition, RangePack) else [partition], schema)
+    if isinstance(partition, RangePack):
+        return read_ranges(partition.ranges, schema)
+    if isinstance(partition, TopicPartitionRange):
+        return read_ranges([partition], schema)
+    # nothing to read (an empty topic, or a start at the end): Spark still runs one task, with the
+    # placeholder InputPartition(None)
+    return iter(())
 
 
 class FreshetStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict, schema: StructType) -> None:
         super().__init__(options, schema)
+        if "endingoffsets" in self.options:
+            raise SourceError("endingOffsets is for batch queries (spark.read); a stream reads on as records arrive")
         max_offsets = self.options.get("maxoffsetspertrigger")
-        try:
-            self.max_offsets = int(max_offsets) if max_offsets is not None else None
-        except ValueError:
-            raise SourceError(f"maxOffsetsPerTrigger must be a whole number, got {max_offsets!r}") from None
+        if max_offsets is not None and not (max_offsets.strip().isdigit() and int(max_offsets) > 0):
+            raise SourceError(f"maxOffsetsPerTrigger must be a positive whole number, got {max_offsets!r}")
+        self.max_offsets = int(max_offsets) if max_offsets is not None else None
         self.available_now_target: dict[tuple[str, int], int] | None = None
 
     def initialOffset(self) -> dict:
         partitions = self.view.partitions()
-        return to_json(resolve(self.options.get("startingoffsets", "latest"), "latest", self.view, partitions))
+        return to_json(resolve(self.options.get("startingoffsets", "latest"), "latest", self.view, partitions,
+                               "startingOffsets"))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_offsets) if self.max_offsets else ReadAllAvailable()
@@ -497,11 +509,14 @@ def _cap(begin: dict, end: dict, max_rows: int) -> dict:
 class FreshetBatchReader(_Common, DataSourceReader):
     def partitions(self) -> list:
         partitions = self.view.partitions()
-        start = resolve(self.options.get("startingoffsets", "earliest"), "earliest", self.view, partitions)
-        end = resolve(self.options.get("endingoffsets", "latest"), "latest", self.view, partitions)
+        start = resolve(self.options.get("startingoffsets", "earliest"), "earliest", self.view, partitions,
+                        "startingOffsets", refuse="latest")
+        end = resolve(self.options.get("endingoffsets", "latest"), "latest", self.view, partitions,
+                      "endingOffsets", refuse="earliest")
         for tp in partitions:
             if end[tp] < start[tp]:
-                raise SourceError(f"endingOffsets {end[tp]} is before startingOffsets {start[tp]} for {tp[0]}-{tp[1]}")
+                raise SourceError(f"startingOffsets {start[tp]} for {tp[0]}-{tp[1]} is after the end of the read "
+                                  f"({end[tp]}, from endingOffsets)")
         return self._ranges(start, end)
 
     def read(self, partition: TopicPartitionRange | RangePack):
