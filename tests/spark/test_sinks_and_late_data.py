@@ -1,10 +1,12 @@
 """Sinks (topic, PostgreSQL upsert) and late events dropped-and-counted."""
 
+import re
 from datetime import datetime
 
 import psycopg
+import pytest
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from freshet.client import consumer_config
 from freshet.client.produce import produce_records
@@ -41,6 +43,39 @@ def test_topic_sink_writes_key_value_and_headers(spark, broker, topic_name, tmp_
     consumer.close()
     assert sorted((m.key(), m.value()) for m in got) == sorted((b"k%d" % i, b"V%d" % i) for i in range(50))
     assert got[0].headers() == [("origin", b"spark")]
+
+
+def test_topic_sink_takes_spark_kafka_column_types_and_the_topic_option_wins(spark, broker, topic_name):
+    chosen, other = topic_name + "-chosen", topic_name + "-other"
+    create(broker.bootstrap, chosen, other)
+
+    def write(df, **options):
+        writer = df.write.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap).mode("append")
+        for k, v in options.items():
+            writer = writer.option(k, v)
+        writer.save()
+
+    refused = {
+        "the value column must be string or binary, not int": ("1 as value", {"topic": chosen}),
+        "the key column must be string or binary, not double": ("cast(1.5 as double) as key", "'v' as value", {"topic": chosen}),
+        "the partition column must be int, not bigint": ("'v' as value", "cast(0 as bigint) as partition",
+                                                         {"topic": chosen}),
+        "the headers column must be array<struct<key: string, value: binary>>, not array<string>":
+            ("'v' as value", "array('h') as headers", {"topic": chosen}),
+        "give a topic option or a topic column": ("'v' as value", {}),
+    }
+    for message, (*columns, options) in refused.items():
+        with pytest.raises(Exception, match=re.escape(message)):
+            write(spark.range(3).selectExpr(*columns), **options)
+    with pytest.raises(Exception, match="a row's topic is null"):
+        write(spark.range(3).selectExpr("'v' as value", "cast(null as string) as topic"))
+
+    # the topic option overrides a topic column, as in Spark's Kafka sink
+    write(spark.range(5).selectExpr("cast(id as string) as value", f"'{other}' as topic"), topic=chosen)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    ends = {t: admin.list_offsets({TopicPartition(t, 0): OffsetSpec.latest()})[TopicPartition(t, 0)].result(10).offset
+            for t in (chosen, other)}
+    assert ends == {chosen: 5, other: 0}
 
 
 def test_postgres_upsert_sink_is_idempotent_per_batch(spark, postgres):

@@ -1,7 +1,8 @@
 """``writeStream.format("freshet")``: write rows to topics, as Spark's Kafka sink does.
 
-Columns: ``value`` (required, string or binary), ``key`` (optional), ``topic`` (optional, else
-the ``topic`` option), ``partition`` (optional), ``headers`` (optional array<struct<key,value>>).
+Columns: ``value`` (required, string or binary), ``key`` (optional, string or binary), ``topic``
+(optional; the ``topic`` option, when given, overrides it), ``partition`` (optional int),
+``headers`` (optional array<struct<key: string, value: binary>>). Other types are refused up front.
 Delivery is at-least-once, like Spark's Kafka sink: a batch replayed after a crash is written
 again; readers that need exactly-once use the record key to deduplicate or upsert.
 """
@@ -29,6 +30,26 @@ def _as_bytes(value) -> bytes | None:
     return str(value).encode()
 
 
+def check_column_types(schema: StructType) -> None:
+    """The column types Spark's Kafka sink takes; anything else is refused before a record is written."""
+    from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType
+
+    types = {f.name: f.dataType for f in schema.fields}
+    text = (StringType, BinaryType)
+    for name, allowed, described in (("value", text, "string or binary"), ("key", text, "string or binary"),
+                                     ("topic", (StringType,), "string"), ("partition", (IntegerType,), "int")):
+        if name in types and not isinstance(types[name], allowed):
+            raise SourceError(f"the {name} column must be {described}, not {types[name].simpleString()}")
+    headers = types.get("headers")
+    if headers is not None:
+        element = headers.elementType if isinstance(headers, ArrayType) else None
+        fields = {f.name: f.dataType for f in element.fields} if isinstance(element, StructType) else {}
+        if (set(fields) != {"key", "value"} or not isinstance(fields["key"], StringType)
+                or not isinstance(fields["value"], text)):
+            raise SourceError("the headers column must be array<struct<key: string, value: binary>>, "
+                              f"not {headers.simpleString()}")
+
+
 class _TopicWriter:
     def __init__(self, options: dict, schema: StructType) -> None:
         self.options = {k.lower(): v for k, v in options.items()}
@@ -41,6 +62,7 @@ class _TopicWriter:
         self.topic = self.options.get("topic")
         if self.topic is None and "topic" not in names:
             raise SourceError("give a topic option or a topic column")
+        check_column_types(schema)
         self.producer_options = {
             k[len("kafka."):]: v for k, v in self.options.items()
             if k.startswith("kafka.") and k != "kafka.bootstrap.servers"
@@ -62,7 +84,9 @@ class _TopicWriter:
         count = 0
         for row in iterator:
             fields = row.asDict()
-            topic = fields.get("topic") or self.topic
+            topic = self.topic or fields.get("topic")  # the option overrides the column, as in Spark
+            if topic is None:
+                raise SourceError("a row's topic is null; give the topic option for such rows")
             extra = {}
             if fields.get("partition") is not None:
                 extra["partition"] = int(fields["partition"])
