@@ -99,3 +99,27 @@ def test_groups_describe_lag_reset_and_watch(broker, topic_name):
 def test_run_unknown_pipeline_is_one_line(broker):
     r = freshet(broker, "run", "no-such-pipeline", "--from", "x", "--to", "console")
     assert r.returncode == 1 and "unknown pipeline" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_run_refuses_what_it_can_before_spark_starts(broker, topic_name):
+    freshet(broker, "topic", "create", topic_name, "--partitions", "2")
+    base = ["run", "requests-per-minute", "--from", topic_name, "--to", "console"]
+    refused = {
+        "unknown sink 'bogus'": ["run", "requests-per-minute", "--from", topic_name, "--to", "bogus"],
+        "parquet sink needs a path": ["run", "requests-per-minute", "--from", topic_name, "--to", "parquet:"],
+        "postgres sink needs a table": ["run", "requests-per-minute", "--from", topic_name, "--to", "postgres:t"],
+        "topic(s) no-such-topic-x do not exist": ["run", "requests-per-minute", "--from", "no-such-topic-x", "--to",
+                                                  "console"],
+        "click-through reads two topics": ["run", "click-through", "--from", topic_name, "--to", "console"],
+        "the trigger interval must be positive": [*base, "--trigger-seconds", "-1"],
+        "max offsets per trigger must be at least 1": [*base, "--max-offsets-per-trigger", "0"],
+        "starting offsets must be earliest, latest or JSON": [*base, "--starting-offsets", "garbage"],
+        "lateness must be an interval like '2 minutes'": [*base, "--lateness", "abc"],
+    }
+    for message, args in refused.items():
+        r = freshet(broker, *args)
+        assert r.returncode == 1 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+    unreachable = subprocess.run([sys.executable, "-m", "freshet.cli.main", *base, "--bootstrap", "127.0.0.1:1"],
+                                 check=False, capture_output=True, text=True, timeout=60)
+    assert unreachable.returncode == 1 and "cannot reach a broker at 127.0.0.1:1" in unreachable.stderr
+    assert len(unreachable.stderr.strip().splitlines()) == 1

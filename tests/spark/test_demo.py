@@ -5,18 +5,19 @@ import re
 import subprocess
 import sys
 
-from freshet.cli.demo_cmd import stderr_to
+from freshet.cli.common import stderr_to
 from freshet.testing import free_port
 
 
 def test_stderr_to_takes_what_child_processes_write_and_gives_it_back(tmp_path, capfd):
     log = tmp_path / "spark.log"
-    with stderr_to(str(log)):
+    with stderr_to(str(log)) as terminal:
         subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('from a child\\n')"], check=True)
         os.write(2, b"from this process\n")
+        terminal.write("for the user\n")
     os.write(2, b"after\n")
     assert log.read_text().splitlines() == ["from a child", "from this process"]
-    assert capfd.readouterr().err == "after\n"
+    assert capfd.readouterr().err == "for the user\nafter\n"
 
 
 def test_demo_shows_window_results_and_keeps_spark_noise_off_the_terminal(tmp_path):

@@ -1,6 +1,7 @@
 """Generated access logs through the broker, the freshet source, a pipeline and the sinks, checked
 against an independent computation; then the same under kill -9 of the driver."""
 
+import json
 import os
 import subprocess
 import sys
@@ -98,3 +99,22 @@ def test_exactly_once_under_kill_9_of_the_driver(spark, broker, postgres, topic_
     with psycopg.connect(postgres.dsn) as conn:
         pg = dict(conn.execute("SELECT window_start AT TIME ZONE 'UTC', requests FROM rpm").fetchall())
     assert pg == dict(counts)
+
+
+def test_run_says_why_a_query_failed_in_one_line_and_keeps_spark_output_in_its_log(broker, topic_name, tmp_path):
+    """A failure inside the running query (here: startingOffsets naming a partition the topic does not
+    have) ends `freshet run` with the source's own message, not Spark's traceback; Spark's output is
+    in the log beside the checkpoint."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1)])[topic_name].result(10)
+    checkpoint = tmp_path / "ck"
+    r = subprocess.run([sys.executable, "-m", "freshet.cli.main", "run", "requests-per-minute", "--from", topic_name,
+                        "--to", "console", "--available-now", "--checkpoint", str(checkpoint),
+                        "--starting-offsets", json.dumps({topic_name: {"3": 0}}), "--bootstrap", broker.bootstrap],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 1
+    last = r.stderr.strip().splitlines()[-1]
+    assert last == (f"error: requests-per-minute failed: startingOffsets names {topic_name}-3, which this source "
+                    f"does not read (more in {checkpoint}.spark.log)"), r.stderr
+    assert "Traceback" not in r.stderr and "\tat " not in r.stderr and len(r.stderr.strip().splitlines()) == 3
+    assert "startingOffsets names" in (tmp_path / "ck.spark.log").read_text()

@@ -1,9 +1,11 @@
-"""What every client command shares: the --bootstrap option and one-line errors."""
+"""What every client command shares: the --bootstrap option, one-line errors, Spark's noise kept off the terminal."""
 
 from __future__ import annotations
 
 import functools
+import os
 import sys
+from contextlib import contextmanager
 
 import click
 from confluent_kafka import KafkaException
@@ -34,3 +36,25 @@ def one_line_errors(fn):
             sys.exit(130)
 
     return wrapper
+
+
+@contextmanager
+def stderr_to(path: str):
+    """Send this process's standard error (file descriptor 2), and so that of every process it starts
+    meanwhile, to ``path``; restore it after. The Spark JVM and its Python workers write their logs and
+    shutdown noise (a stopped query's source worker finding its socket closed) there, not over the
+    live table on standard output. Yields a text stream on the original standard error, for what the
+    user must see."""
+    sys.stderr.flush()
+    terminal = os.dup(2)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+    shown = os.fdopen(os.dup(terminal), "w", buffering=1)
+    try:
+        yield shown
+    finally:
+        shown.close()
+        sys.stderr.flush()
+        os.dup2(terminal, 2)
+        os.close(terminal)

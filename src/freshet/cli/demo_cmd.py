@@ -7,7 +7,6 @@ import sys
 import threading
 import time
 from collections import Counter
-from contextlib import contextmanager
 
 import click
 from confluent_kafka import Consumer, TopicPartition
@@ -19,6 +18,7 @@ from rich.table import Table
 from freshet.client import TopicAdmin, consumer_config
 from freshet.testing import BrokerProcess
 
+from .common import stderr_to
 from .gen_cmd import produce_access_logs
 
 
@@ -82,24 +82,6 @@ def access_logs(seconds: float, rate: float, time_scale: float, pipelines: bool,
         dashboard[0].terminate()
         dashboard[0].wait(15)
         broker.stop()
-
-
-@contextmanager
-def stderr_to(path: str):
-    """Send this process's standard error (file descriptor 2), and so that of every process it starts
-    meanwhile, to ``path``; restore it after. The Spark JVM and its Python workers write their logs and
-    shutdown noise (a stopped query's source worker finding its socket closed) there, not over the
-    live table on standard output."""
-    sys.stderr.flush()
-    terminal = os.dup(2)
-    with open(path, "ab") as log:
-        os.dup2(log.fileno(), 2)
-    try:
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(terminal, 2)
-        os.close(terminal)
 
 
 def _start_dashboard(bootstrap: str, metrics_url: str, data_dir: str, port: int):

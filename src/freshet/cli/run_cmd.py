@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 
 import click
 
-from .common import bootstrap_option
+from .common import bootstrap_option, stderr_to
 
 
 @click.command()
@@ -24,42 +25,72 @@ from .common import bootstrap_option
 @click.option("--available-now", is_flag=True, help="Process what is there, then stop.")
 @click.option("--max-offsets-per-trigger", type=int, default=None)
 @click.option("--pg-dsn", envvar="FRESHET_PG_DSN", default=None, help="PostgreSQL DSN (env FRESHET_PG_DSN).")
+@click.option("--spark-log", default=None,
+              help="Where the Spark JVM's and its Python workers' output goes (default <checkpoint>.spark.log).")
 @bootstrap_option
 def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, starting_offsets: str, lateness: str,
         trigger_seconds: float, available_now: bool, max_offsets_per_trigger: int | None, pg_dsn: str | None,
-        bootstrap: str) -> None:
+        spark_log: str | None, bootstrap: str) -> None:
     """Run PIPELINE from a topic to a sink until stopped (Ctrl-C stops it cleanly).
 
     Access-log pipelines: requests-per-minute, hopping-average, size-percentiles, unique-users, sessions,
     count-windows, sliding-windows. Joins: click-through, favourite-urls, timeline."""
-    from freshet.pipelines.runner import PipelineError, PipelineSpec, pipeline_names, start
-    from freshet.spark import session
+    from freshet.client import TopicAdmin
+    from freshet.client.admin import ClientError
+    from freshet.pipelines.runner import PipelineError, PipelineSpec, check
 
-    if pipeline not in pipeline_names():
-        click.echo(f"error: unknown pipeline {pipeline!r}; choose one of {', '.join(pipeline_names())}", err=True)
-        sys.exit(1)
     kind = sink.partition(":")[0]
     checkpoint = checkpoint or os.path.join("checkpoints", f"{pipeline}-{sink.replace(':', '-').replace('/', '_')}")
     spec = PipelineSpec(pipeline, source_topic, sink, bootstrap, checkpoint, starting_offsets, lateness,
                         trigger_seconds, available_now, max_offsets_per_trigger, pg_dsn)
-    spark = session(f"freshet-{pipeline}")
-    from freshet.spark.registry import PipelineReporter
+    # what can be known to be wrong is said before Spark starts (that takes 10 s or more)
+    try:
+        topics = check(spec)
+        existing = TopicAdmin(bootstrap).list_topics()
+    except (PipelineError, ClientError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    missing = [t for t in topics if t not in existing]
+    if missing:
+        click.echo(f"error: topic(s) {', '.join(missing)} do not exist (freshet topic create NAME)", err=True)
+        sys.exit(1)
+    spark_log = spark_log or f"{checkpoint.rstrip(os.sep)}.spark.log"
+    try:
+        with stderr_to(spark_log) as terminal:
+            code = _run_query(spec, kind, spark_log, terminal)
+    except KeyboardInterrupt:  # before the query ran: nothing to stop
+        code = 130
+    sys.exit(code)
 
-    reporter = PipelineReporter(bootstrap, spark, command=["run", *sys.argv[sys.argv.index("run") + 1:]]
+
+def _run_query(spec, kind: str, spark_log: str, terminal) -> int:
+    """Start the query and wait for it; Spark's own output goes to ``spark_log``, what the user must
+    see to ``terminal``. Returns the exit status."""
+    from pyspark.errors import StreamingQueryException
+
+    from freshet.pipelines.runner import PipelineError, start
+    from freshet.spark import session
+    from freshet.spark.registry import PipelineReporter
+    from freshet.spark.session import stop_gracefully
+
+    def say(message: str) -> None:
+        click.echo(message, file=terminal)
+
+    say(f"starting Spark (Spark's log: {spark_log})")
+    spark = session(f"freshet-{spec.pipeline}")
+    reporter = PipelineReporter(spec.bootstrap, spark, command=["run", *sys.argv[sys.argv.index("run") + 1:]]
                                 if "run" in sys.argv else None)
     spark.streams.addListener(reporter)  # shows up on the dashboard
     try:
         query = start(spark, spec)
     except PipelineError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
-    except Exception as exc:  # Spark analysis errors, unreachable cluster: one line
-        click.echo(f"error: cannot start {pipeline}: {str(exc).splitlines()[0]}", err=True)
-        sys.exit(1)
-    click.echo(f"running {pipeline} from {source_topic} to {kind} (query {query.name}, checkpoint {checkpoint})",
-               err=True)
-
-    from freshet.spark.session import stop_gracefully
+        say(f"error: {exc}")
+        return 1
+    except Exception as exc:  # noqa: BLE001 (Spark analysis errors, unreachable cluster: one line)
+        say(f"error: cannot start {spec.pipeline}: {reason(exc)}")
+        return 1
+    say(f"running {spec.pipeline} from {spec.source_topic} to {kind} (query {query.name}, "
+        f"checkpoint {spec.checkpoint})")
 
     def stop(*_args) -> None:
         stop_gracefully([query])
@@ -69,11 +100,26 @@ def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, sta
         query.awaitTermination()
     except KeyboardInterrupt:
         stop_gracefully([query])
+    except StreamingQueryException:
+        pass  # query.exception() below says it in one line
     # listener events are asynchronous: say "stopped" ourselves before the process ends
     reporter.publish(query.name, "failed" if query.exception() is not None else "stopped")
     spark.streams.removeListener(reporter)  # the JVM would call it after this interpreter has gone
     reporter.close()
     spark.stop()  # drains Spark's listener bus while Python still answers it
     if query.exception() is not None:
-        click.echo(f"error: {pipeline} failed: {str(query.exception()).splitlines()[0]}", err=True)
-        sys.exit(1)
+        say(f"error: {spec.pipeline} failed: {reason(query.exception())} (more in {spark_log})")
+        return 1
+    return 0
+
+
+def reason(exc: BaseException) -> str:
+    """One line for an error out of Spark. A Python data source's error arrives as a Python traceback
+    inside Spark's message; its last line ("SourceError: ...") is what the user needs."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    raised = [line for line in lines if re.match(r"^[\w.]+(Error|Exception): ", line)]
+    if "Traceback (most recent call last)" in str(exc) and raised:
+        return raised[-1].split(": ", 1)[1]
+    return lines[0]

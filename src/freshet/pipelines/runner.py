@@ -13,7 +13,9 @@ PostgreSQL only (``postgres:TABLE``): they keep a view there.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -91,6 +93,48 @@ def _timeline(spark, spec: PipelineSpec):
 
 # pipelines over two topics: --from A,B
 JOIN_PIPELINES = {"click-through": _click_through, "favourite-urls": _favourite_urls, "timeline": _timeline}
+JOIN_TOPICS = {"click-through": ("searches", "clicks"), "favourite-urls": ("activity", "users"),
+               "timeline": ("tweets", "follows")}
+SINK_KINDS = ("console", "parquet", "postgres", "topic")
+# what Spark's withWatermark takes, in the plain form: one or more "<number> <unit>"
+LATENESS = re.compile(r"(?:interval\s+)?(?:(?:\d+\s*(?:week|day|hour|minute|millisecond|microsecond)s?"
+                      r"|\d+(?:\.\d+)?\s*seconds?)\s*)+", re.IGNORECASE)
+
+
+def check(spec: PipelineSpec) -> list[str]:
+    """What can be known to be wrong before Spark starts (PipelineError, the message says which);
+    returns the topics the pipeline reads."""
+    if spec.pipeline not in PIPELINES and spec.pipeline not in JOIN_PIPELINES:
+        raise PipelineError(f"unknown pipeline {spec.pipeline!r}; choose one of {', '.join(pipeline_names())}")
+    kind, _, target = spec.sink.partition(":")
+    if spec.pipeline in ("favourite-urls", "timeline"):
+        _postgres_table(spec)
+    elif kind not in SINK_KINDS:
+        raise PipelineError(f"unknown sink {spec.sink!r}: console, parquet:PATH, postgres:TABLE or topic:NAME")
+    elif kind == "parquet" and not target:
+        raise PipelineError("parquet sink needs a path: parquet:/some/dir")
+    elif kind == "postgres" and (not target or not spec.pg_dsn):
+        raise PipelineError("postgres sink needs a table (postgres:TABLE) and a DSN (--pg-dsn)")
+    elif kind == "topic" and not target:
+        raise PipelineError("topic sink needs a topic: topic:NAME")
+    if not LATENESS.fullmatch(spec.lateness.strip()):
+        raise PipelineError(f"lateness must be an interval like '2 minutes' or '1 hour 30 minutes', "
+                            f"got {spec.lateness!r}")
+    if not spec.available_now and spec.trigger_seconds <= 0:
+        raise PipelineError(f"the trigger interval must be positive, got {spec.trigger_seconds} seconds")
+    if spec.max_offsets_per_trigger is not None and spec.max_offsets_per_trigger < 1:
+        raise PipelineError(f"max offsets per trigger must be at least 1, got {spec.max_offsets_per_trigger}")
+    if spec.starting_offsets not in ("earliest", "latest"):
+        try:
+            given = json.loads(spec.starting_offsets)
+            if not isinstance(given, dict) or not all(isinstance(v, dict) for v in given.values()):
+                raise ValueError
+        except ValueError:
+            raise PipelineError('starting offsets must be earliest, latest or JSON like {"topic": {"0": 42}}, '
+                                f"got {spec.starting_offsets!r}") from None
+    if spec.pipeline in JOIN_PIPELINES:
+        return list(_two_topics(spec, *JOIN_TOPICS[spec.pipeline]))
+    return [spec.source_topic]
 
 
 def pipeline_names() -> list[str]:
