@@ -115,6 +115,11 @@ def test_run_refuses_what_it_can_before_spark_starts(broker, topic_name):
         "max offsets per trigger must be at least 1": [*base, "--max-offsets-per-trigger", "0"],
         "starting offsets must be earliest, latest or JSON": [*base, "--starting-offsets", "garbage"],
         "lateness must be an interval like '2 minutes'": [*base, "--lateness", "abc"],
+        "postgres:public.rpm: give the table without a schema": ["run", "requests-per-minute", "--from", topic_name,
+                                                                "--to", "postgres:public.rpm", "--pg-dsn", "x"],
+        "cannot connect to PostgreSQL: connection failed": [
+            "run", "requests-per-minute", "--from", topic_name, "--to", "postgres:rpm",
+            "--pg-dsn", "host=127.0.0.1 port=1 dbname=x"],
     }
     for message, args in refused.items():
         r = freshet(broker, *args)

@@ -54,6 +54,15 @@ def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, sta
     if missing:
         click.echo(f"error: topic(s) {', '.join(missing)} do not exist (freshet topic create NAME)", err=True)
         sys.exit(1)
+    if pg_dsn and (kind == "postgres" or pipeline in ("favourite-urls", "timeline")):
+        import psycopg
+
+        try:
+            psycopg.connect(pg_dsn, connect_timeout=10).close()
+        except psycopg.Error as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            click.echo(f"error: cannot connect to PostgreSQL: {first}", err=True)  # not the DSN: it may hold a password
+            sys.exit(1)
     spark_log = spark_log or f"{checkpoint.rstrip(os.sep)}.spark.log"
     try:
         with stderr_to(spark_log) as terminal:

@@ -117,6 +117,11 @@ def check(spec: PipelineSpec) -> list[str]:
         raise PipelineError("postgres sink needs a table (postgres:TABLE) and a DSN (--pg-dsn)")
     elif kind == "topic" and not target:
         raise PipelineError("topic sink needs a topic: topic:NAME")
+    if spec.pipeline in ("favourite-urls", "timeline") or kind == "postgres":
+        table = spec.sink.partition(":")[2]
+        if "." in table:
+            raise PipelineError(f"postgres:{table}: give the table without a schema; it is created in the DSN's "
+                                "search_path (for another schema: options=-csearch_path=NAME in the DSN)")
     if not LATENESS.fullmatch(spec.lateness.strip()):
         raise PipelineError(f"lateness must be an interval like '2 minutes' or '1 hour 30 minutes', "
                             f"got {spec.lateness!r}")
