@@ -78,6 +78,32 @@ def test_topic_sink_takes_spark_kafka_column_types_and_the_topic_option_wins(spa
     assert ends == {chosen: 5, other: 0}
 
 
+def test_postgres_upsert_sink_writes_nested_columns_as_jsonb_and_timestamps_as_instants(spark, postgres,
+                                                                                       monkeypatch):
+    import time
+
+    sink = PostgresUpsertSink(postgres.dsn, "nested_test", ["id"], "nested-test")
+    df = spark.sql("SELECT 1 AS id, named_struct('url', '/a', 'hits', 3) AS top, map('x', 1) AS counts, "
+                   "array(named_struct('k', 'a')) AS pairs, array(1, 2) AS ns, "
+                   "timestamp'2026-11-22 12:00:00' AS at")  # the session's time zone is UTC
+    # PySpark collects timestamps as naive datetimes in the driver's local zone: write them from a
+    # driver that is not on UTC
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        sink(df, 0)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    with psycopg.connect(postgres.dsn) as conn:
+        conn.execute("SET TIME ZONE 'Asia/Tokyo'")
+        row = conn.execute("SELECT top, counts, pairs, ns, at AT TIME ZONE 'UTC' FROM nested_test").fetchone()
+        types = dict(conn.execute("SELECT column_name, data_type FROM information_schema.columns "
+                                  "WHERE table_name = 'nested_test'").fetchall())
+    assert row == ({"url": "/a", "hits": 3}, {"x": 1}, [{"k": "a"}], [1, 2], datetime(2026, 11, 22, 12, 0))
+    assert types["top"] == types["counts"] == types["pairs"] == "jsonb" and types["ns"] == "ARRAY"
+
+
 def test_postgres_upsert_sink_is_idempotent_per_batch(spark, postgres):
     sink = PostgresUpsertSink(postgres.dsn, "upsert_test", ["window_start"], "upsert-test")
     schema = "window_start timestamp, requests long"

@@ -38,10 +38,40 @@ def pg_type(t: DataType) -> str:
     if isinstance(t, BinaryType):
         return "bytea"
     if isinstance(t, ArrayType):
-        return pg_type(t.elementType) + "[]"
+        element = pg_type(t.elementType)
+        # arrays of structs, maps or arrays: one jsonb value (PostgreSQL arrays are not nested)
+        return "jsonb" if element == "jsonb" or element.endswith("[]") else element + "[]"
     if isinstance(t, StringType):
         return "text"
-    return "jsonb"
+    return "jsonb"  # structs, maps and anything else
+
+
+def plain(value):
+    """A collected value as JSON can hold it: Rows become objects, recursively."""
+    from pyspark.sql import Row
+
+    if isinstance(value, Row):
+        return {k: plain(v) for k, v in value.asDict().items()}
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def column_adapter(t: DataType):
+    """How a collected value of Spark type ``t`` is handed to psycopg, or None to pass it as it is."""
+    import json
+
+    from psycopg.types.json import Jsonb
+
+    if isinstance(t, TimestampType):
+        # PySpark collects a timestamp as a naive datetime in this process's local time zone; made
+        # aware, it means the same instant whatever the PostgreSQL session's time zone
+        return lambda v: v.astimezone() if v is not None and v.tzinfo is None else v
+    if pg_type(t) == "jsonb":
+        return lambda v: None if v is None else Jsonb(plain(v), dumps=lambda o: json.dumps(o, default=str))
+    return None
 
 
 def quote_ident(name: str) -> str:
@@ -120,8 +150,10 @@ class PostgresUpsertSink:
                         for n in names if n not in self.key_columns)
                     keys = ", ".join(quote_ident(k) for k in self.key_columns)
                     action = f"DO UPDATE SET {updates}" if updates else "DO NOTHING"
+                    adapters = [column_adapter(f.dataType) for f in schema.fields]
                     cur.executemany(
                         f"INSERT INTO {table} ({cols}) VALUES ({placeholders}) "
                         f"ON CONFLICT ({keys}) {action}",
-                        [tuple(r[n] for n in names) for r in rows],
+                        [tuple(v if adapt is None else adapt(v) for v, adapt in zip(r, adapters, strict=True))
+                         for r in rows],
                     )
