@@ -116,6 +116,9 @@ def test_bad_options_are_clear(spark, broker):
     with pytest.raises(Exception, match="minRecordsPerPartition must be a whole number"):
         (spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
          .option("subscribe", "x").option("minRecordsPerPartition", "many").load().collect())
+    with pytest.raises(Exception, match='Kafka client options: No such configuration property: "no.such.property"'):
+        (spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+         .option("subscribe", "x").option("kafka.no.such.property", "1").load().collect())
 
 
 def test_offset_options_follow_spark_kafka_rules_with_clear_errors(spark, broker, topic_name, tmp_path):

@@ -47,17 +47,25 @@ def parse_subscription(options: dict) -> tuple[str, object]:
 class ClusterView:
     """Metadata and offsets of the subscribed topic-partitions, from the driver."""
 
-    def __init__(self, bootstrap: str, kind: str, subscription: object, timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, kind: str, subscription: object, timeout: float = 10.0,
+                 client_options: dict | None = None) -> None:
         self.bootstrap = bootstrap
         self._admin: AdminClient | None = None
         self.kind = kind
         self.subscription = subscription
         self.timeout = timeout
+        # consumer properties included: librdkafka takes them on an admin client (and ignores them)
+        self.client_options = dict(client_options or {})
 
     @property
     def admin(self) -> AdminClient:
         if self._admin is None:
-            self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+            try:
+                self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0,
+                                           **self.client_options})
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else exc
+                raise SourceError(f"Kafka client options: {err.str() if hasattr(err, 'str') else err}") from None
         return self._admin
 
     def __getstate__(self) -> dict:

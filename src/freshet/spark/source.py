@@ -340,13 +340,17 @@ class _Common:
         self.schema = schema
         self.bootstrap = _bootstrap(self.options)
         kind, subscription = parse_subscription(self.options)
-        self.view = ClusterView(self.bootstrap, kind, subscription)
         self.include_headers = _flag(self.options, "includeHeaders", False)
         self.fail_on_data_loss = _flag(self.options, "failOnDataLoss", True)
         self.consumer_options = {
             k[len("kafka."):]: v for k, v in self.options.items()
             if k.startswith("kafka.") and k != "kafka.bootstrap.servers"
         }
+        # the driver's metadata and offset requests go with the same settings as the executors'
+        # consumers (security.protocol, sasl.*, ssl.*), and a property librdkafka does not know is
+        # refused here, before any task starts
+        self.view = ClusterView(self.bootstrap, kind, subscription, client_options=self.consumer_options)
+        self.view.admin  # noqa: B018 (builds the client: librdkafka checks the properties)
         value = self.options.get("minrecordsperpartition", str(MIN_RECORDS_PER_PARTITION))
         if not value.isdigit():
             raise SourceError(f"minRecordsPerPartition must be a whole number (0: never pack), got {value!r}")
