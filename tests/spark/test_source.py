@@ -85,6 +85,41 @@ def test_fail_on_data_loss(spark, broker, topic_name, tmp_path):
     assert sorted(int(r.value) for r in spark.read.parquet(out).collect()) == list(range(50, 100))
 
 
+def test_a_recreated_topic_fails_the_query_or_goes_on_per_fail_on_data_loss(spark, broker, topic_name, tmp_path):
+    """The topic is deleted and created again under the query: its offsets start over below where the
+    checkpoint stands. Spark's Kafka source fails (failOnDataLoss) or goes on from the new end."""
+    import time
+
+    admin = create(broker.bootstrap, topic_name, 1)
+    produce_records(broker.bootstrap, topic_name, numbered(0, 10, 1))
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+    run_available_now(stream(spark, broker, topic_name, startingOffsets="earliest"), out, ck)
+    admin.delete_topics([topic_name])[topic_name].result(10)
+    deadline = time.monotonic() + 30
+    while True:  # the name is free once the deletion has gone through
+        try:
+            admin.create_topics([NewTopic(topic_name, 1)])[topic_name].result(10)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    produce_records(broker.bootstrap, topic_name, numbered(100, 103, 1))
+    query = (stream(spark, broker, topic_name, startingOffsets="earliest").select("partition", "offset", "value")
+             .writeStream.format("parquet").option("path", out).option("checkpointLocation", ck)
+             .trigger(availableNow=True).start())
+    with pytest.raises(Exception) as err:
+        query.awaitTermination(300)
+    assert f"{topic_name}-0 now ends at offset 3, below offset 10" in str(err.value)
+    assert "failOnDataLoss=false" in str(err.value)
+    # failOnDataLoss=false: the records between (0..2) are skipped, as Spark's Kafka source does, and
+    # the query goes on from offset 3
+    run_available_now(stream(spark, broker, topic_name, startingOffsets="earliest", failOnDataLoss="false"), out, ck)
+    produce_records(broker.bootstrap, topic_name, numbered(103, 105, 1))
+    run_available_now(stream(spark, broker, topic_name, startingOffsets="earliest", failOnDataLoss="false"), out, ck)
+    assert sorted(int(r.value) for r in spark.read.parquet(out).collect()) == [*range(10), 103, 104]
+
+
 def test_batch_read_with_offset_range_and_headers(spark, broker, topic_name):
     create(broker.bootstrap, topic_name, 2)
     producer = Producer({"bootstrap.servers": broker.bootstrap})

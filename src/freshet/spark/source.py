@@ -464,7 +464,9 @@ class FreshetStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvaila
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_json(start)
         latest = self._latest(begin)
-        end = {tp: max(latest.get(tp, off), off) for tp, off in begin.items()}
+        # a partition whose end lies below where the query stands (deleted and recreated, or records
+        # lost) ends there: partitions() then fails or skips it per failOnDataLoss, as Spark's Kafka source
+        end = {tp: latest.get(tp, off) for tp, off in begin.items()}
         for tp, off in latest.items():
             end.setdefault(tp, off)
         if isinstance(limit, ReadMaxRows):
@@ -485,7 +487,13 @@ class FreshetStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvaila
         for tp in finish:
             if tp not in begin:
                 begin[tp] = self.view.offsets("earliest", [tp])[tp]
-        return self._ranges(begin, finish)
+        for (topic, partition), until in sorted(finish.items()):
+            if until < begin[(topic, partition)] and self.fail_on_data_loss:
+                raise SourceError(
+                    f"{topic}-{partition} now ends at offset {until}, below offset {begin[(topic, partition)]} where "
+                    "this query stands: the topic was deleted and recreated, or records were lost. Set "
+                    f"failOnDataLoss=false to go on from offset {until}, or start a new checkpoint")
+        return self._ranges(begin, finish)  # ranges that went back are empty: skipped
 
     def read(self, partition: TopicPartitionRange | RangePack):
         return read_partition(partition, self.schema)
