@@ -107,8 +107,18 @@ def test_count_windows_every_n_events_per_key(spark):
 def test_sliding_event_windows_count_events_within_the_span_before_each(spark):
     from freshet.pipelines.event_windows import sliding_event_windows
 
-    lines = [line("10.0.0.1", 12, m, 0, size="1") for m in (0, 4, 9, 30, 31)]
-    events = al.parse(spark.createDataFrame([(v,) for v in lines], "value binary"))
-    rows = sliding_event_windows(events, span_seconds=600).orderBy("event_time").collect()
-    assert [(r.event_time, r.events_in_span) for r in rows] == [
-        (t(12, 0), 1), (t(12, 4), 2), (t(12, 9), 3), (t(12, 30), 1), (t(12, 31), 2)]
+    lines = [line("10.0.0.1", 12, m, 0, size="1") for m in (0, 4, 9, 30, 31)] + [line("10.0.0.1", 12, 31, 0, size="5")]
+    raw = spark.createDataFrame([(v, 0, i) for i, v in enumerate(lines)], "value binary, partition int, offset long")
+    rows = sliding_event_windows(al.parse(raw), span_seconds=600).orderBy("offset").collect()
+    # two requests in the same second (log time has whole seconds) are two results, named by offset
+    assert [(r.event_time, r.offset, r.events_in_span, r.bytes_in_span) for r in rows] == [
+        (t(12, 0), 0, 1, 1), (t(12, 4), 1, 2, 2), (t(12, 9), 2, 3, 3), (t(12, 30), 3, 1, 1), (t(12, 31), 4, 2, 2),
+        (t(12, 31), 5, 3, 7)]
+
+
+def test_sliding_event_windows_need_the_records_partition_and_offset(spark):
+    from freshet.pipelines.event_windows import sliding_event_windows
+
+    events = al.parse(spark.createDataFrame([(line("10.0.0.1", 12, 0, 0),)], "value binary"))
+    with pytest.raises(ValueError, match="partition and offset"):
+        sliding_event_windows(events)

@@ -22,6 +22,8 @@ def parse(raw: DataFrame) -> DataFrame:
     """Records (``value`` holding one log line) -> one row per well-formed request.
 
     Lines that do not parse are dropped (count them with ``raw.count() - parse(raw).count()``).
+    The record's ``partition`` and ``offset``, when the records have them (the source's do), are
+    kept: they name each event (results per event are keyed by them).
     """
     line = F.col("value").cast("string")
 
@@ -37,6 +39,7 @@ def parse(raw: DataFrame) -> DataFrame:
         F.when(group(6) == "-", F.lit(0)).otherwise(group(6)).cast("long").alias("size"),
         group(7).alias("referrer"),
         group(8).alias("user_agent"),
+        *[c for c in ("partition", "offset") if c in raw.columns],
     )
     return parsed.where((F.col("client_ip") != "") & F.col("event_time").isNotNull())
 
@@ -122,7 +125,7 @@ def _count_windows(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataF
 def _sliding_windows(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataFrame:
     from .event_windows import sliding_event_windows
 
-    return sliding_event_windows(events, span_seconds=600)
+    return sliding_event_windows(events, span_seconds=600, lateness=lateness)
 
 
 # name -> (function(events, lateness), primary key of its result, whether results are final when emitted)
@@ -133,5 +136,5 @@ PIPELINES = {
     "unique-users": (unique_users_per_hour, ["window_start"], False),
     "sessions": (sessions, ["client_ip", "session_start"], False),
     "count-windows": (_count_windows, ["client_ip", "window_index"], True),
-    "sliding-windows": (_sliding_windows, ["client_ip", "event_time"], True),
+    "sliding-windows": (_sliding_windows, ["partition", "offset"], True),
 }
