@@ -110,6 +110,8 @@ def test_run_refuses_what_it_can_before_spark_starts(broker, topic_name):
         "postgres sink needs a table": ["run", "requests-per-minute", "--from", topic_name, "--to", "postgres:t"],
         "topic(s) no-such-topic-x do not exist": ["run", "requests-per-minute", "--from", "no-such-topic-x", "--to",
                                                   "console"],
+        "output topic no-such-out-x does not exist": ["run", "requests-per-minute", "--from", topic_name, "--to",
+                                                      "topic:no-such-out-x"],
         "click-through reads two topics": ["run", "click-through", "--from", topic_name, "--to", "console"],
         "the trigger interval must be positive": [*base, "--trigger-seconds", "-1"],
         "max offsets per trigger must be at least 1": [*base, "--max-offsets-per-trigger", "0"],

@@ -10,8 +10,10 @@ from datetime import datetime, timezone
 from itertools import islice
 
 import psycopg
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from freshet.client import consumer_config
 from freshet.client.produce import produce_records
 from freshet.gen.access_logs import AccessLogGenerator
 from freshet.pipelines.runner import PipelineSpec, start
@@ -36,6 +38,19 @@ def load(broker, topic, events, partitions=3):
                                               for e in events))
 
 
+def read_all(broker, topic):
+    consumer = Consumer(consumer_config(broker.bootstrap, f"read-{topic}", {"enable.auto.commit": False}))
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    records = []
+    while len(records) < end:
+        message = consumer.poll(10)
+        assert message is not None and message.error() is None
+        records.append((message.key(), message.value()))
+    consumer.close()
+    return records
+
+
 def minute(ms):
     return datetime.fromtimestamp(ms // 60000 * 60, tz=timezone.utc).replace(tzinfo=None)
 
@@ -55,7 +70,10 @@ def test_generated_logs_to_parquet_and_postgres_match_an_independent_count(spark
     events = generate(12_000, seed=3)
     load(broker, topic_name, events)
     counts = expected_counts(events)
-    for sink in (f"parquet:{tmp_path / 'rpm'}", "postgres:rpm_e2e"):
+    out_topic = f"{topic_name}-rpm"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(out_topic, 1)])[out_topic].result(10)
+    for sink in (f"parquet:{tmp_path / 'rpm'}", "postgres:rpm_e2e", f"topic:{out_topic}"):
         spec = PipelineSpec("requests-per-minute", topic_name, sink, broker.bootstrap,
                             str(tmp_path / f"ck-{sink[:4]}"), available_now=True, pg_dsn=postgres.dsn)
         query = start(spark, spec)
@@ -66,6 +84,11 @@ def test_generated_logs_to_parquet_and_postgres_match_an_independent_count(spark
     with psycopg.connect(postgres.dsn) as conn:
         rows = conn.execute("SELECT window_start AT TIME ZONE 'UTC', requests FROM rpm_e2e").fetchall()
     assert dict(rows) == dict(counts)
+    # the topic holds every update of a window (update mode, at-least-once): the last one per key counts
+    latest = {}
+    for key, value in read_all(broker, out_topic):
+        latest[json.loads(key)["window_start"]] = json.loads(value)["requests"]
+    assert {datetime.fromisoformat(w).replace(tzinfo=None): n for w, n in latest.items()} == dict(counts)
 
     spec = PipelineSpec("unique-users", topic_name, "postgres:unique_users_e2e", broker.bootstrap,
                         str(tmp_path / "ck-uu"), available_now=True, pg_dsn=postgres.dsn)

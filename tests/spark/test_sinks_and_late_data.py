@@ -157,3 +157,26 @@ def test_late_events_beyond_the_watermark_are_dropped_and_counted(spark, broker,
     assert results == {t(0): 1, t(10): 2, t(9): 1}
     assert counter.dropped(second.id) + counter.dropped(first.id) >= 1
     assert sum(op["numRowsDroppedByWatermark"] for p in second.recentProgress for op in p["stateOperators"]) == 1
+
+
+def test_sessions_are_written_once_the_watermark_closes_them(spark, broker, postgres, topic_name, tmp_path):
+    """`freshet run sessions --to postgres:T` (Spark has no update mode for session windows: it failed
+    with STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION); a session is written once, when closed."""
+    from freshet.pipelines.runner import PipelineSpec, start
+
+    create(broker.bootstrap, topic_name)
+    produce_records(broker.bootstrap, topic_name, [
+        log_record("1.1.1.1", 0, 0), log_record("1.1.1.1", 10, 0), log_record("2.2.2.2", 5, 0),
+        log_record("1.1.1.1", 45, 0),  # 35 minutes after 12:10: a new session; the watermark moves to 12:43
+    ])
+    table = "sessions_" + topic_name.rsplit("-", 1)[-1]
+    query = start(spark, PipelineSpec("sessions", topic_name, f"postgres:{table}", broker.bootstrap,
+                                      str(tmp_path / "ck"), available_now=True, pg_dsn=postgres.dsn))
+    query.awaitTermination(300)
+    assert query.exception() is None
+    with psycopg.connect(postgres.dsn) as conn:
+        rows = conn.execute(f"SELECT client_ip, to_char(session_start AT TIME ZONE 'UTC', 'HH24:MI'), "
+                            f"to_char(session_end AT TIME ZONE 'UTC', 'HH24:MI'), requests FROM {table} "
+                            "ORDER BY 1, 2").fetchall()
+    # closed: ended before the watermark (12:43); 1.1.1.1's 12:45 session is still open
+    assert rows == [("1.1.1.1", "12:00", "12:40", 2), ("2.2.2.2", "12:05", "12:35", 1)]

@@ -54,6 +54,10 @@ def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, sta
     if missing:
         click.echo(f"error: topic(s) {', '.join(missing)} do not exist (freshet topic create NAME)", err=True)
         sys.exit(1)
+    target = sink.partition(":")[2]
+    if kind == "topic" and target not in existing:
+        click.echo(f"error: output topic {target} does not exist (freshet topic create {target})", err=True)
+        sys.exit(1)
     if pg_dsn and (kind == "postgres" or pipeline in ("favourite-urls", "timeline")):
         import psycopg
 

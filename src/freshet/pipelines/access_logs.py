@@ -134,7 +134,8 @@ PIPELINES = {
     "hopping-average": (hopping_average, ["window_start"], False),
     "size-percentiles": (size_percentiles, ["window_start"], False),
     "unique-users": (unique_users_per_hour, ["window_start"], False),
-    "sessions": (sessions, ["client_ip", "session_start"], False),
+    # Spark has no update mode for session windows: a session is written once the watermark closes it
+    "sessions": (sessions, ["client_ip", "session_start"], True),
     "count-windows": (_count_windows, ["client_ip", "window_index"], True),
     "sliding-windows": (_sliding_windows, ["partition", "offset"], True),
 }

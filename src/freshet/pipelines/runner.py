@@ -4,7 +4,8 @@ Sinks:
 - ``console``                 update mode, printed each microbatch
 - ``parquet:PATH``            append mode (a window is written once the watermark closes it), exactly-once
 - ``postgres:TABLE``          update mode, upserted by the result's key, exactly-once (``PostgresUpsertSink``)
-- ``topic:NAME``              update mode, JSON rows keyed by the result's key (at-least-once)
+- ``topic:NAME``              JSON rows keyed by the result's key (at-least-once); updated windows are
+                              written again, so a compacted topic keeps each window's latest value
 
 Join pipelines read two topics (``--from A,B``): ``click-through`` (searches, clicks; any sink),
 ``favourite-urls`` (activity, the CDC users topic) and ``timeline`` (tweets, follows), both
@@ -190,11 +191,28 @@ def _write(result: DataFrame, keys: list[str], final: bool, spec: PipelineSpec):
         if not target:
             raise PipelineError("topic sink needs a topic: topic:NAME")
         rows = result.select(F.to_json(F.struct(*keys)).alias("key"), F.to_json(F.struct("*")).alias("value"))
-        writer = (rows.writeStream.outputMode(mode).format("freshet")
-                  .option("kafka.bootstrap.servers", spec.bootstrap).option("topic", target))
+        if mode == "append":
+            writer = (rows.writeStream.outputMode(mode).format("freshet")
+                      .option("kafka.bootstrap.servers", spec.bootstrap).option("topic", target))
+        else:
+            # a Python data source's stream writer takes append mode only (Spark: "freshet does not support
+            # Update mode"); each microbatch's updated rows are written by the batch writer instead
+            writer = rows.writeStream.outputMode(mode).foreachBatch(TopicBatchWriter(spec.bootstrap, target))
     else:
         raise PipelineError(f"unknown sink {spec.sink!r}: console, parquet:PATH, postgres:TABLE or topic:NAME")
     return _start(writer, spec)
+
+
+class TopicBatchWriter:
+    """``foreachBatch``: a microbatch's rows to a topic through ``write.format("freshet")`` (at-least-once)."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        (df.write.format("freshet").option("kafka.bootstrap.servers", self.bootstrap).option("topic", self.topic)
+         .mode("append").save())
 
 
 def _start(writer, spec: PipelineSpec):
