@@ -3,6 +3,7 @@
 from collections import Counter
 from datetime import datetime, timedelta
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from freshet.client.produce import produce_records
@@ -94,6 +95,8 @@ def check_ctr(rows, searches, clicks):
     assert len(got) >= len(expected) - 2 * len({q for _, q in expected})  # all but the last open hours
 
 
+# a Spark driver started four or five times (three killed mid-stream): 20-60 s each on 2 cores
+@pytest.mark.timeout(900)
 def test_click_through_under_kill_9_of_the_driver(spark, broker, tmp_path):
     """freshet run click-through killed -9 three times mid-stream: the join and aggregation state come
     back from the checkpoint; every closed hour is written once, with the right counts."""

@@ -155,6 +155,7 @@ def test_late_events_beyond_the_watermark_are_dropped_and_counted(spark, broker,
     second = run()
     t = lambda m: datetime(2026, 11, 22, 12, m)  # noqa: E731
     assert results == {t(0): 1, t(10): 2, t(9): 1}
+    assert counter.settle(first) and counter.settle(second)
     assert counter.dropped(second.id) + counter.dropped(first.id) >= 1
     assert sum(op["numRowsDroppedByWatermark"] for p in second.recentProgress for op in p["stateOperators"]) == 1
 

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from freshet.gen.timeline import Follow, Tweet, timeline_events
 from freshet.pipelines import timeline as tl
 
@@ -64,15 +66,16 @@ def freshet(*args):
     return [sys.executable, "-m", "freshet.cli.main", *args]
 
 
+# a Spark driver started four or five times (three killed mid-stream): 20-60 s each on 2 cores
+@pytest.mark.timeout(900)
 def test_timeline_view_in_postgres_survives_kill_9_and_serves_freshet_timeline(broker, postgres, tmp_path):
     """tweets + follows -> freshet run timeline -> PostgreSQL, the driver killed -9 three times mid-stream:
     the state (followers, recent tweets) is recovered and every timeline equals an independent replay."""
     import psycopg
+    from driver_kills import kill_mid_stream  # tests/spark
 
     from freshet.client import TopicAdmin
     from freshet.client.produce import produce_records
-
-    from driver_kills import kill_mid_stream  # tests/spark
 
     tweets_topic, follows_topic, table = f"tweets-{os.getpid()}", f"follows-{os.getpid()}", f"tl_{os.getpid()}"
     admin = TopicAdmin(broker.bootstrap)

@@ -201,9 +201,14 @@ def _live_pipelines(console, bootstrap, topic, data_dir, generator, produced, er
             while generator.is_alive():
                 time.sleep(0.5)
                 live.update(render())
-            for _ in range(6):  # let the last events through
+            # let the last events through: until every query has read all that was produced (on a
+            # busy machine Spark may still be on its first microbatches when the generator ends)
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and any(_read_through(q) < produced[0] for q in queries):
                 time.sleep(0.5)
                 live.update(render())
+            time.sleep(0.5)
+            live.update(render())
     finally:
         stop_gracefully(queries)
         for q in queries:
@@ -212,6 +217,20 @@ def _live_pipelines(console, bootstrap, topic, data_dir, generator, produced, er
         spark.stop()
     console.print()
     console.print(f"[green]done:[/] {produced[0]:,} events through the broker and {len(queries)} Spark queries")
+
+
+def _read_through(query) -> int:
+    """How many records of the (fresh) topic ``query`` has processed: the sum of its end offsets."""
+    import json
+
+    progress = query.lastProgress or {}
+    total = 0
+    for source in progress.get("sources", []):
+        end = source.get("endOffset")
+        end = json.loads(end) if isinstance(end, str) else end
+        for partitions in (end or {}).values():
+            total += sum(int(offset) for offset in partitions.values())
+    return total
 
 
 @demo.command("dual-writes")

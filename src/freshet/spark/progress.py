@@ -14,12 +14,16 @@ class LateRowsCounter(StreamingQueryListener):
         counter = LateRowsCounter.install(spark)
         ...
         counter.dropped(query.id)
+
+    Spark delivers progress to listeners asynchronously: right after a query's batch (or the whole
+    query) has ended, the counter may not have heard of it yet. ``settle(query)`` waits until it has.
     """
 
     def __init__(self) -> None:
         self._dropped: dict[str, int] = {}
         self._last: dict[str, dict] = {}
         self._lock = threading.Lock()
+        self._heard = threading.Condition(self._lock)
 
     @classmethod
     def install(cls, spark) -> "LateRowsCounter":
@@ -44,12 +48,23 @@ class LateRowsCounter(StreamingQueryListener):
                 "watermark": (progress.eventTime or {}).get("watermark"),
                 "state_rows": sum(op.numRowsTotal for op in progress.stateOperators),
             }
+            self._heard.notify_all()
 
     def onQueryIdle(self, event) -> None:
         pass
 
     def onQueryTerminated(self, event) -> None:
         pass
+
+    def settle(self, query, timeout: float = 60.0) -> bool:
+        """Wait until the counter has heard of ``query``'s last reported batch (False if it has not
+        within ``timeout`` seconds)."""
+        last = query.lastProgress
+        if last is None:
+            return True
+        key, batch_id = str(query.id), last["batchId"]
+        with self._heard:
+            return self._heard.wait_for(lambda: self._last.get(key, {}).get("batch_id", -1) >= batch_id, timeout)
 
     def dropped(self, query_id) -> int:
         with self._lock:
