@@ -29,8 +29,9 @@ def test_demo_shows_window_results_and_keeps_spark_noise_off_the_terminal(tmp_pa
     produced = int(re.search(r"done: ([\d,]+) events", r.stdout).group(1).replace(",", ""))
     assert produced >= 30 * 2000 * 0.9
     # rows of the live table: an event-time minute and its request count
-    rows = re.findall(r"│\s+\d\d:\d\d │\s+(\d+) │", r.stdout)
-    assert rows and sum(map(int, rows)) > 0
+    rows = re.findall(r"│\s+\d\d:\d\d │\s+(\d+) │\s+(x[\d.]+(?: spike| drop)?|-) │", r.stdout)
+    assert rows and sum(int(n) for n, _ in rows) > 0
+    assert any(versus.startswith("x") for _, versus in rows)  # each minute beside the one before
     assert "Traceback" not in r.stderr and "WARNING" not in r.stderr, r.stderr
     assert (data_dir / "spark.log").stat().st_size > 0  # the JVM's own output went to the log
     assert list((data_dir / "warehouse" / "requests_per_minute").glob("*.parquet"))

@@ -86,6 +86,13 @@ def test_trend_flags_spikes_and_drops(spark):
     assert rows[1].ratio == pytest.approx(4.0)
 
 
+def test_requests_trend_on_a_static_frame_is_trend_over_requests_per_minute(events):
+    rows = al.requests_trend(events).orderBy("window_start").collect()
+    assert [(r.window_start, r.requests, r.previous, r.flag) for r in rows] == [
+        (t(12, 0), 2, None, None), (t(12, 1), 1, 2, None), (t(12, 3), 1, 1, None), (t(12, 40), 1, 1, None)]
+    assert rows[1].ratio == pytest.approx(0.5)
+
+
 def test_timestamps_are_utc(events):
     assert events.collect()[0].event_time.tzinfo is None  # session time zone is UTC
     assert datetime(2026, 11, 22, 12, 0, 5, tzinfo=timezone.utc).timestamp() == \

@@ -18,6 +18,17 @@ def record(ip, minute, size):
     return ip.encode(), format_line(ip, ts, "GET", "/", 200, size, "-", "curl").encode(), ts
 
 
+def run_to_postgres(spark, broker, postgres, topic, tmp_path, pipeline, per_microbatch, columns, order):
+    """`freshet run PIPELINE --to postgres:T --available-now`, then T's rows: (query, rows)."""
+    table = pipeline.replace("-", "_") + "_" + topic.rsplit("-", 1)[-1]
+    query = start(spark, PipelineSpec(pipeline, topic, f"postgres:{table}", broker.bootstrap, str(tmp_path / "ck"),
+                                      available_now=True, max_offsets_per_trigger=per_microbatch, pg_dsn=postgres.dsn))
+    query.awaitTermination(300)
+    assert query.exception() is None
+    with psycopg.connect(postgres.dsn) as conn:
+        return query, conn.execute(f"SELECT {columns} FROM {table} ORDER BY {order}").fetchall()
+
+
 def test_count_windows_carry_state_across_restarts(spark, broker, topic_name, tmp_path):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(topic_name, 2)])[topic_name].result(10)
@@ -56,15 +67,9 @@ def test_sliding_windows_keep_every_event_and_drop_late_ones(spark, broker, post
         record(ip, 19, 16), record(ip, 21, 64),  # 3: ... and holds back late events from the next microbatch on
         record(ip, 5, 100), record(ip, 25, 32),  # 4: 12:05 is behind it: dropped
     ], partition=0)
-    table = "sliding_" + topic_name.rsplit("-", 1)[-1]
-    query = start(spark, PipelineSpec("sliding-windows", topic_name, f"postgres:{table}", broker.bootstrap,
-                                      str(tmp_path / "ck"), available_now=True, max_offsets_per_trigger=2,
-                                      pg_dsn=postgres.dsn))
-    query.awaitTermination(300)
-    assert query.exception() is None
-    with psycopg.connect(postgres.dsn) as conn:
-        rows = conn.execute(f"SELECT \"offset\", to_char(event_time AT TIME ZONE 'UTC', 'HH24:MI'), events_in_span, "
-                            f"bytes_in_span FROM {table} ORDER BY \"offset\"").fetchall()
+    query, rows = run_to_postgres(spark, broker, postgres, topic_name, tmp_path, "sliding-windows", 2,
+                                  "\"offset\", to_char(event_time AT TIME ZONE 'UTC', 'HH24:MI'), events_in_span, "
+                                  "bytes_in_span", "\"offset\"")
     assert rows == [
         (0, "12:00", 1, 1), (1, "12:00", 2, 3), (2, "12:04", 3, 7), (3, "12:20", 1, 8),
         (4, "12:19", 1, 16),  # 12:20 came before it but is after it: not in its span
@@ -78,3 +83,22 @@ def test_sliding_windows_keep_every_event_and_drop_late_ones(spark, broker, post
             for ms in np.frombuffer(state.value.groupState.times, "<i8")]
     assert (state.key.client_ip, held) == (ip, ["12:19", "12:20", "12:21", "12:25"])
     assert state.value.timeoutTimestamp == int(datetime(2026, 11, 22, 12, 35, tzinfo=UTC).timestamp() * 1000)
+
+
+def test_trend_on_a_stream_compares_each_closed_minute_with_the_one_before(spark, broker, postgres, topic_name,
+                                                                          tmp_path):
+    """`freshet run trend`: requests per minute beside the previous window, flagged above 3x and below
+    1/3, each written once its minute is closed; state carries across microbatches."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1)])[topic_name].result(10)
+    ip = "8.8.8.8"
+    # 3 events per microbatch: the fifth ends with 12:10, which moves the watermark to 12:08; late events
+    # are held back from the microbatch after next (the seventh), where the last one, 12:01, is dropped
+    minutes = [0] * 2 + [1] * 8 + [2] * 2 + [5] * 2 + [10] * 4 + [1]
+    produce_records(broker.bootstrap, topic_name, [record(ip, m, 1) for m in minutes], partition=0)
+    query, rows = run_to_postgres(spark, broker, postgres, topic_name, tmp_path, "trend", 3,
+                                  "to_char(window_start AT TIME ZONE 'UTC', 'HH24:MI'), requests, previous, ratio, flag",
+                                  "window_start")
+    assert rows == [("12:00", 2, None, None, None), ("12:01", 8, 2, 4.0, "spike"), ("12:02", 2, 8, 0.25, "drop"),
+                    ("12:05", 2, 2, 1.0, None)]  # 12:10 is still open
+    assert sum(op["numRowsDroppedByWatermark"] for p in query.recentProgress for op in p["stateOperators"]) == 1

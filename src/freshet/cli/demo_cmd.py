@@ -173,24 +173,32 @@ def _live_pipelines(console, bootstrap, topic, data_dir, generator, produced, er
         .queryName("requests-per-minute-parquet").start(),
     ]
     generator.start()
-    console.print("[bold]pipelines[/] requests per minute, unique users per hour, p50/p99 size per 5 minutes "
-                  f"(parquet copy in {data_dir}/warehouse)")
+    console.print("[bold]pipelines[/] requests per minute (and vs the minute before: spike above 3x, drop below "
+                  "1/3), unique users per hour (exact, and HyperLogLog's estimate), p50/p99 response size per 5 "
+                  f"minutes (parquet copy in {data_dir}/warehouse)")
 
     def render():
         table = Table(title="live window results (event time)")
-        for col in ("minute", "requests", "bytes", "5xx", "unique users (hour, exact / HLL)", "p50 / p99 size (5 min)"):
-            table.add_column(col, justify="right")
+        # fits 80 columns: users per hour exact (HyperLogLog), response size p50/p99 over 5 minutes
+        for col in ("minute", "requests", "vs prev", "MB", "5xx", "users/h", "p50/p99 size"):
+            table.add_column(col, justify="right", no_wrap=True)
         with lock:
-            recent = sorted(minutes)[-10:]
+            ordered = sorted(minutes)
+            recent = ordered[-10:]
             for w in recent:
                 r = minutes[w]
+                i = ordered.index(w)
+                previous = minutes[ordered[i - 1]].requests if i > 0 else None
+                ratio = r.requests / previous if previous else None
+                flag = " spike" if ratio and ratio > 3 else " drop" if ratio is not None and ratio < 1 / 3 else ""
+                versus = f"x{ratio:.1f}{flag}" if ratio is not None else "-"
                 hour = max((h for h in users if h <= w), default=None)
                 five = max((f for f in sizes if f <= w), default=None)
                 u = users.get(hour)
                 s = sizes.get(five)
-                table.add_row(w.strftime("%H:%M"), str(r.requests), f"{r.bytes:,}", str(r.server_errors),
-                              f"{u.unique_exact} / {u.unique_approx}" if u else "-",
-                              f"{s.p50_size:,} / {s.p99_size:,}" if s else "-")
+                table.add_row(w.strftime("%H:%M"), str(r.requests), versus, f"{r.bytes / 1e6:.1f}", str(r.server_errors),
+                              f"{u.unique_exact} ({u.unique_approx})" if u else "-",
+                              f"{s.p50_size:,}/{s.p99_size:,}" if s else "-")
         dropped = sum(late.dropped(q.id) for q in queries)
         status = (f"produced {produced[0]:,} events   late events dropped by the watermark: {dropped}   "
                   f"batches: {max((q.lastProgress or {}).get('batchId', 0) for q in queries)}")

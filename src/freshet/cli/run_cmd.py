@@ -34,7 +34,7 @@ def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, sta
     """Run PIPELINE from a topic to a sink until stopped (Ctrl-C stops it cleanly).
 
     Access-log pipelines: requests-per-minute, hopping-average, size-percentiles, unique-users, sessions,
-    count-windows, sliding-windows. Joins: click-through, favourite-urls, timeline."""
+    trend, count-windows, sliding-windows. Joins: click-through, favourite-urls, timeline."""
     from freshet.client import TopicAdmin
     from freshet.client.admin import ClientError
     from freshet.pipelines.runner import PipelineError, PipelineSpec, check

@@ -105,7 +105,8 @@ def trend(counts: DataFrame, value: str = "requests", order: str = "window_start
     """Each window beside the one before it; ``flag`` is 'spike' above 3x, 'drop' below 1/3.
 
     A batch function (window functions over the whole table): run it on the materialized result
-    of ``requests_per_minute`` (a static DataFrame or the PostgreSQL table), not on a stream.
+    of ``requests_per_minute`` (a static DataFrame or the PostgreSQL table); on a stream, use
+    ``requests_trend``.
     """
     w = Window.orderBy(order)
     previous = F.lag(value).over(w)
@@ -114,6 +115,65 @@ def trend(counts: DataFrame, value: str = "requests", order: str = "window_start
         "flag",
         F.when(F.col("ratio") > 3, F.lit("spike")).when(F.col("ratio") < 1 / 3, F.lit("drop")).otherwise(F.lit(None)),
     )
+
+
+TREND_OUTPUT = ("window_start timestamp, window_end timestamp, requests long, previous long, ratio double, "
+                "flag string")
+TREND_STATE = "open binary, last_requests long"  # open minutes and their counts (packed int64 pairs)
+
+
+def _flag(ratio: float | None) -> str | None:
+    if ratio is None:
+        return None
+    return "spike" if ratio > 3 else "drop" if ratio < 1 / 3 else None
+
+
+def requests_trend(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataFrame:
+    """Requests per minute, each window beside the one before it (``trend``) — on a stream too.
+
+    Spark allows no stateful operator after a streaming aggregation, and ``lag`` needs the whole
+    table, so on a stream the minutes are counted in Python stateful processing (one group: the
+    series) and each is written once the watermark passes its end, beside the previous window that
+    had requests. Events behind the watermark are dropped and counted, as by the other pipelines.
+    """
+    if not events.isStreaming:
+        return trend(requests_per_minute(events, lateness).select("window_start", "window_end", "requests"))
+
+    import numpy as np
+    import pandas as pd
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    minute_ms = 60_000
+
+    def step(_key: tuple, batches, state):
+        held = np.frombuffer(state.get[0], "<i8").reshape(-1, 2) if state.exists else np.empty((0, 2), "<i8")
+        last = state.get[1] if state.exists else None
+        counts = dict(zip(held[:, 0].tolist(), held[:, 1].tolist()))
+        for batch in batches:
+            ms = batch["event_time"].astype("datetime64[us]").astype("int64") // 1000
+            for start, n in (ms // minute_ms * minute_ms).value_counts().items():
+                counts[int(start)] = counts.get(int(start), 0) + int(n)
+        watermark = state.getCurrentWatermarkMs()
+        out = []
+        for start in sorted(w for w in counts if w + minute_ms <= watermark):  # closed: written once
+            requests = counts.pop(start)
+            ratio = requests / last if last else None
+            out.append((start, start + minute_ms, requests, last, ratio, _flag(ratio)))
+            last = requests
+        pairs = np.array(sorted(counts.items()), dtype="<i8").reshape(-1, 2)
+        state.update((pairs.tobytes(), last))
+        if counts:  # be called when the watermark passes the oldest open minute, even with no new events
+            state.setTimeoutTimestamp(min(counts) + minute_ms)
+        if out:
+            df = pd.DataFrame(out, columns=["start", "end", "requests", "previous", "ratio", "flag"])
+            df["window_start"] = pd.to_datetime(df.pop("start"), unit="ms")
+            df["window_end"] = pd.to_datetime(df.pop("end"), unit="ms")
+            df["previous"] = df["previous"].astype("Int64")
+            yield df[["window_start", "window_end", "requests", "previous", "ratio", "flag"]]
+
+    series = events.withWatermark("event_time", lateness).select("event_time").withColumn("series", F.lit(0))
+    return series.groupBy("series").applyInPandasWithState(step, TREND_OUTPUT, TREND_STATE, "append",
+                                                           GroupStateTimeout.EventTimeTimeout)
 
 
 def _count_windows(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataFrame:
@@ -136,6 +196,7 @@ PIPELINES = {
     "unique-users": (unique_users_per_hour, ["window_start"], False),
     # Spark has no update mode for session windows: a session is written once the watermark closes it
     "sessions": (sessions, ["client_ip", "session_start"], True),
+    "trend": (requests_trend, ["window_start"], True),
     "count-windows": (_count_windows, ["client_ip", "window_index"], True),
     "sliding-windows": (_sliding_windows, ["partition", "offset"], True),
 }
