@@ -184,14 +184,13 @@ def _live_pipelines(console, bootstrap, topic, data_dir, generator, produced, er
             table.add_column(col, justify="right", no_wrap=True)
         with lock:
             ordered = sorted(minutes)
-            recent = ordered[-10:]
-            for w in recent:
+            for i in range(max(len(ordered) - 10, 0), len(ordered)):
+                w = ordered[i]
                 r = minutes[w]
-                i = ordered.index(w)
                 previous = minutes[ordered[i - 1]].requests if i > 0 else None
                 ratio = r.requests / previous if previous else None
-                flag = " spike" if ratio and ratio > 3 else " drop" if ratio is not None and ratio < 1 / 3 else ""
-                versus = f"x{ratio:.1f}{flag}" if ratio is not None else "-"
+                flag = al.trend_flag(ratio)
+                versus = f"x{ratio:.1f}{' ' + flag if flag else ''}" if ratio is not None else "-"
                 hour = max((h for h in users if h <= w), default=None)
                 five = max((f for f in sizes if f <= w), default=None)
                 u = users.get(hour)
@@ -231,13 +230,12 @@ def _read_through(query) -> int:
     """How many records of the (fresh) topic ``query`` has processed: the sum of its end offsets."""
     import json
 
-    progress = query.lastProgress or {}
+    from freshet.spark.offsets import from_json
+
     total = 0
-    for source in progress.get("sources", []):
-        end = source.get("endOffset")
-        end = json.loads(end) if isinstance(end, str) else end
-        for partitions in (end or {}).values():
-            total += sum(int(offset) for offset in partitions.values())
+    for source in (query.lastProgress or {}).get("sources", []):
+        end = source.get("endOffset") or {}
+        total += sum(from_json(json.loads(end) if isinstance(end, str) else end).values())
     return total
 
 

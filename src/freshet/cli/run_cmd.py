@@ -37,9 +37,9 @@ def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, sta
     trend, count-windows, sliding-windows. Joins: click-through, favourite-urls, timeline."""
     from freshet.client import TopicAdmin
     from freshet.client.admin import ClientError
-    from freshet.pipelines.runner import PipelineError, PipelineSpec, check
+    from freshet.pipelines.runner import POSTGRES_PIPELINES, PipelineError, PipelineSpec, check
 
-    kind = sink.partition(":")[0]
+    kind, _, target = sink.partition(":")
     checkpoint = checkpoint or os.path.join("checkpoints", f"{pipeline}-{sink.replace(':', '-').replace('/', '_')}")
     spec = PipelineSpec(pipeline, source_topic, sink, bootstrap, checkpoint, starting_offsets, lateness,
                         trigger_seconds, available_now, max_offsets_per_trigger, pg_dsn)
@@ -54,11 +54,10 @@ def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, sta
     if missing:
         click.echo(f"error: topic(s) {', '.join(missing)} do not exist (freshet topic create NAME)", err=True)
         sys.exit(1)
-    target = sink.partition(":")[2]
     if kind == "topic" and target not in existing:
         click.echo(f"error: output topic {target} does not exist (freshet topic create {target})", err=True)
         sys.exit(1)
-    if pg_dsn and (kind == "postgres" or pipeline in ("favourite-urls", "timeline")):
+    if pg_dsn and (kind == "postgres" or pipeline in POSTGRES_PIPELINES):
         import psycopg
 
         try:

@@ -101,8 +101,18 @@ def sessions(events: DataFrame, gap: str = "30 minutes", lateness: str = DEFAULT
     )
 
 
+SPIKE = 3.0  # a window above 3x the one before is a spike, below 1/3 of it a drop
+
+
+def trend_flag(ratio: float | None) -> str | None:
+    """'spike', 'drop' or None for a window's ratio to the one before (None: no window before)."""
+    if ratio is None:
+        return None
+    return "spike" if ratio > SPIKE else "drop" if ratio < 1 / SPIKE else None
+
+
 def trend(counts: DataFrame, value: str = "requests", order: str = "window_start") -> DataFrame:
-    """Each window beside the one before it; ``flag`` is 'spike' above 3x, 'drop' below 1/3.
+    """Each window beside the one before it; ``flag`` (``trend_flag``) is 'spike' above 3x, 'drop' below 1/3.
 
     A batch function (window functions over the whole table): run it on the materialized result
     of ``requests_per_minute`` (a static DataFrame or the PostgreSQL table); on a stream, use
@@ -113,19 +123,14 @@ def trend(counts: DataFrame, value: str = "requests", order: str = "window_start
     ratio = F.when(previous > 0, F.col(value) / previous)
     return counts.withColumn("previous", previous).withColumn("ratio", ratio).withColumn(
         "flag",
-        F.when(F.col("ratio") > 3, F.lit("spike")).when(F.col("ratio") < 1 / 3, F.lit("drop")).otherwise(F.lit(None)),
+        F.when(F.col("ratio") > SPIKE, F.lit("spike")).when(F.col("ratio") < 1 / SPIKE, F.lit("drop"))
+        .otherwise(F.lit(None)),
     )
 
 
 TREND_OUTPUT = ("window_start timestamp, window_end timestamp, requests long, previous long, ratio double, "
                 "flag string")
 TREND_STATE = "open binary, last_requests long"  # open minutes and their counts (packed int64 pairs)
-
-
-def _flag(ratio: float | None) -> str | None:
-    if ratio is None:
-        return None
-    return "spike" if ratio > 3 else "drop" if ratio < 1 / 3 else None
 
 
 def requests_trend(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataFrame:
@@ -141,7 +146,8 @@ def requests_trend(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataF
 
     import numpy as np
     import pandas as pd
-    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from .event_windows import epoch_ms, stateful
 
     minute_ms = 60_000
 
@@ -150,15 +156,14 @@ def requests_trend(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataF
         last = state.get[1] if state.exists else None
         counts = dict(zip(held[:, 0].tolist(), held[:, 1].tolist()))
         for batch in batches:
-            ms = batch["event_time"].astype("datetime64[us]").astype("int64") // 1000
-            for start, n in (ms // minute_ms * minute_ms).value_counts().items():
+            for start, n in (epoch_ms(batch["event_time"]) // minute_ms * minute_ms).value_counts().items():
                 counts[int(start)] = counts.get(int(start), 0) + int(n)
         watermark = state.getCurrentWatermarkMs()
         out = []
         for start in sorted(w for w in counts if w + minute_ms <= watermark):  # closed: written once
             requests = counts.pop(start)
             ratio = requests / last if last else None
-            out.append((start, start + minute_ms, requests, last, ratio, _flag(ratio)))
+            out.append((start, start + minute_ms, requests, last, ratio, trend_flag(ratio)))
             last = requests
         pairs = np.array(sorted(counts.items()), dtype="<i8").reshape(-1, 2)
         state.update((pairs.tobytes(), last))
@@ -171,9 +176,8 @@ def requests_trend(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataF
             df["previous"] = df["previous"].astype("Int64")
             yield df[["window_start", "window_end", "requests", "previous", "ratio", "flag"]]
 
-    series = events.withWatermark("event_time", lateness).select("event_time").withColumn("series", F.lit(0))
-    return series.groupBy("series").applyInPandasWithState(step, TREND_OUTPUT, TREND_STATE, "append",
-                                                           GroupStateTimeout.EventTimeTimeout)
+    series = events.select("event_time").withColumn("series", F.lit(0))
+    return stateful(series, "series", step, TREND_OUTPUT, TREND_STATE, lateness)
 
 
 def _count_windows(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataFrame:

@@ -31,10 +31,6 @@ SLIDING_OUTPUT = ("client_ip string, event_time timestamp, partition int, offset
 SLIDING_STATE = "times binary, sizes binary"
 
 
-def _ms(series: pd.Series) -> pd.Series:
-    return series.astype("datetime64[us]").astype("int64") // 1000
-
-
 class _FreshState:
     """Stands in for GroupState when a static DataFrame is processed in one go (no watermark, no timeout)."""
 
@@ -55,11 +51,21 @@ class _FreshState:
         pass
 
 
-def _stateful(events: DataFrame, key: str, step, output: str, state_schema: str) -> DataFrame:
-    """Streaming: applyInPandasWithState. Static: applyInPandas with an empty state per key, the same step."""
-    grouped = events.groupBy(key)
+def epoch_ms(series: pd.Series) -> pd.Series:
+    return series.astype("datetime64[us]").astype("int64") // 1000
+
+
+def stateful(events: DataFrame, key: str, step, output: str, state_schema: str,
+             lateness: str | None = None) -> DataFrame:
+    """Streaming: applyInPandasWithState; with ``lateness``, behind a watermark on ``event_time`` with
+    event-time timeouts (events later than it are dropped and counted). Static: applyInPandas with an
+    empty state per key, the same step."""
     if events.isStreaming:
-        return grouped.applyInPandasWithState(step, output, state_schema, "append", GroupStateTimeout.NoTimeout)
+        timeout = GroupStateTimeout.NoTimeout
+        if lateness is not None:
+            events, timeout = events.withWatermark("event_time", lateness), GroupStateTimeout.EventTimeTimeout
+        return events.groupBy(key).applyInPandasWithState(step, output, state_schema, "append", timeout)
+    grouped = events.groupBy(key)
 
     def once(key_value: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
         frames = list(step(key_value, iter([pdf]), _FreshState()))
@@ -78,7 +84,7 @@ def count_windows(events: DataFrame, n: int = 100, key: str = "client_ip") -> Da
         frames = [b[["event_time", "size"]] for b in batches]
         pdf = pd.concat(frames).sort_values("event_time", kind="stable")
         out = []
-        for ms, size in zip(_ms(pdf["event_time"]).tolist(), pdf["size"].fillna(0).astype("int64").tolist()):
+        for ms, size in zip(epoch_ms(pdf["event_time"]).tolist(), pdf["size"].fillna(0).astype("int64").tolist()):
             if count == 0:
                 first = ms
             count += 1
@@ -94,7 +100,7 @@ def count_windows(events: DataFrame, n: int = 100, key: str = "client_ip") -> Da
             df["last_event_time"] = pd.to_datetime(df.pop("last_ms"), unit="ms")
             yield df[["client_ip", "window_index", "first_event_time", "last_event_time", "events", "bytes"]]
 
-    return _stateful(events, key, step, COUNT_OUTPUT, COUNT_STATE)
+    return stateful(events, key, step, COUNT_OUTPUT, COUNT_STATE)
 
 
 def sliding_event_windows(events: DataFrame, span_seconds: int = 600, key: str = "client_ip",
@@ -126,7 +132,7 @@ def sliding_event_windows(events: DataFrame, span_seconds: int = 600, key: str =
         if pdf is None or pdf.empty:
             return
         pdf = pdf.sort_values(["event_time", "partition", "offset"], kind="stable")
-        t = _ms(pdf["event_time"]).to_numpy()
+        t = epoch_ms(pdf["event_time"]).to_numpy()
         s = pdf["size"].fillna(0).astype("int64").to_numpy()
         since = t - span_ms
         # events held from earlier batches within [t - span, t] ...
@@ -143,15 +149,12 @@ def sliding_event_windows(events: DataFrame, span_seconds: int = 600, key: str =
             "events_in_span": (hi - lo) + (upto - first),
             "bytes_in_span": (held_sums[hi] - held_sums[lo]) + (sums[upto] - sums[first]),
         })
-        order = np.argsort(np.concatenate([held_t, t]), kind="stable")
-        times, sizes = np.concatenate([held_t, t])[order], np.concatenate([held_s, s])[order]
+        times, sizes = np.concatenate([held_t, t]), np.concatenate([held_s, s])
+        order = np.argsort(times, kind="stable")
+        times, sizes = times[order], sizes[order]
         keep = times >= state.getCurrentWatermarkMs() - span_ms
         state.update((times[keep].astype("<i8").tobytes(), sizes[keep].astype("<i8").tobytes()))
         state.setTimeoutTimestamp(int(times[-1]) + span_ms)
         yield out
 
-    if events.isStreaming:
-        grouped = events.withWatermark("event_time", lateness).groupBy(key)
-        return grouped.applyInPandasWithState(step, SLIDING_OUTPUT, SLIDING_STATE, "append",
-                                              GroupStateTimeout.EventTimeTimeout)
-    return _stateful(events, key, step, SLIDING_OUTPUT, SLIDING_STATE)
+    return stateful(events, key, step, SLIDING_OUTPUT, SLIDING_STATE, lateness)

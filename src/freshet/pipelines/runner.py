@@ -94,6 +94,8 @@ def _timeline(spark, spec: PipelineSpec):
 
 # pipelines over two topics: --from A,B
 JOIN_PIPELINES = {"click-through": _click_through, "favourite-urls": _favourite_urls, "timeline": _timeline}
+# join pipelines that keep a view in PostgreSQL: --to postgres:TABLE only
+POSTGRES_PIPELINES = ("favourite-urls", "timeline")
 JOIN_TOPICS = {"click-through": ("searches", "clicks"), "favourite-urls": ("activity", "users"),
                "timeline": ("tweets", "follows")}
 SINK_KINDS = ("console", "parquet", "postgres", "topic")
@@ -108,7 +110,7 @@ def check(spec: PipelineSpec) -> list[str]:
     if spec.pipeline not in PIPELINES and spec.pipeline not in JOIN_PIPELINES:
         raise PipelineError(f"unknown pipeline {spec.pipeline!r}; choose one of {', '.join(pipeline_names())}")
     kind, _, target = spec.sink.partition(":")
-    if spec.pipeline in ("favourite-urls", "timeline"):
+    if spec.pipeline in POSTGRES_PIPELINES:
         _postgres_table(spec)
     elif kind not in SINK_KINDS:
         raise PipelineError(f"unknown sink {spec.sink!r}: console, parquet:PATH, postgres:TABLE or topic:NAME")
@@ -118,11 +120,9 @@ def check(spec: PipelineSpec) -> list[str]:
         raise PipelineError("postgres sink needs a table (postgres:TABLE) and a DSN (--pg-dsn)")
     elif kind == "topic" and not target:
         raise PipelineError("topic sink needs a topic: topic:NAME")
-    if spec.pipeline in ("favourite-urls", "timeline") or kind == "postgres":
-        table = spec.sink.partition(":")[2]
-        if "." in table:
-            raise PipelineError(f"postgres:{table}: give the table without a schema; it is created in the DSN's "
-                                "search_path (for another schema: options=-csearch_path=NAME in the DSN)")
+    if (spec.pipeline in POSTGRES_PIPELINES or kind == "postgres") and "." in target:
+        raise PipelineError(f"postgres:{target}: give the table without a schema; it is created in the DSN's "
+                            "search_path (for another schema: options=-csearch_path=NAME in the DSN)")
     if not LATENESS.fullmatch(spec.lateness.strip()):
         raise PipelineError(f"lateness must be an interval like '2 minutes' or '1 hour 30 minutes', "
                             f"got {spec.lateness!r}")
