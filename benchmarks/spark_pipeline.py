@@ -11,6 +11,11 @@ for 30 s, the median microbatch duration and the event-to-result latency of ever
 the end of the microbatch whose result includes it), p50 and p99.
 Prints one JSON object per result; each throughput result also says where the CPU went (cpu_s: seconds of
 CPU of the broker, the Spark JVM and Spark's Python workers while the query ran, from /proc on Linux).
+
+--ceiling adds two sources to (a), to show where the limit lies: `arrow_files`, a Python data source
+yielding the same rows as ready Arrow batches from memory-mapped files (what Spark's Python data
+source path costs with no reading at all), and `kafka_consume_only`, the freshet source with its read
+cut down to confluent-kafka's consume() of the same ranges (the floor of any reader built on it).
 """
 
 from __future__ import annotations
@@ -29,7 +34,10 @@ from datetime import datetime
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
+from freshet.spark.source import FreshetDataSource, FreshetStreamReader
 from freshet.testing import BrokerProcess
 
 ROWS_PER_BATCH = 500_000
@@ -64,6 +72,123 @@ def windowed(df):
     events = df.select(F.from_json(F.col("value").cast("string"), JSON_SCHEMA).alias("e")).select("e.*")
     events = events.withColumn("event_time", F.timestamp_millis("ts"))
     return events.withWatermark("event_time", "1 minute").groupBy(F.window("event_time", "1 minute")).count()
+
+
+class ArrowFiles(DataSource):
+    """The ceiling of a Python data source here: a stream of Arrow IPC files, one per microbatch, each
+    already holding the source's columns in record batches of the freshet source's size. ``read()``
+    memory-maps its share of a file and yields the batches as they lie: no Kafka, no decoding, no
+    column building. Whatever this costs is what any Python data source costs Spark."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "arrow_files"
+
+    def schema(self):
+        from freshet.spark.source import source_schema
+
+        return source_schema()
+
+    def streamReader(self, schema):
+        return ArrowFilesReader(self.options["path"], schema)
+
+
+class ArrowFilePart(InputPartition):
+    def __init__(self, path: str, batches: list[int]) -> None:
+        super().__init__(None)
+        self.path = path
+        self.batches = batches
+
+
+class ArrowFilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, directory: str, schema) -> None:
+        self.files = sorted(os.path.join(directory, f) for f in os.listdir(directory))
+
+    def initialOffset(self) -> dict:
+        return {"file": 0}
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        return {"file": min(start["file"] + 1, len(self.files))}  # a file per microbatch
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        pass
+
+    def partitions(self, start: dict, end: dict) -> list:
+        import pyarrow as pa
+
+        cores = len(os.sched_getaffinity(0))
+        parts = []
+        for path in self.files[start["file"]:end["file"]]:
+            with pa.memory_map(path) as source:
+                count = pa.ipc.open_file(source).num_record_batches
+            parts += [ArrowFilePart(path, list(range(i, count, cores))) for i in range(min(cores, count))]
+        return parts
+
+    def read(self, partition: ArrowFilePart):
+        import pyarrow as pa
+
+        with pa.memory_map(partition.path) as source:
+            reader = pa.ipc.open_file(source)
+            for i in partition.batches:
+                yield reader.get_batch(i)
+
+
+class ConsumeOnly(FreshetDataSource):
+    """The freshet source with its read cut down to confluent-kafka's consume() of the same ranges:
+    the records are fetched and handed to Python as Message objects, then dropped, and Spark gets
+    ready Arrow batches of as many rows. What this costs is the floor of any reader built on
+    confluent-kafka."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafka_consume_only"
+
+    def streamReader(self, schema):
+        return ConsumeOnlyReader(self.options, schema)
+
+
+class ConsumeOnlyReader(FreshetStreamReader):
+    def read(self, partition):
+        import numpy as np
+        import pyarrow as pa
+        from confluent_kafka import Consumer, Message, TopicPartition
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from freshet.spark.source import ROWS_PER_ARROW_BATCH, RangePack, cyclic_gc_paused
+
+        ranges = partition.ranges if isinstance(partition, RangePack) else [partition]
+        schema = to_arrow_schema(self.schema, timezone="UTC")
+        n = ROWS_PER_ARROW_BATCH
+        template = pa.RecordBatch.from_arrays([
+            pa.nulls(n, pa.binary()), pa.repeat(pa.scalar(make_values(1, 1_700_000_000_000)[0], pa.binary()), n),
+            pa.repeat(pa.scalar(ranges[0].topic, pa.string()), n), pa.repeat(pa.scalar(0, pa.int32()), n),
+            pa.array(np.arange(n, dtype=np.int64)), pa.repeat(pa.scalar(1_700_000_000_000_000, schema.field(5).type), n),
+            pa.repeat(pa.scalar(0, pa.int32()), n)], schema=schema)
+        consumer = Consumer({"bootstrap.servers": ranges[0].bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+                             "enable.auto.commit": False, "auto.offset.reset": "error", "fetch.queue.backoff.ms": 10,
+                             "log_level": 0, "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 1 << 20,
+                             "queued.min.messages": max(1000, min(20_000, max(r.end - r.start for r in ranges)))})
+        ends = np.zeros(max(r.partition for r in ranges) + 1, dtype=np.int64)
+        for r in ranges:
+            ends[r.partition] = r.end
+        left = sum(r.end - r.start for r in ranges)
+        consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in ranges])
+        try:
+            while left > 0:
+                with cyclic_gc_paused():  # as the freshet source does
+                    messages = consumer.consume(min(10_000, left), 0.5)
+                    if not messages:
+                        continue
+                    partitions = np.fromiter(map(Message.partition, messages), np.int64, len(messages))
+                    offsets = np.fromiter(map(Message.offset, messages), np.int64, len(messages))
+                    got = int(np.count_nonzero(offsets < ends[partitions]))
+                    del messages
+                left -= got
+                while got > 0:
+                    yield template.slice(0, min(n, got))
+                    got -= n
+        finally:
+            consumer.close()
 
 
 def measure(query) -> dict:
@@ -125,6 +250,10 @@ def main() -> None:
     ap.add_argument("--live-shuffle-partitions", type=int, default=2,
                     help="shuffle partitions of the live query (one per core here)")
     ap.add_argument("--only-live", action="store_true", help="skip the throughput runs")
+    ap.add_argument("--only-read", action="store_true", help="run (a) only: no parse + window, no live run")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="also run (a) over a Python data source yielding ready Arrow batches from memory-mapped "
+                         "files: what Spark's Python data source path costs with no reading at all")
     args = ap.parse_args()
     common = {"machine": f"{platform.machine()} {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d")}
     work = tempfile.mkdtemp(prefix="freshet-bench-")
@@ -133,6 +262,7 @@ def main() -> None:
         from pyspark.sql import functions as F
 
         from freshet.spark import session
+        from freshet.spark.session import stop_gracefully
         from freshet.spark.source import source_schema
 
         spark = session("bench", shuffle_partitions=4, extra={"spark.sql.streaming.numRecentProgressUpdates": "1000"})
@@ -144,23 +274,44 @@ def main() -> None:
         parquet_dir = os.path.join(work, "parquet-source")
         import pyarrow as pa
         import pyarrow.parquet as pq
+        from pyspark.sql.pandas.types import to_arrow_schema
 
+        from freshet.spark.source import ROWS_PER_ARROW_BATCH
+
+        arrow_dir = os.path.join(work, "arrow-source")
         os.makedirs(parquet_dir)
-        # the same rows the freshet source yields, column for column
+        os.makedirs(arrow_dir)
+        arrow_schema = to_arrow_schema(source_schema(), timezone="UTC")
+        # the same rows the freshet source yields, column for column: as Parquet files for Spark's
+        # file stream, and as Arrow IPC files (in the freshet source's batch size) for --ceiling
         for i in range(0, len(values), ROWS_PER_BATCH):
             chunk = values[i:i + ROWS_PER_BATCH]
             n = len(chunk)
-            pq.write_table(pa.table({
+            table = pa.table({
                 "key": pa.nulls(n, pa.binary()), "value": pa.array(chunk, pa.binary()),
                 "topic": pa.array([topic] * n, pa.string()), "partition": pa.array([(i // 10_000) % 6] * n, pa.int32()),
                 "offset": pa.array(range(i, i + n), pa.int64()),
                 "timestamp": pa.array([1_700_000_000_000_000] * n, pa.timestamp("us", tz="UTC")),
                 "timestampType": pa.array([0] * n, pa.int32()),
-            }), os.path.join(parquet_dir, f"part-{i // ROWS_PER_BATCH:03d}.parquet"))
+            })
+            pq.write_table(table, os.path.join(parquet_dir, f"part-{i // ROWS_PER_BATCH:03d}.parquet"))
+            if args.ceiling:
+                with pa.ipc.new_file(os.path.join(arrow_dir, f"part-{i // ROWS_PER_BATCH:03d}.arrow"),
+                                     arrow_schema) as out:
+                    for batch in table.to_batches(max_chunksize=ROWS_PER_ARROW_BATCH):
+                        out.write_batch(pa.RecordBatch.from_arrays(batch.columns, schema=arrow_schema))
         del values
 
         def freshet_stream():
             return (spark.readStream.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+                    .option("subscribe", topic).option("startingOffsets", "earliest")
+                    .option("maxOffsetsPerTrigger", ROWS_PER_BATCH).load())
+
+        def arrow_files_stream():
+            return spark.readStream.format("arrow_files").option("path", arrow_dir).load()
+
+        def consume_only_stream():
+            return (spark.readStream.format("kafka_consume_only").option("kafka.bootstrap.servers", broker.bootstrap)
                     .option("subscribe", topic).option("startingOffsets", "earliest")
                     .option("maxOffsetsPerTrigger", ROWS_PER_BATCH).load())
 
@@ -177,8 +328,19 @@ def main() -> None:
         cases = [] if args.only_live else [("read_only", lambda df: df.writeStream.format("noop")),
                                            ("parse_window", lambda df: windowed(df).writeStream.outputMode("update")
                                             .format("noop"))]
+        if args.only_read:
+            cases = cases[:1]
+        if args.ceiling:
+            spark.dataSource.register(ArrowFiles)
+            spark.dataSource.register(ConsumeOnly)
+            spark.readStream.format("arrow_files").option("path", arrow_dir).load().writeStream.format("noop") \
+                .option("checkpointLocation", os.path.join(work, "ck-warm-arrow")).trigger(availableNow=True) \
+                .start().awaitTermination()  # warm-up, as for the other two
         for case, build in cases:
-            for source, make in (("freshet", freshet_stream), ("parquet", parquet_stream)):
+            sources = [("freshet", freshet_stream), ("parquet", parquet_stream)]
+            if args.ceiling and case == "read_only":
+                sources += [("arrow_files", arrow_files_stream), ("kafka_consume_only", consume_only_stream)]
+            for source, make in sources:
                 ck = os.path.join(work, f"ck-{case}-{source}")
                 cpu_before = cpu_seconds(broker.proc.pid)
                 query = build(make()).option("checkpointLocation", ck).trigger(availableNow=True).start()
@@ -190,7 +352,16 @@ def main() -> None:
             target = 0.6 if case == "read_only" else 0.8
             print(json.dumps({"result": f"{case}_ratio_freshet_over_parquet", "ratio": round(ratio, 2),
                               "target": target, **common}), flush=True)
+            for source, note in (("arrow_files", "the ceiling of any Python data source: ready Arrow batches, no reading"),
+                                 ("kafka_consume_only", "the ceiling of a confluent-kafka reader: consume() only")):
+                if (case, source) in results:
+                    ceiling = results[(case, source)]["rows_per_s"] / results[(case, "parquet")]["rows_per_s"]
+                    print(json.dumps({"result": f"{case}_ratio_{source}_over_parquet", "ratio": round(ceiling, 2),
+                                      "note": note, **common}), flush=True)
 
+        if args.only_read:
+            spark.stop()
+            return
         # latency under a processing-time trigger with a live producer
         spark.conf.set("spark.sql.shuffle.partitions", str(args.live_shuffle_partitions))
         live = f"live-{uuid.uuid4().hex[:6]}"
@@ -221,7 +392,7 @@ def main() -> None:
         t.start()
         t.join()
         time.sleep(5)
-        query.stop()
+        stop_gracefully([query])  # between microbatches: no worker cut off mid-task
         progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
         stamps = (spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
                   .option("subscribe", live).load()
