@@ -154,8 +154,15 @@ class ConsumeOnlyReader(FreshetStreamReader):
         from confluent_kafka import Consumer, Message, TopicPartition
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from freshet.spark.source import ROWS_PER_ARROW_BATCH, RangePack, cyclic_gc_paused
+        from freshet.spark.source import (
+            ROWS_PER_ARROW_BATCH,
+            RangePack,
+            TopicPartitionRange,
+            cyclic_gc_paused,
+        )
 
+        if not isinstance(partition, (RangePack, TopicPartitionRange)):
+            return  # Spark's placeholder task of a microbatch with nothing to read
         ranges = partition.ranges if isinstance(partition, RangePack) else [partition]
         schema = to_arrow_schema(self.schema, timezone="UTC")
         n = ROWS_PER_ARROW_BATCH
