@@ -151,19 +151,19 @@ class ConsumeOnlyReader(FreshetStreamReader):
     def read(self, partition):
         import numpy as np
         import pyarrow as pa
-        from confluent_kafka import Consumer, Message, TopicPartition
+        from confluent_kafka import Message, TopicPartition
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from freshet.spark.source import (
             ROWS_PER_ARROW_BATCH,
-            RangePack,
-            TopicPartitionRange,
             cyclic_gc_paused,
+            partition_ranges,
+            range_consumer,
         )
 
-        if not isinstance(partition, (RangePack, TopicPartitionRange)):
-            return  # Spark's placeholder task of a microbatch with nothing to read
-        ranges = partition.ranges if isinstance(partition, RangePack) else [partition]
+        ranges = partition_ranges(partition)
+        if not ranges:
+            return
         schema = to_arrow_schema(self.schema, timezone="UTC")
         n = ROWS_PER_ARROW_BATCH
         template = pa.RecordBatch.from_arrays([
@@ -171,10 +171,7 @@ class ConsumeOnlyReader(FreshetStreamReader):
             pa.repeat(pa.scalar(ranges[0].topic, pa.string()), n), pa.repeat(pa.scalar(0, pa.int32()), n),
             pa.array(np.arange(n, dtype=np.int64)), pa.repeat(pa.scalar(1_700_000_000_000_000, schema.field(5).type), n),
             pa.repeat(pa.scalar(0, pa.int32()), n)], schema=schema)
-        consumer = Consumer({"bootstrap.servers": ranges[0].bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
-                             "enable.auto.commit": False, "auto.offset.reset": "error", "fetch.queue.backoff.ms": 10,
-                             "log_level": 0, "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 1 << 20,
-                             "queued.min.messages": max(1000, min(20_000, max(r.end - r.start for r in ranges)))})
+        consumer = range_consumer(ranges)  # the freshet source's own settings
         ends = np.zeros(max(r.partition for r in ranges) + 1, dtype=np.int64)
         for r in ranges:
             ends[r.partition] = r.end
@@ -184,6 +181,8 @@ class ConsumeOnlyReader(FreshetStreamReader):
             while left > 0:
                 with cyclic_gc_paused():  # as the freshet source does
                     messages = consumer.consume(min(10_000, left), 0.5)
+                    if any(map(Message.error, messages)):  # end-of-partition events, as the source checks
+                        messages = [m for m in messages if m.error() is None]
                     if not messages:
                         continue
                     partitions = np.fromiter(map(Message.partition, messages), np.int64, len(messages))
@@ -261,8 +260,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2,
                     help="run each throughput query this many times, in turns; the last round counts")
     ap.add_argument("--ceiling", action="store_true",
-                    help="also run (a) over a Python data source yielding ready Arrow batches from memory-mapped "
-                         "files: what Spark's Python data source path costs with no reading at all")
+                    help="also run (a) over ready Arrow batches from a Python data source (no reading at all) and "
+                         "over confluent-kafka's consume() alone: where the limit of (a) lies")
     args = ap.parse_args()
     common = {"machine": f"{platform.machine()} {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d")}
     work = tempfile.mkdtemp(prefix="freshet-bench-")

@@ -1,7 +1,6 @@
 """Generated access logs through the broker, the freshet source, a pipeline and the sinks, checked
 against an independent computation; then the same under kill -9 of the driver."""
 
-import pytest
 import json
 import os
 import subprocess
@@ -11,15 +10,15 @@ from datetime import datetime, timezone
 from itertools import islice
 
 import psycopg
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from driver_kills import kill_mid_stream  # noqa: E402  (tests/spark)
 
 from freshet.client import consumer_config
 from freshet.client.produce import produce_records
 from freshet.gen.access_logs import AccessLogGenerator
 from freshet.pipelines.runner import PipelineSpec, start
-
-from driver_kills import kill_mid_stream  # noqa: E402  (tests/spark)
 
 HERE = os.path.dirname(__file__)
 START_MS = int(datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc).timestamp() * 1000)

@@ -250,14 +250,12 @@ def runs(messages: list, multi_topic: bool):
     yield keys[start], messages[start:]
 
 
-def read_ranges(ranges: list[TopicPartitionRange], schema: StructType):
-    """Read ranges of distinct topic-partitions with one confluent-kafka consumer in an executor,
-    all at once (librdkafka fetches them together); yield pyarrow RecordBatches, one range each."""
-    from confluent_kafka import Consumer, TopicPartition
-    from pyspark.sql.pandas.types import to_arrow_schema
+def range_consumer(ranges: list[TopicPartitionRange]):
+    """A confluent-kafka consumer (not yet assigned) set up to read ``ranges`` in an executor."""
+    from confluent_kafka import Consumer
 
     first = ranges[0]
-    consumer = Consumer({
+    return Consumer({
         "bootstrap.servers": first.bootstrap, "group.id": f"freshet-spark-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False, "auto.offset.reset": "error", "enable.partition.eof": True,
         "fetch.queue.backoff.ms": 10, "log_level": 0,
@@ -270,6 +268,16 @@ def read_ranges(ranges: list[TopicPartitionRange], schema: StructType):
         "queued.min.messages": max(1000, min(20_000, max(r.end - r.start for r in ranges))),
         **first.consumer_options,
     })
+
+
+def read_ranges(ranges: list[TopicPartitionRange], schema: StructType):
+    """Read ranges of distinct topic-partitions with one confluent-kafka consumer in an executor,
+    all at once (librdkafka fetches them together); yield pyarrow RecordBatches, one range each."""
+    from confluent_kafka import TopicPartition
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    first = ranges[0]
+    consumer = range_consumer(ranges)
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
     progress = {(r.topic, r.partition): RangeProgress(r, arrow_schema) for r in ranges}
     multi_topic = len({r.topic for r in ranges}) > 1
@@ -420,14 +428,19 @@ def deal(groups: list[list], count: int) -> list[list]:
     return [p for p in packs if p]
 
 
-def read_partition(partition, schema: StructType):
+def partition_ranges(partition) -> list[TopicPartitionRange]:
+    """The ranges an input partition reads; none for the placeholder InputPartition(None) that Spark
+    still runs one task with when there is nothing to read (an empty topic, or a start at the end)."""
     if isinstance(partition, RangePack):
-        return read_ranges(partition.ranges, schema)
+        return partition.ranges
     if isinstance(partition, TopicPartitionRange):
-        return read_ranges([partition], schema)
-    # nothing to read (an empty topic, or a start at the end): Spark still runs one task, with the
-    # placeholder InputPartition(None)
-    return iter(())
+        return [partition]
+    return []
+
+
+def read_partition(partition, schema: StructType):
+    ranges = partition_ranges(partition)
+    return read_ranges(ranges, schema) if ranges else iter(())
 
 
 class FreshetStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvailableNow):
