@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-deps demo bench clean
+.PHONY: install test test-fast lint test-deps demo bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,8 +17,17 @@ install: $(STAMP)
 test-deps:
 	bash scripts/install-test-deps.sh
 
-test: install test-deps
-	$(BIN)/pytest -q tests
+# the package map of docs/architecture.md, checked (import-linter contracts in pyproject.toml)
+lint: install
+	$(BIN)/lint-imports
+
+# two workers: the Spark tests share one worker (and one SparkSession), everything else runs beside them
+test: install test-deps lint
+	$(BIN)/pytest -q -n 2 --dist loadgroup tests
+
+# the unit tier alone: no JVM, no sockets, seconds
+test-fast: install
+	$(BIN)/pytest -q tests/unit
 
 demo: install
 	$(BIN)/freshet demo access-logs --seconds 60

@@ -24,7 +24,7 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from freshet.testing import BrokerProcess
+from freshet.local import BrokerProcess
 
 
 def main() -> None:

@@ -24,8 +24,8 @@ import psycopg2
 from confluent_kafka import Consumer, TopicPartition
 
 from freshet.client import consumer_config
-from freshet.testing import BrokerProcess
-from freshet.testing.postgres import PostgresServer
+from freshet.local import BrokerProcess
+from freshet.local import PostgresServer
 
 
 def main() -> None:

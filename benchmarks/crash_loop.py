@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from freshet.client import producer_config
 from freshet.log import encode_batch
-from freshet.testing import BrokerProcess
+from freshet.local import BrokerProcess
 from freshet.testing.crash import read_everything, verify_exactly_once_in_order
 
 

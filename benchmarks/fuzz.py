@@ -13,7 +13,7 @@ import time
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from freshet.log import encode_batch
-from freshet.testing import BrokerProcess
+from freshet.local import BrokerProcess
 from freshet.testing.fuzz import fuzz_decoder, fuzz_live
 
 

@@ -21,7 +21,7 @@ import uuid
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from freshet.testing import BrokerProcess
+from freshet.local import BrokerProcess
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from freshet.client.produce import produce_records
 from freshet.gen.search_clicks import ClickEvent, SearchEvent, search_clicks
-from freshet.testing import BrokerProcess
+from freshet.local import BrokerProcess
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ from kio.serial import entity_reader
 
 from freshet.broker.protocol import response_schema
 from freshet.log import encode_batch
-from freshet.testing import BrokerProcess
+from freshet.local import BrokerProcess
 from freshet.testing.fuzz import encode_request
 
 PRODUCE_V, FETCH_V = 9, 11

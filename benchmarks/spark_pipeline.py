@@ -38,7 +38,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from freshet.spark.source import FreshetDataSource, FreshetStreamReader
-from freshet.testing import BrokerProcess
+from freshet.local import BrokerProcess
 
 ROWS_PER_BATCH = 500_000
 JSON_SCHEMA = "ts long, user string, url string, bytes long"

@@ -1,19 +1,12 @@
 """Fixtures every test package shares: a broker process, a broker of the test's own, topic names."""
 
 import itertools
-import os
 import re
 import shutil
-import sys
 
 import pytest
 
-# raw_kafka (a bare protocol connection) and group_member live beside the integration tests
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "integration"))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "cdc"))  # source_state, for the warehouse test
-
-from freshet.testing import BrokerProcess  # noqa: E402
-from freshet.testing.postgres import PostgresServer  # noqa: E402
+from freshet.local import BrokerProcess, PostgresServer
 
 
 @pytest.fixture(scope="session")
@@ -75,3 +68,11 @@ def kcat():
     if path is None:
         pytest.fail("kcat is missing: `make test` installs it (scripts/install-test-deps.sh)")
     return path
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test` runs two workers), every test that uses Spark goes to one worker,
+    so one SparkSession serves them all while the other worker runs the rest."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))

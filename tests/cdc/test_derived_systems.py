@@ -3,7 +3,6 @@
 import json
 import random
 import threading
-import time
 import uuid
 
 import psycopg2
@@ -12,7 +11,8 @@ import pytest
 from freshet.cdc.derived import Cache, SearchIndex
 from freshet.cdc.postgres import CdcConfig, PostgresConnector
 from freshet.testing.redis_server import RedisServer
-from test_postgres_connector import source_state
+from freshet.testing.cdc import source_state
+from freshet.testing.polling import wait_for
 
 
 @pytest.fixture(scope="module")
@@ -59,13 +59,12 @@ def test_search_index_and_cache_equal_the_source_after_a_random_workload(broker,
             index.sync(broker.bootstrap)
             cache.sync(broker.bootstrap)
         expected = source_state(postgres.dsn, f"{schema}.articles", ["id"])
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # until the connector has delivered everything
+        def caught_up() -> bool:  # the connector has delivered everything
             index.sync(broker.bootstrap)
             cache.sync(broker.bootstrap)
-            if index.table() == expected and cache.table() == expected:
-                break
-            time.sleep(0.3)
+            return index.table() == expected and cache.table() == expected
+
+        wait_for(caught_up, 120, "the index and the cache to equal the table", 0.3)
     finally:
         connector.stop()
         runner.join(60)
@@ -106,12 +105,11 @@ def test_cli_index_search_and_status(broker, postgres, db, tmp_path):
     try:
         topic = f"{prefix}.{schema}.notes"
         db = str(tmp_path / "idx.db")
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        def indexed() -> bool:
             r = freshet("cdc", "index", "--topic", topic, "--columns", "text", "--db", db, "-b", broker.bootstrap)
-            if r.returncode == 0 and "2 rows indexed" in r.stderr:
-                break
-            time.sleep(0.5)
+            return r.returncode == 0 and "2 rows indexed" in r.stderr
+
+        wait_for(indexed, 60, "both rows to be indexed", 0.5)
         out = freshet("search", "fox", "--db", db)
         assert out.returncode == 0 and [json.loads(line)["id"] for line in out.stdout.splitlines()] == [1]
         status = freshet("cdc", "status", "--dsn", postgres.dsn, "--slot", slot)

@@ -1,89 +1,20 @@
 """The PostgreSQL connector against a real PostgreSQL and a real broker."""
 
-import json
 import random
 import signal
 import subprocess
 import sys
 import threading
 import time
-import uuid
 
 import psycopg2
 import psycopg2.errors
 import pytest
 
-from freshet.cdc.pgoutput import convert
 from freshet.cdc.postgres import CdcConfig, CdcError, PostgresConnector
+from freshet.testing.cdc import rebuild, run_connector, source_state, unique
 from freshet.testing.crash import read_everything
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:8]}"
-
-
-def source_state(dsn: str, table: str, keys: list[str]) -> dict:
-    """The table as the connector would render it: key JSON -> row of converted values."""
-    schema, name = table.split(".")
-    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
-        cur.execute("SELECT attname, atttypid FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
-                    "AND NOT attisdropped ORDER BY attnum", (f'"{schema}"."{name}"',))
-        columns = cur.fetchall()
-        cur.execute(f'SELECT {", ".join(f"{c}::text" for c, _ in columns)} FROM "{schema}"."{name}"')
-        out = {}
-        for row in cur.fetchall():
-            values = {c: None if v is None else convert(oid, v) for (c, oid), v in zip(columns, row)}
-            out[json.dumps({k: values[k] for k in keys}, sort_keys=True)] = values
-        return out
-
-
-def rebuild(bootstrap: str, topic: str) -> tuple[dict, list[dict]]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    from freshet.client import consumer_config
-
-    consumer = Consumer(consumer_config(bootstrap))
-    high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    state, events, position = {}, [], 0
-    deadline = time.monotonic() + 60
-    while position < high and time.monotonic() < deadline:
-        for m in consumer.consume(5000, 0.5):
-            if m.error() is not None:
-                continue
-            position = m.offset() + 1
-            key = json.dumps(json.loads(m.key()), sort_keys=True)
-            if m.value() is None:
-                state.pop(key, None)
-                continue
-            event = json.loads(m.value())
-            events.append(event)
-            if event["op"] == "d":
-                state.pop(key, None)
-            else:
-                state[key] = event["after"]
-    consumer.close()
-    return state, events
-
-
-def run_connector(config: CdcConfig, action, changes: int = 0) -> PostgresConnector:
-    """Run the connector, do ``action`` once it streams, and stop it when ``changes`` more changes
-    have been captured and acknowledged (no sleeping on a guess: a loaded machine is slow)."""
-    connector = PostgresConnector(config)
-    thread = threading.Thread(target=connector.run)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 120
-        while not connector.streaming and time.monotonic() < deadline and thread.is_alive():
-            time.sleep(0.05)
-        action()
-        while time.monotonic() < deadline and thread.is_alive() and (
-                connector.stats.changes < changes or connector.stats.acknowledged_changes < changes):
-            time.sleep(0.05)
-    finally:
-        connector.stop()
-        thread.join(60)
-    return connector
+from freshet.testing.polling import wait_for
 
 
 def test_snapshot_then_stream_with_types_pk_updates_nulls_and_deletes(broker, postgres, db):
@@ -177,9 +108,8 @@ def test_writes_during_the_snapshot_appear_exactly_once(broker, postgres, db):
         wcur.execute(f"INSERT INTO {schema}.big VALUES ({100000 + inserted}, 'during')")
         inserted += 1
         time.sleep(0.002)
-    deadline = time.monotonic() + 120
-    while connector.stats.acknowledged_changes < inserted and time.monotonic() < deadline:
-        time.sleep(0.05)  # the writes the snapshot did not see arrive through the stream
+    # the writes the snapshot did not see arrive through the stream
+    wait_for(lambda: connector.stats.acknowledged_changes >= inserted, 120, "every insert to be acknowledged", 0.05)
     connector.stop()
     thread.join(60)
     writer.close()

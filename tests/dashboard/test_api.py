@@ -141,7 +141,7 @@ def test_without_broker_metrics_segments_are_unknown_not_wrong(loaded):
 
 
 def test_unreachable_broker_metrics_leave_the_rest_working(broker, loaded):
-    from freshet.testing import free_port
+    from freshet.local import free_port
 
     collector = Collector(broker.bootstrap, broker_metrics=[f"http://127.0.0.1:{free_port()}/metrics"])
     snap = collector.collect()

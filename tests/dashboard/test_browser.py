@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from freshet.cli.gen_cmd import produce_access_logs
-from freshet.testing import free_port
+from freshet.local import free_port
 
 ARTIFACTS = os.path.join(os.path.dirname(__file__), "..", "..", "artifacts")
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -96,7 +96,7 @@ def test_dashboard_live_charts_and_stopping_a_pipeline(broker, page, tmp_path):
         page.wait_for_selector(".pipeline[data-name='requests-per-minute-to-console'] .pipeline-status:text('stopped')",
                                timeout=60_000)
     finally:
-        from freshet.spark.registry import request_stop
+        from freshet.client.pipeline_registry import request_stop
 
         request_stop(broker.bootstrap, "requests-per-minute-to-console")  # a restarted driver, should we fail early
         stop.set()

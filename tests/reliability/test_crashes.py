@@ -7,21 +7,19 @@ import threading
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from freshet.client import consumer_config, producer_config
 from freshet.client.produce import produce_waiting
 from freshet.log import encode_batch
 from freshet.testing.crash import verify_exactly_once_in_order, read_everything
+from freshet.testing.topics import create_topic
+from freshet.testing.polling import wait_for
 
 
-def create(bootstrap, name, partitions):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions)])[name].result(10)
 
 
 def test_three_sigkills_during_idempotent_produce(own_broker, topic_name):
-    create(own_broker.bootstrap, topic_name, 6)
+    create_topic(own_broker.bootstrap, topic_name, 6)
     acked: list[bytes] = []
     failed: list = []
     done = threading.Event()
@@ -51,9 +49,7 @@ def test_three_sigkills_during_idempotent_produce(own_broker, topic_name):
         time.sleep(0.3)
         own_broker.start()
         kills += 1
-        deadline = time.monotonic() + 60
-        while len(acked) <= before and time.monotonic() < deadline:
-            time.sleep(0.05)  # producing resumed after the restart
+        wait_for(lambda: len(acked) > before, 60, "producing to resume after the restart", 0.05)
     time.sleep(0.5)
     done.set()
     writer.join(180)
@@ -64,7 +60,7 @@ def test_three_sigkills_during_idempotent_produce(own_broker, topic_name):
 
 
 def test_torn_write_is_cut_and_nothing_acknowledged_is_lost(own_broker, topic_name):
-    create(own_broker.bootstrap, topic_name, 6)
+    create_topic(own_broker.bootstrap, topic_name, 6)
     producer = Producer(producer_config(own_broker.bootstrap))
     acked = []
     for i in range(3000):
@@ -87,7 +83,7 @@ def test_torn_write_is_cut_and_nothing_acknowledged_is_lost(own_broker, topic_na
 
 
 def test_committed_offsets_survive_sigkill(own_broker, topic_name):
-    create(own_broker.bootstrap, topic_name, 3)
+    create_topic(own_broker.bootstrap, topic_name, 3)
     consumer = Consumer(consumer_config(own_broker.bootstrap, "crash-group"))
     offsets = [TopicPartition(topic_name, p, 100 + p) for p in range(3)]
     producer = Producer({"bootstrap.servers": own_broker.bootstrap})

@@ -6,11 +6,12 @@ import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from raw_kafka import RawConnection, SteadyClient, fetch, produce
+from freshet.testing.raw_kafka import RawConnection, SteadyClient, fetch, produce
 
-from freshet.broker.protocol import FrameError, decode_request, read_request_header
+from freshet.broker.framing import FrameError
+from freshet.broker.protocol import decode_request, read_request_header
 from freshet.log import encode_batch
-from freshet.testing import BrokerProcess
+from freshet.local import BrokerProcess
 from freshet.testing.fuzz import encode_request, fuzz_decoder, fuzz_live
 
 

@@ -8,19 +8,17 @@ import threading
 import time
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
-from raw_kafka import RawConnection, fetch, produce
+from kio.schema.errors import ErrorCode
+from freshet.testing.raw_kafka import RawConnection, fetch, produce
 
 from freshet.log import decode_records, encode_batch
 from freshet.log.record_batch import iter_batches
-from freshet.testing import BrokerProcess
+from freshet.local import BrokerProcess
+from freshet.testing.topics import create_topic
 
-KAFKA_STORAGE_ERROR = 56
+KAFKA_STORAGE_ERROR = ErrorCode.kafka_storage_error
 
 
-def create(bootstrap, name, partitions=1, config=None):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, config=config or {})])[name].result(10)
 
 
 @pytest.fixture
@@ -39,7 +37,7 @@ def test_disk_full_gives_storage_error_keeps_serving_and_recovers(small_disk):
     # the broker's own log off the small disk: it is the data directory that fills up
     with BrokerProcess(data_dir=os.path.join(small_disk, "data"),
                        log_path=os.path.join(os.path.dirname(small_disk), "broker.log")) as b:
-        create(b.bootstrap, "fills-up", config={"segment.bytes": "1048576"})
+        create_topic(b.bootstrap, "fills-up", config={"segment.bytes": "1048576"})
         filler = os.path.join(small_disk, "filler")
         with open(filler, "wb") as f:
             f.write(b"\0" * (3 * 1024 * 1024))
@@ -69,7 +67,7 @@ def test_disk_full_gives_storage_error_keeps_serving_and_recovers(small_disk):
 
 def test_slow_client_is_cut_off_without_affecting_others(tmp_path):
     with BrokerProcess(data_dir=str(tmp_path / "d"), extra_args=["--frame-timeout-ms", "1000"]) as b:
-        create(b.bootstrap, "busy")
+        create_topic(b.bootstrap, "busy")
         slow = socket.create_connection(("127.0.0.1", b.port))
         slow.sendall(struct.pack(">i", 200) + b"\x00\x03")  # starts a 200-byte request, then trickles
         closed = threading.Event()
@@ -96,7 +94,7 @@ def test_slow_client_is_cut_off_without_affecting_others(tmp_path):
 
 def test_produce_quota_throttles_but_keeps_every_record(tmp_path):
     with BrokerProcess(data_dir=str(tmp_path / "d"), extra_args=["--producer-byte-rate", "200000"]) as b:
-        create(b.bootstrap, "quota")
+        create_topic(b.bootstrap, "quota")
         batch = encode_batch([(b"k", b"x" * 100_000, 1)])
         throttles = []
         with RawConnection(b.bootstrap) as conn:
@@ -117,7 +115,7 @@ def test_slow_consumer_does_not_grow_broker_memory(tmp_path):
             return next(int(line.split()[1]) for line in f if line.startswith("VmRSS"))
 
     with BrokerProcess(data_dir=str(tmp_path / "d")) as b:
-        create(b.bootstrap, "firehose")
+        create_topic(b.bootstrap, "firehose")
         batch = encode_batch([(b"k", os.urandom(1000), 1)] * 500)  # ~0.5 MB
         with RawConnection(b.bootstrap) as conn:
             produce(conn, "firehose", 0, batch)

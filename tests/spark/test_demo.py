@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from freshet.cli.common import stderr_to
-from freshet.testing import free_port
+from freshet.local import free_port
 
 
 def test_stderr_to_takes_what_child_processes_write_and_gives_it_back(tmp_path, capfd):

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from driver_kills import kill_mid_stream  # noqa: E402  (tests/spark)
+from freshet.testing.crash import kill_mid_stream
 
 from freshet.client import consumer_config
 from freshet.client.produce import produce_records

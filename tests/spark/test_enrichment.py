@@ -63,7 +63,7 @@ def test_streaming_enrichment_from_the_cdc_users_topic(spark, broker, postgres, 
     from freshet.client.produce import produce_records
     from freshet.pipelines.runner import PipelineSpec, start
 
-    from test_postgres_connector import rebuild, run_connector, unique  # tests/cdc, on the path via conftest
+    from freshet.testing.cdc import rebuild, run_connector, unique
 
     conn, schema = db
     prefix = unique("e")

@@ -104,7 +104,7 @@ def test_click_through_under_kill_9_of_the_driver(spark, broker, tmp_path):
     import subprocess
     import sys
 
-    from driver_kills import kill_mid_stream  # tests/spark
+    from freshet.testing.crash import kill_mid_stream
 
     searches_topic, clicks_topic = f"searches-k{os.getpid()}", f"clicks-k{os.getpid()}"
     searches, clicks = load_search_clicks(broker, searches_topic, clicks_topic, n=6000, seed=11)

@@ -4,15 +4,12 @@ import json
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import NewPartitions, NewTopic
 
 from freshet.client.produce import produce_records
+from freshet.testing.topics import create_topic
 
 
-def create(bootstrap, name, partitions):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions)])[name].result(10)
-    return admin
 
 
 def numbered(start, stop, partitions):
@@ -36,7 +33,7 @@ def run_available_now(df, path, checkpoint):
 
 
 def test_stream_resumes_from_checkpoint_with_no_duplicates(spark, broker, topic_name, tmp_path):
-    create(broker.bootstrap, topic_name, 3)
+    create_topic(broker.bootstrap, topic_name, 3)
     for p in range(3):
         produce_records(broker.bootstrap, topic_name, numbered(p * 1000, p * 1000 + 1000, 3), partition=p)
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
@@ -56,7 +53,7 @@ def test_stream_resumes_from_checkpoint_with_no_duplicates(spark, broker, topic_
 
 
 def test_new_partitions_are_picked_up(spark, broker, topic_name, tmp_path):
-    admin = create(broker.bootstrap, topic_name, 1)
+    admin = create_topic(broker.bootstrap, topic_name, 1)
     produce_records(broker.bootstrap, topic_name, numbered(0, 10, 1))
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
     run_available_now(stream(spark, broker, topic_name, startingOffsets="earliest"), out, ck)
@@ -69,7 +66,7 @@ def test_new_partitions_are_picked_up(spark, broker, topic_name, tmp_path):
 
 
 def test_fail_on_data_loss(spark, broker, topic_name, tmp_path):
-    admin = create(broker.bootstrap, topic_name, 1)
+    admin = create_topic(broker.bootstrap, topic_name, 1)
     produce_records(broker.bootstrap, topic_name, numbered(0, 100, 1))
     tp = TopicPartition(topic_name, 0, 50)
     admin.delete_records([tp])[tp].result(10)
@@ -90,7 +87,7 @@ def test_a_recreated_topic_fails_the_query_or_goes_on_per_fail_on_data_loss(spar
     checkpoint stands. Spark's Kafka source fails (failOnDataLoss) or goes on from the new end."""
     import time
 
-    admin = create(broker.bootstrap, topic_name, 1)
+    admin = create_topic(broker.bootstrap, topic_name, 1)
     produce_records(broker.bootstrap, topic_name, numbered(0, 10, 1))
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
     run_available_now(stream(spark, broker, topic_name, startingOffsets="earliest"), out, ck)
@@ -121,7 +118,7 @@ def test_a_recreated_topic_fails_the_query_or_goes_on_per_fail_on_data_loss(spar
 
 
 def test_batch_read_with_offset_range_and_headers(spark, broker, topic_name):
-    create(broker.bootstrap, topic_name, 2)
+    create_topic(broker.bootstrap, topic_name, 2)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(20):
         producer.produce(topic_name, b"v%d" % i, b"k%d" % i, partition=i % 2, headers=[("source", b"test")])
@@ -157,7 +154,7 @@ def test_bad_options_are_clear(spark, broker):
 
 
 def test_offset_options_follow_spark_kafka_rules_with_clear_errors(spark, broker, topic_name, tmp_path):
-    create(broker.bootstrap, topic_name, 2)
+    create_topic(broker.bootstrap, topic_name, 2)
     for p in range(2):
         produce_records(broker.bootstrap, topic_name, numbered(0, 5, 2), partition=p)
 
@@ -198,7 +195,7 @@ def test_offset_options_follow_spark_kafka_rules_with_clear_errors(spark, broker
 
 
 def test_batch_reads_with_nothing_to_read_are_empty(spark, broker, topic_name):
-    create(broker.bootstrap, topic_name, 2)
+    create_topic(broker.bootstrap, topic_name, 2)
     reader = (spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
               .option("subscribe", topic_name))
     assert reader.load().count() == 0  # an empty topic
@@ -214,8 +211,8 @@ def test_one_task_reads_partitions_of_several_topics_at_once(spark, broker, topi
     """maxPartitions=1: every range of the microbatch in one task and one consumer, including a
     partition whose first records were deleted (skipped with failOnDataLoss=false)."""
     first, second = f"{topic_name}-a", f"{topic_name}-b"
-    admin = create(broker.bootstrap, first, 3)
-    create(broker.bootstrap, second, 2)
+    admin = create_topic(broker.bootstrap, first, 3)
+    create_topic(broker.bootstrap, second, 2)
     expected = set()
     for topic, partitions in ((first, 3), (second, 2)):
         for p in range(partitions):

@@ -72,7 +72,7 @@ def test_timeline_view_in_postgres_survives_kill_9_and_serves_freshet_timeline(b
     """tweets + follows -> freshet run timeline -> PostgreSQL, the driver killed -9 three times mid-stream:
     the state (followers, recent tweets) is recovered and every timeline equals an independent replay."""
     import psycopg
-    from driver_kills import kill_mid_stream  # tests/spark
+    from freshet.testing.crash import kill_mid_stream
 
     from freshet.client import TopicAdmin
     from freshet.client.produce import produce_records

@@ -6,7 +6,7 @@ import uuid
 from freshet.cdc.postgres import CdcConfig
 from freshet.pipelines.warehouse import current_table, start
 
-from test_postgres_connector import run_connector, source_state  # noqa: E402  (tests/cdc is on the path via conftest)
+from freshet.testing.cdc import run_connector, source_state
 
 
 def test_warehouse_equals_the_source_table(spark, broker, postgres, db, tmp_path):

@@ -1,40 +1,31 @@
-"""Kafka protocol error codes the broker answers with (the subset Freshet uses)."""
+"""How the broker spells what went wrong: Kafka's error codes, one spelling for the whole broker.
 
-NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-CORRUPT_MESSAGE = 2
-UNKNOWN_TOPIC_OR_PARTITION = 3
-MESSAGE_TOO_LARGE = 10
-NOT_COORDINATOR = 16
-INVALID_TOPIC_EXCEPTION = 17
-RECORD_LIST_TOO_LARGE = 18
-INVALID_REQUIRED_ACKS = 21
-TOPIC_AUTHORIZATION_FAILED = 29
-UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
-UNSUPPORTED_VERSION = 35
-TOPIC_ALREADY_EXISTS = 36
-INVALID_PARTITIONS = 37
-INVALID_REPLICATION_FACTOR = 38
-INVALID_REQUEST = 42
-INVALID_CONFIG = 40
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-INVALID_PRODUCER_EPOCH = 47
-INVALID_TRANSACTION_TIMEOUT = 50
-KAFKA_STORAGE_ERROR = 56
-UNKNOWN_PRODUCER_ID = 59
-POLICY_VIOLATION = 44
-INVALID_RECORD = 87
-UNKNOWN_SERVER_ERROR = -1
-COORDINATOR_NOT_AVAILABLE = 15
-OFFSET_METADATA_TOO_LARGE = 12
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-INVALID_GROUP_ID = 24
-UNKNOWN_MEMBER_ID = 25
-INVALID_SESSION_TIMEOUT = 26
-REBALANCE_IN_PROGRESS = 27
-NON_EMPTY_GROUP = 68
-GROUP_ID_NOT_FOUND = 69
-MEMBER_ID_REQUIRED = 79
-FENCED_INSTANCE_ID = 82
-GROUP_SUBSCRIBED_TO_TOPIC = 86
+Handlers use kio's ``ErrorCode`` (generated from Kafka's own error list) directly; this module maps
+the log's exceptions onto it, so the log stays free of the wire protocol.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from freshet.log import errors as log_errors
+
+_LOG_ERRORS: dict[type[log_errors.LogError], ErrorCode] = {
+    log_errors.CorruptBatchError: ErrorCode.corrupt_message,
+    log_errors.InvalidRecordError: ErrorCode.invalid_record,
+    log_errors.RecordTooLargeError: ErrorCode.message_too_large,
+    log_errors.OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
+    log_errors.OutOfOrderSequenceError: ErrorCode.out_of_order_sequence_number,
+    log_errors.InvalidProducerEpochError: ErrorCode.invalid_producer_epoch,
+    log_errors.UnknownProducerIdError: ErrorCode.unknown_producer_id,
+    log_errors.StorageError: ErrorCode.kafka_storage_error,
+}
+
+
+def error_code_for(exc: log_errors.LogError) -> ErrorCode:
+    """The code a Kafka broker answers with for ``exc`` (UNKNOWN_SERVER_ERROR for anything unmapped)."""
+    for cls in type(exc).__mro__:
+        code = _LOG_ERRORS.get(cls)
+        if code is not None:
+            return code
+    return ErrorCode.unknown_server_error

@@ -16,8 +16,8 @@ from typing import Callable
 
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
 
-from .protocol import FrameError
-from .protocol import _read_uvarint as _uvarint
+from .framing import FrameError
+from .framing import read_uvarint as _uvarint
 
 FIXED = {
     "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8,

@@ -22,7 +22,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from . import errors
+from kio.schema.errors import ErrorCode
+
 
 log = logging.getLogger(__name__)
 
@@ -124,19 +125,19 @@ class GroupCoordinator:
                    client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
                    protocols: list[tuple[str, bytes]], require_known_member_id: bool) -> dict:
         if not group_id:
-            raise GroupError(errors.INVALID_GROUP_ID, "group id must not be empty")
+            raise GroupError(ErrorCode.invalid_group_id, "group id must not be empty")
         if not self.min_session_ms <= session_timeout_ms <= self.max_session_ms:
-            raise GroupError(errors.INVALID_SESSION_TIMEOUT)
+            raise GroupError(ErrorCode.invalid_session_timeout)
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
         if not protocols:
-            raise GroupError(errors.INCONSISTENT_GROUP_PROTOCOL, "no protocols")
+            raise GroupError(ErrorCode.inconsistent_group_protocol, "no protocols")
         g = self.group(group_id, create=True)
         assert g is not None
         if g.state == DEAD:
-            raise GroupError(errors.COORDINATOR_NOT_AVAILABLE)
+            raise GroupError(ErrorCode.coordinator_not_available)
         if g.members and (protocol_type != g.protocol_type or not self._common_protocols(g, protocols)):
-            raise GroupError(errors.INCONSISTENT_GROUP_PROTOCOL)
+            raise GroupError(ErrorCode.inconsistent_group_protocol)
 
         if member_id == "":
             member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
@@ -146,12 +147,12 @@ class GroupCoordinator:
                     self._fence(g, old)  # the same static member restarted: it takes over its slot
             elif require_known_member_id:
                 g.pending[member_id] = time.monotonic() + session_timeout_ms / 1000
-                return self._join_response(errors.MEMBER_ID_REQUIRED, g, member_id)
+                return self._join_response(ErrorCode.member_id_required, g, member_id)
         else:
             if group_instance_id is not None and g.static_members.get(group_instance_id, member_id) != member_id:
-                raise GroupError(errors.FENCED_INSTANCE_ID)
+                raise GroupError(ErrorCode.fenced_instance_id)
             if member_id not in g.members and member_id not in g.pending:
-                raise GroupError(errors.UNKNOWN_MEMBER_ID)
+                raise GroupError(ErrorCode.unknown_member_id)
         g.pending.pop(member_id, None)
 
         member = g.members.get(member_id)
@@ -167,7 +168,7 @@ class GroupCoordinator:
             member.rebalance_timeout_ms = rebalance_timeout_ms
         member.last_heartbeat = time.monotonic()
         if member.join_future is not None and not member.join_future.done():
-            member.join_future.set_result(self._join_response(errors.UNKNOWN_MEMBER_ID, g, member_id))
+            member.join_future.set_result(self._join_response(ErrorCode.unknown_member_id, g, member_id))
         member.join_future = asyncio.get_running_loop().create_future()
         g.protocol_type = protocol_type
         if g.state != PREPARING:
@@ -191,7 +192,7 @@ class GroupCoordinator:
         if g.state == COMPLETING:
             for m in g.members.values():
                 if m.sync_future and not m.sync_future.done():
-                    m.sync_future.set_result(self._sync_response(errors.REBALANCE_IN_PROGRESS, g, b""))
+                    m.sync_future.set_result(self._sync_response(ErrorCode.rebalance_in_progress, g, b""))
         log.info("group %s: rebalancing (%s)", g.group_id, reason)
         g.state = PREPARING
         delay = self.initial_delay_s if g.new_group else g.rebalance_timeout_s()
@@ -244,7 +245,7 @@ class GroupCoordinator:
                 members = [{"member_id": x.member_id, "group_instance_id": x.group_instance_id,
                             "metadata": x.metadata_for(g.protocol_name)} for x in g.members.values()]
             assert m.join_future is not None
-            m.join_future.set_result(self._join_response(errors.NONE, g, m.member_id, members))
+            m.join_future.set_result(self._join_response(ErrorCode.none, g, m.member_id, members))
         log.info("group %s: generation %d with %d members, leader %s, protocol %s", g.group_id, g.generation,
                  len(g.members), g.leader, g.protocol_name)
 
@@ -277,9 +278,9 @@ class GroupCoordinator:
         if m is None:
             return
         if m.join_future and not m.join_future.done():
-            m.join_future.set_result(self._join_response(errors.FENCED_INSTANCE_ID, g, member_id))
+            m.join_future.set_result(self._join_response(ErrorCode.fenced_instance_id, g, member_id))
         if m.sync_future and not m.sync_future.done():
-            m.sync_future.set_result(self._sync_response(errors.FENCED_INSTANCE_ID, g, b""))
+            m.sync_future.set_result(self._sync_response(ErrorCode.fenced_instance_id, g, b""))
         m.join_future = m.sync_future = None
         self._remove(g, member_id)
 
@@ -288,11 +289,11 @@ class GroupCoordinator:
     def _check_member(self, g: Group | None, member_id: str, group_instance_id: str | None,
                       generation: int | None) -> Member:
         if g is None or member_id not in g.members:
-            raise GroupError(errors.UNKNOWN_MEMBER_ID)
+            raise GroupError(ErrorCode.unknown_member_id)
         if group_instance_id is not None and g.static_members.get(group_instance_id) != member_id:
-            raise GroupError(errors.FENCED_INSTANCE_ID)
+            raise GroupError(ErrorCode.fenced_instance_id)
         if generation is not None and generation != g.generation:
-            raise GroupError(errors.ILLEGAL_GENERATION)
+            raise GroupError(ErrorCode.illegal_generation)
         return g.members[member_id]
 
     def _sync_response(self, error_code: int, g: Group, assignment: bytes) -> dict:
@@ -306,9 +307,9 @@ class GroupCoordinator:
         assert g is not None
         member.last_heartbeat = time.monotonic()
         if g.state == PREPARING:
-            raise GroupError(errors.REBALANCE_IN_PROGRESS)
+            raise GroupError(ErrorCode.rebalance_in_progress)
         if g.state == STABLE:
-            return self._sync_response(errors.NONE, g, member.assignment)
+            return self._sync_response(ErrorCode.none, g, member.assignment)
         member.sync_future = asyncio.get_running_loop().create_future()
         if member_id == g.leader:
             for m in g.members.values():
@@ -316,10 +317,10 @@ class GroupCoordinator:
             g.state = STABLE
             for m in g.members.values():
                 if m.sync_future and not m.sync_future.done():
-                    m.sync_future.set_result(self._sync_response(errors.NONE, g, m.assignment))
+                    m.sync_future.set_result(self._sync_response(ErrorCode.none, g, m.assignment))
         result = await member.sync_future
         if result is None:
-            raise GroupError(errors.UNKNOWN_MEMBER_ID)
+            raise GroupError(ErrorCode.unknown_member_id)
         return result
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> int:
@@ -331,10 +332,10 @@ class GroupCoordinator:
         assert g is not None
         member.last_heartbeat = time.monotonic()
         if generation != g.generation:
-            return errors.ILLEGAL_GENERATION
+            return ErrorCode.illegal_generation
         if g.state == PREPARING:
-            return errors.REBALANCE_IN_PROGRESS
-        return errors.NONE
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[tuple[str, str | None, int]]:
         g = self.group(group_id)
@@ -343,13 +344,13 @@ class GroupCoordinator:
             if g is not None and not member_id and instance_id is not None:
                 member_id = g.static_members.get(instance_id, "")
             if g is None or member_id not in g.members:
-                results.append((member_id, instance_id, errors.UNKNOWN_MEMBER_ID))
+                results.append((member_id, instance_id, ErrorCode.unknown_member_id))
                 continue
             if instance_id is not None and g.static_members.get(instance_id) != member_id:
-                results.append((member_id, instance_id, errors.FENCED_INSTANCE_ID))
+                results.append((member_id, instance_id, ErrorCode.fenced_instance_id))
                 continue
             self._remove(g, member_id)
-            results.append((member_id, instance_id, errors.NONE))
+            results.append((member_id, instance_id, ErrorCode.none))
             self._after_departure(g, f"member {member_id} left")
         return results
 
@@ -388,16 +389,16 @@ class GroupCoordinator:
         g = self.group(group_id)
         if generation < 0 and not member_id:
             if g is not None and g.members:
-                raise GroupError(errors.UNKNOWN_MEMBER_ID, "the group has active members")
+                raise GroupError(ErrorCode.unknown_member_id, "the group has active members")
             return
         member = self._check_member(g, member_id, group_instance_id, generation)
         assert g is not None
         if g.state == PREPARING or g.state == COMPLETING:
-            raise GroupError(errors.REBALANCE_IN_PROGRESS)
+            raise GroupError(ErrorCode.rebalance_in_progress)
         member.last_heartbeat = time.monotonic()
 
     def delete(self, group_id: str) -> None:
         g = self.groups.get(group_id)
         if g is not None and g.members:
-            raise GroupError(errors.NON_EMPTY_GROUP)
+            raise GroupError(ErrorCode.non_empty_group)
         self.groups.pop(group_id, None)

@@ -10,6 +10,7 @@ Debian's kcat (librdkafka 2.0.2) needs.
 from __future__ import annotations
 
 import datetime
+import importlib
 import io
 import struct
 import uuid
@@ -23,15 +24,15 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field
 from kio.static.constants import EntityType
 
+from .frame_check import check as check_frame
+from .framing import FrameError, skip_tagged_fields
+
 _HEADER = struct.Struct(">hhih")
 _INT32 = struct.Struct(">i")
 API_VERSIONS_KEY = 18
+_MAX_VERSION = 20  # above the highest version kio has of any API
 
 ZERO_UUID = uuid.UUID(int=0)
-
-
-class FrameError(Exception):
-    """A frame that cannot be parsed: the connection is closed, as Kafka does."""
 
 
 @cache
@@ -59,34 +60,6 @@ def _reader(schema: type):
 @cache
 def _writer(schema: type):
     return entity_writer(schema)
-
-
-def _skip_tagged_fields(buf: bytes, pos: int) -> int:
-    count, pos = _read_uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = _read_uvarint(buf, pos)
-        size, pos = _read_uvarint(buf, pos)
-        pos += size
-        if pos > len(buf):
-            raise FrameError("tagged field runs past the frame")
-    return pos
-
-
-def _read_uvarint(buf: bytes, pos: int, end: int | None = None) -> tuple[int, int]:
-    """An unsigned varint (protocol lengths and tags) at ``pos``; never reads at or past ``end``."""
-    end = len(buf) if end is None else end
-    result = shift = 0
-    while True:
-        if pos >= end:
-            raise FrameError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 35:
-            raise FrameError("varint too long")
 
 
 class RequestHeader:
@@ -120,10 +93,8 @@ def decode_request(frame: bytes, header: RequestHeader) -> Any:
     schema = request_schema(header.api_key, header.api_version)
     pos = header.body_offset
     if schema.__flexible__:
-        pos = _skip_tagged_fields(frame, pos)
-    from .frame_check import check
-
-    check(schema, frame, pos)  # every size bounded by the frame before the native decoder allocates
+        pos = skip_tagged_fields(frame, pos)
+    check_frame(schema, frame, pos)  # every size bounded by the frame before the native decoder allocates
     try:
         result = _reader(schema)(frame, pos)
     except FrameError:
@@ -201,8 +172,32 @@ def _field_default(schema: type, name: str) -> Any:
     return _defaults(schema)[name]
 
 
+@cache
+def _known_names(schema: type) -> frozenset[str]:
+    """Field names of ``schema``'s entity in any version of its API: what a handler's dict may hold."""
+    package, _, kind = schema.__module__.rpartition(".")  # kio.schema.<api>.v<N>, request|response
+    api = package.rpartition(".")[0]
+    names: set[str] = {f.name for f in fields(schema)}
+    for version in range(_MAX_VERSION + 1):
+        try:
+            module = importlib.import_module(f"{api}.v{version}.{kind}")
+        except ImportError:
+            continue
+        other = getattr(module, schema.__name__, None)
+        if isinstance(other, type) and hasattr(other, "__dataclass_fields__"):
+            names.update(f.name for f in fields(other))
+    return frozenset(names)
+
+
 def build(schema: type, data: dict) -> Any:
-    """The ``schema`` dataclass filled from ``data`` (see the module docstring)."""
+    """The ``schema`` dataclass filled from ``data`` (see the module docstring).
+
+    A key that names no field of this entity in any version is a handler's typo: it raises
+    ValueError instead of silently answering with the field's zero value (often "no error").
+    """
+    if not _known_names(schema).issuperset(data):
+        unknown = sorted(set(data) - _known_names(schema))
+        raise ValueError(f"{schema.__name__} has no field {', '.join(unknown)} in any version")
     kwargs = {}
     for name, kafka_type, is_array, nested, has_default, zero, optional in _plan(schema):
         if name in data:

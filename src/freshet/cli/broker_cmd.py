@@ -8,6 +8,9 @@ import sys
 
 import click
 
+from freshet.broker.config import BrokerConfig
+
+DEFAULTS = BrokerConfig(data_dir="./data")  # every default below is BrokerConfig's
 
 @click.group()
 def broker() -> None:
@@ -15,25 +18,25 @@ def broker() -> None:
 
 
 @broker.command("start")
-@click.option("--data-dir", default="./data", show_default=True, help="Where the log lives.")
-@click.option("--port", default=9092, show_default=True, type=int, help="0 picks a free port.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--advertised-host", default=None, help="Host clients are told to connect to.")
-@click.option("--auto-create-topics/--no-auto-create-topics", default=False, show_default=True)
-@click.option("--default-partitions", default=1, show_default=True, type=int)
-@click.option("--cleaner-interval-ms", default=30_000, show_default=True, type=int,
+@click.option("--data-dir", default=DEFAULTS.data_dir, show_default=True, help="Where the log lives.")
+@click.option("--port", default=DEFAULTS.port, show_default=True, type=int, help="0 picks a free port.")
+@click.option("--host", default=DEFAULTS.host, show_default=True, help="Address to listen on.")
+@click.option("--advertised-host", default=DEFAULTS.advertised_host, help="Host clients are told to connect to.")
+@click.option("--auto-create-topics/--no-auto-create-topics", default=DEFAULTS.auto_create_topics, show_default=True)
+@click.option("--default-partitions", default=DEFAULTS.default_partitions, show_default=True, type=int)
+@click.option("--cleaner-interval-ms", default=DEFAULTS.cleaner_interval_ms, show_default=True, type=int,
               help="How often retention and compaction run.")
-@click.option("--initial-rebalance-delay-ms", default=100, show_default=True, type=int,
+@click.option("--initial-rebalance-delay-ms", default=DEFAULTS.initial_rebalance_delay_ms, show_default=True, type=int,
               help="How long a new consumer group waits for more members before its first assignment.")
-@click.option("--idle-timeout-ms", default=600_000, show_default=True, type=int,
+@click.option("--idle-timeout-ms", default=int(DEFAULTS.idle_timeout_s * 1000), show_default=True, type=int,
               help="Close connections silent this long (connections.max.idle.ms).")
-@click.option("--frame-timeout-ms", default=30_000, show_default=True, type=int,
+@click.option("--frame-timeout-ms", default=int(DEFAULTS.frame_timeout_s * 1000), show_default=True, type=int,
               help="Close a connection whose started request does not arrive whole within this (slow clients).")
-@click.option("--max-request-bytes", default=100 * 1024 * 1024, show_default=True, type=int,
+@click.option("--max-request-bytes", default=DEFAULTS.max_request_bytes, show_default=True, type=int,
               help="Largest request accepted (socket.request.max.bytes); larger frames close the connection.")
-@click.option("--producer-byte-rate", default=0, show_default=True, type=int,
+@click.option("--producer-byte-rate", default=DEFAULTS.producer_byte_rate, show_default=True, type=int,
               help="Produce quota per client id in bytes/s (0: none); excess is throttled (throttle_time_ms).")
-@click.option("--metrics-port", default=None, type=int,
+@click.option("--metrics-port", default=DEFAULTS.metrics_port, type=int,
               help="Serve Prometheus metrics (segment count, size, offsets per partition) on GET /metrics here.")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
@@ -42,7 +45,7 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
           frame_timeout_ms: int, max_request_bytes: int, producer_byte_rate: int, metrics_port: int | None,
           log_level: str) -> None:
     """Start a broker in the foreground (Ctrl-C stops it cleanly)."""
-    from freshet.broker import BrokerConfig, run_broker
+    from freshet.broker import run_broker
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = BrokerConfig(

@@ -10,10 +10,10 @@ from contextlib import contextmanager
 import click
 from confluent_kafka import KafkaException
 
-from freshet.client import ClientError
+from freshet.client import DEFAULT_BOOTSTRAP, ClientError
 
 bootstrap_option = click.option(
-    "--bootstrap", "-b", envvar="FRESHET_BOOTSTRAP", default="127.0.0.1:9092", show_default=True,
+    "--bootstrap", "-b", envvar="FRESHET_BOOTSTRAP", default=DEFAULT_BOOTSTRAP, show_default=True,
     help="Kafka bootstrap servers (env FRESHET_BOOTSTRAP).",
 )
 

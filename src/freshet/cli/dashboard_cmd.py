@@ -68,7 +68,7 @@ def pipelines() -> None:
 @bootstrap_option
 @one_line_errors
 def list_(bootstrap: str) -> None:
-    from freshet.spark.registry import read_pipelines
+    from freshet.client.pipeline_registry import read_pipelines
 
     for name, p in sorted(read_pipelines(bootstrap).items()):
         progress = p.get("progress") or {}
@@ -82,7 +82,7 @@ def list_(bootstrap: str) -> None:
 @one_line_errors
 def stop(name: str, bootstrap: str) -> None:
     from freshet.client import ClientError
-    from freshet.spark.registry import read_pipelines, request_stop
+    from freshet.client.pipeline_registry import read_pipelines, request_stop
 
     known = read_pipelines(bootstrap)
     if name not in known:

@@ -16,7 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from freshet.client import TopicAdmin, consumer_config
-from freshet.testing import BrokerProcess
+from freshet.local import BrokerProcess
 
 from .common import stderr_to
 from .gen_cmd import produce_access_logs
@@ -89,7 +89,7 @@ def _start_dashboard(bootstrap: str, metrics_url: str, data_dir: str, port: int)
     import socket
     import subprocess
 
-    from freshet.testing import free_port
+    from freshet.local import free_port
 
     with socket.socket() as s:
         if s.connect_ex(("127.0.0.1", port)) == 0:
@@ -128,7 +128,8 @@ def _live_records(console, bootstrap, topic, generator, produced, seconds) -> No
 
 
 def _live_pipelines(console, bootstrap, topic, data_dir, generator, produced, errors) -> None:
-    from freshet.pipelines import access_logs as al
+    from freshet.pipelines.access_logs import trend_flag
+    from freshet.pipelines.catalog import CATALOG
     from freshet.pipelines.runner import PipelineSpec, source
     from freshet.spark import session
     from freshet.spark.progress import LateRowsCounter
@@ -142,7 +143,7 @@ def _live_pipelines(console, bootstrap, topic, data_dir, generator, produced, er
     reporter = PipelineReporter(bootstrap, spark)
     spark.streams.addListener(reporter)  # the queries appear on the dashboard
     spec = PipelineSpec("demo", topic, "", bootstrap, "", trigger_seconds=1.0)
-    events = al.parse(source(spark, spec))
+    raw = source(spark, spec)
     minutes: dict = {}
     users: dict = {}
     sizes: dict = {}
@@ -156,18 +157,18 @@ def _live_pipelines(console, bootstrap, topic, data_dir, generator, produced, er
                     target[r[key]] = r
         return write
 
+    def show(name: str, target: dict, key: str, checkpoint: str):
+        """A catalog pipeline's updated windows kept in ``target`` for the live table."""
+        return (CATALOG[name].result(raw).writeStream.outputMode("update").foreachBatch(keep(target, key))
+                .option("checkpointLocation", os.path.join(checkpoints, checkpoint)).trigger(processingTime="1 second")
+                .queryName(name).start())
+
     checkpoints = os.path.join(data_dir, "checkpoints", topic)
     queries = [
-        al.requests_per_minute(events).writeStream.outputMode("update").foreachBatch(keep(minutes, "window_start"))
-        .option("checkpointLocation", os.path.join(checkpoints, "rpm")).trigger(processingTime="1 second")
-        .queryName("requests-per-minute").start(),
-        al.unique_users_per_hour(events).writeStream.outputMode("update").foreachBatch(keep(users, "window_start"))
-        .option("checkpointLocation", os.path.join(checkpoints, "users")).trigger(processingTime="1 second")
-        .queryName("unique-users").start(),
-        al.size_percentiles(events).writeStream.outputMode("update").foreachBatch(keep(sizes, "window_start"))
-        .option("checkpointLocation", os.path.join(checkpoints, "sizes")).trigger(processingTime="1 second")
-        .queryName("size-percentiles").start(),
-        al.requests_per_minute(events).writeStream.outputMode("append").format("parquet")
+        show("requests-per-minute", minutes, "window_start", "rpm"),
+        show("unique-users", users, "window_start", "users"),
+        show("size-percentiles", sizes, "window_start", "sizes"),
+        CATALOG["requests-per-minute"].result(raw).writeStream.outputMode("append").format("parquet")
         .option("path", os.path.join(data_dir, "warehouse", "requests_per_minute"))
         .option("checkpointLocation", os.path.join(checkpoints, "parquet")).trigger(processingTime="2 seconds")
         .queryName("requests-per-minute-parquet").start(),
@@ -189,7 +190,7 @@ def _live_pipelines(console, bootstrap, topic, data_dir, generator, produced, er
                 r = minutes[w]
                 previous = minutes[ordered[i - 1]].requests if i > 0 else None
                 ratio = r.requests / previous if previous else None
-                flag = al.trend_flag(ratio)
+                flag = trend_flag(ratio)
                 versus = f"x{ratio:.1f}{' ' + flag if flag else ''}" if ratio is not None else "-"
                 hour = max((h for h in users if h <= w), default=None)
                 five = max((f for f in sizes if f <= w), default=None)
@@ -247,7 +248,7 @@ def dual_writes_demo(keys: int, rounds: int) -> None:
     import tempfile
 
     from freshet.cdc.dual_writes import dual_writes, through_cdc
-    from freshet.testing.postgres import PostgresServer
+    from freshet.local import PostgresServer
 
     console = Console()
     with tempfile.TemporaryDirectory(prefix="freshet-dual-") as tmp, PostgresServer() as pg, \

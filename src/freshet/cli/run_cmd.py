@@ -12,7 +12,21 @@ import click
 from .common import bootstrap_option, stderr_to
 
 
+def _list_pipelines(ctx: click.Context, _param, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from freshet.pipelines.catalog import CATALOG
+
+    for name, entry in sorted(CATALOG.items()):
+        reads = ",".join(i.upper().replace(" ", "_") for i in entry.inputs)
+        where = "postgres:TABLE only" if entry.postgres_only else "any sink"
+        click.echo(f"{name:20} --from {reads:17} {where:20} {entry.summary}")
+    ctx.exit(0)
+
+
 @click.command()
+@click.option("--list", "list_", is_flag=True, expose_value=False, is_eager=True, callback=_list_pipelines,
+              help="Name every pipeline, what it reads and computes, and exit.")
 @click.argument("pipeline")
 @click.option("--from", "source_topic", required=True,
               help="Topic to read (access logs); join pipelines read two: searches,clicks | activity,users | "
@@ -33,11 +47,10 @@ def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, sta
         spark_log: str | None, bootstrap: str) -> None:
     """Run PIPELINE from a topic to a sink until stopped (Ctrl-C stops it cleanly).
 
-    Access-log pipelines: requests-per-minute, hopping-average, size-percentiles, unique-users, sessions,
-    trend, count-windows, sliding-windows. Joins: click-through, favourite-urls, timeline."""
+    `freshet run --list` names every pipeline, what it reads and what it computes."""
     from freshet.client import TopicAdmin
     from freshet.client.admin import ClientError
-    from freshet.pipelines.runner import POSTGRES_PIPELINES, PipelineError, PipelineSpec, check
+    from freshet.pipelines.runner import PipelineError, PipelineSpec, check, pipeline as catalog_entry
 
     kind, _, target = sink.partition(":")
     checkpoint = checkpoint or os.path.join("checkpoints", f"{pipeline}-{sink.replace(':', '-').replace('/', '_')}")
@@ -57,7 +70,7 @@ def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, sta
     if kind == "topic" and target not in existing:
         click.echo(f"error: output topic {target} does not exist (freshet topic create {target})", err=True)
         sys.exit(1)
-    if pg_dsn and (kind == "postgres" or pipeline in POSTGRES_PIPELINES):
+    if pg_dsn and (kind == "postgres" or catalog_entry(pipeline).postgres_only):
         import psycopg
 
         try:

@@ -1,9 +1,9 @@
 """Conveniences over confluent-kafka: config presets and admin helpers. Not a new client."""
 
 from .admin import TopicAdmin, TopicInfo, PartitionInfo, ClientError
-from .config import DEFAULT_BOOTSTRAP, consumer_config, producer_config, resolve_bootstrap
+from .config import DEFAULT_BOOTSTRAP, admin_config, consumer_config, producer_config, resolve_bootstrap
 
 __all__ = [
     "ClientError", "DEFAULT_BOOTSTRAP", "PartitionInfo", "TopicAdmin", "TopicInfo",
-    "consumer_config", "producer_config", "resolve_bootstrap",
+    "admin_config", "consumer_config", "producer_config", "resolve_bootstrap",
 ]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
-from .config import consumer_config, resolve_bootstrap
+from .config import admin_config, consumer_config, resolve_bootstrap
 
 
 class ClientError(Exception):
@@ -44,7 +44,7 @@ class TopicAdmin:
     def __init__(self, bootstrap: str | None = None, timeout: float = 10.0) -> None:
         self.bootstrap = resolve_bootstrap(bootstrap)
         self.timeout = timeout
-        self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        self._admin = AdminClient(admin_config(self.bootstrap, {"log_level": 0}))
 
     def _metadata(self, topic: str | None = None):
         try:

@@ -25,6 +25,11 @@ def producer_config(bootstrap: str | None = None, overrides: dict | None = None)
     return config
 
 
+def admin_config(bootstrap: str | None = None, overrides: dict | None = None) -> dict:
+    """An admin client: just the cluster's address (and whatever security settings ``overrides`` adds)."""
+    return {"bootstrap.servers": resolve_bootstrap(bootstrap), **(overrides or {})}
+
+
 def consumer_config(bootstrap: str | None = None, group_id: str | None = None, overrides: dict | None = None) -> dict:
     """A consumer that reads fast from Python.
 

@@ -8,7 +8,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaExcepti
 from confluent_kafka.admin import AdminClient
 
 from .admin import ClientError, _kafka_message
-from .config import consumer_config, resolve_bootstrap
+from .config import admin_config, consumer_config, resolve_bootstrap
 
 
 @dataclass
@@ -43,7 +43,7 @@ class GroupAdmin:
     def __init__(self, bootstrap: str | None = None, timeout: float = 10.0) -> None:
         self.bootstrap = resolve_bootstrap(bootstrap)
         self.timeout = timeout
-        self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        self._admin = AdminClient(admin_config(self.bootstrap, {"log_level": 0}))
 
     def _wait(self, future, what: str):
         try:

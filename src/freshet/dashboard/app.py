@@ -96,7 +96,7 @@ def create_app(collector: Collector, token: str | None = None) -> FastAPI:
 
     @app.post("/api/pipelines/{name}/stop")
     async def stop_pipeline(name: str) -> dict:
-        from freshet.spark.registry import request_stop
+        from freshet.client.pipeline_registry import request_stop
 
         if name not in collector.snapshot.pipelines:
             raise HTTPException(404, f"pipeline {name!r} is not registered")

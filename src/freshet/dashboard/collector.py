@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 from prometheus_client.parser import text_string_to_metric_families
 
-from freshet.client import consumer_config
+from freshet.client import admin_config, consumer_config
 from freshet.client.groups import GroupAdmin
 
 HISTORY = 300  # samples kept per series
@@ -36,7 +36,7 @@ class Collector:
         self.interval_s = interval_s
         self.lag_threshold = lag_threshold
         self.group_thresholds = group_thresholds or {}
-        self.admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        self.admin = AdminClient(admin_config(bootstrap, {"log_level": 0}))
         self.groups_admin = GroupAdmin(bootstrap)
         self.snapshot = Snapshot()
         self.history: dict[str, deque] = {}
@@ -129,7 +129,7 @@ class Collector:
             if topic in snap.topics:
                 snap.topics[topic]["rate_out"] = round(rate, 1)
         try:
-            from freshet.spark.registry import read_pipelines
+            from freshet.client.pipeline_registry import read_pipelines
 
             snap.pipelines = read_pipelines(self.bootstrap)
         except (KafkaException, ImportError):

@@ -13,9 +13,10 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from .stateful import DEFAULT_LATENESS, epoch_ms, stateful
+
 COMBINED = r'^(\S+) \S+ \S+ \[([^\]]+)\] "(\S+) (\S+)[^"]*" (\d{3}) (\d+|-) "([^"]*)" "([^"]*)"'
 TIME_FORMAT = "dd/MMM/yyyy:HH:mm:ss Z"
-DEFAULT_LATENESS = "2 minutes"
 
 
 def parse(raw: DataFrame) -> DataFrame:
@@ -147,8 +148,6 @@ def requests_trend(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataF
     import numpy as np
     import pandas as pd
 
-    from .event_windows import epoch_ms, stateful
-
     minute_ms = 60_000
 
     def step(_key: tuple, batches, state):
@@ -178,29 +177,3 @@ def requests_trend(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataF
 
     series = events.select("event_time").withColumn("series", F.lit(0))
     return stateful(series, "series", step, TREND_OUTPUT, TREND_STATE, lateness)
-
-
-def _count_windows(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataFrame:
-    from .event_windows import count_windows
-
-    return count_windows(events, n=100)
-
-
-def _sliding_windows(events: DataFrame, lateness: str = DEFAULT_LATENESS) -> DataFrame:
-    from .event_windows import sliding_event_windows
-
-    return sliding_event_windows(events, span_seconds=600, lateness=lateness)
-
-
-# name -> (function(events, lateness), primary key of its result, whether results are final when emitted)
-PIPELINES = {
-    "requests-per-minute": (requests_per_minute, ["window_start"], False),
-    "hopping-average": (hopping_average, ["window_start"], False),
-    "size-percentiles": (size_percentiles, ["window_start"], False),
-    "unique-users": (unique_users_per_hour, ["window_start"], False),
-    # Spark has no update mode for session windows: a session is written once the watermark closes it
-    "sessions": (sessions, ["client_ip", "session_start"], True),
-    "trend": (requests_trend, ["window_start"], True),
-    "count-windows": (_count_windows, ["client_ip", "window_index"], True),
-    "sliding-windows": (_sliding_windows, ["partition", "offset"], True),
-}

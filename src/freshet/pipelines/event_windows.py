@@ -16,9 +16,8 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
-from pyspark.sql.streaming.state import GroupStateTimeout
 
-from .access_logs import DEFAULT_LATENESS
+from .stateful import DEFAULT_LATENESS, epoch_ms, stateful
 
 COUNT_OUTPUT = ("client_ip string, window_index long, first_event_time timestamp, last_event_time timestamp, "
                 "events long, bytes long")
@@ -29,49 +28,6 @@ SLIDING_OUTPUT = ("client_ip string, event_time timestamp, partition int, offset
 # int64 arrays, packed (PySpark 4.3's Python worker cannot read an array type in a state schema:
 # KeyError 'elementType' in every applyInPandasWithState task)
 SLIDING_STATE = "times binary, sizes binary"
-
-
-class _FreshState:
-    """Stands in for GroupState when a static DataFrame is processed in one go (no watermark, no timeout)."""
-
-    exists = False
-    get = None
-    hasTimedOut = False
-
-    def update(self, value) -> None:
-        self.get, self.exists = value, True
-
-    def remove(self) -> None:
-        self.get, self.exists = None, False
-
-    def getCurrentWatermarkMs(self) -> int:
-        return -(2**62)
-
-    def setTimeoutTimestamp(self, _ms: int) -> None:
-        pass
-
-
-def epoch_ms(series: pd.Series) -> pd.Series:
-    return series.astype("datetime64[us]").astype("int64") // 1000
-
-
-def stateful(events: DataFrame, key: str, step, output: str, state_schema: str,
-             lateness: str | None = None) -> DataFrame:
-    """Streaming: applyInPandasWithState; with ``lateness``, behind a watermark on ``event_time`` with
-    event-time timeouts (events later than it are dropped and counted). Static: applyInPandas with an
-    empty state per key, the same step."""
-    if events.isStreaming:
-        timeout = GroupStateTimeout.NoTimeout
-        if lateness is not None:
-            events, timeout = events.withWatermark("event_time", lateness), GroupStateTimeout.EventTimeTimeout
-        return events.groupBy(key).applyInPandasWithState(step, output, state_schema, "append", timeout)
-    grouped = events.groupBy(key)
-
-    def once(key_value: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
-        frames = list(step(key_value, iter([pdf]), _FreshState()))
-        return pd.concat(frames) if frames else pd.DataFrame(columns=[c.split()[0] for c in output.split(", ")])
-
-    return grouped.applyInPandas(once, output)
 
 
 def count_windows(events: DataFrame, n: int = 100, key: str = "client_ip") -> DataFrame:

@@ -11,6 +11,8 @@ import re
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from freshet.client import admin_config
+
 EARLIEST, LATEST = -2, -1
 
 Offsets = dict[str, dict[str, int]]
@@ -61,8 +63,7 @@ class ClusterView:
     def admin(self) -> AdminClient:
         if self._admin is None:
             try:
-                self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0,
-                                           **self.client_options})
+                self._admin = AdminClient(admin_config(self.bootstrap, {"log_level": 0, **self.client_options}))
             except KafkaException as exc:
                 err = exc.args[0] if exc.args else exc
                 raise SourceError(f"Kafka client options: {err.str() if hasattr(err, 'str') else err}") from None

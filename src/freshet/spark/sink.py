@@ -71,10 +71,10 @@ class _TopicWriter:
     def write(self, iterator) -> WrittenCount:
         from confluent_kafka import Producer
 
+        from freshet.client import producer_config
         from freshet.client.produce import produce_waiting
 
-        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
-                             "linger.ms": 5, "log_level": 0, **self.producer_options})
+        producer = Producer(producer_config(self.bootstrap, {"log_level": 0, **self.producer_options}))
         failures: list = []
 
         def on_delivery(err, _msg) -> None:

@@ -254,11 +254,11 @@ def range_consumer(ranges: list[TopicPartitionRange]):
     """A confluent-kafka consumer (not yet assigned) set up to read ``ranges`` in an executor."""
     from confluent_kafka import Consumer
 
+    from freshet.client import consumer_config
+
     first = ranges[0]
-    return Consumer({
-        "bootstrap.servers": first.bootstrap, "group.id": f"freshet-spark-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False, "auto.offset.reset": "error", "enable.partition.eof": True,
-        "fetch.queue.backoff.ms": 10, "log_level": 0,
+    return Consumer(consumer_config(first.bootstrap, f"freshet-spark-{uuid.uuid4().hex[:8]}", {
+        "auto.offset.reset": "error", "enable.partition.eof": True, "log_level": 0,
         # fetch what the ranges need and not much more: librdkafka prefetches (queued.min.messages
         # per partition, 100k by default) and parses whole fetches, and what lies past a range's end
         # is read, sent and parsed for nothing. 83k-record ranges of a longer partition, measured:
@@ -267,7 +267,7 @@ def range_consumer(ranges: list[TopicPartitionRange]):
         "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 1 << 20,
         "queued.min.messages": max(1000, min(20_000, max(r.end - r.start for r in ranges))),
         **first.consumer_options,
-    })
+    }))
 
 
 def read_ranges(ranges: list[TopicPartitionRange], schema: StructType):
@@ -444,7 +444,12 @@ def read_partition(partition, schema: StructType):
 
 
 class FreshetStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("freshet")``. Offsets are ``{"topic": {"partition": offset}}`` (Spark's Kafka
+    source's form). Every method but ``read`` runs on the driver, in one long-lived Python process per query;
+    ``read`` runs in executor workers on an unpickled copy, so it uses nothing the driver side set later."""
+
     def __init__(self, options: dict, schema: StructType) -> None:
+        """Driver. Options are checked here, when the query is defined, not inside a task."""
         super().__init__(options, schema)
         if "endingoffsets" in self.options:
             raise SourceError("endingOffsets is for batch queries (spark.read); a stream reads on as records arrive")
@@ -455,11 +460,17 @@ class FreshetStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvaila
         self.available_now_target: dict[tuple[str, int], int] | None = None
 
     def initialOffset(self) -> dict:
+        """Driver, once for a new checkpoint: where the query starts (``startingOffsets``, default latest).
+
+        >>> reader.initialOffset()
+        {'access-logs': {'0': 0, '1': 0}}
+        """
         partitions = self.view.partitions()
         return to_json(resolve(self.options.get("startingoffsets", "latest"), "latest", self.view, partitions,
                                "startingOffsets"))
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        """Driver: ``ReadMaxRows(maxOffsetsPerTrigger)`` when that option is set, else all available."""
         return ReadMaxRows(self.max_offsets) if self.max_offsets else ReadAllAvailable()
 
     def _latest(self, start: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
@@ -475,6 +486,13 @@ class FreshetStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvaila
         return latest
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """Driver, before each microbatch: where it ends. From ``start`` (the previous end) up to each
+        partition's end offset (its high watermark), capped by ``limit`` in proportion to what each
+        partition has waiting; under Trigger.AvailableNow, no further than the end seen when it began.
+
+        >>> reader.latestOffset({'t': {'0': 10}}, ReadMaxRows(100))
+        {'t': {'0': 110}}
+        """
         begin = from_json(start)
         latest = self._latest(begin)
         # a partition whose end lies below where the query stands (deleted and recreated, or records
@@ -487,14 +505,20 @@ class FreshetStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvaila
         return to_json(end)
 
     def reportLatestOffset(self) -> dict | None:
+        """Driver: every partition's end offset, for the query's progress report (how far behind it is)."""
         partitions = self.view.partitions()
         return to_json(self.view.offsets("latest", partitions))
 
     def prepareForTriggerAvailableNow(self) -> None:
+        """Driver, once under Trigger.AvailableNow: fix the ends the run reads up to, then stop."""
         partitions = self.view.partitions()
         self.available_now_target = self.view.offsets("latest", partitions)
 
     def partitions(self, start: dict, end: dict) -> list:
+        """Driver, for each microbatch: the tasks that read [start, end). Each is a ``TopicPartitionRange``,
+        or a ``RangePack`` of short ranges read by one consumer; at most ``maxPartitions`` of them. A
+        partition whose end went below ``start`` fails the query, or is skipped with failOnDataLoss=false.
+        """
         begin = from_json(start)
         finish = from_json(end)
         for tp in finish:
@@ -509,10 +533,14 @@ class FreshetStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvaila
         return self._ranges(begin, finish)  # ranges that went back are empty: skipped
 
     def read(self, partition: TopicPartitionRange | RangePack):
+        """Executor: the records of one task's ranges as Arrow record batches (one confluent-kafka consumer,
+        no group, every range assigned at once). Stateless: imports and clients are made here."""
         return read_partition(partition, self.schema)
 
     def commit(self, end: dict) -> None:
-        """Offsets live in Spark's checkpoint; nothing to commit to the cluster."""
+        """Driver, one batch late and never for the last: offsets live in Spark's checkpoint, so nothing is
+        committed to the cluster (a consumer group's lag tools do not see a Spark query, as with Spark's
+        own Kafka source)."""
 
 
 def _cap(begin: dict, end: dict, max_rows: int) -> dict:
@@ -532,7 +560,10 @@ def _cap(begin: dict, end: dict, max_rows: int) -> dict:
 
 
 class FreshetBatchReader(_Common, DataSourceReader):
+    """``spark.read.format("freshet")``: [startingOffsets (earliest), endingOffsets (latest)) once."""
+
     def partitions(self) -> list:
+        """Driver: the tasks of the read, as for a stream's microbatch."""
         partitions = self.view.partitions()
         start = resolve(self.options.get("startingoffsets", "earliest"), "earliest", self.view, partitions,
                         "startingOffsets", refuse="latest")
@@ -545,6 +576,7 @@ class FreshetBatchReader(_Common, DataSourceReader):
         return self._ranges(start, end)
 
     def read(self, partition: TopicPartitionRange | RangePack):
+        """Executor: as ``FreshetStreamReader.read``."""
         return read_partition(partition, self.schema)
 
 

@@ -1,5 +1,2 @@
-"""Helpers to run a real broker process for tests and benchmarks."""
-
-from .broker_process import BrokerProcess, free_port
-
-__all__ = ["BrokerProcess", "free_port"]
+"""What only tests and benchmarks use: the fuzzer, crash-test readers, a Redis server for the CDC tests.
+Product code never imports this package (an import-linter contract says so)."""

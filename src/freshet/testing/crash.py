@@ -1,7 +1,12 @@
-"""Checks for crash tests and the crash loop: every acknowledged record stored exactly once, in order."""
+"""Crash tests: kill -9 a Spark driver mid-stream again and again; check that every acknowledged record is
+stored exactly once, in order."""
 
 from __future__ import annotations
 
+import glob
+import os
+import signal
+import subprocess
 import time
 
 from confluent_kafka import Consumer, TopicPartition
@@ -49,3 +54,24 @@ def verify_exactly_once_in_order(stored: dict[int, list[bytes]], acked: list[byt
         "unexpected": len([v for v in seen if not v.isdigit()]),
         "unacknowledged_but_stored": len(seen - acked_set),
     }
+
+
+def committed_batches(checkpoint: str) -> int:
+    return len([f for f in glob.glob(os.path.join(checkpoint, "commits", "*")) if os.path.basename(f).isdigit()])
+
+
+def kill_mid_stream(cmd: list[str], checkpoint: str, targets=(3, 8, 13), env=None) -> int:
+    """Start ``cmd`` and SIGKILL it once ``target`` batches are committed, for each target; returns the
+    number of kills. A batch is usually in flight when the signal lands."""
+    kills = 0
+    for target in targets:
+        driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        deadline = time.monotonic() + 240
+        while committed_batches(checkpoint) < target and time.monotonic() < deadline:
+            assert driver.poll() is None, "the driver died on its own"
+            time.sleep(0.2)
+        assert committed_batches(checkpoint) >= target, "the driver made no progress"
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+        kills += 1
+    return kills

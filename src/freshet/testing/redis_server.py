@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 import time
 
-from .broker_process import free_port
+from freshet.local import free_port
 
 
 class RedisServer:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from .. import errors, protocol
+from kio.schema.errors import ErrorCode
+
+from .. import protocol
 from ..registry import TopicError, check_topic_name
+from ..context import Request, RequestContext
 
 NO_AUTHORIZED_OPERATIONS = -(2**31)
 
 
-def api_versions(ctx, request) -> dict:
+def api_versions(ctx: RequestContext, request: Request) -> dict:
     return {
-        "error_code": errors.NONE,
+        "error_code": ErrorCode.none,
         "api_keys": [
             {"api_key": key, "min_version": low, "max_version": high}
             for key, (low, high, _) in sorted(ctx.broker.apis.items())
@@ -23,7 +26,7 @@ def unsupported_api_versions(broker, header) -> bytes:
     """Kafka answers an ApiVersions version it does not know in v0, with UNSUPPORTED_VERSION
     and its own ranges, so the client can retry with a version both speak."""
     body = {
-        "error_code": errors.UNSUPPORTED_VERSION,
+        "error_code": ErrorCode.unsupported_version,
         "api_keys": [
             {"api_key": key, "min_version": low, "max_version": high}
             for key, (low, high, _) in sorted(broker.apis.items())
@@ -39,13 +42,13 @@ def _broker_nodes(broker, id_field: str) -> list[dict]:
 def topic_metadata(broker, topic) -> dict:
     node = broker.config.node_id
     return {
-        "error_code": errors.NONE,
+        "error_code": ErrorCode.none,
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.internal,
         "partitions": [
             {
-                "error_code": errors.NONE,
+                "error_code": ErrorCode.none,
                 "partition_index": i,
                 "leader_id": node,
                 "leader_epoch": 0,
@@ -59,7 +62,7 @@ def topic_metadata(broker, topic) -> dict:
     }
 
 
-def metadata(ctx, request) -> dict:
+def metadata(ctx: RequestContext, request: Request) -> dict:
     broker = ctx.broker
     registry = broker.registry
     requested = request.topics
@@ -74,7 +77,7 @@ def metadata(ctx, request) -> dict:
             if name is None and topic_id is not None:
                 topic = registry.by_id.get(topic_id)
                 if topic is None:
-                    topics.append({"error_code": errors.UNKNOWN_TOPIC_OR_PARTITION, "name": None,
+                    topics.append({"error_code": ErrorCode.unknown_topic_or_partition, "name": None,
                                    "topic_id": topic_id, "partitions": []})
                     continue
                 name = topic.name
@@ -83,7 +86,7 @@ def metadata(ctx, request) -> dict:
                 try:
                     check_topic_name(name)
                     if not (broker.config.auto_create_topics and allow_create):
-                        raise TopicError(errors.UNKNOWN_TOPIC_OR_PARTITION, "unknown topic")
+                        raise TopicError(ErrorCode.unknown_topic_or_partition, "unknown topic")
                     topic = registry.create(name, broker.config.default_partitions)
                 except TopicError as exc:
                     topics.append({"error_code": exc.error_code, "name": name,
@@ -100,11 +103,11 @@ def metadata(ctx, request) -> dict:
     }
 
 
-def describe_cluster(ctx, request) -> dict:
+def describe_cluster(ctx: RequestContext, request: Request) -> dict:
     broker = ctx.broker
     return {
         "throttle_time": 0,
-        "error_code": errors.NONE,
+        "error_code": ErrorCode.none,
         "error_message": None,
         "endpoint_type": 1,
         "cluster_id": broker.config.cluster_id,

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from freshet.log import LogError
 
-from .. import errors, protocol
+from ..errors import error_code_for
+
+from kio.schema.errors import ErrorCode
+
+from .. import protocol
 from ..registry import TopicError
 from ..topic_config import CONFIG_DEFS
+from ..context import Request, RequestContext
 
 CONFIG_SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
 CONFIG_SOURCE_BROKER_STATIC = 4  # STATIC_BROKER_CONFIG
@@ -27,6 +32,10 @@ _CONFIG_TYPES = {
 }
 
 
+# what CreateTopics answers of each config (DescribeConfigs adds synonyms, type and documentation)
+_CREATED_CONFIG_FIELDS = ("name", "value", "read_only", "config_source", "is_sensitive")
+
+
 def topic_configs(topic_overrides: dict[str, str], keys=None) -> list[dict]:
     out = []
     for name, definition in sorted(CONFIG_DEFS.items()):
@@ -38,7 +47,6 @@ def topic_configs(topic_overrides: dict[str, str], keys=None) -> list[dict]:
             "value": topic_overrides.get(name, definition.default),
             "read_only": False,
             "config_source": CONFIG_SOURCE_TOPIC if overridden else CONFIG_SOURCE_DEFAULT,
-            "is_default": not overridden,
             "is_sensitive": False,
             "synonyms": [],
             "config_type": _CONFIG_TYPES.get(name, _TYPE_LONG),
@@ -47,26 +55,26 @@ def topic_configs(topic_overrides: dict[str, str], keys=None) -> list[dict]:
     return out
 
 
-def create_topics(ctx, request) -> dict:
+def create_topics(ctx: RequestContext, request: Request) -> dict:
     registry = ctx.broker.registry
     names = [t.name for t in request.topics]
     results = []
     for t in request.topics:
-        result = {"name": t.name, "topic_id": protocol.ZERO_UUID, "error_code": errors.NONE,
+        result = {"name": t.name, "topic_id": protocol.ZERO_UUID, "error_code": ErrorCode.none,
                   "error_message": None, "num_partitions": -1, "replication_factor": -1, "configs": []}
         try:
             if names.count(t.name) > 1:
-                raise TopicError(errors.INVALID_REQUEST, f"topic {t.name!r} appears more than once in the request")
+                raise TopicError(ErrorCode.invalid_request, f"topic {t.name!r} appears more than once in the request")
             partitions = t.num_partitions
             if partitions == -1:
                 partitions = ctx.broker.config.default_partitions
             if t.assignments:
                 if t.num_partitions != -1 or t.replication_factor != -1:
-                    raise TopicError(errors.INVALID_REQUEST,
+                    raise TopicError(ErrorCode.invalid_request,
                                      "give either assignments or partitions and replication factor")
                 for a in t.assignments:
                     if list(a.broker_ids) != [ctx.broker.config.node_id]:
-                        raise TopicError(errors.INVALID_REPLICATION_FACTOR,
+                        raise TopicError(ErrorCode.invalid_replication_factor,
                                          f"partition {a.partition_index} assigned to brokers {list(a.broker_ids)}; "
                                          f"only broker {ctx.broker.config.node_id} exists")
                 partitions = len(t.assignments)
@@ -79,7 +87,7 @@ def create_topics(ctx, request) -> dict:
                 overrides = topic.configs
                 result["topic_id"] = topic.topic_id
             result.update(num_partitions=partitions, replication_factor=1,
-                          configs=[{k: v for k, v in c.items() if k != "is_default"}
+                          configs=[{k: c[k] for k in _CREATED_CONFIG_FIELDS}
                                    for c in topic_configs(overrides)])
         except TopicError as exc:
             result.update(error_code=exc.error_code, error_message=str(exc))
@@ -87,7 +95,7 @@ def create_topics(ctx, request) -> dict:
     return {"throttle_time": 0, "topics": results}
 
 
-def delete_topics(ctx, request) -> dict:
+def delete_topics(ctx: RequestContext, request: Request) -> dict:
     registry = ctx.broker.registry
     wanted = []
     if hasattr(request, "topic_names"):
@@ -100,15 +108,15 @@ def delete_topics(ctx, request) -> dict:
             topic = registry.by_id.get(topic_id)
             name = topic.name if topic else None
         response = {"name": name, "topic_id": topic_id or protocol.ZERO_UUID,
-                    "error_code": errors.NONE, "error_message": None}
+                    "error_code": ErrorCode.none, "error_message": None}
         try:
             if name is None:
-                raise TopicError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic with id {topic_id}")
+                raise TopicError(ErrorCode.unknown_topic_or_partition, f"no topic with id {topic_id}")
             topic = registry.get(name)
             if topic is not None:
                 response["topic_id"] = topic.topic_id
                 if topic.internal:
-                    raise TopicError(errors.INVALID_REQUEST, f"{name} is an internal topic")
+                    raise TopicError(ErrorCode.invalid_request, f"{name} is an internal topic")
             registry.delete(name)
         except TopicError as exc:
             response.update(error_code=exc.error_code, error_message=str(exc))
@@ -116,11 +124,11 @@ def delete_topics(ctx, request) -> dict:
     return {"throttle_time": 0, "responses": responses}
 
 
-def create_partitions(ctx, request) -> dict:
+def create_partitions(ctx: RequestContext, request: Request) -> dict:
     registry = ctx.broker.registry
     results = []
     for t in request.topics:
-        result = {"name": t.name, "error_code": errors.NONE, "error_message": None}
+        result = {"name": t.name, "error_code": ErrorCode.none, "error_message": None}
         try:
             registry.add_partitions(t.name, t.count, validate_only=request.validate_only)
         except TopicError as exc:
@@ -141,51 +149,51 @@ def _broker_configs(broker) -> dict[str, str]:
     }
 
 
-def describe_configs(ctx, request) -> dict:
+def describe_configs(ctx: RequestContext, request: Request) -> dict:
     broker = ctx.broker
     results = []
     for resource in request.resources:
         keys = set(resource.configuration_keys) if resource.configuration_keys is not None else None
-        result = {"error_code": errors.NONE, "error_message": None, "resource_type": resource.resource_type,
+        result = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
                   "resource_name": resource.resource_name, "configs": []}
         if resource.resource_type == RESOURCE_TOPIC:
             topic = broker.registry.get(resource.resource_name)
             if topic is None:
-                result.update(error_code=errors.UNKNOWN_TOPIC_OR_PARTITION,
+                result.update(error_code=ErrorCode.unknown_topic_or_partition,
                               error_message=f"topic {resource.resource_name!r} does not exist")
             else:
                 result["configs"] = topic_configs(topic.configs, keys)
         elif resource.resource_type == RESOURCE_BROKER and resource.resource_name in ("", str(broker.config.node_id)):
             result["configs"] = [
                 {"name": k, "value": v, "read_only": True, "config_source": CONFIG_SOURCE_BROKER_STATIC,
-                 "is_default": False, "is_sensitive": False, "synonyms": [], "config_type": _TYPE_STRING,
+                 "is_sensitive": False, "synonyms": [], "config_type": _TYPE_STRING,
                  "documentation": None}
                 for k, v in sorted(_broker_configs(broker).items()) if keys is None or k in keys
             ]
         else:
-            result.update(error_code=errors.INVALID_REQUEST,
+            result.update(error_code=ErrorCode.invalid_request,
                           error_message=f"resource type {resource.resource_type} {resource.resource_name!r} "
                           "is not described by this broker")
         results.append(result)
     return {"throttle_time": 0, "results": results}
 
 
-def delete_records(ctx, request) -> dict:
+def delete_records(ctx: RequestContext, request: Request) -> dict:
     registry = ctx.broker.registry
     topics = []
     for t in request.topics:
         parts = []
         for p in t.partitions:
-            entry = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": errors.NONE}
+            entry = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": ErrorCode.none}
             partition = registry.partition(t.name, p.partition_index)
             if partition is None:
-                entry["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                entry["error_code"] = ErrorCode.unknown_topic_or_partition
             else:
                 target = partition.high_watermark if p.offset == -1 else p.offset
                 try:
                     entry["low_watermark"] = partition.advance_log_start(target)
                 except LogError as exc:
-                    entry["error_code"] = exc.error_code
+                    entry["error_code"] = error_code_for(exc)
             parts.append(entry)
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}

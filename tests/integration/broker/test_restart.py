@@ -6,14 +6,11 @@ import threading
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from freshet.client import consumer_config, producer_config
+from freshet.testing.topics import create_topic
 
 
-def create(bootstrap, name, partitions):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions)])[name].result(10)
 
 
 def read_all(bootstrap, topic, partitions):
@@ -49,7 +46,7 @@ def produce_numbered(bootstrap, topic, start, count, partitions, acked, errors, 
 
 
 def test_clean_restart_keeps_every_record(own_broker, topic_name):
-    create(own_broker.bootstrap, topic_name, 3)
+    create_topic(own_broker.bootstrap, topic_name, 3)
     acked, errors = [], []
     produce_numbered(own_broker.bootstrap, topic_name, 0, 3000, 3, acked, errors)
     assert not errors and len(acked) == 3000
@@ -61,7 +58,7 @@ def test_clean_restart_keeps_every_record(own_broker, topic_name):
 
 
 def test_idempotent_producer_carries_on_across_restart(own_broker, topic_name):
-    create(own_broker.bootstrap, topic_name, 2)
+    create_topic(own_broker.bootstrap, topic_name, 2)
     producer = Producer(producer_config(own_broker.bootstrap, {"message.timeout.ms": 60000}))
     errors = []
 
@@ -85,7 +82,7 @@ def test_idempotent_producer_carries_on_across_restart(own_broker, topic_name):
 
 
 def test_sigkill_mid_produce_keeps_acknowledged_records_once(own_broker, topic_name):
-    create(own_broker.bootstrap, topic_name, 6)
+    create_topic(own_broker.bootstrap, topic_name, 6)
     acked, errors = [], []
     killed_at = []
     killer = threading.Timer(1.0, lambda: (own_broker.kill(), killed_at.append(len(acked))))
@@ -106,7 +103,7 @@ def test_sigkill_mid_produce_keeps_acknowledged_records_once(own_broker, topic_n
 
 
 def test_torn_tail_is_cut_on_start_and_nothing_acknowledged_is_lost(own_broker, topic_name):
-    create(own_broker.bootstrap, topic_name, 1)
+    create_topic(own_broker.bootstrap, topic_name, 1)
     acked, errors = [], []
     produce_numbered(own_broker.bootstrap, topic_name, 0, 1000, 1, acked, errors)
     own_broker.kill()

@@ -6,7 +6,7 @@ import tempfile
 
 import pytest
 
-from freshet.testing import BrokerProcess
+from freshet.local import BrokerProcess
 
 
 def test_log_lands_beside_the_data_and_nothing_is_left_in_the_system_temp_dir(tmp_path):

@@ -8,8 +8,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from freshet.client import consumer_config
-from polling import wait_for  # noqa: E402
-from freshet.testing import BrokerProcess
+from freshet.testing.polling import wait_for
+from freshet.local import BrokerProcess
 
 
 @pytest.fixture

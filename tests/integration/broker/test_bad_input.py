@@ -4,13 +4,11 @@ import struct
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from raw_kafka import RawConnection, fetch, produce
+from kio.schema.errors import ErrorCode
 
 from freshet.log import encode_batch
+from freshet.testing.raw_kafka import RawConnection, fetch, produce
 
-CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, MESSAGE_TOO_LARGE = 2, 3, 10
-OFFSET_OUT_OF_RANGE, INVALID_TOPIC_EXCEPTION, UNSUPPORTED_VERSION, INVALID_RECORD = 1, 17, 35, 87
-OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_REQUIRED_ACKS, TOPIC_ALREADY_EXISTS = 45, 21, 36
 
 
 @pytest.fixture
@@ -38,7 +36,7 @@ def test_crc_mismatch_is_corrupt_message_and_nothing_stored(broker, topic):
     batch = bytearray(encode_batch([(b"k", b"tampered", 1)]))
     batch[-1] ^= 0x01
     with RawConnection(broker.bootstrap) as conn:
-        assert produce(conn, topic, 0, bytes(batch)).error_code == CORRUPT_MESSAGE
+        assert produce(conn, topic, 0, bytes(batch)).error_code == ErrorCode.corrupt_message
         # the same connection keeps working
         assert produce(conn, topic, 0, encode_batch([(b"k", b"next", 1)])).error_code == 0
     hw, data = stored(broker, topic)
@@ -51,38 +49,38 @@ def test_truncated_batch_and_wrong_magic(broker, topic):
     bad_magic = bytearray(batch)
     bad_magic[16] = 1
     with RawConnection(broker.bootstrap) as conn:
-        assert produce(conn, topic, 0, batch[:-5]).error_code == CORRUPT_MESSAGE
-        assert produce(conn, topic, 0, bytes(bad_magic)).error_code == INVALID_RECORD
+        assert produce(conn, topic, 0, batch[:-5]).error_code == ErrorCode.corrupt_message
+        assert produce(conn, topic, 0, bytes(bad_magic)).error_code == ErrorCode.invalid_record
     assert stored(broker, topic) == before
 
 
 def test_batch_over_max_message_bytes(broker, topic):
     before = stored(broker, topic)
     with RawConnection(broker.bootstrap) as conn:
-        assert produce(conn, topic, 0, encode_batch([(b"k", b"x" * 5000, 1)])).error_code == MESSAGE_TOO_LARGE
+        assert produce(conn, topic, 0, encode_batch([(b"k", b"x" * 5000, 1)])).error_code == ErrorCode.message_too_large
     assert stored(broker, topic) == before
 
 
 def test_missing_topic_and_partition(broker, topic):
     with RawConnection(broker.bootstrap) as conn:
         batch = encode_batch([(b"k", b"v", 1)])
-        assert produce(conn, "no-such-topic", 0, batch).error_code == UNKNOWN_TOPIC_OR_PARTITION
-        assert produce(conn, topic, 7, batch).error_code == UNKNOWN_TOPIC_OR_PARTITION
-        assert fetch(conn, "no-such-topic", 0, 0).error_code == UNKNOWN_TOPIC_OR_PARTITION
+        assert produce(conn, "no-such-topic", 0, batch).error_code == ErrorCode.unknown_topic_or_partition
+        assert produce(conn, topic, 7, batch).error_code == ErrorCode.unknown_topic_or_partition
+        assert fetch(conn, "no-such-topic", 0, 0).error_code == ErrorCode.unknown_topic_or_partition
     assert still_serving(broker, topic)
 
 
 def test_invalid_acks(broker, topic):
     before = stored(broker, topic)
     with RawConnection(broker.bootstrap) as conn:
-        assert produce(conn, topic, 0, encode_batch([(b"k", b"v", 1)]), acks=2).error_code == INVALID_REQUIRED_ACKS
+        assert produce(conn, topic, 0, encode_batch([(b"k", b"v", 1)]), acks=2).error_code == ErrorCode.invalid_required_acks
     assert stored(broker, topic) == before
 
 
 def test_out_of_range_fetch(broker, topic):
     with RawConnection(broker.bootstrap) as conn:
-        assert fetch(conn, topic, 0, 999).error_code == OFFSET_OUT_OF_RANGE
-        assert fetch(conn, topic, 0, -5).error_code == OFFSET_OUT_OF_RANGE
+        assert fetch(conn, topic, 0, 999).error_code == ErrorCode.offset_out_of_range
+        assert fetch(conn, topic, 0, -5).error_code == ErrorCode.offset_out_of_range
         assert fetch(conn, topic, 0, 0).error_code == 0
 
 
@@ -93,10 +91,10 @@ def test_invalid_topic_names_and_duplicates(broker, topic):
             for name in ("bad/name", "..", "x" * 250, "", topic)
         ], "timeout": 5000, "validate_only": False})
         codes = [t.error_code for t in response.topics]
-        assert codes == [INVALID_TOPIC_EXCEPTION] * 4 + [TOPIC_ALREADY_EXISTS]
+        assert codes == [ErrorCode.invalid_topic_exception] * 4 + [ErrorCode.topic_already_exists]
         md = conn.request(3, 12, {"topics": [{"name": "bad/name", "topic_id": None}],
                                   "allow_auto_topic_creation": True, "include_topic_authorized_operations": False})
-        assert md.topics[0].error_code == INVALID_TOPIC_EXCEPTION
+        assert md.topics[0].error_code == ErrorCode.invalid_topic_exception
 
 
 def test_bad_configs_and_partition_counts_change_nothing(broker, topic_name):
@@ -120,7 +118,7 @@ def test_unsupported_api_versions_version_gets_v0_answer(broker):
         conn.send_frame(struct.pack(">hhih", 18, 99, 7, 1) + b"x")
         frame = conn.read_frame()
         correlation_id, error_code = struct.unpack_from(">ih", frame, 0)
-        assert (correlation_id, error_code) == (7, UNSUPPORTED_VERSION)
+        assert (correlation_id, error_code) == (7, ErrorCode.unsupported_version)
 
 
 @pytest.mark.parametrize("frame", [
@@ -168,6 +166,6 @@ def test_idempotent_replay_is_not_duplicated_and_gap_is_refused(broker, topic_na
         assert (retry.error_code, retry.base_offset) == (0, 0)
         assert produce(conn, topic_name, 0, batch(2)).base_offset == 2
         gap = produce(conn, topic_name, 0, batch(10))
-        assert gap.error_code == OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert gap.error_code == ErrorCode.out_of_order_sequence_number
         part = fetch(conn, topic_name, 0, 0)
         assert part.high_watermark == 4

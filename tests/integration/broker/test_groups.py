@@ -11,18 +11,15 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from raw_kafka import RawConnection
+from freshet.testing.raw_kafka import RawConnection
 
 from freshet.client import consumer_config
-from polling import wait_for  # noqa: E402
+from freshet.testing.polling import wait_for
+from freshet.testing.topics import create_topic
 
 HERE = os.path.dirname(__file__)
 
 
-def create(bootstrap, name, partitions):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions)])[name].result(10)
-    return admin
 
 
 def produce_range(bootstrap, topic, start, stop, partitions):
@@ -48,7 +45,7 @@ def last_assignment(path):
 
 
 def test_three_members_share_six_partitions_and_survive_kill_9(broker, topic_name, tmp_path):
-    create(broker.bootstrap, topic_name, 6)
+    create_topic(broker.bootstrap, topic_name, 6)
     group = "g-" + uuid.uuid4().hex[:8]
     outs = [str(tmp_path / f"member{i}.txt") for i in range(3)]
     procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "group_member.py"), broker.bootstrap, topic_name,
@@ -98,7 +95,7 @@ def consume_group(bootstrap, topic, group, expected, extra=None):
 
 
 def test_two_groups_each_receive_every_record(broker, topic_name):
-    create(broker.bootstrap, topic_name, 3)
+    create_topic(broker.bootstrap, topic_name, 3)
     produce_range(broker.bootstrap, topic_name, 0, 3000, 3)
     results = {}
 
@@ -117,7 +114,7 @@ def test_two_groups_each_receive_every_record(broker, topic_name):
 
 @pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
 def test_assignors_split_partitions_between_members(broker, topic_name, strategy):
-    create(broker.bootstrap, topic_name, 4)
+    create_topic(broker.bootstrap, topic_name, 4)
     group = f"assign-{strategy}-{uuid.uuid4().hex[:6]}"
     conf = consumer_config(broker.bootstrap, group, {"partition.assignment.strategy": strategy,
                                                      "heartbeat.interval.ms": 300})
@@ -139,7 +136,7 @@ def test_assignors_split_partitions_between_members(broker, topic_name, strategy
 
 
 def test_committed_offsets_survive_broker_restart(own_broker, topic_name):
-    create(own_broker.bootstrap, topic_name, 2)
+    create_topic(own_broker.bootstrap, topic_name, 2)
     produce_range(own_broker.bootstrap, topic_name, 0, 100, 2)
     consumer, got = consume_group(own_broker.bootstrap, topic_name, "durable-group", 100,
                                   {"enable.auto.commit": False})
@@ -158,7 +155,7 @@ def test_committed_offsets_survive_broker_restart(own_broker, topic_name):
 
 def test_regex_subscription_picks_up_topics_created_later(broker):
     prefix = "events-" + uuid.uuid4().hex[:6]
-    admin = create(broker.bootstrap, f"{prefix}.a", 1)
+    admin = create_topic(broker.bootstrap, f"{prefix}.a", 1)
     consumer = Consumer(consumer_config(broker.bootstrap, "regex-" + prefix,
                                         {"topic.metadata.refresh.interval.ms": 500}))
     consumer.subscribe([f"^{prefix}\\..*"])
@@ -174,7 +171,7 @@ def test_regex_subscription_picks_up_topics_created_later(broker):
 
 
 def test_static_member_is_described_with_its_instance_id(broker, topic_name):
-    create(broker.bootstrap, topic_name, 1)
+    create_topic(broker.bootstrap, topic_name, 1)
     group = "static-" + uuid.uuid4().hex[:6]
     consumer = Consumer(consumer_config(broker.bootstrap, group, {"group.instance.id": "instance-1"}))
     consumer.subscribe([topic_name])
@@ -187,7 +184,7 @@ def test_static_member_is_described_with_its_instance_id(broker, topic_name):
 
 
 def test_admin_offsets_delete_group_and_delete_records(broker, topic_name):
-    admin = create(broker.bootstrap, topic_name, 1)
+    admin = create_topic(broker.bootstrap, topic_name, 1)
     produce_range(broker.bootstrap, topic_name, 0, 100, 1)
     group = "admin-" + uuid.uuid4().hex[:6]
     admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [TopicPartition(topic_name, 0, 42)])])[
@@ -246,7 +243,7 @@ def test_group_protocol_errors(broker):
 
 
 def test_offset_delete(broker, topic_name):
-    admin = create(broker.bootstrap, topic_name, 2)
+    admin = create_topic(broker.bootstrap, topic_name, 2)
     group = "odel-" + uuid.uuid4().hex[:6]
     admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
         group, [TopicPartition(topic_name, 0, 5), TopicPartition(topic_name, 1, 7)])])[group].result(10)

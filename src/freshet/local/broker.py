@@ -1,4 +1,4 @@
-"""A Freshet broker as a child process on 127.0.0.1, for tests, benchmarks and the demo."""
+"""A Freshet broker as a child process on 127.0.0.1, for the demo, the CLI, benchmarks and tests."""
 
 from __future__ import annotations
 

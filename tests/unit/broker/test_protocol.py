@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.serial import entity_reader
 
-from freshet.broker.protocol import FrameError, decode_request, encode_response, read_request_header, response_schema
+from freshet.broker.framing import FrameError
+from freshet.broker.protocol import decode_request, encode_response, read_request_header, response_schema
 
 
 def decode(api_key, version, frame):
@@ -62,3 +63,29 @@ def test_garbage_body_is_a_frame_error():
     frame = struct.pack(">hhih", 3, 12, 1, -1) + b"\xff" * 9
     with pytest.raises(FrameError):
         decode_request(frame, read_request_header(frame))
+
+
+def test_build_refuses_a_key_that_names_no_field_in_any_version():
+    from freshet.broker.protocol import build
+
+    schema = response_schema(0, 10)  # ProduceResponse v10
+    ok = build(schema, {"responses": [], "throttle_time": 0})
+    assert ok.responses == ()
+    with pytest.raises(ValueError, match="throttle_tme"):
+        build(schema, {"responses": [], "throttle_tme": 0})
+    # a field of another version is dropped, not refused: one handler serves every version
+    build(response_schema(0, 3), {"responses": [], "throttle_time": 0})
+
+
+def test_frame_check_bounds_every_size_by_the_frame():
+    from freshet.broker.frame_check import check
+    from freshet.broker.framing import read_uvarint
+    from freshet.broker.protocol import request_schema
+
+    assert read_uvarint(b"\xac\x02", 0) == (300, 2)
+    with pytest.raises(FrameError, match="truncated"):
+        read_uvarint(b"\x80", 0)
+    metadata_v1 = request_schema(3, 1)  # topics: array of names
+    assert check(metadata_v1, b"\x00\x00\x00\x01\x00\x01t", 0) == 7
+    with pytest.raises(FrameError, match="cannot fit"):
+        check(metadata_v1, b"\x7f\xff\xff\xff", 0)  # two billion topics in four bytes

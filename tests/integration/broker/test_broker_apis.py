@@ -6,23 +6,21 @@ import threading
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-from raw_kafka import RawConnection, fetch, produce
+from confluent_kafka.admin import AdminClient
+from freshet.testing.raw_kafka import RawConnection, fetch, produce
 
 from freshet.client import consumer_config
 from freshet.log import decode_records, encode_batch
 from freshet.log.record_batch import iter_batches
-from freshet.testing import BrokerProcess
+from freshet.local import BrokerProcess
+from freshet.testing.topics import create_topic
+from freshet.testing.polling import wait_for
 
 
-def create(bootstrap, name, partitions=1, config=None):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, config=config or {})])[name].result(10)
-    return admin
 
 
 def test_fetch_max_bytes_returns_whole_batches_within_the_limit(broker, topic_name):
-    create(broker.bootstrap, topic_name)
+    create_topic(broker.bootstrap, topic_name)
     batch = encode_batch([(b"k", b"x" * 1000, 1)])
     with RawConnection(broker.bootstrap) as conn:
         for _ in range(10):
@@ -36,7 +34,7 @@ def test_fetch_max_bytes_returns_whole_batches_within_the_limit(broker, topic_na
 
 
 def test_long_poll_fetch_answers_with_records_produced_while_it_waits(broker, topic_name):
-    create(broker.bootstrap, topic_name)
+    create_topic(broker.bootstrap, topic_name)
     result = {}
 
     def waiting_fetch():
@@ -60,19 +58,18 @@ def test_long_poll_fetch_answers_with_records_produced_while_it_waits(broker, to
 
 
 def test_acks_zero_and_acks_one_are_stored(broker, topic_name):
-    create(broker.bootstrap, topic_name)
+    create_topic(broker.bootstrap, topic_name)
     with RawConnection(broker.bootstrap) as conn:
         assert produce(conn, topic_name, 0, encode_batch([(b"k", b"zero", 1)]), acks=0) is None
         assert produce(conn, topic_name, 0, encode_batch([(b"k", b"one", 1)]), acks=1).base_offset == 1
-        deadline = time.monotonic() + 10
-        while fetch(conn, topic_name, 0, 0).high_watermark < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(lambda: fetch(conn, topic_name, 0, 0).high_watermark >= 2, 10, "the high watermark to reach 2",
+                 0.01)
         values = [r.value for _, b in iter_batches(fetch(conn, topic_name, 0, 0).records) for r in decode_records(b)]
     assert values == [b"zero", b"one"]
 
 
 def test_segment_bytes_config_rolls_segments_and_reads_cross_them(broker, topic_name):
-    create(broker.bootstrap, topic_name, config={"segment.bytes": "20000"})
+    create_topic(broker.bootstrap, topic_name, config={"segment.bytes": "20000"})
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "batch.num.messages": 10})
     for i in range(2000):
         producer.produce(topic_name, b"%06d" % i + b"." * 90, partition=0)

@@ -4,15 +4,11 @@ import subprocess
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from confluent_kafka.admin import ConfigResource, NewPartitions
 
 from freshet.client import consumer_config, producer_config
 
 
-def create(bootstrap, name, partitions=1, config=None):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, config=config or {})])[name].result(10)
-    return admin
 
 
 def read_partition(bootstrap, topic, partition, start=0, until=None):
@@ -30,7 +26,7 @@ def read_partition(bootstrap, topic, partition, start=0, until=None):
 
 
 def test_confluent_100k_keyed_records_read_back_in_partition_order(broker, topic_name):
-    create(broker.bootstrap, topic_name, 6)
+    create_topic(broker.bootstrap, topic_name, 6)
     producer = Producer(producer_config(broker.bootstrap))
     delivered = {}
 
@@ -62,7 +58,7 @@ def test_confluent_100k_keyed_records_read_back_in_partition_order(broker, topic
 
 
 def test_read_by_timestamp(broker, topic_name):
-    create(broker.bootstrap, topic_name, 1)
+    create_topic(broker.bootstrap, topic_name, 1)
     producer = Producer(producer_config(broker.bootstrap))
     base = 1_700_000_000_000
     for i in range(1000):
@@ -80,7 +76,7 @@ def test_read_by_timestamp(broker, topic_name):
 
 
 def test_admin_describe_configs_reports_every_config(broker, topic_name):
-    admin = create(broker.bootstrap, topic_name, 2, {"retention.ms": "60000", "cleanup.policy": "compact"})
+    admin = create_topic(broker.bootstrap, topic_name, 2, {"retention.ms": "60000", "cleanup.policy": "compact"})
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic_name)
     configs = admin.describe_configs([resource])[resource].result(10)
     assert configs["retention.ms"].value == "60000" and not configs["retention.ms"].is_default
@@ -95,7 +91,7 @@ def test_admin_describe_configs_reports_every_config(broker, topic_name):
 
 
 def test_kcat_metadata_produce_consume(broker, topic_name, kcat):
-    create(broker.bootstrap, topic_name, 3)
+    create_topic(broker.bootstrap, topic_name, 3)
     listing = subprocess.run([kcat, "-b", broker.bootstrap, "-L"], capture_output=True, text=True, timeout=30)
     assert listing.returncode == 0, listing.stderr
     assert f'topic "{topic_name}" with 3 partitions' in listing.stdout
@@ -113,7 +109,7 @@ def test_kafka_python_round_trip(broker, topic_name):
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KTopicPartition
 
-    create(broker.bootstrap, topic_name, 2)
+    create_topic(broker.bootstrap, topic_name, 2)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
     metas = [producer.send(topic_name, b"value-%d" % i, key=b"k", partition=1).get(10) for i in range(50)]
     producer.close()
@@ -128,11 +124,12 @@ def test_kafka_python_round_trip(broker, topic_name):
 
 
 import pytest  # noqa: E402
+from freshet.testing.topics import create_topic
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_compressed_batches_stored_as_sent_and_found_by_timestamp(broker, topic_name, codec):
-    create(broker.bootstrap, topic_name, 1)
+    create_topic(broker.bootstrap, topic_name, 1)
     producer = Producer(producer_config(broker.bootstrap, {"compression.type": codec, "linger.ms": 50}))
     base = 1_600_000_000_000
     for i in range(300):

@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL server on 127.0.0.1 for tests and the demo (Debian's packages).
+"""A throwaway PostgreSQL server on 127.0.0.1 for the demo, benchmarks and tests (Debian's packages).
 
 initdb runs into a directory of ours as the ``postgres`` system user when we are root (the
 server refuses to run as root), with logical replication on (for CDC) and trust auth on
@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import time
 
-from .broker_process import free_port
+from .broker import free_port
 
 
 def _bin_dir() -> str:

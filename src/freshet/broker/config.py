@@ -1,0 +1,25 @@
+"""The broker's settings, with their defaults stated once (``freshet broker start`` shows these)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class BrokerConfig:
+    data_dir: str
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    node_id: int = 0
+    cluster_id: str = "freshet"
+    auto_create_topics: bool = False
+    default_partitions: int = 1
+    max_request_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
+    idle_timeout_s: float = 600.0  # connections.max.idle.ms
+    frame_timeout_s: float = 30.0  # a started frame must arrive whole within this
+    max_in_flight: int = 100  # queued responses per connection before reading pauses
+    initial_rebalance_delay_ms: int = 100  # group.initial.rebalance.delay.ms (Kafka: 3000)
+    cleaner_interval_ms: int = 30_000  # how often retention and compaction run
+    producer_byte_rate: int = 0  # produce quota per client id, bytes/s (0: unlimited)
+    metrics_port: int | None = None  # Prometheus GET /metrics on this port (0: a free one); None: off

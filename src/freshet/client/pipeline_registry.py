@@ -1,0 +1,56 @@
+"""Running pipelines announce themselves in the compacted topic ``__freshet_pipelines`` (key: query
+name, value: status and the latest progress) and obey stop requests from
+``__freshet_pipeline_control``. The dashboard and ``freshet pipelines`` read and write these topics
+with a Kafka client alone (no Spark); the Spark listener that writes them is ``freshet.spark.registry``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from .admin import TopicAdmin
+from .config import consumer_config, producer_config
+
+PIPELINES_TOPIC = "__freshet_pipelines"
+CONTROL_TOPIC = "__freshet_pipeline_control"
+
+
+def ensure_topics(bootstrap: str) -> None:
+    admin = TopicAdmin(bootstrap)
+    existing = admin.list_topics()
+    if PIPELINES_TOPIC not in existing:
+        admin.create_topic(PIPELINES_TOPIC, 1, {"cleanup.policy": "compact"})
+    if CONTROL_TOPIC not in existing:
+        admin.create_topic(CONTROL_TOPIC, 1, {"retention.ms": "3600000"})
+
+
+def request_stop(bootstrap: str, name: str) -> None:
+    ensure_topics(bootstrap)
+    producer = Producer(producer_config(bootstrap, {"log_level": 0}))
+    producer.produce(CONTROL_TOPIC, json.dumps({"name": name, "action": "stop"}).encode(), name.encode())
+    producer.flush(10)
+
+
+def read_pipelines(bootstrap: str) -> dict[str, dict]:
+    """name -> latest status record."""
+    consumer = Consumer(consumer_config(bootstrap, overrides={"log_level": 0}))
+    out: dict[str, dict] = {}
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(PIPELINES_TOPIC, 0), timeout=10)
+    except Exception:
+        consumer.close()
+        return out
+    consumer.assign([TopicPartition(PIPELINES_TOPIC, 0, low)])
+    position = low
+    deadline = time.monotonic() + 10
+    while position < high and time.monotonic() < deadline:
+        for m in consumer.consume(1000, 0.3):
+            if m.error() is None:
+                position = m.offset() + 1
+                if m.value() is not None:
+                    out[m.key().decode()] = json.loads(m.value())
+    consumer.close()
+    return out

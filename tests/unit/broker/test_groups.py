@@ -1,0 +1,70 @@
+"""The group coordinator in-process: joins, the leader's assignment, heartbeats, leaving, commits."""
+
+import asyncio
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from freshet.broker.groups import EMPTY, STABLE, GroupCoordinator, GroupError
+
+PROTOCOLS = [("range", b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff")]
+
+
+def join(coordinator, group, member_id="", instance=None, require_known=True):
+    return coordinator.join(group, member_id, instance, "client", "/127.0.0.1", 6000, 6000, "consumer", PROTOCOLS,
+                            require_known)
+
+
+def test_two_members_join_one_leads_and_its_assignment_reaches_both():
+    async def scenario():
+        c = GroupCoordinator(initial_rebalance_delay_ms=0)
+        first = await join(c, "g")
+        assert first["error_code"] == ErrorCode.member_id_required  # KIP-394: come back with this id
+        a, b = await asyncio.gather(join(c, "g", first["member_id"]), join(c, "g", require_known=False))
+        assert a["generation_id"] == b["generation_id"] == 1
+        leader = a if a["leader"] == a["member_id"] else b
+        follower = b if leader is a else a
+        assert {m["member_id"] for m in leader["members"]} == {a["member_id"], b["member_id"]}
+        assert follower["members"] == []  # only the leader is told who the members are
+        plan = {a["member_id"]: b"for-a", b["member_id"]: b"for-b"}
+        synced = await asyncio.gather(c.sync("g", follower["member_id"], None, 1, {}),
+                                      c.sync("g", leader["member_id"], None, 1, plan))
+        assert sorted(s["assignment"] for s in synced) == [b"for-a", b"for-b"]
+        assert c.group("g").state == STABLE
+        assert c.heartbeat("g", a["member_id"], None, 1) == ErrorCode.none
+        assert c.heartbeat("g", a["member_id"], None, 0) == ErrorCode.illegal_generation
+        assert c.heartbeat("g", "stranger", None, 1) == ErrorCode.unknown_member_id
+        c.check_commit("g", a["member_id"], None, 1)  # a member of this generation may commit
+        with pytest.raises(GroupError) as stale:
+            c.check_commit("g", a["member_id"], None, 0)
+        assert stale.value.error_code == ErrorCode.illegal_generation
+
+    asyncio.run(scenario())
+
+
+def test_bad_joins_are_refused_and_change_nothing():
+    async def scenario():
+        c = GroupCoordinator(initial_rebalance_delay_ms=0)
+        for group, session_ms, code in (("", 6000, ErrorCode.invalid_group_id),
+                                        ("g", 10, ErrorCode.invalid_session_timeout)):
+            with pytest.raises(GroupError) as refused:
+                await c.join(group, "", None, "c", "/h", session_ms, 6000, "consumer", PROTOCOLS, True)
+            assert refused.value.error_code == code
+        with pytest.raises(GroupError) as unknown:
+            await join(c, "g", "never-issued")
+        assert unknown.value.error_code == ErrorCode.unknown_member_id
+        assert c.group("g") is None or not c.group("g").members
+
+    asyncio.run(scenario())
+
+
+def test_the_last_member_leaving_empties_the_group():
+    async def scenario():
+        c = GroupCoordinator(initial_rebalance_delay_ms=0)
+        only = await join(c, "g", require_known=False)
+        await c.sync("g", only["member_id"], None, 1, {only["member_id"]: b"all"})
+        results = c.leave("g", [(only["member_id"], None), ("stranger", None)])
+        assert [code for _, _, code in results] == [ErrorCode.none, ErrorCode.unknown_member_id]
+        assert c.group("g").state == EMPTY and not c.group("g").members
+
+    asyncio.run(scenario())
