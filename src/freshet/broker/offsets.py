@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass
 
 from freshet.log import decode_records, encode_batch
-from freshet.log.record_batch import iter_batches
+from freshet.log.record_batch import TRANSACTIONAL_FLAG
+from freshet.log.transactions import COMMIT, marker_type
 
 from .registry import TopicRegistry
 
@@ -77,25 +78,22 @@ class OffsetStore:
     """group -> (topic, partition) -> CommittedOffset, backed by ``__consumer_offsets``."""
 
     def __init__(self, registry: TopicRegistry) -> None:
-        topic = registry.get(OFFSETS_TOPIC)
-        if topic is None:
-            topic = registry.create(OFFSETS_TOPIC, 1, -1, OFFSETS_TOPIC_CONFIGS)
-        topic.internal = True
-        self.partition = topic.partitions[0]
+        self.partition = registry.internal_topic(OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS).partitions[0]
         self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        # producer id -> [(key, value)]: transactional commits, applied when their transaction commits
+        self.pending: dict[int, list[tuple[bytes, bytes | None]]] = {}
         self._replay()
 
     def _replay(self) -> None:
-        p = self.partition
-        offset = p.log_start_offset
-        while offset < p.high_watermark:
-            data = p.read(offset, 1 << 20)
-            if not data:
-                break
-            for header, batch in iter_batches(data):
+        for header, batch in self.partition.batches():
+            if header.is_control:
+                self.complete_transaction(header.producer_id, marker_type(batch) == COMMIT)
+            elif header.is_transactional:
+                self.pending.setdefault(header.producer_id, []).extend(
+                    (r.key, r.value) for r in decode_records(batch))
+            else:
                 for record in decode_records(batch):
                     self._apply(record.key, record.value)
-                offset = header.last_offset + 1
 
     def _apply(self, key: bytes | None, value: bytes | None) -> None:
         if key is None:
@@ -125,6 +123,28 @@ class OffsetStore:
         for key, value, _ in records:
             self._apply(key, value)
         return result.last_offset
+
+    def append_transactional(self, group: str, entries: dict[tuple[str, int], CommittedOffset],
+                             producer_id: int, producer_epoch: int) -> int:
+        """TxnOffsetCommit: the commits are written now, as part of the producer's transaction, and take
+        effect when it commits (``complete_transaction``). Returns the last offset to wait on."""
+        now = int(time.time() * 1000)
+        records = [(encode_key(group, topic, partition), encode_value(c), now)
+                   for (topic, partition), c in entries.items()]
+        result = self.partition.append(encode_batch(records, producer_id=producer_id, producer_epoch=producer_epoch,
+                                                    attributes=TRANSACTIONAL_FLAG))
+        self.pending.setdefault(producer_id, []).extend((k, v) for k, v, _ in records)
+        return result.last_offset
+
+    def complete_transaction(self, producer_id: int, commit: bool) -> None:
+        for key, value in self.pending.pop(producer_id, []):
+            if commit:
+                self._apply(key, value)
+
+    def has_pending(self, group: str, topic: str, partition: int) -> bool:
+        """A transactional commit for this partition is waiting on its transaction (UNSTABLE_OFFSET_COMMIT)."""
+        key = encode_key(group, topic, partition)
+        return any(k == key for records in self.pending.values() for k, _ in records)
 
     def committed(self, group: str) -> dict[tuple[str, int], CommittedOffset]:
         return self.offsets.get(group, {})

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from freshet.log import Partition
 
-from . import errors
+from kio.schema.errors import ErrorCode
+
 from .topic_config import InvalidConfigError, log_config, validate_configs
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ class TopicError(Exception):
 def check_topic_name(name: str | None) -> None:
     if not name or not TOPIC_NAME.match(name) or name in (".", ".."):
         raise TopicError(
-            errors.INVALID_TOPIC_EXCEPTION,
+            ErrorCode.invalid_topic_exception,
             f"invalid topic name {name!r}: 1-249 characters of a-z A-Z 0-9 . _ -",
         )
 
@@ -148,20 +149,20 @@ class TopicRegistry:
     def validate_create(self, name: str, partitions: int, replication_factor: int, configs: dict) -> dict[str, str]:
         check_topic_name(name)
         if name in self.topics:
-            raise TopicError(errors.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+            raise TopicError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
         if partitions == -1:
             partitions = 1
         if not 1 <= partitions <= MAX_PARTITIONS:
-            raise TopicError(errors.INVALID_PARTITIONS, f"partitions must be 1..{MAX_PARTITIONS}, got {partitions}")
+            raise TopicError(ErrorCode.invalid_partitions, f"partitions must be 1..{MAX_PARTITIONS}, got {partitions}")
         if replication_factor not in (-1, 1):
             raise TopicError(
-                errors.INVALID_REPLICATION_FACTOR,
+                ErrorCode.invalid_replication_factor,
                 f"replication factor {replication_factor} is larger than the 1 broker available",
             )
         try:
             return validate_configs(configs)
         except InvalidConfigError as exc:
-            raise TopicError(errors.INVALID_CONFIG, str(exc)) from None
+            raise TopicError(ErrorCode.invalid_config, str(exc)) from None
 
     def create(self, name: str, partitions: int = 1, replication_factor: int = -1,
                configs: dict | None = None) -> Topic:
@@ -179,10 +180,17 @@ class TopicRegistry:
         log.info("created topic %s with %d partitions %s", name, partitions, overrides)
         return topic
 
+    def internal_topic(self, name: str, configs: dict[str, str]) -> Topic:
+        """The broker's own one-partition topic ``name`` (committed offsets, transaction state), created on
+        first use; clients may read it but not write or delete it."""
+        topic = self.topics.get(name) or self.create(name, 1, -1, configs)
+        topic.internal = True
+        return topic
+
     def delete(self, name: str) -> None:
         topic = self.topics.get(name)
         if topic is None:
-            raise TopicError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
         del self.topics[name]
         self.by_id.pop(topic.topic_id, None)
         for p in topic.partitions:
@@ -196,14 +204,14 @@ class TopicRegistry:
     def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
         topic = self.topics.get(name)
         if topic is None:
-            raise TopicError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
         if count <= len(topic.partitions):
             raise TopicError(
-                errors.INVALID_PARTITIONS,
+                ErrorCode.invalid_partitions,
                 f"topic {name!r} has {len(topic.partitions)} partitions; the new count must be larger, got {count}",
             )
         if count > MAX_PARTITIONS:
-            raise TopicError(errors.INVALID_PARTITIONS, f"at most {MAX_PARTITIONS} partitions")
+            raise TopicError(ErrorCode.invalid_partitions, f"at most {MAX_PARTITIONS} partitions")
         if validate_only:
             return
         for i in range(len(topic.partitions), count):

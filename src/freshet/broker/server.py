@@ -11,65 +11,33 @@ import asyncio
 import logging
 import signal
 import struct
-from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
 from freshet.log.cleaner import clean
 
 from . import protocol
+from .config import BrokerConfig
+from .context import Handler, RequestContext
 from .durability import GroupCommit
 from .groups import GroupCoordinator
 from .metrics import MetricsServer
 from .offsets import OffsetStore
 from .quotas import ProduceQuota
-from .protocol import FrameError, RequestHeader
+from .framing import FrameError
+from .protocol import RequestHeader
 from .registry import TopicRegistry
+from .transactions import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 
 
-@dataclass
-class BrokerConfig:
-    data_dir: str
-    host: str = "127.0.0.1"
-    port: int = 9092
-    advertised_host: str | None = None
-    node_id: int = 0
-    cluster_id: str = "freshet"
-    auto_create_topics: bool = False
-    default_partitions: int = 1
-    max_request_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
-    idle_timeout_s: float = 600.0  # connections.max.idle.ms
-    frame_timeout_s: float = 30.0  # a started frame must arrive whole within this
-    max_in_flight: int = 100  # queued responses per connection before reading pauses
-    initial_rebalance_delay_ms: int = 100  # group.initial.rebalance.delay.ms (Kafka: 3000)
-    cleaner_interval_ms: int = 30_000  # how often retention and compaction run
-    producer_byte_rate: int = 0  # produce quota per client id, bytes/s (0: unlimited)
-    metrics_port: int | None = None  # Prometheus GET /metrics on this port (0: a free one); None: off
-
-
-@dataclass
-class RequestContext:
-    broker: "Broker"
-    header: RequestHeader
-    peer_host: str = ""
-    throttle_ms: int = 0  # set by a handler over quota: the connection is muted this long
-
-    @property
-    def version(self) -> int:
-        return self.header.api_version
-
-
-Handler = Callable[[RequestContext, Any], "dict | None | Awaitable[dict | None]"]
-
-
 def _api_table() -> dict[int, tuple[int, int, Handler]]:
-    from .handlers import cluster, fetch, groups, produce, topics
+    from .handlers import cluster, fetch, groups, produce, topics, transactions
 
     table: dict[int, tuple[int, int, Handler]] = {}
-    for module in (cluster, topics, produce, fetch, groups):
+    for module in (cluster, topics, produce, fetch, groups, transactions):
         table.update(module.APIS)
     return table
 
@@ -82,6 +50,7 @@ class Broker:
         self.groups = GroupCoordinator(config.initial_rebalance_delay_ms)
         self.produce_quota = ProduceQuota(config.producer_byte_rate)
         self.offsets = OffsetStore(self.registry)
+        self.transactions = TransactionCoordinator(self)
         self.apis = _api_table()
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task] = set()
@@ -99,6 +68,7 @@ class Broker:
         self.group_commit = GroupCommit()
         self.group_commit.start()
         self.groups.start()
+        self.transactions.start()
         self._cleaner = asyncio.get_running_loop().create_task(self._run_cleaner(), name="log-cleaner")
         if self.metrics:  # before the Kafka port: whoever sees that listening finds this too
             await self.metrics.start()
@@ -121,6 +91,7 @@ class Broker:
             self._cleaner.cancel()
             await asyncio.gather(self._cleaner, return_exceptions=True)
         await self.groups.stop()
+        await self.transactions.stop()
         if self.group_commit:
             await self.group_commit.stop()
         self.registry.close()  # fsyncs what is left

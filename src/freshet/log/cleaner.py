@@ -11,6 +11,11 @@ the newest offset of every key is found; each closed segment is then rewritten k
 records that are the newest for their key. Kept records keep their offsets. A tombstone (null
 value) is kept until it is older than ``delete.retention.ms`` by its timestamp, then removed,
 so consumers that read within that time still see the delete.
+
+Transactions: records of aborted transactions are removed (no read_committed reader sees them),
+records of transactions still open (at or past the last stable offset) are left untouched, kept
+transactional records keep their producer id, epoch and transactional flag, and control batches
+(the COMMIT / ABORT markers) are always kept, so the transaction index rebuilds the same.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import time
 from dataclasses import dataclass
 
 from .partition import Partition
-from .record_batch import decode_records, encode_batch, iter_batches
+from .record_batch import TRANSACTIONAL_FLAG, decode_records, encode_batch, iter_batches
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +81,26 @@ def compact(partition: Partition, now_ms: int | None = None) -> CleanerStats:
     if last is not None and last[0] == checkpoint and now_ms < last[1]:
         return stats  # nothing new to clean and no tombstone due yet
     next_tombstone_due = 1 << 62
+    stable = partition.last_stable_offset
+    aborted = partition.transactions.aborted
+
+    def kind(header) -> str:
+        if header.is_control:
+            return "marker"
+        if not header.is_transactional:
+            return "plain"
+        if header.base_offset >= stable:
+            return "open"
+        if any(a.producer_id == header.producer_id and a.first_offset <= header.base_offset <= a.last_offset
+               for a in aborted):
+            return "aborted"
+        return "plain"
 
     newest: dict[bytes, int] = {}
     for segment in closed:
-        for _header, batch in iter_batches(segment.read(0, segment.size)):
+        for header, batch in iter_batches(segment.read(0, segment.size)):
+            if kind(header) != "plain":
+                continue
             for record in decode_records(batch):
                 if record.key is not None:
                     newest[record.key] = record.offset
@@ -89,8 +110,13 @@ def compact(partition: Partition, now_ms: int | None = None) -> CleanerStats:
         kept_batches: list[bytes] = []
         changed = False
         for header, batch in iter_batches(data):
-            if header.is_control:
+            what = kind(header)
+            if what in ("marker", "open"):
                 kept_batches.append(bytes(batch))
+                continue
+            if what == "aborted":
+                stats.records_removed += header.records_count
+                changed = True
                 continue
             records = list(decode_records(batch))
             kept = []
@@ -110,9 +136,13 @@ def compact(partition: Partition, now_ms: int | None = None) -> CleanerStats:
             changed = True
             if kept:
                 base = kept[0].offset
+                transactional = header.is_transactional
                 kept_batches.append(encode_batch(
                     [(r.key, r.value, r.timestamp, r.headers) for r in kept],
                     base_offset=base, offset_deltas=[r.offset - base for r in kept],
+                    producer_id=header.producer_id if transactional else -1,
+                    producer_epoch=header.producer_epoch if transactional else -1,
+                    attributes=TRANSACTIONAL_FLAG if transactional else 0,
                 ))
         if changed:
             segment.replace_contents(kept_batches)

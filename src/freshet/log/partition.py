@@ -16,10 +16,13 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from .config import LogConfig
-from .errors import OffsetOutOfRangeError, RecordTooLargeError
+from .errors import InvalidRecordError, OffsetOutOfRangeError, RecordTooLargeError
 from .producer_state import ProducerEntry, ProducerStateManager
-from .record_batch import HEADER_SIZE, BatchHeader, decode_records, read_header, validate_batches, with_base_offset
+from .record_batch import (
+    HEADER_SIZE, BatchHeader, decode_records, iter_batches, read_header, validate_batches, with_base_offset,
+)
 from .segment import LOG_SUFFIX, Segment
+from .transactions import ABORT, COMMIT, AbortedTransaction, TransactionIndex, marker_batch, marker_type
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,7 @@ class Partition:
         self.log_start_offset = 0
         self.high_watermark = 0
         self.producer_state = ProducerStateManager()
+        self.transactions = TransactionIndex()
         self.recovered_bytes_cut = 0
         self._dirty: dict[int, Segment] = {}
         self._open()
@@ -64,10 +68,16 @@ class Partition:
             segment = Segment(self.directory, base, self.config.index_interval_bytes)
             active = i == len(bases) - 1
             # the active segment may hold a torn tail: check every CRC there
-            headers, cut = segment.recover(check_crc=active)
+            found, cut = segment.recover(check_crc=active)
             self.recovered_bytes_cut += cut
-            for header in headers:
-                self.producer_state.load(header)
+            for position, header in found:
+                control_type = None
+                if header.is_control:
+                    control_type = marker_type(segment.read(position, header.size))
+                    self.producer_state.fence(header.producer_id, header.producer_epoch)
+                else:
+                    self.producer_state.load(header)
+                self.transactions.batch(header, control_type)
             self.segments.append(segment)
         if not self.segments:
             self.segments.append(Segment(self.directory, self.log_start_offset, self.config.index_interval_bytes))
@@ -98,6 +108,8 @@ class Partition:
         """
         headers = validate_batches(records)
         for header in headers:
+            if header.is_control:
+                raise InvalidRecordError("control batches are written by the transaction coordinator, not producers")
             if header.size > self.config.max_message_bytes:
                 raise RecordTooLargeError(
                     f"batch of {header.size} bytes exceeds max.message.bytes={self.config.max_message_bytes}"
@@ -132,16 +144,39 @@ class Partition:
                 pos += header.size
         for header in assigned:
             self.producer_state.stage(header, header.base_offset, pending)
-        self._maybe_roll(len(data))
-        segment = self.active_segment
-        segment.append(data, assigned)
-        self._dirty[segment.base_offset] = segment
+        self._write(data, assigned)
         self.producer_state.commit(pending)
+        for header in assigned:
+            self.transactions.batch(header)
         return AppendResult(assigned[0].base_offset, assigned[-1].last_offset, self.log_start_offset)
 
-    def _require_keys(self, records: bytes | memoryview, headers: list[BatchHeader]) -> None:
-        from .errors import InvalidRecordError
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> AppendResult:
+        """End ``producer_id``'s transaction here with a COMMIT or ABORT control batch (the coordinator's
+        write). The marker's epoch fences older epochs of the producer."""
+        offset = self.log_end_offset
+        data = with_base_offset(memoryview(marker_batch(producer_id, producer_epoch, commit,
+                                                        int(time.time() * 1000))), offset)
+        header = read_header(data)
+        self._write(data, [header])
+        self.producer_state.fence(producer_id, producer_epoch)
+        self.transactions.batch(header, COMMIT if commit else ABORT)
+        return AppendResult(offset, offset, self.log_start_offset)
 
+    def _write(self, data, headers: list[BatchHeader]) -> None:
+        self._maybe_roll(len(data))
+        segment = self.active_segment
+        segment.append(data, headers)
+        self._dirty[segment.base_offset] = segment
+
+    @property
+    def last_stable_offset(self) -> int:
+        """What a read_committed consumer may read up to: below the oldest open transaction."""
+        return self.transactions.last_stable_offset(self.high_watermark)
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTransaction]:
+        return self.transactions.aborted_between(start, end)
+
+    def _require_keys(self, records: bytes | memoryview, headers: list[BatchHeader]) -> None:
         view = memoryview(records)
         pos = 0
         for header in headers:
@@ -221,6 +256,7 @@ class Partition:
             new_start = max(self.log_start_offset, self.segments[0].base_offset)
             if new_start != self.log_start_offset:
                 self._set_log_start_offset(new_start)
+            self.transactions.forget_below(self.log_start_offset)
             self._sync_directory()
             log.info("%s: deleted %d segment(s); log start offset %d", self.directory, len(deleted),
                      self.log_start_offset)
@@ -314,6 +350,18 @@ class Partition:
         if start < 0 or end <= start:
             return b""
         return chunk[start:end]
+
+    def batches(self):
+        """Every batch from the log start offset up to the high watermark, as (header, bytes): for
+        replaying a partition into memory (committed offsets, transaction state)."""
+        offset = self.log_start_offset
+        while offset < self.high_watermark:
+            data = self.read(offset, 1 << 20)
+            if not data:
+                return
+            for header, batch in iter_batches(data):
+                yield header, batch
+                offset = header.last_offset + 1
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with a timestamp >= ``timestamp``."""

@@ -103,6 +103,12 @@ class ProducerStateManager:
     def commit(self, pending: dict[int, ProducerEntry]) -> None:
         self.producers.update(pending)
 
+    def fence(self, producer_id: int, epoch: int) -> None:
+        """A transaction marker of ``epoch``: batches of older epochs of the producer are refused from now on."""
+        entry = self.producers.get(producer_id)
+        if entry is None or epoch > entry.epoch:
+            self.producers[producer_id] = ProducerEntry(epoch)
+
     def load(self, header: BatchHeader) -> None:
         """Replay one batch header from the log during recovery."""
         pending: dict[int, ProducerEntry] = {}

@@ -55,14 +55,14 @@ class Segment:
 
     # -- opening and recovery -----------------------------------------------------------
 
-    def recover(self, check_crc: bool = True) -> tuple[list[BatchHeader], int]:
+    def recover(self, check_crc: bool = True) -> tuple[list[tuple[int, BatchHeader]], int]:
         """Rebuild the indexes from the file; cut a torn or corrupt tail.
 
-        Returns the headers of every valid batch (for the producer-state rebuild) and the
-        number of bytes cut off the end (0 for a clean segment).
+        Returns (position, header) of every valid batch (for the producer-state and transaction
+        rebuild) and the number of bytes cut off the end (0 for a clean segment).
         """
         file_size = os.fstat(self.fd).st_size
-        headers: list[BatchHeader] = []
+        headers: list[tuple[int, BatchHeader]] = []
         valid = 0
         if file_size:
             with mmap.mmap(self.fd, file_size, access=mmap.ACCESS_READ) as mm:
@@ -73,7 +73,7 @@ class Segment:
                     view.release()
             for position, header in found:
                 self._index(header, position)
-                headers.append(header)
+                headers.append((position, header))
         cut = file_size - valid
         if cut:
             log.warning(

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from kio.serial import entity_writer
 
 from freshet.broker import protocol
+from freshet.broker.framing import FrameError
 from freshet.log import encode_batch
 
 INTERESTING = [0x00, 0x01, 0x7F, 0x80, 0xFF, 0xFE]
@@ -43,7 +44,7 @@ def _seed_body(api_key: int, version: int) -> dict:
                                                        "timestamp": -1}]}]},
         3: {"topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
             "include_topic_authorized_operations": False, "include_cluster_authorized_operations": False},
-        8: {"group_id": "fuzz-group", "generation_id_or_member_epoch": -1, "generation_id": -1, "member_id": "",
+        8: {"group_id": "fuzz-group", "generation_id_or_member_epoch": -1, "member_id": "",
             "group_instance_id": None, "retention_time": -1,
             "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1,
                                                        "committed_leader_epoch": -1, "committed_metadata": ""}]}]},
@@ -70,6 +71,14 @@ def _seed_body(api_key: int, version: int) -> dict:
         21: {"topics": [{"name": "fuzz-doomed", "partitions": [{"partition_index": 0, "offset": 0}]}],
              "timeout": 1000},
         22: {"transactional_id": None, "transaction_timeout": 60000, "producer_id": -1, "producer_epoch": -1},
+        24: {"v3_and_below_transactional_id": "fuzz-txn", "v3_and_below_producer_id": 0,
+             "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [{"name": topic, "partitions": [0]}]},
+        25: {"transactional_id": "fuzz-txn", "producer_id": 0, "producer_epoch": 0, "group_id": "fuzz-group"},
+        26: {"transactional_id": "fuzz-txn", "producer_id": 0, "producer_epoch": 0, "committed": False},
+        28: {"transactional_id": "fuzz-txn", "group_id": "fuzz-group", "producer_id": 0, "producer_epoch": 0,
+             "generation_id": -1, "member_id": "", "group_instance_id": None,
+             "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                        "committed_leader_epoch": -1, "committed_metadata": ""}]}]},
         32: {"resources": [{"resource_type": 2, "resource_name": topic, "configuration_keys": None}],
              "include_synonyms": False, "include_documentation": False},
         37: {"topics": [{"name": "fuzz-doomed", "count": 2, "assignments": None}], "timeout": 1000,
@@ -77,6 +86,8 @@ def _seed_body(api_key: int, version: int) -> dict:
         42: {"groups_names": ["fuzz-doomed-group"]},
         47: {"group_id": "fuzz-doomed-group", "topics": [{"name": topic, "partitions": [{"partition_index": 0}]}]},
         60: {"include_cluster_authorized_operations": False, "endpoint_type": 1},
+        65: {"transactional_ids": ["fuzz-txn"]},
+        66: {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
     }
     return bodies[api_key]
 
@@ -160,7 +171,7 @@ def fuzz_decoder(frames: int, seed: int = 1) -> FuzzReport:
                 continue
             protocol.decode_request(frame, header)
             report.decoded += 1
-        except protocol.FrameError:
+        except FrameError:
             report.rejected += 1
         except Exception as exc:  # a finding: the decoder must not fail any other way
             report.findings.append((frame, repr(exc)))

@@ -7,14 +7,15 @@ import time
 
 from freshet.log import OffsetOutOfRangeError
 
-from .. import errors
+from kio.schema.errors import ErrorCode
+from ..context import Request, RequestContext, Response
+
 
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 READ_COMMITTED = 1
 INVALID_SESSION_ID = 0
-FETCH_SESSION_ID_NOT_FOUND = 70
 
 
 def _read_all(ctx, request) -> tuple[dict, int, bool]:
@@ -28,40 +29,48 @@ def _read_all(ctx, request) -> tuple[dict, int, bool]:
     for t in request.topics:
         partitions = []
         for p in t.partitions:
-            entry = {"partition_index": p.partition, "error_code": errors.NONE, "high_watermark": -1,
+            entry = {"partition_index": p.partition, "error_code": ErrorCode.none, "high_watermark": -1,
                      "last_stable_offset": -1, "log_start_offset": -1,
                      "aborted_transactions": [] if read_committed else None,
                      "preferred_read_replica": -1, "records": b""}
             partitions.append(entry)
             partition = registry.partition(t.topic, p.partition)
             if partition is None:
-                entry["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                entry["error_code"] = ErrorCode.unknown_topic_or_partition
                 any_error = True
                 continue
             hw = partition.high_watermark
-            entry.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=partition.log_start_offset)
+            lso = partition.last_stable_offset
+            entry.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=partition.log_start_offset)
             remaining = max_bytes - total
             if remaining <= 0:
                 continue
+            upper = lso if read_committed else hw
+            if upper < p.fetch_offset <= hw:
+                continue  # past what this reader may see yet: nothing until the transaction ends
             try:
-                data = partition.read(p.fetch_offset, min(p.partition_max_bytes, remaining))
+                data = partition.read(p.fetch_offset, min(p.partition_max_bytes, remaining), upper)
             except OffsetOutOfRangeError:
-                entry["error_code"] = errors.OFFSET_OUT_OF_RANGE
+                entry["error_code"] = ErrorCode.offset_out_of_range
                 any_error = True
                 continue
             if total and len(data) > remaining:
                 continue  # only the very first batch may exceed max_bytes
             entry["records"] = data
             total += len(data)
+            if read_committed and data:
+                entry["aborted_transactions"] = [
+                    {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                    for a in partition.aborted_transactions(p.fetch_offset, upper)]
         responses.append({"topic": t.topic, "partitions": partitions})
-    body = {"throttle_time": 0, "error_code": errors.NONE, "session_id": INVALID_SESSION_ID,
+    body = {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": INVALID_SESSION_ID,
             "responses": responses}
     return body, total, any_error
 
 
-def fetch(ctx, request):
+def fetch(ctx: RequestContext, request: Request) -> Response:
     if getattr(request, "session_id", 0) != INVALID_SESSION_ID:
-        return {"throttle_time": 0, "error_code": FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
+        return {"throttle_time": 0, "error_code": ErrorCode.fetch_session_id_not_found, "session_id": 0, "responses": []}
     body, total, any_error = _read_all(ctx, request)
     max_wait_s = request.max_wait.total_seconds()
     if total >= request.min_bytes or any_error or max_wait_s <= 0:
@@ -86,21 +95,22 @@ def fetch(ctx, request):
     return long_poll()
 
 
-def list_offsets(ctx, request) -> dict:
+def list_offsets(ctx: RequestContext, request: Request) -> dict:
     registry = ctx.broker.registry
     topics = []
     for t in request.topics:
         partitions = []
         for p in t.partitions:
-            entry = {"partition_index": p.partition_index, "error_code": errors.NONE, "timestamp": -1,
+            entry = {"partition_index": p.partition_index, "error_code": ErrorCode.none, "timestamp": -1,
                      "offset": -1, "leader_epoch": 0}
             partitions.append(entry)
             partition = registry.partition(t.name, p.partition_index)
             if partition is None:
-                entry["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                entry["error_code"] = ErrorCode.unknown_topic_or_partition
                 continue
             if p.timestamp == LATEST:
-                entry["offset"] = partition.high_watermark
+                read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+                entry["offset"] = partition.last_stable_offset if read_committed else partition.high_watermark
             elif p.timestamp == EARLIEST:
                 entry["offset"] = partition.log_start_offset
             elif p.timestamp == MAX_TIMESTAMP:
@@ -110,7 +120,7 @@ def list_offsets(ctx, request) -> dict:
                 if found is not None:
                     entry["offset"], entry["timestamp"] = found
             else:
-                entry["error_code"] = errors.INVALID_REQUEST
+                entry["error_code"] = ErrorCode.invalid_request
         topics.append({"name": t.name, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}
 

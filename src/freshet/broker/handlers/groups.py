@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import time
 
-from .. import errors
+from kio.schema.errors import ErrorCode
+
 from ..groups import COMPLETING, DEAD, EMPTY, PREPARING, GroupError
 from ..offsets import CommittedOffset
+from ..context import Request, RequestContext, Response
 
 MAX_METADATA = 4096  # offset.metadata.max.bytes
 
 
-def find_coordinator(ctx, request) -> dict:
+def find_coordinator(ctx: RequestContext, request: Request) -> dict:
     broker = ctx.broker
     node = {"node_id": broker.config.node_id, "host": broker.advertised_host, "port": broker.port}
     keys = getattr(request, "coordinator_keys", None)
     if keys is None:  # v0-3: one key
-        return {"throttle_time": 0, "error_code": errors.NONE, "error_message": None, **node}
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, **node}
     return {"throttle_time": 0, "coordinators": [
-        {"key": key, "error_code": errors.NONE, "error_message": None, **node} for key in keys]}
+        {"key": key, "error_code": ErrorCode.none, "error_message": None, **node} for key in keys]}
 
 
 def _error_body(body: dict, exc: GroupError) -> dict:
@@ -26,7 +28,7 @@ def _error_body(body: dict, exc: GroupError) -> dict:
     return body
 
 
-def join_group(ctx, request):
+def join_group(ctx: RequestContext, request: Request) -> Response:
     coordinator = ctx.broker.groups
 
     async def run() -> dict:
@@ -39,7 +41,7 @@ def join_group(ctx, request):
                 require_known_member_id=ctx.version >= 4,
             )
             if result is None:
-                raise GroupError(errors.UNKNOWN_MEMBER_ID)
+                raise GroupError(ErrorCode.unknown_member_id)
             return result
         except GroupError as exc:
             return {"throttle_time": 0, "error_code": exc.error_code, "generation_id": -1, "protocol_type": None,
@@ -48,7 +50,7 @@ def join_group(ctx, request):
     return run()
 
 
-def sync_group(ctx, request):
+def sync_group(ctx: RequestContext, request: Request) -> Response:
     coordinator = ctx.broker.groups
 
     async def run() -> dict:
@@ -64,33 +66,33 @@ def sync_group(ctx, request):
     return run()
 
 
-def heartbeat(ctx, request) -> dict:
+def heartbeat(ctx: RequestContext, request: Request) -> dict:
     code = ctx.broker.groups.heartbeat(request.group_id, request.member_id,
                                        getattr(request, "group_instance_id", None), request.generation_id)
     return {"throttle_time": 0, "error_code": code}
 
 
-def leave_group(ctx, request) -> dict:
+def leave_group(ctx: RequestContext, request: Request) -> dict:
     if hasattr(request, "members"):
         wanted = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         wanted = [(request.member_id, None)]
     results = ctx.broker.groups.leave(request.group_id, wanted)
-    top = errors.NONE
+    top = ErrorCode.none
     if not hasattr(request, "members") and results:
         top = results[0][2]
     return {"throttle_time": 0, "error_code": top, "members": [
         {"member_id": mid, "group_instance_id": iid, "error_code": code} for mid, iid, code in results]}
 
 
-def offset_commit(ctx, request):
+def offset_commit(ctx: RequestContext, request: Request) -> Response:
     broker = ctx.broker
     generation = getattr(request, "generation_id_or_member_epoch", getattr(request, "generation_id", -1))
     topics_out = []
     accepted: dict[tuple[str, int], CommittedOffset] = {}
-    group_error = errors.NONE
+    group_error = ErrorCode.none
     if not request.group_id:
-        group_error = errors.INVALID_GROUP_ID
+        group_error = ErrorCode.invalid_group_id
     else:
         try:
             broker.groups.check_commit(request.group_id, request.member_id,
@@ -102,12 +104,12 @@ def offset_commit(ctx, request):
         parts = []
         for p in t.partitions:
             code = group_error
-            if code == errors.NONE:
+            if code == ErrorCode.none:
                 metadata = p.committed_metadata or ""
                 if broker.registry.partition(t.name, p.partition_index) is None:
-                    code = errors.UNKNOWN_TOPIC_OR_PARTITION
+                    code = ErrorCode.unknown_topic_or_partition
                 elif len(metadata.encode()) > MAX_METADATA:
-                    code = errors.OFFSET_METADATA_TOO_LARGE
+                    code = ErrorCode.offset_metadata_too_large
                 else:
                     accepted[(t.name, p.partition_index)] = CommittedOffset(
                         p.committed_offset, getattr(p, "committed_leader_epoch", -1), metadata, now)
@@ -118,24 +120,29 @@ def offset_commit(ctx, request):
         return body
     if broker.groups.group(request.group_id) is None:
         broker.groups.group(request.group_id, create=True)
-    last = broker.offsets.append(request.group_id, accepted)
+    return answer_when_durable(broker, broker.offsets.append(request.group_id, accepted), body)
+
+
+def answer_when_durable(broker, last_offset: int, body: dict):
+    """The commit's answer once ``__consumer_offsets`` is fsync'd up to ``last_offset``; if the fsync fails,
+    every partition that was accepted answers COORDINATOR_NOT_AVAILABLE (the client retries)."""
     broker.group_commit.written(broker.offsets.partition)
-    durable = broker.group_commit.durable(broker.offsets.partition, last)
+    durable = broker.group_commit.durable(broker.offsets.partition, last_offset)
 
     async def when_durable() -> dict:
         try:
             await durable
         except Exception:
-            for t in topics_out:
+            for t in body["topics"]:
                 for p in t["partitions"]:
-                    if p["error_code"] == errors.NONE:
-                        p["error_code"] = errors.COORDINATOR_NOT_AVAILABLE
+                    if p["error_code"] == ErrorCode.none:
+                        p["error_code"] = ErrorCode.coordinator_not_available
         return body
 
     return when_durable()
 
 
-def _fetch_group(broker, group_id: str, topics) -> tuple[list[dict], int]:
+def _fetch_group(broker, group_id: str, topics, require_stable: bool = False) -> tuple[list[dict], int]:
     committed = broker.offsets.committed(group_id)
     out = []
     if topics is None:
@@ -149,22 +156,25 @@ def _fetch_group(broker, group_id: str, topics) -> tuple[list[dict], int]:
         parts = []
         for p in partitions:
             c = committed.get((topic, p))
+            # KIP-447: a consumer that asks for stable offsets waits while a transaction holds one back
+            unstable = require_stable and broker.offsets.has_pending(group_id, topic, p)
             parts.append({"partition_index": p, "committed_offset": c.offset if c else -1,
                           "committed_leader_epoch": c.leader_epoch if c else -1,
-                          "metadata": c.metadata if c else "", "error_code": errors.NONE})
+                          "metadata": c.metadata if c else "",
+                          "error_code": ErrorCode.unstable_offset_commit if unstable else ErrorCode.none})
         out.append({"name": topic, "partitions": parts})
-    return out, errors.NONE
+    return out, ErrorCode.none
 
 
-def offset_fetch(ctx, request) -> dict:
+def offset_fetch(ctx: RequestContext, request: Request) -> dict:
     broker = ctx.broker
     if hasattr(request, "groups"):
         groups = []
         for g in request.groups:
-            topics, code = _fetch_group(broker, g.group_id, g.topics)
+            topics, code = _fetch_group(broker, g.group_id, g.topics, getattr(request, "require_stable", False))
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"throttle_time": 0, "groups": groups}
-    topics, code = _fetch_group(broker, request.group_id, request.topics)
+    topics, code = _fetch_group(broker, request.group_id, request.topics, getattr(request, "require_stable", False))
     return {"throttle_time": 0, "topics": topics, "error_code": code}
 
 
@@ -173,14 +183,14 @@ def _known_groups(broker) -> dict[str, object]:
     return {name: broker.groups.group(name) for name in sorted(names)}
 
 
-def describe_groups(ctx, request) -> dict:
+def describe_groups(ctx: RequestContext, request: Request) -> dict:
     broker = ctx.broker
     known = _known_groups(broker)
     out = []
     for group_id in request.groups:
         g = broker.groups.group(group_id)
         if group_id not in known:
-            out.append({"error_code": errors.NONE, "group_id": group_id, "group_state": DEAD, "protocol_type": "",
+            out.append({"error_code": ErrorCode.none, "group_id": group_id, "group_state": DEAD, "protocol_type": "",
                         "protocol_data": "", "members": []})
             continue
         state = g.state if g else EMPTY
@@ -192,13 +202,13 @@ def describe_groups(ctx, request) -> dict:
                     "client_host": m.client_host, "member_metadata": m.metadata_for(g.protocol_name),
                     "member_assignment": m.assignment if state not in (PREPARING, COMPLETING) else b"",
                 })
-        out.append({"error_code": errors.NONE, "group_id": group_id, "group_state": state,
+        out.append({"error_code": ErrorCode.none, "group_id": group_id, "group_state": state,
                     "protocol_type": (g.protocol_type if g and g.protocol_type else "consumer"),
                     "protocol_data": (g.protocol_name or "") if g else "", "members": members})
     return {"throttle_time": 0, "groups": out}
 
 
-def list_groups(ctx, request) -> dict:
+def list_groups(ctx: RequestContext, request: Request) -> dict:
     broker = ctx.broker
     states = set(getattr(request, "states_filter", ()) or ())
     types = {t.lower() for t in (getattr(request, "types_filter", ()) or ())}
@@ -211,18 +221,18 @@ def list_groups(ctx, request) -> dict:
             continue
         out.append({"group_id": group_id, "protocol_type": (g.protocol_type if g and g.protocol_type else "consumer"),
                     "group_state": state, "group_type": "classic"})
-    return {"throttle_time": 0, "error_code": errors.NONE, "groups": out}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": out}
 
 
-def delete_groups(ctx, request):
+def delete_groups(ctx: RequestContext, request: Request) -> Response:
     broker = ctx.broker
     results = []
     waits = []
     known = _known_groups(broker)
     for group_id in request.groups_names:
-        code = errors.NONE
+        code = ErrorCode.none
         if group_id not in known:
-            code = errors.GROUP_ID_NOT_FOUND
+            code = ErrorCode.group_id_not_found
         else:
             try:
                 broker.groups.delete(group_id)
@@ -245,12 +255,12 @@ def delete_groups(ctx, request):
     return when_durable()
 
 
-def offset_delete(ctx, request):
+def offset_delete(ctx: RequestContext, request: Request) -> Response:
     broker = ctx.broker
     group_id = request.group_id
     g = broker.groups.group(group_id)
     if group_id not in _known_groups(broker):
-        return {"error_code": errors.GROUP_ID_NOT_FOUND, "throttle_time": 0, "topics": []}
+        return {"error_code": ErrorCode.group_id_not_found, "throttle_time": 0, "topics": []}
     subscribed = set()
     if g is not None:
         for m in g.members.values():
@@ -261,16 +271,16 @@ def offset_delete(ctx, request):
     for t in request.topics:
         parts = []
         for p in t.partitions:
-            code = errors.NONE
+            code = ErrorCode.none
             if t.name in subscribed:
-                code = errors.GROUP_SUBSCRIBED_TO_TOPIC
+                code = ErrorCode.group_subscribed_to_topic
             elif broker.registry.partition(t.name, p.partition_index) is None:
-                code = errors.UNKNOWN_TOPIC_OR_PARTITION
+                code = ErrorCode.unknown_topic_or_partition
             elif (t.name, p.partition_index) in committed:
                 deletions[(t.name, p.partition_index)] = None
             parts.append({"partition_index": p.partition_index, "error_code": code})
         topics_out.append({"name": t.name, "partitions": parts})
-    body = {"error_code": errors.NONE, "throttle_time": 0, "topics": topics_out}
+    body = {"error_code": ErrorCode.none, "throttle_time": 0, "topics": topics_out}
     if not deletions:
         return body
     last = broker.offsets.append(group_id, deletions)

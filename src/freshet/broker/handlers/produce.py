@@ -7,14 +7,21 @@ import logging
 
 from freshet.log import LogError, StorageError
 
-from .. import errors
+from freshet.log.record_batch import HEADER_SIZE, read_header
+
+from ..errors import error_code_for
+from ..transactions import TransactionError
+
+from kio.schema.errors import ErrorCode
+from ..context import Request, RequestContext, Response
+
 
 log = logging.getLogger(__name__)
 
 MAX_EPOCH = 32767
 
 
-def produce(ctx, request):
+def produce(ctx: RequestContext, request: Request) -> Response:
     broker = ctx.broker
     registry = broker.registry
     acks = request.acks
@@ -23,30 +30,34 @@ def produce(ctx, request):
     for topic_data in request.topic_data:
         partition_responses = []
         for pd in topic_data.partition_data:
-            result = {"index": pd.index, "error_code": errors.NONE, "base_offset": -1,
+            result = {"index": pd.index, "error_code": ErrorCode.none, "base_offset": -1,
                       "log_append_time": None, "log_start_offset": -1, "record_errors": [],
                       "error_message": None}
             partition_responses.append(result)
             if acks not in (-1, 0, 1):
-                result["error_code"] = errors.INVALID_REQUIRED_ACKS
+                result["error_code"] = ErrorCode.invalid_required_acks
                 continue
             partition = registry.partition(topic_data.name, pd.index)
             if partition is not None and registry.topics[topic_data.name].internal:
-                result["error_code"] = errors.INVALID_TOPIC_EXCEPTION
+                result["error_code"] = ErrorCode.invalid_topic_exception
                 result["error_message"] = f"{topic_data.name} is an internal topic"
                 continue
             if partition is None:
-                result["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                result["error_code"] = ErrorCode.unknown_topic_or_partition
                 result["error_message"] = f"no partition {topic_data.name}-{pd.index}"
                 continue
             if not pd.records:
-                result["error_code"] = errors.CORRUPT_MESSAGE
+                result["error_code"] = ErrorCode.corrupt_message
                 result["error_message"] = "empty record set"
+                continue
+            refused = _transactional_refusal(broker, pd.records, topic_data.name, pd.index)
+            if refused is not None:
+                result["error_code"], result["error_message"] = refused
                 continue
             try:
                 appended = partition.append(pd.records)
             except LogError as exc:
-                result["error_code"] = exc.error_code
+                result["error_code"] = error_code_for(exc)
                 result["error_message"] = str(exc)
                 if not isinstance(exc, StorageError):
                     log.debug("produce to %s-%d refused: %s", topic_data.name, pd.index, exc)
@@ -72,23 +83,55 @@ def produce(ctx, request):
             try:
                 await fut
             except StorageError as exc:
-                result.update(error_code=errors.KAFKA_STORAGE_ERROR, error_message=str(exc), base_offset=-1)
+                result.update(error_code=ErrorCode.kafka_storage_error, error_message=str(exc), base_offset=-1)
         return body
 
     return when_durable()
 
 
-def init_producer_id(ctx, request) -> dict:
-    if request.transactional_id is not None:
-        return {"throttle_time": 0, "error_code": errors.INVALID_REQUEST, "producer_id": -1, "producer_epoch": -1}
+def _transactional_refusal(broker, records, topic: str, index: int) -> tuple[ErrorCode, str] | None:
+    """A transactional batch is written only by the transaction's current epoch, to a partition the
+    transaction added (checked on the first batch's header; the log validates the rest)."""
+    if len(records) < HEADER_SIZE:
+        return None  # the log refuses it as corrupt
+    header = read_header(records)
+    if not header.is_transactional or header.is_control:
+        return None
+    code = broker.transactions.check_produce(header.producer_id, header.producer_epoch, topic, index)
+    if code is None:
+        return None
+    return code, (f"producer {header.producer_id} epoch {header.producer_epoch} has no open transaction "
+                  f"holding {topic}-{index} at this epoch")
+
+
+def init_producer_id(ctx: RequestContext, request: Request) -> Response:
+    if request.transactional_id:  # null or "": an idempotent producer only
+        return _init_transactional(ctx, request)
     ids = ctx.broker.registry.producer_ids
     producer_id = getattr(request, "producer_id", -1)
     epoch = getattr(request, "producer_epoch", -1)
     if producer_id >= 0 and epoch >= 0 and epoch < MAX_EPOCH:
         # KIP-360: a producer that lost track of its sequences bumps its epoch and starts at 0
-        return {"throttle_time": 0, "error_code": errors.NONE, "producer_id": producer_id,
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": producer_id,
                 "producer_epoch": epoch + 1}
-    return {"throttle_time": 0, "error_code": errors.NONE, "producer_id": ids.allocate(), "producer_epoch": 0}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": ids.allocate(), "producer_epoch": 0}
+
+
+def _init_transactional(ctx: RequestContext, request: Request) -> Response:
+    async def run() -> dict:
+        try:
+            producer_id, epoch = await ctx.broker.transactions.init_producer_id(
+                request.transactional_id, int(request.transaction_timeout.total_seconds() * 1000),
+                getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1))
+        except TransactionError as exc:
+            code = exc.error_code
+            if code == ErrorCode.producer_fenced and ctx.version < 4:
+                code = ErrorCode.invalid_producer_epoch
+            return {"throttle_time": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": producer_id,
+                "producer_epoch": epoch}
+
+    return run()
 
 
 APIS = {

@@ -1,0 +1,157 @@
+"""Kafka transactions: AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn, and the admin APIs
+DescribeTransactions and ListTransactions. InitProducerId (idempotent and transactional) is in
+``produce``; the coordinator's rules are in ``freshet.broker.transactions``."""
+
+from __future__ import annotations
+
+import time
+
+from kio.schema.errors import ErrorCode
+
+from ..context import Request, RequestContext, Response
+from ..groups import GroupError
+from ..offsets import CommittedOffset
+from ..transactions import STATES, TransactionError
+from .groups import MAX_METADATA, answer_when_durable
+
+
+def _fenced(ctx: RequestContext, first_version_with_producer_fenced: int = 2) -> ErrorCode:
+    """Older versions of these APIs knew no PRODUCER_FENCED; Kafka answers them INVALID_PRODUCER_EPOCH."""
+    if ctx.version >= first_version_with_producer_fenced:
+        return ErrorCode.producer_fenced
+    return ErrorCode.invalid_producer_epoch
+
+
+def _ids(request: Request) -> tuple[str, int, int]:
+    prefix = "v3_and_below_" if hasattr(request, "v3_and_below_transactional_id") else ""
+    return (getattr(request, prefix + "transactional_id"), getattr(request, prefix + "producer_id"),
+            getattr(request, prefix + "producer_epoch"))
+
+
+def add_partitions_to_txn(ctx: RequestContext, request: Request) -> Response:
+    transactional_id, producer_id, epoch = _ids(request)
+    topics = getattr(request, "v3_and_below_topics", None) or getattr(request, "topics", ())
+    wanted = [(t.name, p) for t in topics for p in t.partitions]
+
+    def answer(codes: dict) -> dict:
+        by_topic: dict[str, list] = {}
+        for (topic, index), code in codes.items():
+            by_topic.setdefault(topic, []).append({"partition_index": index, "partition_error_code": code})
+        return {"throttle_time": 0, "results_by_topic_v3_and_below": [
+            {"name": topic, "results_by_partition": parts} for topic, parts in by_topic.items()]}
+
+    async def run() -> dict:
+        try:
+            codes = await ctx.broker.transactions.add_partitions(transactional_id, producer_id, epoch, wanted,
+                                                                  _fenced(ctx))
+        except TransactionError as exc:
+            codes = {tp: exc.error_code for tp in wanted}
+        return answer(codes)
+
+    return run()
+
+
+async def _error_code_of(step) -> dict:
+    """The answer of a request whose response is an error code alone."""
+    try:
+        await step
+    except TransactionError as exc:
+        return {"throttle_time": 0, "error_code": exc.error_code}
+    return {"throttle_time": 0, "error_code": ErrorCode.none}
+
+
+def add_offsets_to_txn(ctx: RequestContext, request: Request) -> Response:
+    return _error_code_of(ctx.broker.transactions.add_offsets(
+        request.transactional_id, request.producer_id, request.producer_epoch, request.group_id, _fenced(ctx)))
+
+
+def end_txn(ctx: RequestContext, request: Request) -> Response:
+    return _error_code_of(ctx.broker.transactions.end_transaction(
+        request.transactional_id, request.producer_id, request.producer_epoch, request.committed, _fenced(ctx)))
+
+
+def txn_offset_commit(ctx: RequestContext, request: Request) -> Response:
+    broker = ctx.broker
+    code = ErrorCode.none
+    try:
+        broker.transactions.check_offset_commit(request.transactional_id, request.producer_id,
+                                                request.producer_epoch, request.group_id, _fenced(ctx, 3))
+        generation = getattr(request, "generation_id", -1)
+        if generation >= 0 or getattr(request, "member_id", ""):  # KIP-447: a group member's commit
+            broker.groups.check_commit(request.group_id, request.member_id,
+                                       getattr(request, "group_instance_id", None), generation)
+    except (TransactionError, GroupError) as exc:
+        code = exc.error_code
+    now = int(time.time() * 1000)
+    accepted: dict[tuple[str, int], CommittedOffset] = {}
+    topics_out = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            part_code = code
+            metadata = p.committed_metadata or ""
+            if part_code == ErrorCode.none:
+                if broker.registry.partition(t.name, p.partition_index) is None:
+                    part_code = ErrorCode.unknown_topic_or_partition
+                elif len(metadata.encode()) > MAX_METADATA:
+                    part_code = ErrorCode.offset_metadata_too_large
+            parts.append({"partition_index": p.partition_index, "error_code": part_code})
+            if part_code == ErrorCode.none:
+                accepted[(t.name, p.partition_index)] = CommittedOffset(
+                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), metadata, now)
+        topics_out.append({"name": t.name, "partitions": parts})
+    body = {"throttle_time": 0, "topics": topics_out}
+    if not accepted or any(p["error_code"] for t in topics_out for p in t["partitions"]):
+        # all or nothing: one bad partition refuses the commit, and nothing is written
+        for t in topics_out:
+            for p in t["partitions"]:
+                if p["error_code"] == ErrorCode.none:
+                    p["error_code"] = ErrorCode.operation_not_attempted if accepted else ErrorCode.none
+        return body
+    last = broker.offsets.append_transactional(request.group_id, accepted, request.producer_id,
+                                               request.producer_epoch)
+    return answer_when_durable(broker, last, body)
+
+
+def describe_transactions(ctx: RequestContext, request: Request) -> dict:
+    coordinator = ctx.broker.transactions
+    states = []
+    for tid in request.transactional_ids:
+        meta = coordinator.transactions.get(tid)
+        if meta is None:
+            states.append({"error_code": ErrorCode.transactional_id_not_found, "transactional_id": tid,
+                           "transaction_state": "", "transaction_timeout": 0, "transaction_start_time": -1,
+                           "producer_id": -1, "producer_epoch": -1, "topics": []})
+        else:
+            states.append(coordinator.describe(meta))
+    return {"throttle_time": 0, "transaction_states": states}
+
+
+def list_transactions(ctx: RequestContext, request: Request) -> dict:
+    wanted_states = set(request.state_filters)
+    unknown = sorted(s for s in wanted_states if s not in STATES)
+    pids = set(request.producer_id_filters)
+    min_duration = getattr(request, "duration_filter", -1)
+    now = int(time.time() * 1000)
+    out = []
+    for meta in ctx.broker.transactions.transactions.values():
+        if wanted_states and meta.state not in wanted_states:
+            continue
+        if pids and meta.producer_id not in pids:
+            continue
+        if min_duration >= 0 and (meta.start_ms < 0 or now - meta.start_ms < min_duration):
+            continue
+        out.append({"transactional_id": meta.transactional_id, "producer_id": meta.producer_id,
+                    "transaction_state": meta.state})
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "unknown_state_filters": unknown,
+            "transaction_states": out}
+
+
+APIS = {
+    24: (0, 3, add_partitions_to_txn),
+    25: (0, 3, add_offsets_to_txn),
+    26: (0, 3, end_txn),
+    28: (0, 3, txn_offset_commit),
+    65: (0, 0, describe_transactions),
+    66: (0, 1, list_transactions),
+}
