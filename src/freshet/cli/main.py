@@ -14,6 +14,7 @@ from .records_cmd import consume, produce
 from .run_cmd import run
 from .timeline_cmd import timeline
 from .topic_cmd import topic
+from .transactions_cmd import transactions
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -35,6 +36,7 @@ cli.add_command(search)
 cli.add_command(dashboard)
 cli.add_command(pipelines)
 cli.add_command(timeline)
+cli.add_command(transactions)
 
 
 def main() -> None:

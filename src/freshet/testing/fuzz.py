@@ -86,6 +86,7 @@ def _seed_body(api_key: int, version: int) -> dict:
         42: {"groups_names": ["fuzz-doomed-group"]},
         47: {"group_id": "fuzz-doomed-group", "topics": [{"name": topic, "partitions": [{"partition_index": 0}]}]},
         60: {"include_cluster_authorized_operations": False, "endpoint_type": 1},
+        61: {"topics": [{"name": topic, "partition_indexes": [0, 7]}]},
         65: {"transactional_ids": ["fuzz-txn"]},
         66: {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
     }

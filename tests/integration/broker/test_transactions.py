@@ -248,6 +248,10 @@ def test_bad_transactional_requests_get_kafkas_errors_and_change_nothing(broker,
                                       "duration_filter": -1})
         assert [s.transactional_id for s in listed.transaction_states] == [tid]
         assert list(listed.unknown_state_filters) == ["Bogus"]
+        producers = conn.request(61, 0, {"topics": [{"name": topic_name, "partition_indexes": [0, 9]}]})
+        found, missing = producers.topics[0].partitions
+        assert found.error_code == ErrorCode.none and missing.error_code == ErrorCode.unknown_topic_or_partition
+        assert found.active_producers == ()  # every transactional write above was refused
 
 
 def test_a_processor_killed_9_again_and_again_outputs_each_input_exactly_once(broker, topic_name):
@@ -294,3 +298,43 @@ def test_a_processor_killed_9_again_and_again_outputs_each_input_exactly_once(br
     for p in range(3):
         lso, hw = ends(broker.bootstrap, sink, p)
         assert lso == hw  # no transaction left hanging
+
+
+def test_describe_producers_shows_where_an_open_transaction_holds_the_partition(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 1)
+    producer = transactional(broker.bootstrap, f"tx-{topic_name}")
+    producer.begin_transaction()
+    producer.produce(topic_name, b"inside", partition=0)
+    producer.flush(10)
+    with RawConnection(broker.bootstrap) as conn:
+        described = conn.request(61, 0, {"topics": [{"name": topic_name, "partition_indexes": [0]}]})
+        (active,) = described.topics[0].partitions[0].active_producers
+        assert (active.last_sequence, active.current_txn_start_offset) == (0, 0)
+        producer.commit_transaction(10)
+        described = conn.request(61, 0, {"topics": [{"name": topic_name, "partition_indexes": [0]}]})
+        assert described.topics[0].partitions[0].active_producers[0].current_txn_start_offset == -1
+
+
+def test_freshet_transactions_list_and_describe_show_what_an_open_transaction_holds_back(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 2)
+    producer = transactional(broker.bootstrap, f"tx-{topic_name}")
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic_name, b"%d" % i, partition=1)
+    producer.flush(10)
+
+    def freshet(*args):
+        return subprocess.run([sys.executable, "-m", "freshet.cli.main", *args, "--bootstrap", broker.bootstrap],
+                              capture_output=True, text=True, timeout=60)
+
+    listed = freshet("transactions", "list", "--state", "Ongoing")
+    assert listed.returncode == 0 and f"tx-{topic_name}\t" in listed.stdout and "\tOngoing" in listed.stdout
+    described = freshet("transactions", "describe", f"tx-{topic_name}")
+    assert described.returncode == 0, described.stderr
+    assert "Ongoing" in described.stdout
+    assert f"{topic_name}\t1\t0\t3\t3" in described.stdout.splitlines()  # 3 records held back on partition 1
+    producer.commit_transaction(10)
+    bad = freshet("transactions", "describe", "no-such-transaction")
+    assert bad.returncode == 1 and bad.stderr.startswith("error: ") and len(bad.stderr.strip().splitlines()) == 1
+    bad = freshet("transactions", "list", "--state", "Sleeping")
+    assert bad.returncode != 0 and "Sleeping" in bad.stderr

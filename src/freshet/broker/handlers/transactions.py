@@ -1,5 +1,5 @@
 """Kafka transactions: AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn, and the admin APIs
-DescribeTransactions and ListTransactions. InitProducerId (idempotent and transactional) is in
+DescribeTransactions, ListTransactions and DescribeProducers. InitProducerId (idempotent and transactional) is in
 ``produce``; the coordinator's rules are in ``freshet.broker.transactions``."""
 
 from __future__ import annotations
@@ -147,6 +147,32 @@ def list_transactions(ctx: RequestContext, request: Request) -> dict:
             "transaction_states": out}
 
 
+def describe_producers(ctx: RequestContext, request: Request) -> dict:
+    """The producers writing each partition: epoch, last sequence and, for a transactional one with a
+    transaction open here, where it began (what holds the last stable offset back)."""
+    topics = []
+    for t in request.topics:
+        parts = []
+        for index in t.partition_indexes:
+            partition = ctx.broker.registry.partition(t.name, index)
+            if partition is None:
+                parts.append({"partition_index": index, "error_code": ErrorCode.unknown_topic_or_partition,
+                              "error_message": f"no partition {t.name}-{index}", "active_producers": []})
+                continue
+            open_here = partition.transactions.open
+            producers = []
+            for pid, entry in sorted(partition.producer_state.producers.items()):
+                last = entry.batches[-1] if entry.batches else None
+                producers.append({"producer_id": pid, "producer_epoch": entry.epoch,
+                                  "last_sequence": last.last_sequence if last else -1,
+                                  "last_timestamp": last.max_timestamp if last else -1, "coordinator_epoch": 0,
+                                  "current_txn_start_offset": open_here.get(pid, -1)})
+            parts.append({"partition_index": index, "error_code": ErrorCode.none, "error_message": None,
+                          "active_producers": producers})
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}
+
+
 APIS = {
     24: (0, 3, add_partitions_to_txn),
     25: (0, 3, add_offsets_to_txn),
@@ -154,4 +180,5 @@ APIS = {
     28: (0, 3, txn_offset_commit),
     65: (0, 0, describe_transactions),
     66: (0, 1, list_transactions),
+    61: (0, 0, describe_producers),
 }
