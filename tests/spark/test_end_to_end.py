@@ -19,6 +19,7 @@ from freshet.client import consumer_config
 from freshet.client.produce import produce_records
 from freshet.gen.access_logs import AccessLogGenerator
 from freshet.pipelines.runner import PipelineSpec, start
+from freshet.testing.topics import create_topic
 
 HERE = os.path.dirname(__file__)
 START_MS = int(datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc).timestamp() * 1000)
@@ -32,8 +33,7 @@ def generate(n, seed):
 
 
 def load(broker, topic, events, partitions=3):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic(topic, partitions)])[topic].result(10)
+    create_topic(broker.bootstrap, topic, partitions)
     produce_records(broker.bootstrap, topic, ((e.client_ip.encode(), e.line.encode(), e.timestamp_ms)
                                               for e in events))
 

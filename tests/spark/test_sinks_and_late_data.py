@@ -6,7 +6,7 @@ from datetime import datetime
 import psycopg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from freshet.client import consumer_config
 from freshet.client.produce import produce_records
@@ -14,12 +14,12 @@ from freshet.gen.access_logs import format_line
 from freshet.pipelines import access_logs as al
 from freshet.spark.postgres import PostgresUpsertSink
 from freshet.spark.progress import LateRowsCounter
+from freshet.testing.topics import create_topic
 
 
 def create(bootstrap, *names, partitions=1):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     for name in names:
-        admin.create_topics([NewTopic(name, partitions)])[name].result(10)
+        create_topic(bootstrap, name, partitions)
 
 
 def test_topic_sink_writes_key_value_and_headers(spark, broker, topic_name, tmp_path):
