@@ -4,8 +4,9 @@ Sinks:
 - ``console``                 update mode, printed each microbatch
 - ``parquet:PATH``            append mode (a window is written once the watermark closes it), exactly-once
 - ``postgres:TABLE``          update mode, upserted by the result's key, exactly-once (``PostgresUpsertSink``)
-- ``topic:NAME``              JSON rows keyed by the result's key (at-least-once); updated windows are
-                              written again, so a compacted topic keeps each window's latest value
+- ``topic:NAME``              JSON rows keyed by the result's key, exactly once for read_committed readers
+                              (Kafka transactions, ``freshet.spark.sink``); updated windows are written
+                              again, so a compacted topic keeps each window's latest value
 
 Which pipelines there are, what each reads and which sinks it takes: ``catalog.CATALOG``. Pipelines
 over two topics take ``--from A,B``; ``favourite-urls`` and ``timeline`` keep a view in PostgreSQL and
@@ -159,24 +160,31 @@ def _write(result: DataFrame, keys: list[str], final: bool, spec: PipelineSpec):
     else:  # topic
         rows = result.select(F.to_json(F.struct(*keys)).alias("key"), F.to_json(F.struct("*")).alias("value"))
         if mode == "append":
-            writer = (rows.writeStream.outputMode(mode).format("freshet")
+            writer = (rows.writeStream.outputMode(mode).format("freshet").option("exactlyOnce", "true")
                       .option("kafka.bootstrap.servers", spec.bootstrap).option("topic", target))
         else:
             # a Python data source's stream writer takes append mode only (Spark: "freshet does not support
             # Update mode"); each microbatch's updated rows are written by the batch writer instead
-            writer = rows.writeStream.outputMode(mode).foreachBatch(TopicBatchWriter(spec.bootstrap, target))
+            writer = rows.writeStream.outputMode(mode).foreachBatch(
+                TopicBatchWriter(spec.bootstrap, target, _sink_id(spec)))
     return _start(writer, spec)
 
 
 class TopicBatchWriter:
-    """``foreachBatch``: a microbatch's rows to a topic through ``write.format("freshet")`` (at-least-once)."""
+    """``foreachBatch``: a microbatch's rows to a topic through ``write.format("freshet")``, exactly once:
+    the batch id and a query id stable across restarts (from the sink and the checkpoint) go with it, so a
+    replayed batch is not written again (see ``freshet.spark.sink``)."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, sink_id: str) -> None:
+        import hashlib
+
         self.bootstrap = bootstrap
         self.topic = topic
+        self.query_id = hashlib.sha1(sink_id.encode()).hexdigest()[:16]
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         (df.write.format("freshet").option("kafka.bootstrap.servers", self.bootstrap).option("topic", self.topic)
+         .option("exactlyOnce", "true").option("batchId", str(batch_id)).option("queryId", self.query_id)
          .mode("append").save())
 
 

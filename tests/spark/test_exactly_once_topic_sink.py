@@ -1,0 +1,52 @@
+"""The freshet topic sink with exactlyOnce: a Spark driver killed -9 mid-stream again and again, then run to
+the end on the same checkpoint; a read_committed reader sees each input record exactly once."""
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from freshet.client.produce import produce_records
+from freshet.testing.crash import kill_mid_stream
+from freshet.testing.topics import create_topic
+
+HERE = os.path.dirname(__file__)
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:8]}",
+                         "isolation.level": isolation, "enable.partition.eof": True, "log_level": 0})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    values, ended = [], set()
+    deadline = time.monotonic() + 60
+    while len(ended) < partitions and time.monotonic() < deadline:
+        for m in consumer.consume(10_000, 0.5):
+            if m.error() is not None:
+                ended.add(m.partition())
+            else:
+                values.append(m.value())
+    consumer.close()
+    assert len(ended) == partitions, "the reader never reached the end"
+    return values
+
+
+# a Spark driver started four times (three killed mid-stream): 20-60 s each on 2 cores
+@pytest.mark.timeout(900)
+def test_a_replayed_microbatch_is_not_written_again(broker, topic_name, tmp_path):
+    source, sink = topic_name, f"{topic_name}-copy"
+    create_topic(broker.bootstrap, source, 3)
+    create_topic(broker.bootstrap, sink, 3)
+    total = 24_000
+    for p in range(3):
+        produce_records(broker.bootstrap, source, ((None, b"%d" % i, None) for i in range(p, total, 3)), partition=p)
+    checkpoint = str(tmp_path / "ck")
+    cmd = [sys.executable, os.path.join(HERE, "topic_copy_driver.py"), broker.bootstrap, source, sink, checkpoint]
+    assert kill_mid_stream(cmd, checkpoint, targets=(2, 5, 8)) == 3
+    final = subprocess.run(cmd + ["--available-now"], capture_output=True, text=True, timeout=600)
+    assert final.returncode == 0, final.stderr[-3000:]
+    copied = read_all(broker.bootstrap, sink, 3, "read_committed")
+    assert len(copied) == total and sorted(copied) == sorted(b"%d" % i for i in range(total))
