@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from freshet.client import consumer_config
 from freshet.dashboard.app import create_app
 from freshet.dashboard.collector import Collector
+from freshet.testing.topics import create_topic
 
 
 @pytest.fixture(scope="module")
@@ -147,3 +148,20 @@ def test_unreachable_broker_metrics_leave_the_rest_working(broker, loaded):
     snap = collector.collect()
     assert snap.topics["dash-events"]["messages"] == 101
     assert snap.topics["dash-events"]["partitions"][0]["segments"] is None
+
+
+def test_transactions_show_what_an_open_transaction_holds_back(broker, client):
+    create_topic(broker.bootstrap, "dash-txn", 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "dash-tx"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(4):
+        producer.produce("dash-txn", b"%d" % i, partition=0)
+    producer.flush(10)
+    open_ = client.get("/api/transactions").json()["dash-tx"]
+    assert open_["state"] == "Ongoing"
+    assert open_["partitions"] == [{"topic": "dash-txn", "partition": 0, "last_stable_offset": 0,
+                                    "high_watermark": 4, "held_back": 4}]
+    producer.commit_transaction(10)
+    done = client.get("/api/transactions").json()["dash-tx"]
+    assert done["state"] == "CompleteCommit" and done["partitions"] == []

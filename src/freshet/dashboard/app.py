@@ -76,6 +76,28 @@ def create_app(collector: Collector, token: str | None = None) -> FastAPI:
                 raise HTTPException(400, "from_time must be an ISO 8601 time") from None
         return await asyncio.to_thread(collector.messages, name, partition, offset, from_ms, limit)
 
+    @app.get("/api/transactions")
+    async def transactions() -> dict:
+        """Every transactional id; for the open ones, each partition's last stable offset and how many
+        records it holds back behind the high watermark (read_committed readers wait for those)."""
+        from freshet.client.transactions import describe_transaction, list_transactions
+
+        def gather() -> dict:
+            out = {}
+            for t in list_transactions(collector.bootstrap):
+                entry = {"producer_id": t.producer_id, "state": t.state, "partitions": []}
+                if t.state == "Ongoing":
+                    d = describe_transaction(t.transactional_id, collector.bootstrap)
+                    entry.update(producer_epoch=d.producer_epoch, start_time_ms=d.start_time_ms,
+                                 timeout_ms=d.timeout_ms)
+                    entry["partitions"] = [{"topic": topic, "partition": p, "last_stable_offset": lso,
+                                            "high_watermark": hw, "held_back": hw - lso}
+                                           for (topic, p), (lso, hw) in sorted(d.partitions.items())]
+                out[t.transactional_id] = entry
+            return out
+
+        return await asyncio.to_thread(gather)
+
     @app.get("/api/groups")
     async def groups() -> dict:
         return snapshot()["groups"]
