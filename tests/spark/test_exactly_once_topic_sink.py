@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from freshet.client.produce import produce_records
 from freshet.testing.crash import kill_mid_stream
+from freshet.testing.polling import wait_for
 from freshet.testing.topics import create_topic
 
 HERE = os.path.dirname(__file__)
@@ -50,3 +51,17 @@ def test_a_replayed_microbatch_is_not_written_again(broker, topic_name, tmp_path
     assert final.returncode == 0, final.stderr[-3000:]
     copied = read_all(broker.bootstrap, sink, 3, "read_committed")
     assert len(copied) == total and sorted(copied) == sorted(b"%d" % i for i in range(total))
+
+    def nothing_held_back() -> bool:  # a killed attempt's open transaction is aborted (re-run or timed out)
+        ends = {isolation: Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ends", "log_level": 0,
+                                     "isolation.level": isolation}) for isolation in ("read_committed",
+                                                                                       "read_uncommitted")}
+        try:
+            return all(ends["read_committed"].get_watermark_offsets(TopicPartition(sink, p), 10)[1]
+                       == ends["read_uncommitted"].get_watermark_offsets(TopicPartition(sink, p), 10)[1]
+                       for p in range(3))
+        finally:
+            for consumer in ends.values():
+                consumer.close()
+
+    wait_for(nothing_held_back, 120, "the last stable offsets to reach the high watermarks", 1.0)
