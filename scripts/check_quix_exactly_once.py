@@ -22,12 +22,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from freshet.local import BrokerProcess
-from freshet.testing.topics import create_topic
+from freshet.testing.topics import create_topic, read_to_end
 
 APP = r'''
 import sys
@@ -59,19 +58,7 @@ def quix_python(venv: str) -> str:
 
 
 def read_committed(bootstrap: str, topic: str, partitions: int) -> list[dict]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:8]}",
-                         "isolation.level": "read_committed", "enable.partition.eof": True, "log_level": 0})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out, ended = [], set()
-    deadline = time.monotonic() + 120
-    while len(ended) < partitions and time.monotonic() < deadline:
-        for m in consumer.consume(10_000, 0.5):
-            if m.error() is not None:
-                ended.add(m.partition())
-            else:
-                out.append(json.loads(m.value()))
-    consumer.close()
-    return out
+    return [json.loads(value) for _, value in read_to_end(bootstrap, topic, partitions, timeout_s=120)]
 
 
 def main() -> None:

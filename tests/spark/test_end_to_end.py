@@ -11,15 +11,13 @@ from itertools import islice
 
 import psycopg
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from freshet.testing.crash import kill_mid_stream
 
-from freshet.client import consumer_config
 from freshet.client.produce import produce_records
 from freshet.gen.access_logs import AccessLogGenerator
 from freshet.pipelines.runner import PipelineSpec, start
-from freshet.testing.topics import create_topic
+from freshet.testing.topics import create_topic, read_to_end
 
 HERE = os.path.dirname(__file__)
 START_MS = int(datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc).timestamp() * 1000)
@@ -40,17 +38,7 @@ def load(broker, topic, events, partitions=3):
 
 def read_all(broker, topic):
     """Every record a read_committed reader sees (transaction markers take offsets too: read to the end)."""
-    consumer = Consumer(consumer_config(broker.bootstrap, f"read-{topic}", {"enable.partition.eof": True}))
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    records = []
-    while True:
-        message = consumer.poll(10)
-        assert message is not None, "the reader never reached the end of the topic"
-        if message.error() is not None:
-            break  # end of the partition
-        records.append((message.key(), message.value()))
-    consumer.close()
-    return records
+    return read_to_end(broker.bootstrap, topic, 1)
 
 
 def minute(ms):

@@ -4,8 +4,6 @@ the end on the same checkpoint; a read_committed reader sees each input record e
 import os
 import subprocess
 import sys
-import time
-import uuid
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -13,26 +11,13 @@ from confluent_kafka import Consumer, TopicPartition
 from freshet.client.produce import produce_records
 from freshet.testing.crash import kill_mid_stream
 from freshet.testing.polling import wait_for
-from freshet.testing.topics import create_topic
+from freshet.testing.topics import create_topic, read_to_end
 
 HERE = os.path.dirname(__file__)
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:8]}",
-                         "isolation.level": isolation, "enable.partition.eof": True, "log_level": 0})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    values, ended = [], set()
-    deadline = time.monotonic() + 60
-    while len(ended) < partitions and time.monotonic() < deadline:
-        for m in consumer.consume(10_000, 0.5):
-            if m.error() is not None:
-                ended.add(m.partition())
-            else:
-                values.append(m.value())
-    consumer.close()
-    assert len(ended) == partitions, "the reader never reached the end"
-    return values
+    return [value for _, value in read_to_end(bootstrap, topic, partitions, isolation)]
 
 
 # a Spark driver started four times (three killed mid-stream): 20-60 s each on 2 cores

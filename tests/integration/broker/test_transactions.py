@@ -6,7 +6,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -15,7 +14,7 @@ from kio.schema.errors import ErrorCode
 from freshet.log import encode_batch
 from freshet.testing.polling import wait_for
 from freshet.testing.raw_kafka import RawConnection, fetch, produce
-from freshet.testing.topics import create_topic
+from freshet.testing.topics import create_topic, read_to_end
 
 HERE = os.path.dirname(__file__)
 
@@ -28,22 +27,7 @@ def transactional(bootstrap: str, transactional_id: str, **extra) -> Producer:
 
 def read(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
     """Every value a consumer of ``isolation`` reads from the start of ``topic`` up to the end it sees."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:8]}",
-                         "isolation.level": isolation, "enable.partition.eof": True, "log_level": 0})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    values, ended = [], set()
-    deadline = time.monotonic() + 30
-    while len(ended) < partitions and time.monotonic() < deadline:
-        m = consumer.poll(0.5)
-        if m is None:
-            continue
-        if m.error() is not None:
-            ended.add(m.partition())
-            continue
-        values.append(m.value())
-    consumer.close()
-    assert len(ended) == partitions, "the reader never reached the end"
-    return values
+    return [value for _, value in read_to_end(bootstrap, topic, partitions, isolation)]
 
 
 def ends(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
