@@ -24,8 +24,7 @@ import psycopg2
 from confluent_kafka import Consumer, TopicPartition
 
 from freshet.client import consumer_config
-from freshet.local import BrokerProcess
-from freshet.local import PostgresServer
+from freshet.local import BrokerProcess, PostgresServer
 
 
 def main() -> None:

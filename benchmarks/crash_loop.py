@@ -19,8 +19,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from freshet.client import producer_config
-from freshet.log import encode_batch
 from freshet.local import BrokerProcess
+from freshet.log import encode_batch
 from freshet.testing.crash import read_everything, verify_exactly_once_in_order
 
 

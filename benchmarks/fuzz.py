@@ -12,8 +12,8 @@ import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from freshet.log import encode_batch
 from freshet.local import BrokerProcess
+from freshet.log import encode_batch
 from freshet.testing.fuzz import fuzz_decoder, fuzz_live
 
 

@@ -17,8 +17,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.serial import entity_reader
 
 from freshet.broker.protocol import response_schema
-from freshet.log import encode_batch
 from freshet.local import BrokerProcess
+from freshet.log import encode_batch
 from freshet.testing.fuzz import encode_request
 
 PRODUCE_V, FETCH_V = 9, 11

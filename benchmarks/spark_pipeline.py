@@ -37,8 +37,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-from freshet.spark.source import FreshetDataSource, FreshetStreamReader
 from freshet.local import BrokerProcess
+from freshet.spark.source import FreshetDataSource, FreshetStreamReader
 
 ROWS_PER_BATCH = 500_000
 JSON_SCHEMA = "ts long, user string, url string, bytes long"

@@ -10,9 +10,9 @@ import pytest
 
 from freshet.cdc.derived import Cache, SearchIndex
 from freshet.cdc.postgres import CdcConfig, PostgresConnector
-from freshet.testing.redis_server import RedisServer
 from freshet.testing.cdc import source_state
 from freshet.testing.polling import wait_for
+from freshet.testing.redis_server import RedisServer
 
 
 @pytest.fixture(scope="module")

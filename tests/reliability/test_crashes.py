@@ -11,11 +11,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from freshet.client import consumer_config, producer_config
 from freshet.client.produce import produce_waiting
 from freshet.log import encode_batch
-from freshet.testing.crash import verify_exactly_once_in_order, read_everything
-from freshet.testing.topics import create_topic
+from freshet.testing.crash import read_everything, verify_exactly_once_in_order
 from freshet.testing.polling import wait_for
-
-
+from freshet.testing.topics import create_topic
 
 
 def test_three_sigkills_during_idempotent_produce(own_broker, topic_name):

@@ -6,13 +6,13 @@ import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from freshet.testing.raw_kafka import RawConnection, SteadyClient, fetch, produce
 
 from freshet.broker.framing import FrameError
 from freshet.broker.protocol import decode_request, read_request_header
-from freshet.log import encode_batch
 from freshet.local import BrokerProcess
+from freshet.log import encode_batch
 from freshet.testing.fuzz import encode_request, fuzz_decoder, fuzz_live
+from freshet.testing.raw_kafka import RawConnection, SteadyClient, fetch, produce
 
 
 def test_decoder_survives_mutated_frames():

@@ -9,11 +9,11 @@ import time
 
 import pytest
 from kio.schema.errors import ErrorCode
-from freshet.testing.raw_kafka import RawConnection, fetch, produce
 
+from freshet.local import BrokerProcess
 from freshet.log import decode_records, encode_batch
 from freshet.log.record_batch import iter_batches
-from freshet.local import BrokerProcess
+from freshet.testing.raw_kafka import RawConnection, fetch, produce
 from freshet.testing.topics import create_topic
 
 KAFKA_STORAGE_ERROR = ErrorCode.kafka_storage_error

@@ -12,11 +12,11 @@ from itertools import islice
 import psycopg
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from freshet.testing.crash import kill_mid_stream
 
 from freshet.client.produce import produce_records
 from freshet.gen.access_logs import AccessLogGenerator
 from freshet.pipelines.runner import PipelineSpec, start
+from freshet.testing.crash import kill_mid_stream
 from freshet.testing.topics import create_topic, read_to_end
 
 HERE = os.path.dirname(__file__)

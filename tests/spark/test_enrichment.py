@@ -62,7 +62,6 @@ def test_streaming_enrichment_from_the_cdc_users_topic(spark, broker, postgres, 
     from freshet.client import TopicAdmin
     from freshet.client.produce import produce_records
     from freshet.pipelines.runner import PipelineSpec, start
-
     from freshet.testing.cdc import rebuild, run_connector, unique
 
     conn, schema = db

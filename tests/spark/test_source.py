@@ -10,8 +10,6 @@ from freshet.client.produce import produce_records
 from freshet.testing.topics import create_topic
 
 
-
-
 def numbered(start, stop, partitions):
     return ((b"k%d" % (i % 7), b"%d" % i, None) for i in range(start, stop))
 

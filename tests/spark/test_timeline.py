@@ -72,10 +72,10 @@ def test_timeline_view_in_postgres_survives_kill_9_and_serves_freshet_timeline(b
     """tweets + follows -> freshet run timeline -> PostgreSQL, the driver killed -9 three times mid-stream:
     the state (followers, recent tweets) is recovered and every timeline equals an independent replay."""
     import psycopg
-    from freshet.testing.crash import kill_mid_stream
 
     from freshet.client import TopicAdmin
     from freshet.client.produce import produce_records
+    from freshet.testing.crash import kill_mid_stream
 
     tweets_topic, follows_topic, table = f"tweets-{os.getpid()}", f"follows-{os.getpid()}", f"tl_{os.getpid()}"
     admin = TopicAdmin(broker.bootstrap)

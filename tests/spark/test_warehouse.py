@@ -2,10 +2,8 @@
 
 import uuid
 
-
 from freshet.cdc.postgres import CdcConfig
 from freshet.pipelines.warehouse import current_table, start
-
 from freshet.testing.cdc import run_connector, source_state
 
 

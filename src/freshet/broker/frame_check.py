@@ -14,7 +14,13 @@ from dataclasses import fields
 from functools import cache
 from typing import Callable
 
-from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveTupleField,
+    classify_field,
+    is_optional,
+)
 
 from .framing import FrameError
 from .framing import read_uvarint as _uvarint

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-
 log = logging.getLogger(__name__)
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"

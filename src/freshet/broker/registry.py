@@ -17,9 +17,9 @@ import shutil
 import uuid
 from dataclasses import dataclass, field
 
-from freshet.log import Partition
-
 from kio.schema.errors import ErrorCode
+
+from freshet.log import Partition
 
 from .topic_config import InvalidConfigError, log_config, validate_configs
 

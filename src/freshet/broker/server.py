@@ -19,12 +19,12 @@ from . import protocol
 from .config import BrokerConfig
 from .context import Handler, RequestContext
 from .durability import GroupCommit
+from .framing import FrameError
 from .groups import GroupCoordinator
 from .metrics import MetricsServer
 from .offsets import OffsetStore
-from .quotas import ProduceQuota
-from .framing import FrameError
 from .protocol import RequestHeader
+from .quotas import ProduceQuota
 from .registry import TopicRegistry
 from .transactions import TransactionCoordinator
 

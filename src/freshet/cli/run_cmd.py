@@ -50,7 +50,8 @@ def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, sta
     `freshet run --list` names every pipeline, what it reads and what it computes."""
     from freshet.client import TopicAdmin
     from freshet.client.admin import ClientError
-    from freshet.pipelines.runner import PipelineError, PipelineSpec, check, pipeline as catalog_entry
+    from freshet.pipelines.runner import PipelineError, PipelineSpec, check
+    from freshet.pipelines.runner import pipeline as catalog_entry
 
     kind, _, target = sink.partition(":")
     checkpoint = checkpoint or os.path.join("checkpoints", f"{pipeline}-{sink.replace(':', '-').replace('/', '_')}")

@@ -1,6 +1,6 @@
 """Conveniences over confluent-kafka: config presets and admin helpers. Not a new client."""
 
-from .admin import TopicAdmin, TopicInfo, PartitionInfo, ClientError
+from .admin import ClientError, PartitionInfo, TopicAdmin, TopicInfo
 from .config import DEFAULT_BOOTSTRAP, admin_config, consumer_config, producer_config, resolve_bootstrap
 
 __all__ = [

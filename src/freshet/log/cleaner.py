@@ -82,7 +82,6 @@ def compact(partition: Partition, now_ms: int | None = None) -> CleanerStats:
         return stats  # nothing new to clean and no tombstone due yet
     next_tombstone_due = 1 << 62
     stable = partition.last_stable_offset
-    aborted = partition.transactions.aborted
 
     def kind(header) -> str:
         if header.is_control:
@@ -91,8 +90,8 @@ def compact(partition: Partition, now_ms: int | None = None) -> CleanerStats:
             return "plain"
         if header.base_offset >= stable:
             return "open"
-        if any(a.producer_id == header.producer_id and a.first_offset <= header.base_offset <= a.last_offset
-               for a in aborted):
+        base = header.base_offset
+        if any(a.producer_id == header.producer_id for a in partition.aborted_transactions(base, base + 1)):
             return "aborted"
         return "plain"
 

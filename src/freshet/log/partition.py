@@ -19,7 +19,13 @@ from .config import LogConfig
 from .errors import InvalidRecordError, OffsetOutOfRangeError, RecordTooLargeError
 from .producer_state import ProducerEntry, ProducerStateManager
 from .record_batch import (
-    HEADER_SIZE, BatchHeader, decode_records, iter_batches, read_header, validate_batches, with_base_offset,
+    HEADER_SIZE,
+    BatchHeader,
+    decode_records,
+    iter_batches,
+    read_header,
+    validate_batches,
+    with_base_offset,
 )
 from .segment import LOG_SUFFIX, Segment
 from .transactions import ABORT, COMMIT, AbortedTransaction, TransactionIndex, marker_batch, marker_type

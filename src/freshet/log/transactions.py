@@ -69,7 +69,7 @@ class TransactionIndex:
 
     def aborted_between(self, start: int, end: int) -> list[AbortedTransaction]:
         """Aborted transactions a read of [start, end) may meet (their ranges overlap it)."""
-        i = bisect_left([a.last_offset for a in self.aborted], start)
+        i = bisect_left(self.aborted, start, key=lambda a: a.last_offset)  # no list built on each fetch
         return [a for a in self.aborted[i:] if a.first_offset < end]
 
     def forget_below(self, log_start_offset: int) -> None:

@@ -7,8 +7,8 @@ that keep a view in PostgreSQL (``view``) return the streaming writer that maint
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame

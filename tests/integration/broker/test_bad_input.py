@@ -10,7 +10,6 @@ from freshet.log import encode_batch
 from freshet.testing.raw_kafka import RawConnection, fetch, produce
 
 
-
 @pytest.fixture
 def topic(broker, topic_name):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})

@@ -7,16 +7,14 @@ import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from freshet.testing.raw_kafka import RawConnection, fetch, produce
 
 from freshet.client import consumer_config
+from freshet.local import BrokerProcess
 from freshet.log import decode_records, encode_batch
 from freshet.log.record_batch import iter_batches
-from freshet.local import BrokerProcess
-from freshet.testing.topics import create_topic
 from freshet.testing.polling import wait_for
-
-
+from freshet.testing.raw_kafka import RawConnection, fetch, produce
+from freshet.testing.topics import create_topic
 
 
 def test_fetch_max_bytes_returns_whole_batches_within_the_limit(broker, topic_name):

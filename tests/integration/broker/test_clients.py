@@ -9,8 +9,6 @@ from confluent_kafka.admin import ConfigResource, NewPartitions
 from freshet.client import consumer_config, producer_config
 
 
-
-
 def read_partition(bootstrap, topic, partition, start=0, until=None):
     consumer = Consumer(consumer_config(bootstrap))
     consumer.assign([TopicPartition(topic, partition, start)])
@@ -124,6 +122,7 @@ def test_kafka_python_round_trip(broker, topic_name):
 
 
 import pytest  # noqa: E402
+
 from freshet.testing.topics import create_topic
 
 

@@ -11,10 +11,10 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from freshet.testing.raw_kafka import RawConnection
 
 from freshet.client import consumer_config
 from freshet.testing.polling import wait_for
+from freshet.testing.raw_kafka import RawConnection
 from freshet.testing.topics import create_topic
 
 HERE = os.path.dirname(__file__)

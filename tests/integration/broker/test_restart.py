@@ -11,8 +11,6 @@ from freshet.client import consumer_config, producer_config
 from freshet.testing.topics import create_topic
 
 
-
-
 def read_all(bootstrap, topic, partitions):
     consumer = Consumer(consumer_config(bootstrap))
     ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}

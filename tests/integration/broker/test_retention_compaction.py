@@ -8,8 +8,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from freshet.client import consumer_config
-from freshet.testing.polling import wait_for
 from freshet.local import BrokerProcess
+from freshet.testing.polling import wait_for
 
 
 @pytest.fixture

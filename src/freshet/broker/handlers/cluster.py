@@ -5,8 +5,8 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from .. import protocol
-from ..registry import TopicError, check_topic_name
 from ..context import Request, RequestContext
+from ..registry import TopicError, check_topic_name
 
 NO_AUTHORIZED_OPERATIONS = -(2**31)
 

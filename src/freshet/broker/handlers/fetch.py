@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+from kio.schema.errors import ErrorCode
+
 from freshet.log import OffsetOutOfRangeError
 
-from kio.schema.errors import ErrorCode
 from ..context import Request, RequestContext, Response
-
 
 LATEST = -1
 EARLIEST = -2

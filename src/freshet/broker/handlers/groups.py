@@ -6,9 +6,9 @@ import time
 
 from kio.schema.errors import ErrorCode
 
+from ..context import Request, RequestContext, Response
 from ..groups import COMPLETING, DEAD, EMPTY, PREPARING, GroupError
 from ..offsets import CommittedOffset
-from ..context import Request, RequestContext, Response
 
 MAX_METADATA = 4096  # offset.metadata.max.bytes
 

@@ -5,16 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from freshet.log import LogError, StorageError
+from kio.schema.errors import ErrorCode
 
+from freshet.log import LogError, StorageError
 from freshet.log.record_batch import HEADER_SIZE, read_header
 
+from ..context import Request, RequestContext, Response
 from ..errors import error_code_for
 from ..transactions import TransactionError
-
-from kio.schema.errors import ErrorCode
-from ..context import Request, RequestContext, Response
-
 
 log = logging.getLogger(__name__)
 

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from freshet.log import LogError
-
-from ..errors import error_code_for
-
 from kio.schema.errors import ErrorCode
 
+from freshet.log import LogError
+
 from .. import protocol
+from ..context import Request, RequestContext
+from ..errors import error_code_for
 from ..registry import TopicError
 from ..topic_config import CONFIG_DEFS
-from ..context import Request, RequestContext
 
 CONFIG_SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
 CONFIG_SOURCE_BROKER_STATIC = 4  # STATIC_BROKER_CONFIG
