@@ -97,7 +97,7 @@ def check_ctr(rows, searches, clicks):
 
 # a Spark driver started four or five times (three killed mid-stream): 20-60 s each on 2 cores
 @pytest.mark.timeout(900)
-def test_click_through_under_kill_9_of_the_driver(spark, broker, tmp_path):
+def test_click_through_under_kill_9_of_the_driver(broker, tmp_path):
     """freshet run click-through killed -9 three times mid-stream: the join and aggregation state come
     back from the checkpoint; every closed hour is written once, with the right counts."""
     import os
@@ -105,6 +105,7 @@ def test_click_through_under_kill_9_of_the_driver(spark, broker, tmp_path):
     import sys
 
     from freshet.testing.crash import kill_mid_stream
+    from freshet.testing.parquet import committed_rows
 
     searches_topic, clicks_topic = f"searches-k{os.getpid()}", f"clicks-k{os.getpid()}"
     searches, clicks = load_search_clicks(broker, searches_topic, clicks_topic, n=6000, seed=11)
@@ -123,4 +124,4 @@ def test_click_through_under_kill_9_of_the_driver(spark, broker, tmp_path):
     searches, clicks = searches + [search], clicks + [click]
     final = subprocess.run(cmd + ["--available-now"], capture_output=True, text=True, timeout=600)
     assert final.returncode == 0, final.stderr[-3000:]
-    check_ctr(spark.read.parquet(out).collect(), searches, clicks)  # through _spark_metadata: committed files only
+    check_ctr(committed_rows(out), searches, clicks)  # through _spark_metadata: committed files only
