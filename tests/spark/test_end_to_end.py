@@ -99,7 +99,7 @@ def test_generated_logs_to_parquet_and_postgres_match_an_independent_count(spark
 # a Spark driver started four or five times (three killed mid-stream): 20-60 s each on 2 cores
 @pytest.mark.timeout(900)
 def test_exactly_once_under_kill_9_of_the_driver(broker, postgres, topic_name, tmp_path):
-    events = generate(30_000, seed=9)
+    events = generate(12_000, seed=9)
     load(broker, topic_name, events)
     counts = expected_counts(events)
     out = str(tmp_path)

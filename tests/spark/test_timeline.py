@@ -95,8 +95,8 @@ def test_timeline_view_in_postgres_survives_kill_9_and_serves_freshet_timeline(b
     checkpoint = str(tmp_path / "ck")
     cmd = freshet("run", "timeline", "--from", f"{tweets_topic},{follows_topic}", "--to", f"postgres:{table}",
                   "--pg-dsn", postgres.dsn, "--checkpoint", checkpoint, "--trigger-seconds", "0.5",
-                  "--max-offsets-per-trigger", "150", "--bootstrap", broker.bootstrap)
-    assert kill_mid_stream(cmd, checkpoint, targets=(2, 5, 8)) == 3
+                  "--max-offsets-per-trigger", "300", "--bootstrap", broker.bootstrap)
+    assert kill_mid_stream(cmd, checkpoint, targets=(1, 2, 3)) == 3
     final = subprocess.run(cmd + ["--available-now"], capture_output=True, text=True, timeout=600)
     assert final.returncode == 0, final.stderr[-3000:]
 

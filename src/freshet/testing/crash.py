@@ -60,9 +60,12 @@ def committed_batches(checkpoint: str) -> int:
     return len([f for f in glob.glob(os.path.join(checkpoint, "commits", "*")) if os.path.basename(f).isdigit()])
 
 
-def kill_mid_stream(cmd: list[str], checkpoint: str, targets=(3, 8, 13), env=None) -> int:
+def kill_mid_stream(cmd: list[str], checkpoint: str, targets=(1, 2, 3), env=None) -> int:
     """Start ``cmd`` and SIGKILL it once ``target`` batches are committed, for each target; returns the
-    number of kills. A batch is usually in flight when the signal lands."""
+    number of kills. A batch is usually in flight when the signal lands. One new commit per restart is
+    enough: the first batch after a restart replays the one the kill interrupted (its offsets are in the
+    checkpoint's offset log, its commit is not), so each kill exercises recovery; more batches per
+    restart only cost time."""
     kills = 0
     for target in targets:
         driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)

@@ -1,0 +1,185 @@
+"""Events and commands as versioned data classes, and the codec that stores them in the log.
+
+An event class is a frozen dataclass deriving from ``Event``. Its ``schema`` (a class attribute, 1 by
+default) is stored with every event; when a class changes shape, raise ``schema`` and register an
+*upcaster* that turns the stored dict of the old schema into the next one. Old events are never
+rewritten: they are upcast as they are read, in every replay.
+
+Fields holding personal data are declared with ``personal()``; the class names the field that says whose
+data it is (``subject = "student_id"``). The codec encrypts those fields with the subject's key
+(crypto-shredding, see ``keys``); once the key is forgotten they read as ``FORGOTTEN``.
+
+Stored form (JSON, one record per event; the record key is the aggregate's stream key)::
+
+    {"type": "Enrolled", "schema": 2, "stream": "course/c1", "version": 7,
+     "data": {"student_id": "s1", "name": {"key": "s1/4f..", "sealed": "base64(nonce|ciphertext)"}}}
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Protocol
+
+FORGOTTEN = "<forgotten>"
+
+
+def personal(**kwargs) -> Any:
+    """A dataclass field holding personal data: stored encrypted with its subject's key."""
+    return dataclasses.field(metadata={"personal": True}, **kwargs)
+
+
+class Event:
+    """Base of every event class (subclasses are frozen dataclasses)."""
+
+    schema: ClassVar[int] = 1
+    subject: ClassVar[str | None] = None  # the field naming whose personal data this event carries
+
+
+class Command:
+    """Base of every command class (subclasses are frozen dataclasses)."""
+
+
+class Sealer(Protocol):
+    """What the codec needs from a key store: seal a value for a subject, open it again (or None)."""
+
+    def seal(self, subject: str, plaintext: bytes) -> dict: ...
+
+    def open(self, sealed: dict) -> bytes | None: ...
+
+
+class SchemaError(ValueError):
+    """A stored event or command this codec cannot read (unknown type, schema from the future, bad JSON)."""
+
+
+@dataclass(frozen=True)
+class RecordedEvent:
+    """An event as the log holds it: which stream, at which version, where, when."""
+
+    stream: str
+    version: int
+    event: Event
+    partition: int = -1
+    offset: int = -1
+    timestamp_ms: int = -1
+
+    @property
+    def aggregate_type(self) -> str:
+        return self.stream.split("/", 1)[0]
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.stream.split("/", 1)[1]
+
+
+def _personal_fields(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls) if f.metadata.get("personal")]
+
+
+class Codec:
+    """Encodes and decodes the event and command classes registered with it, upcasting old schemas."""
+
+    def __init__(self) -> None:
+        self.events: dict[str, type[Event]] = {}
+        self.commands: dict[str, type[Command]] = {}
+        self._upcasters: dict[tuple[str, int], Callable[[dict], dict]] = {}
+
+    # registration ----------------------------------------------------------------------------------
+    def register_event(self, cls: type[Event]) -> type[Event]:
+        if not dataclasses.is_dataclass(cls) or not issubclass(cls, Event):
+            raise TypeError(f"{cls.__name__}: an event is a dataclass deriving from Event")
+        personal_fields = _personal_fields(cls)
+        if personal_fields and (cls.subject is None or cls.subject not in {f.name for f in dataclasses.fields(cls)}):
+            raise TypeError(f"{cls.__name__}: personal fields {personal_fields} need `subject` naming a field")
+        self.events[cls.__name__] = cls
+        return cls
+
+    def register_command(self, cls: type[Command]) -> type[Command]:
+        if not dataclasses.is_dataclass(cls) or not issubclass(cls, Command):
+            raise TypeError(f"{cls.__name__}: a command is a dataclass deriving from Command")
+        self.commands[cls.__name__] = cls
+        return cls
+
+    def upcaster(self, type_name: str, from_schema: int) -> Callable[[Callable[[dict], dict]], Callable[[dict], dict]]:
+        """Register ``f(data) -> data`` turning schema ``from_schema`` of ``type_name`` into the next one."""
+
+        def register(f: Callable[[dict], dict]) -> Callable[[dict], dict]:
+            self._upcasters[(type_name, from_schema)] = f
+            return f
+
+        return register
+
+    # events ----------------------------------------------------------------------------------------
+    def encode_event(self, stream: str, version: int, event: Event, sealer: Sealer | None = None) -> bytes:
+        cls = type(event)
+        if self.events.get(cls.__name__) is not cls:
+            raise SchemaError(f"event class {cls.__name__} is not registered")
+        data = {f.name: getattr(event, f.name) for f in dataclasses.fields(cls)}
+        personal_fields = _personal_fields(cls)
+        if personal_fields:
+            if sealer is None:
+                raise SchemaError(f"{cls.__name__} has personal fields and no key store was given")
+            subject = str(data[cls.subject])
+            for name in personal_fields:
+                data[name] = sealer.seal(subject, json.dumps(data[name]).encode())
+        return json.dumps({"type": cls.__name__, "schema": cls.schema, "stream": stream, "version": version,
+                           "data": data}, separators=(",", ":")).encode()
+
+    def decode_event(self, value: bytes, sealer: Sealer | None = None, partition: int = -1, offset: int = -1,
+                     timestamp_ms: int = -1) -> RecordedEvent:
+        try:
+            doc = json.loads(value)
+            type_name, schema, data = doc["type"], doc["schema"], doc["data"]
+            stream, version = doc["stream"], doc["version"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SchemaError(f"not a stored event: {exc}") from None
+        cls = self.events.get(type_name)
+        if cls is None:
+            raise SchemaError(f"unknown event type {type_name!r}")
+        for name in _personal_fields(cls):
+            sealed = data.get(name)
+            if isinstance(sealed, dict):
+                plaintext = sealer.open(sealed) if sealer is not None else None
+                data[name] = FORGOTTEN if plaintext is None else json.loads(plaintext)
+        data = self._upcast(type_name, schema, cls.schema, data)
+        try:
+            event = cls(**data)
+        except TypeError as exc:
+            raise SchemaError(f"{type_name} schema {schema}: {exc} (is an upcaster missing?)") from None
+        return RecordedEvent(stream, version, event, partition, offset, timestamp_ms)
+
+    def _upcast(self, type_name: str, schema: int, current: int, data: dict) -> dict:
+        if schema > current:
+            raise SchemaError(f"{type_name} schema {schema} is newer than this code's {current}")
+        while schema < current:
+            upcast = self._upcasters.get((type_name, schema))
+            if upcast is None:
+                raise SchemaError(f"no upcaster for {type_name} from schema {schema}")
+            data, schema = upcast(dict(data)), schema + 1
+        return data
+
+    # commands --------------------------------------------------------------------------------------
+    def command_data(self, command: Command) -> tuple[str, dict]:
+        cls = type(command)
+        if self.commands.get(cls.__name__) is not cls:
+            raise SchemaError(f"command class {cls.__name__} is not registered")
+        return cls.__name__, {f.name: getattr(command, f.name) for f in dataclasses.fields(cls)}
+
+    def command_from(self, type_name: str, data: dict) -> Command:
+        cls = self.commands.get(type_name)
+        if cls is None:
+            raise SchemaError(f"unknown command {type_name!r}")
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise SchemaError(f"{type_name}: {exc}") from None
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def unb64(text: str) -> bytes:
+    return base64.b64decode(text)

@@ -1,0 +1,120 @@
+"""Per-subject encryption keys in a compacted topic: crypto-shredding.
+
+Personal fields are sealed with AES-GCM under a key that belongs to one data subject. The keys live in
+``{app}.keys`` (cleanup.policy=compact), one record per key, keyed ``subject/key-id``. Forgetting a subject
+writes a tombstone for each of its keys; readers treat a tombstoned key as gone at once, and compaction
+removes the key bytes from the log itself. Every copy of the events (replays, projection rebuilds, a copy of
+the topic elsewhere) is then unreadable for that subject: the ciphertext stays, the key does not.
+
+Only the command processor creates keys, inside the transaction that appends the first event sealed with
+it, so a reader that sees the event can find the key.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+from confluent_kafka import Consumer, Message, Producer
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from freshet.client import producer_config
+
+from .events import b64, unb64
+from .reading import read_to_end, reader
+
+
+class SubjectKeys:
+    """The keys topic, read into memory and followed; seals and opens personal fields."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap, self.topic = bootstrap, topic
+        self._keys: dict[str, bytes] = {}  # "subject/key-id" -> key
+        self._current: dict[str, str] = {}  # subject -> the key reference new data is sealed with
+        self.created: list[tuple[str, bytes]] = []  # keys made since the last take_created(): to append
+        self._missing: set[str] = set()  # references looked for after a fresh read and not found: forgotten
+        self._consumer: Consumer | None = None
+        self._position = 0
+
+    def load(self) -> "SubjectKeys":
+        """Read the keys topic to its end (again: from where the last read stopped)."""
+        if self._consumer is None:
+            self._consumer = reader(self.bootstrap)
+        ends = read_to_end(self._consumer, [(self.topic, 0, self._position if self._position else -2)], self._apply)
+        self._position = ends[(self.topic, 0)]
+        return self
+
+    def _apply(self, m: Message) -> None:
+        ref = m.key().decode()
+        subject = ref.rsplit("/", 1)[0]
+        if m.value() is None:  # forgotten
+            self._keys.pop(ref, None)
+            self._missing.add(ref)
+            if self._current.get(subject) == ref:
+                del self._current[subject]
+        else:
+            self._keys[ref] = m.value()
+            self._current.setdefault(subject, ref)
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    # sealing ---------------------------------------------------------------------------------------
+    def seal(self, subject: str, plaintext: bytes) -> dict:
+        ref = self._current.get(subject)
+        if ref is None:
+            ref = f"{subject}/{uuid.uuid4().hex}"
+            key = AESGCM.generate_key(bit_length=256)
+            self._keys[ref], self._current[subject] = key, ref
+            self.created.append((ref, key))
+        nonce = os.urandom(12)
+        sealed = AESGCM(self._keys[ref]).encrypt(nonce, plaintext, ref.encode())
+        return {"key": ref, "sealed": b64(nonce + sealed)}
+
+    def open(self, sealed: dict) -> bytes | None:
+        """The plaintext, or None when the key is forgotten (or the value was tampered with)."""
+        ref = sealed.get("key")
+        key = self._keys.get(ref)
+        if key is None and ref not in self._missing and self._consumer is not None:
+            self.load()  # a key made after our last read: the processor appends it with the event
+            key = self._keys.get(ref)
+        if key is None:
+            self._missing.add(ref)
+            return None
+        raw = unb64(sealed.get("sealed", ""))
+        try:
+            return AESGCM(key).decrypt(raw[:12], raw[12:], ref.encode())
+        except (InvalidTag, ValueError):
+            return None
+
+    def take_created(self) -> list[tuple[str, bytes]]:
+        created, self.created = self.created, []
+        return created
+
+    def forget_pending(self) -> None:
+        """Drop keys made for a transaction that was not committed."""
+        for ref, _ in self.take_created():
+            self._keys.pop(ref, None)
+            subject = ref.rsplit("/", 1)[0]
+            if self._current.get(subject) == ref:
+                del self._current[subject]
+
+    # forgetting ------------------------------------------------------------------------------------
+    def subjects(self) -> set[str]:
+        return set(self._current)
+
+    def forget(self, subject: str) -> int:
+        """Tombstone every key of ``subject``; returns how many. Idempotent."""
+        self.load()
+        refs = [ref for ref in self._keys if ref.rsplit("/", 1)[0] == subject]
+        if refs:
+            producer = Producer(producer_config(self.bootstrap, {"log_level": 0}))
+            for ref in refs:
+                producer.produce(self.topic, None, ref.encode(), partition=0)
+            if producer.flush(30):
+                raise RuntimeError(f"the tombstones for {subject} were not acknowledged")
+            self.load()
+        return len(refs)

@@ -1,0 +1,256 @@
+"""The command processor: one ordered decision per aggregate, appended exactly once.
+
+Commands are partitioned by aggregate stream, so every command for one aggregate reaches the same
+partition and is decided by the one processor that owns it, in order: "never sell the same seat twice"
+needs nothing more. The processor keeps the state of its partitions' aggregates in memory (rebuilt from
+snapshots and events when a partition is assigned) and, for each batch of commands, in one Kafka
+transaction:
+
+1. appends the events each accepted command produced, in the command's partition of ``{app}.events``;
+2. appends the keys made for new data subjects, the snapshots due, and every command's answer;
+3. commits the commands' input offsets (``send_offsets_to_transaction``).
+
+So a batch is all-or-nothing: after a crash (kill -9 included) the next processor with the same
+transactional id fences the old one, the open transaction is aborted, and the commands are decided again
+from the same state. No read_committed reader ever sees an event without its answer, or twice.
+
+This object owns that ordering guarantee; nothing else writes to the events topic.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+
+from freshet.client import consumer_config, producer_config
+
+from .aggregate import Aggregate, Application, Rejected
+from .events import SchemaError
+from .keys import SubjectKeys
+from .reading import reader
+from .store import Snapshot, replay_partition
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ProcessorStats:
+    commands: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    events: int = 0
+    transactions: int = 0
+    rebuilds: int = 0
+    positions: dict[int, int] = field(default_factory=dict)
+
+
+def encode_command(command_id: str, type_name: str, data: dict, expected_version: int | None = None,
+                   append: list[dict] | None = None) -> bytes:
+    doc: dict = {"id": command_id, "type": type_name, "data": data}
+    if expected_version is not None:
+        doc["expected_version"] = expected_version
+    if append is not None:
+        doc["append"] = append
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+class CommandProcessor:
+    """Decides the commands of the partitions assigned to it (consumer group ``{app}.processor``)."""
+
+    def __init__(self, app: Application, bootstrap: str, transactional_id: str | None = None,
+                 max_batch: int = 2000, use_snapshots: bool = True) -> None:
+        self.app, self.bootstrap, self.max_batch, self.use_snapshots = app, bootstrap, max_batch, use_snapshots
+        self.stats = ProcessorStats()
+        self.aggregates: dict[int, dict[str, Aggregate]] = {}
+        self._stop = threading.Event()
+        self.keys = SubjectKeys(bootstrap, app.keys_topic).load()
+        self._replayer = reader(bootstrap)
+        self.producer = Producer(producer_config(bootstrap, {
+            "transactional.id": transactional_id or f"{app.name}.processor", "log_level": 0,
+            "linger.ms": 2, "queue.buffering.max.messages": 1_000_000}))
+        self.producer.init_transactions(60)
+        self.consumer = Consumer(consumer_config(bootstrap, f"{app.name}.processor", {
+            "isolation.level": "read_committed", "log_level": 0, "partition.assignment.strategy": "range"}))
+        self.consumer.subscribe([app.commands_topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                on_lost=self._on_revoke)
+
+    # partitions come and go ------------------------------------------------------------------------
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self._load(tp.partition)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self.aggregates.pop(tp.partition, None)
+
+    def _load(self, partition: int) -> None:
+        aggregates, _ = replay_partition(self.app, self._replayer, self.keys, partition, self.use_snapshots)
+        self.aggregates[partition] = aggregates
+        self.stats.rebuilds += 1
+        log.info("%s: partition %d holds %d aggregates", self.app.name, partition, len(aggregates))
+
+    # the loop --------------------------------------------------------------------------------------
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self, idle_timeout_s: float | None = None) -> ProcessorStats:
+        """Decide commands until ``stop()`` (or, with ``idle_timeout_s``, until no command came for that
+        long). Returns the counts."""
+        idle_since = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                batch = [m for m in self.consumer.consume(self.max_batch, 0.2) if self._usable(m)]
+                if not batch:
+                    if idle_timeout_s is not None and time.monotonic() - idle_since > idle_timeout_s:
+                        break
+                    continue
+                idle_since = time.monotonic()
+                try:
+                    self._decide_batch(batch)
+                except KafkaException as exc:
+                    error = exc.args[0] if exc.args else None
+                    if error is None or not (error.txn_requires_abort() or error.retriable()):
+                        raise
+                    log.warning("%s: batch aborted (%s); deciding it again", self.app.name, error.str())
+                    self._rewind()
+        finally:
+            self.close()
+        return self.stats
+
+    def close(self) -> None:
+        for closing in (self.consumer.close, self._replayer.close, self.keys.close):
+            try:
+                closing()
+            except (KafkaException, RuntimeError):
+                pass
+        self.producer.flush(10)
+
+    def _usable(self, m: Message) -> bool:
+        if m.error() is not None:
+            log.warning("commands topic: %s", m.error().str())
+            return False
+        return True
+
+    def _decide_batch(self, batch: list[Message]) -> None:
+        self.keys.load()  # keys forgotten since the last batch are not used for new data
+        self.producer.begin_transaction()
+        try:
+            answers, snapshots, positions = self._decide(batch)
+            for ref, key in self.keys.take_created():
+                self.producer.produce(self.app.keys_topic, key, ref.encode(), partition=0)
+            if self.producer.flush(60):  # the events' offsets go into the answers
+                raise KafkaException("events not acknowledged within 60 s")
+            for partition, answer, offsets in answers:
+                if offsets:
+                    answer["offset"] = offsets[-1]
+                self.producer.produce(self.app.replies_topic, json.dumps(answer, separators=(",", ":")).encode(),
+                                      answer["id"].encode(), partition=partition)
+            for partition, stream, version, state, offsets in snapshots:
+                snap = Snapshot(stream, version, offsets[-1], state)
+                self.producer.produce(self.app.snapshots_topic, snap.encode(), stream.encode(),
+                                      partition=partition)
+            self.producer.send_offsets_to_transaction(
+                [TopicPartition(self.app.commands_topic, p, o) for p, o in positions.items()],
+                self.consumer.consumer_group_metadata(), 60)
+            self.producer.commit_transaction(60)
+        except BaseException:
+            self._abandon(batch)
+            raise
+        self.stats.transactions += 1
+        self.stats.positions.update(positions)
+
+    def _abandon(self, batch: list[Message]) -> None:
+        """A batch that did not commit: its events never happened. Drop the state it touched (rebuilt from
+        the log) and go back to the committed command offsets."""
+        self.keys.forget_pending()
+        try:
+            self.producer.abort_transaction(30)
+        except KafkaException:
+            pass
+        for p in {m.partition() for m in batch}:
+            self.aggregates.pop(p, None)
+
+    def _rewind(self) -> None:
+        """Back to the committed command offsets (the aborted batch is decided again)."""
+        assigned = self.consumer.assignment()
+        for tp in self.consumer.committed(assigned, 30):
+            self.consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+
+    def _decide(self, batch: list[Message]):
+        codec, app = self.app.codec, self.app
+        answers: list[tuple[int, dict, list[int]]] = []
+        snapshots: list[tuple[int, str, int, dict, list[int]]] = []
+        positions: dict[int, int] = {}
+        every = app.snapshot_every
+        for m in batch:
+            partition = m.partition()
+            positions[partition] = m.offset() + 1
+            aggregates = self.aggregates.get(partition)
+            if aggregates is None:
+                self._load(partition)
+                aggregates = self.aggregates[partition]
+            stream = m.key().decode() if m.key() else ""
+            self.stats.commands += 1
+            try:
+                doc = json.loads(m.value())
+                command_id = str(doc["id"])
+            except (ValueError, KeyError, TypeError):
+                log.warning("%s: skipped a record that is not a command at %d/%d", app.name, partition, m.offset())
+                continue
+            answer: dict = {"id": command_id, "stream": stream, "partition": partition, "offset": -1}
+            offsets: list[int] = []
+            answers.append((partition, answer, offsets))
+            agg = aggregates.get(stream)
+            try:
+                if agg is None:
+                    agg = app.new_aggregate(stream)
+                expected = doc.get("expected_version")
+                if expected is not None and expected != agg.version:
+                    raise Conflict(f"{stream} is at version {agg.version}, not {expected}")
+                if "append" in doc:  # a direct append: the events are given
+                    events = [codec.events[e["type"]](**e["data"]) if e.get("type") in codec.events else
+                              _unknown(e) for e in doc["append"]]
+                else:
+                    events = agg.decide(codec.command_from(doc["type"], doc.get("data") or {})) or []
+            except Conflict as exc:
+                answer.update(status="conflict", reason=str(exc), version=agg.version if agg else 0)
+                self.stats.rejected += 1
+                continue
+            except (Rejected, SchemaError, KeyError, TypeError, ValueError) as exc:
+                reason = exc.reason if isinstance(exc, Rejected) else f"{type(exc).__name__}: {exc}"
+                answer.update(status="rejected", reason=reason, version=agg.version if agg else 0)
+                self.stats.rejected += 1
+                events = exc.record if isinstance(exc, Rejected) else []
+                if not events:
+                    continue
+            aggregates[stream] = agg
+            key, before = stream.encode(), agg.version
+            for event in events:
+                version = agg.version + 1
+                value = codec.encode_event(stream, version, event, self.keys)
+                agg.apply(event)
+                agg.version = version
+                self.producer.produce(app.events_topic, value, key, partition=partition,
+                                      on_delivery=lambda err, msg, out=offsets: out.append(msg.offset()))
+            if events and agg.version // every != before // every:  # a snapshot as of this command's last event
+                snapshots.append((partition, stream, agg.version, json.loads(json.dumps(agg.snapshot())), offsets))
+            self.stats.events += len(events)
+            if answer.get("status") == "rejected":  # with the refusal recorded
+                answer.update(version=agg.version, events=len(events))
+                continue
+            answer.update(status="accepted", version=agg.version, events=len(events))
+            self.stats.accepted += 1
+        return answers, snapshots, positions
+
+
+class Conflict(Exception):
+    """An expected version that is not the aggregate's."""
+
+
+def _unknown(e: dict):
+    raise SchemaError(f"unknown event type {e.get('type')!r}")

@@ -1,0 +1,300 @@
+"""Projections: read models derived from the events, written exactly once to SQLite or PostgreSQL.
+
+A projection declares its tables and handles events::
+
+    class Roster(Projection):
+        name = "roster"
+        tables = {"students": "course TEXT, student TEXT, PRIMARY KEY (course, student)"}
+
+        def handle(self, recorded, db):
+            if isinstance(recorded.event, Enrolled):
+                db.execute("INSERT INTO {students} VALUES (?, ?)", (recorded.aggregate_id, recorded.event.student_id))
+
+SQL names tables in braces (the projection's own tables) and uses ``?`` placeholders on both databases.
+Readers query a view named ``{projection}_{table}``; it points at the current *generation* of the table.
+Every batch of events is written in one database transaction together with the projection's position
+(the next offset per partition), so a crash never applies an event twice or skips one. A rebuild
+(``rebuild``) replays from offset 0 into a new generation while the old one keeps serving, then swaps the
+views in one transaction.
+
+When a data subject is forgotten (a tombstone on the keys topic), ``forget(subject, db)`` is called so live
+rows can show the placeholder at once; a rebuild shows it anyway (the events no longer open).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from typing import Any, ClassVar, Iterator
+
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+
+from freshet.client import consumer_config
+
+from .aggregate import Application
+from .events import RecordedEvent
+from .keys import SubjectKeys
+
+POSITIONS = "freshet_projection_positions"
+GENERATIONS = "freshet_projection_generations"
+
+
+class Database:
+    """One connection to SQLite (``sqlite:PATH``) or PostgreSQL (``postgresql://...``), with ``?``
+    placeholders on both and explicit transactions."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        if url.startswith("sqlite:"):
+            path = url[len("sqlite:"):].removeprefix("//")
+            self.conn: Any = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.postgres = False
+        elif url.startswith(("postgresql://", "postgres://")) or "dbname=" in url:
+            import psycopg
+
+            self.conn = psycopg.connect(url, autocommit=True)
+            self.postgres = True
+        else:
+            raise ValueError(f"database {url!r}: expected sqlite:PATH or postgresql://...")
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def execute(self, sql: str, params: tuple | list = ()) -> list[tuple]:
+        if self.postgres:
+            sql = sql.replace("?", "%s")
+        cur = self.conn.execute(sql, params)
+        return cur.fetchall() if cur.description else []
+
+    def executemany(self, sql: str, rows: list) -> None:
+        if self.postgres:
+            with self.conn.cursor() as cur:
+                cur.executemany(sql.replace("?", "%s"), rows)
+        else:
+            self.conn.executemany(sql, rows)
+
+    @contextmanager
+    def transaction(self) -> Iterator["Database"]:
+        with self._lock:
+            if self.postgres:
+                with self.conn.transaction():
+                    yield self
+            else:
+                self.conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self
+                except BaseException:
+                    self.conn.execute("ROLLBACK")
+                    raise
+                self.conn.execute("COMMIT")
+
+    def ensure_bookkeeping(self) -> None:
+        self.execute(f"CREATE TABLE IF NOT EXISTS {GENERATIONS} (projection TEXT PRIMARY KEY, generation INTEGER)")
+        self.execute(f"CREATE TABLE IF NOT EXISTS {POSITIONS} (projection TEXT, generation INTEGER, topic TEXT, "
+                     "part INTEGER, next_offset BIGINT, PRIMARY KEY (projection, generation, topic, part))")
+
+    def current_generation(self, projection: str) -> int | None:
+        rows = self.execute(f"SELECT generation FROM {GENERATIONS} WHERE projection = ?", (projection,))
+        return rows[0][0] if rows else None
+
+    def positions(self, projection: str, generation: int) -> dict[tuple[str, int], int]:
+        rows = self.execute(f"SELECT topic, part, next_offset FROM {POSITIONS} WHERE projection = ? AND "
+                            "generation = ?", (projection, generation))
+        return {(t, p): o for t, p, o in rows}
+
+
+class Writer:
+    """What a projection's handlers write through: the database, with ``{table}`` names resolved."""
+
+    def __init__(self, db: Database, tables: dict[str, str]) -> None:
+        self.db, self.tables = db, tables
+
+    def execute(self, sql: str, params: tuple | list = ()) -> list[tuple]:
+        return self.db.execute(sql.format(**self.tables), params)
+
+
+class Projection:
+    """A read model. Subclasses set ``name`` and ``tables`` and implement ``handle``."""
+
+    name: ClassVar[str] = ""
+    tables: ClassVar[dict[str, str]] = {}  # table -> column definitions
+
+    def handle(self, recorded: RecordedEvent, db: Writer) -> None:
+        raise NotImplementedError
+
+    def forget(self, subject: str, db: Writer) -> None:
+        """A data subject was forgotten: replace what the rows hold of them (default: nothing to do)."""
+
+
+def physical_tables(projection: type[Projection], generation: int) -> dict[str, str]:
+    return {t: f"{projection.name}_{t}_g{generation}" for t in projection.tables}
+
+
+def _point_views(db: Database, projection: type[Projection], generation: int) -> None:
+    for table, physical in physical_tables(projection, generation).items():
+        db.execute(f"DROP VIEW IF EXISTS {projection.name}_{table}")
+        db.execute(f"CREATE VIEW {projection.name}_{table} AS SELECT * FROM {physical}")
+
+
+class ProjectionRunner:
+    """Feeds one generation of a projection from the events (and the keys topic, for forgetting)."""
+
+    def __init__(self, app: Application, projection: type[Projection], database_url: str, bootstrap: str,
+                 generation: int | None = None) -> None:
+        self.app, self.projection_cls, self.bootstrap = app, projection, bootstrap
+        self.projection = projection()
+        self.db = Database(database_url)
+        self.db.ensure_bookkeeping()
+        current = self.db.current_generation(projection.name)
+        self.live = generation is None  # the live runner follows the generation a rebuild swaps in
+        if generation is None:
+            generation = 1 if current is None else current
+        self.generation = generation
+        self.writer = Writer(self.db, physical_tables(projection, generation))
+        with self.db.transaction():
+            for physical, (_, columns) in zip(self.writer.tables.values(), projection.tables.items()):
+                self.db.execute(f"CREATE TABLE IF NOT EXISTS {physical} ({columns})")
+            if current is None:
+                self.db.execute(f"INSERT INTO {GENERATIONS} VALUES (?, ?)", (projection.name, generation))
+                _point_views(self.db, projection, generation)
+        self.keys = SubjectKeys(bootstrap, app.keys_topic).load()
+        self.consumer = Consumer(consumer_config(bootstrap, f"freshet-projection-{uuid.uuid4().hex[:8]}", {
+            "isolation.level": "read_committed", "enable.partition.eof": True, "log_level": 0}))
+        self._expected: dict[tuple[str, int], int] = {}
+        self._stop = threading.Event()
+        self.applied = 0
+
+    def close(self) -> None:
+        self.consumer.close()
+        self.keys.close()
+        self.db.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _inputs(self) -> list[tuple[str, int]]:
+        return [(self.app.events_topic, p) for p in range(self.app.partitions)] + [(self.app.keys_topic, 0)]
+
+    def _seek_to_stored(self) -> None:
+        stored = self.db.positions(self.projection_cls.name, self.generation)
+        self._expected = {tp: stored.get(tp, 0) for tp in self._inputs()}
+        self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self._expected.items()])
+
+    def run(self, until_caught_up: bool = False, timeout_s: float | None = None) -> int:
+        """Apply events until ``stop()`` (or until every input partition is at its end, with
+        ``until_caught_up``). Returns the number of events applied."""
+        self._seek_to_stored()
+        at_end: set[tuple[str, int]] = set()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not self._stop.is_set():
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"projection {self.projection_cls.name} did not catch up in {timeout_s:.0f} s")
+            batch = []
+            for m in self.consumer.consume(5000, 0.2):
+                err = m.error()
+                if err is None:
+                    batch.append(m)
+                    at_end.discard((m.topic(), m.partition()))
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    at_end.add((m.topic(), m.partition()))
+            if batch:
+                self._apply(batch)
+            if until_caught_up and len(at_end) == len(self._expected) and not batch:
+                break
+        return self.applied
+
+    def _apply(self, batch: list[Message]) -> None:
+        name, codec = self.projection_cls.name, self.app.codec
+        with self.db.transaction():
+            if self.live and self.db.current_generation(name) != self.generation:
+                self.generation = self.db.current_generation(name)
+                self.writer = Writer(self.db, physical_tables(self.projection_cls, self.generation))
+            stored = self.db.positions(name, self.generation)
+            if any(stored.get(tp, 0) != o for tp, o in self._expected.items()):
+                moved = True  # another writer (a rebuild's swap, a second runner) moved the positions
+            else:
+                moved = False
+                for m in batch:
+                    tp = (m.topic(), m.partition())
+                    if m.topic() == self.app.keys_topic:
+                        if m.value() is None:
+                            self.projection.forget(m.key().decode().rsplit("/", 1)[0], self.writer)
+                    else:
+                        recorded = codec.decode_event(m.value(), self.keys, m.partition(), m.offset(),
+                                                      m.timestamp()[1])
+                        self.projection.handle(recorded, self.writer)
+                        self.applied += 1
+                    self._expected[tp] = m.offset() + 1
+                for (topic, part), offset in self._expected.items():
+                    if stored.get((topic, part)) != offset:
+                        self._store_position(topic, part, offset, (topic, part) in stored)
+        if moved:
+            self._seek_to_stored()
+
+    def _store_position(self, topic: str, part: int, offset: int, exists: bool) -> None:
+        name = self.projection_cls.name
+        if exists:
+            self.db.execute(f"UPDATE {POSITIONS} SET next_offset = ? WHERE projection = ? AND generation = ? AND "
+                            "topic = ? AND part = ?", (offset, name, self.generation, topic, part))
+        else:
+            self.db.execute(f"INSERT INTO {POSITIONS} VALUES (?, ?, ?, ?, ?)",
+                            (name, self.generation, topic, part, offset))
+
+
+def rebuild(app: Application, projection: type[Projection], database_url: str, bootstrap: str,
+            timeout_s: float = 600.0) -> tuple[int, int]:
+    """Replay every event from offset 0 into a new generation of the projection's tables, then point the
+    views at it and drop the old generation, in one transaction. Returns (generation, events applied)."""
+    db = Database(database_url)
+    try:
+        db.ensure_bookkeeping()
+        current = db.current_generation(projection.name) or 0
+        generation = current + 1
+        with db.transaction():  # a rebuild that died half-way left its generation behind: start it afresh
+            for physical in physical_tables(projection, generation).values():
+                db.execute(f"DROP TABLE IF EXISTS {physical}")
+            db.execute(f"DELETE FROM {POSITIONS} WHERE projection = ? AND generation = ?",
+                       (projection.name, generation))
+    finally:
+        db.close()
+    runner = ProjectionRunner(app, projection, database_url, bootstrap, generation=generation)
+    try:
+        applied = runner.run(until_caught_up=True, timeout_s=timeout_s)
+        with runner.db.transaction():
+            _point_views(runner.db, projection, generation)
+            if current:
+                for physical in physical_tables(projection, current).values():
+                    runner.db.execute(f"DROP TABLE IF EXISTS {physical}")
+                runner.db.execute(f"DELETE FROM {POSITIONS} WHERE projection = ? AND generation = ?",
+                                  (projection.name, current))
+            runner.db.execute(f"DELETE FROM {GENERATIONS} WHERE projection = ?", (projection.name,))
+            runner.db.execute(f"INSERT INTO {GENERATIONS} VALUES (?, ?)", (projection.name, generation))
+    finally:
+        runner.close()
+    return generation, applied
+
+
+def wait_for(database_url: str, projection: str, partition: int, offset: int, events_topic: str,
+             timeout_s: float = 30.0) -> None:
+    """Read your own writes: return once the projection's live generation has applied the event at
+    ``offset`` of ``partition`` (an ``Answer``'s partition and offset)."""
+    db = Database(database_url)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            generation = db.current_generation(projection)
+            if generation is not None:
+                at = db.positions(projection, generation).get((events_topic, partition), 0)
+                if at > offset:
+                    return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"projection {projection} has not reached offset {offset} of partition "
+                                   f"{partition} in {timeout_s:.0f} s")
+            time.sleep(0.02)
+    finally:
+        db.close()

@@ -1,0 +1,47 @@
+"""Reading partitions of the log to their end, as a read_committed consumer sees it.
+
+"The end" is where the consumer's partition-EOF event says it is: the last stable offset for a
+read_committed reader (transaction markers take offsets too, so counting records to the high watermark
+would wait forever).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Callable, Iterable
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+
+from freshet.client import ClientError, consumer_config
+
+
+def reader(bootstrap: str, overrides: dict | None = None) -> Consumer:
+    """A consumer for assign()-style reading: no group offsets used, EOF reported, read_committed."""
+    return Consumer(consumer_config(bootstrap, f"freshet-es-reader-{uuid.uuid4().hex[:8]}", {
+        "enable.partition.eof": True, "isolation.level": "read_committed", "log_level": 0, **(overrides or {})}))
+
+
+def read_to_end(consumer: Consumer, starts: Iterable[tuple[str, int, int]], handle: Callable[[Message], None],
+                timeout_s: float = 120.0) -> dict[tuple[str, int], int]:
+    """Assign ``(topic, partition, start offset)`` (start -2: the beginning), call ``handle`` on every record
+    in offset order per partition, and return each partition's position once all have reached the end."""
+    starts = list(starts)
+    consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING if o < 0 else o) for t, p, o in starts])
+    positions = {(t, p): max(o, 0) for t, p, o in starts}
+    pending = set(positions)
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        if time.monotonic() > deadline:
+            raise ClientError(f"reading {sorted(pending)} did not reach the end in {timeout_s:.0f} s")
+        for m in consumer.consume(10_000, 0.2):
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    positions[(m.topic(), m.partition())] = m.offset()
+                    pending.discard((m.topic(), m.partition()))
+                    continue
+                raise ClientError(f"reading {m.topic()}: {err.str()}")
+            handle(m)
+            positions[(m.topic(), m.partition())] = m.offset() + 1
+    return positions
