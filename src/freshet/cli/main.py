@@ -8,6 +8,8 @@ from .broker_cmd import broker
 from .cdc_cmd import cdc, search
 from .dashboard_cmd import dashboard, pipelines
 from .demo_cmd import demo
+from .demo_enrollment import enrollment_demo
+from .es_cmd import es
 from .gen_cmd import gen
 from .groups_cmd import groups
 from .records_cmd import consume, produce
@@ -29,6 +31,7 @@ cli.add_command(produce)
 cli.add_command(consume)
 cli.add_command(gen)
 cli.add_command(groups)
+demo.add_command(enrollment_demo)
 cli.add_command(demo)
 cli.add_command(run)
 cli.add_command(cdc)
@@ -37,6 +40,7 @@ cli.add_command(dashboard)
 cli.add_command(pipelines)
 cli.add_command(timeline)
 cli.add_command(transactions)
+cli.add_command(es)
 
 
 def main() -> None:
