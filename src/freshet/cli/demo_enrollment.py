@@ -18,8 +18,17 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from freshet.eventsourcing import (FORGOTTEN, CommandClient, CommandProcessor, Database, EventStore,
-                                   ProjectionRunner, SubjectKeys, rebuild, wait_for)
+from freshet.eventsourcing import (
+    FORGOTTEN,
+    CommandClient,
+    CommandProcessor,
+    Database,
+    EventStore,
+    ProjectionRunner,
+    SubjectKeys,
+    rebuild,
+    wait_for,
+)
 from freshet.eventsourcing.examples.enrollment import Cancel, Enroll, OpenCourse, Roster, WaitingList, app
 from freshet.local import BrokerProcess
 

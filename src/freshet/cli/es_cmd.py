@@ -19,14 +19,23 @@ import sys
 
 import click
 
-from freshet.eventsourcing import (CommandClient, CommandProcessor, EventStore, ProjectionRunner, SchemaError,
-                                   SubjectKeys, rebuild)
+from freshet.client import TopicAdmin
+from freshet.eventsourcing import (
+    CommandClient,
+    CommandProcessor,
+    EventStore,
+    ProjectionRunner,
+    SchemaError,
+    SubjectKeys,
+    rebuild,
+)
 from freshet.eventsourcing.examples import load_app
 from freshet.eventsourcing.reading import read_to_end, reader
 
 from .common import bootstrap_option, one_line_errors
 
 app_argument = click.argument("app_name", metavar="APP")
+name_option = click.option("--name", default=None, help="Run APP under this name (its own topics).")
 
 
 def es_errors(fn):
@@ -44,10 +53,15 @@ def es_errors(fn):
     return one_line_errors(wrapper)
 
 
-def _app(name: str, bootstrap: str, create: bool = False):
+def _app(name: str, bootstrap: str, create: bool = False, rename: str | None = None):
     app = load_app(name)
+    if rename:
+        app = app.named(rename)
+    existing = TopicAdmin(bootstrap).list_topics()  # "cannot reach a broker" before anything waits
     if create:
         app.create_topics(bootstrap)
+    elif app.events_topic not in existing:
+        raise ValueError(f"{app.name} has no topics at {bootstrap} yet (`freshet es process {name}` makes them)")
     return app
 
 
@@ -65,13 +79,14 @@ def es() -> None:
 
 @es.command()
 @app_argument
+@name_option
 @click.option("--transactional-id", default=None, help="Default: APP.processor (one processor at a time).")
 @click.option("--idle-exit", type=float, default=None, help="Stop after this many seconds without commands.")
 @bootstrap_option
 @es_errors
-def process(app_name: str, transactional_id: str | None, idle_exit: float | None, bootstrap: str) -> None:
+def process(app_name: str, name: str | None, transactional_id: str | None, idle_exit: float | None, bootstrap: str) -> None:
     """Decide APP's commands: events, answers and offsets in one transaction per batch."""
-    app = _app(app_name, bootstrap, create=True)
+    app = _app(app_name, bootstrap, create=True, rename=name)
     processor = CommandProcessor(app, bootstrap, transactional_id)
     click.echo(f"deciding {app.commands_topic} ({app.partitions} partitions); Ctrl-C stops", err=True)
     try:
@@ -85,6 +100,7 @@ def process(app_name: str, transactional_id: str | None, idle_exit: float | None
 
 @es.command()
 @app_argument
+@name_option
 @click.argument("stream")
 @click.argument("command_type", metavar="COMMAND")
 @click.argument("fields", default="{}")
@@ -93,11 +109,11 @@ def process(app_name: str, transactional_id: str | None, idle_exit: float | None
 @click.option("--timeout", type=float, default=30.0, show_default=True)
 @bootstrap_option
 @es_errors
-def command(app_name: str, stream: str, command_type: str, fields: str, expected_version: int | None,
+def command(app_name: str, name: str | None, stream: str, command_type: str, fields: str, expected_version: int | None,
             timeout: float, bootstrap: str) -> None:
     """Send COMMAND with FIELDS (a JSON object) to aggregate STREAM (type/id) and print the answer.
     Exit 1 when it is refused."""
-    app = _app(app_name, bootstrap, create=True)
+    app = _app(app_name, bootstrap, create=True, rename=name)
     try:
         data = json.loads(fields)
     except ValueError as exc:
@@ -116,11 +132,12 @@ def command(app_name: str, stream: str, command_type: str, fields: str, expected
 
 @es.command()
 @app_argument
+@name_option
 @bootstrap_option
 @es_errors
-def commands(app_name: str, bootstrap: str) -> None:
+def commands(app_name: str, name: str | None, bootstrap: str) -> None:
     """Every command in the log with its answer."""
-    app = _app(app_name, bootstrap)
+    app = _app(app_name, bootstrap, rename=name)
     consumer = reader(bootstrap)
     answers: dict[str, dict] = {}
     sent: list[tuple[int, int, str, dict]] = []
@@ -141,12 +158,13 @@ def commands(app_name: str, bootstrap: str) -> None:
 
 @es.command()
 @app_argument
+@name_option
 @click.option("--stream", default=None, help="One aggregate (type/id); default: every event.")
 @bootstrap_option
 @es_errors
-def events(app_name: str, stream: str | None, bootstrap: str) -> None:
+def events(app_name: str, name: str | None, stream: str | None, bootstrap: str) -> None:
     """The events, upcast to today's schemas; forgotten personal data shows as <forgotten>."""
-    app = _app(app_name, bootstrap)
+    app = _app(app_name, bootstrap, rename=name)
     with EventStore(app, bootstrap) as store:
         for r in store.events(stream):
             fields = json.dumps(vars(r.event), default=str)
@@ -155,19 +173,20 @@ def events(app_name: str, stream: str | None, bootstrap: str) -> None:
 
 @es.command()
 @app_argument
+@name_option
 @click.argument("stream")
 @click.option("--version", type=int, default=None, help="As of this version (its first N events).")
 @click.option("--at", "at", default=None, help="As of this time (ISO 8601, UTC unless it says otherwise).")
 @bootstrap_option
 @es_errors
-def state(app_name: str, stream: str, version: int | None, at: str | None, bootstrap: str) -> None:
+def state(app_name: str, name: str | None, stream: str, version: int | None, at: str | None, bootstrap: str) -> None:
     """An aggregate's state, replayed from its events (now, at a version, or at a time)."""
-    app = _app(app_name, bootstrap)
+    app = _app(app_name, bootstrap, rename=name)
     at_ms = None
     if at is not None:
         when = datetime.datetime.fromisoformat(at)
         if when.tzinfo is None:
-            when = when.replace(tzinfo=datetime.timezone.utc)
+            when = when.replace(tzinfo=datetime.UTC)
         at_ms = int(when.timestamp() * 1000)
     with EventStore(app, bootstrap) as store:
         agg = store.state(stream, version, at_ms)
@@ -178,14 +197,15 @@ def state(app_name: str, stream: str, version: int | None, at: str | None, boots
 
 @es.command()
 @app_argument
+@name_option
 @click.argument("projection_name", metavar="PROJECTION")
 @click.option("--db", "database", required=True, help="sqlite:PATH or postgresql://...")
 @click.option("--until-caught-up", is_flag=True, help="Stop at the end of the log instead of following it.")
 @bootstrap_option
 @es_errors
-def project(app_name: str, projection_name: str, database: str, until_caught_up: bool, bootstrap: str) -> None:
+def project(app_name: str, name: str | None, projection_name: str, database: str, until_caught_up: bool, bootstrap: str) -> None:
     """Keep PROJECTION up to date in the database (exactly once; positions stored with the rows)."""
-    app = _app(app_name, bootstrap)
+    app = _app(app_name, bootstrap, rename=name)
     runner = ProjectionRunner(app, _projection(app, projection_name), database, bootstrap)
     try:
         applied = runner.run(until_caught_up=until_caught_up)
@@ -198,25 +218,27 @@ def project(app_name: str, projection_name: str, database: str, until_caught_up:
 
 @es.command("rebuild")
 @app_argument
+@name_option
 @click.argument("projection_name", metavar="PROJECTION")
 @click.option("--db", "database", required=True, help="sqlite:PATH or postgresql://...")
 @bootstrap_option
 @es_errors
-def rebuild_(app_name: str, projection_name: str, database: str, bootstrap: str) -> None:
+def rebuild_(app_name: str, name: str | None, projection_name: str, database: str, bootstrap: str) -> None:
     """Replay every event into new tables, then swap them in (readers see the old ones until then)."""
-    app = _app(app_name, bootstrap)
+    app = _app(app_name, bootstrap, rename=name)
     generation, applied = rebuild(app, _projection(app, projection_name), database, bootstrap)
     click.echo(f"{projection_name}: generation {generation} built from {applied} events and swapped in")
 
 
 @es.command()
 @app_argument
+@name_option
 @click.argument("subject")
 @bootstrap_option
 @es_errors
-def forget(app_name: str, subject: str, bootstrap: str) -> None:
+def forget(app_name: str, name: str | None, subject: str, bootstrap: str) -> None:
     """Delete SUBJECT's keys: their personal data becomes unreadable in every replay and copy of the log."""
-    app = _app(app_name, bootstrap)
+    app = _app(app_name, bootstrap, rename=name)
     keys = SubjectKeys(bootstrap, app.keys_topic).load()
     try:
         count = keys.forget(subject)
@@ -228,6 +250,6 @@ def forget(app_name: str, subject: str, bootstrap: str) -> None:
 
 
 def _time(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 

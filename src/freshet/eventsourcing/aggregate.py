@@ -84,13 +84,22 @@ class Application:
     """
 
     def __init__(self, name: str, aggregates: list[type[Aggregate]], codec: Codec, partitions: int = 4,
-                 snapshot_every: int = 100) -> None:
+                 snapshot_every: int = 100, compacted_segment_ms: int = 60_000) -> None:
         self.name, self.codec, self.partitions, self.snapshot_every = name, codec, partitions, snapshot_every
+        self.compacted_segment_ms = compacted_segment_ms  # how soon a forgotten key can be compacted away
         self.aggregates = {cls.type_name: cls for cls in aggregates}
         self.projections: dict[str, type] = {}
         self.commands_topic, self.events_topic = f"{name}.commands", f"{name}.events"
         self.replies_topic, self.snapshots_topic, self.keys_topic = (f"{name}.replies", f"{name}.snapshots",
                                                                      f"{name}.keys")
+
+    def named(self, name: str, **changes) -> Application:
+        """The same application under another name (its own topics): two instances side by side."""
+        settings = {"partitions": self.partitions, "snapshot_every": self.snapshot_every,
+                    "compacted_segment_ms": self.compacted_segment_ms, **changes}
+        twin = Application(name, list(self.aggregates.values()), self.codec, **settings)
+        twin.projections = dict(self.projections)
+        return twin
 
     def projection(self, cls: type) -> type:
         """Register a projection class (decorator)."""
@@ -109,7 +118,8 @@ class Application:
         return cls(id)
 
     def topic_specs(self) -> list[tuple[str, int, dict[str, str]]]:
-        compact = {"cleanup.policy": "compact", "segment.ms": "10000", "delete.retention.ms": "1000"}
+        compact = {"cleanup.policy": "compact", "segment.ms": str(self.compacted_segment_ms),
+                   "delete.retention.ms": "1000"}
         return [(self.commands_topic, self.partitions, {}), (self.events_topic, self.partitions, {}),
                 (self.replies_topic, self.partitions, {}), (self.snapshots_topic, self.partitions, compact),
                 (self.keys_topic, 1, compact)]

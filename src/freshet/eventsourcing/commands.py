@@ -21,6 +21,7 @@ from freshet.client.produce import produce_waiting
 from .aggregate import Application
 from .events import Command, Event, SchemaError
 from .processor import encode_command
+from .reading import drain
 
 
 class CommandTimeout(TimeoutError):
@@ -63,7 +64,7 @@ class CommandClient:
         self.producer.flush(30)
         self.replies.close()
 
-    def __enter__(self) -> "CommandClient":
+    def __enter__(self) -> CommandClient:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -113,7 +114,7 @@ class CommandClient:
                 missing = len(wanted - self._answers.keys())
                 raise CommandTimeout(f"{missing} of {len(wanted)} commands not answered in {timeout:.0f} s "
                                      f"(is `freshet es process {self.app.name}` running?)")
-            for m in self.replies.consume(10_000, 0.1):
+            for m in drain(self.replies, 10_000, 0.1):
                 if m.error() is None:
                     doc = json.loads(m.value())
                     if doc["id"] in self._waiting:

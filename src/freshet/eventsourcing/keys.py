@@ -37,13 +37,24 @@ class SubjectKeys:
         self._consumer: Consumer | None = None
         self._position = 0
 
-    def load(self) -> "SubjectKeys":
+    def load(self) -> SubjectKeys:
         """Read the keys topic to its end (again: from where the last read stopped)."""
         if self._consumer is None:
             self._consumer = reader(self.bootstrap)
         ends = read_to_end(self._consumer, [(self.topic, 0, self._position if self._position else -2)], self._apply)
         self._position = ends[(self.topic, 0)]
         return self
+
+    def follow(self) -> None:
+        """Take in whatever keys records have arrived since (no waiting): forgotten subjects stop being
+        sealed for at once. The consumer stays assigned after ``load``, fetching in the background."""
+        if self._consumer is None:
+            self.load()
+            return
+        for m in self._consumer.consume(10_000, 0):
+            if m.error() is None:
+                self._apply(m)
+                self._position = m.offset() + 1
 
     def _apply(self, m: Message) -> None:
         ref = m.key().decode()

@@ -32,8 +32,8 @@ from freshet.client import consumer_config, producer_config
 from .aggregate import Aggregate, Application, Rejected
 from .events import SchemaError
 from .keys import SubjectKeys
-from .reading import reader
-from .store import Snapshot, replay_partition
+from .reading import drain, reader
+from .store import Snapshot, replay_partitions
 
 log = logging.getLogger(__name__)
 
@@ -81,18 +81,21 @@ class CommandProcessor:
 
     # partitions come and go ------------------------------------------------------------------------
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            self._load(tp.partition)
+        self._load([tp.partition for tp in partitions])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             self.aggregates.pop(tp.partition, None)
 
-    def _load(self, partition: int) -> None:
-        aggregates, _ = replay_partition(self.app, self._replayer, self.keys, partition, self.use_snapshots)
-        self.aggregates[partition] = aggregates
-        self.stats.rebuilds += 1
-        log.info("%s: partition %d holds %d aggregates", self.app.name, partition, len(aggregates))
+    def _load(self, partitions: list[int]) -> None:
+        """The state of these partitions' aggregates, from snapshots and the events after them."""
+        if not partitions:
+            return
+        loaded = replay_partitions(self.app, self._replayer, self.keys, partitions, self.use_snapshots)
+        self.aggregates.update(loaded)
+        self.stats.rebuilds += len(partitions)
+        log.info("%s: partitions %s hold %d aggregates", self.app.name, partitions,
+                 sum(len(a) for a in loaded.values()))
 
     # the loop --------------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -104,7 +107,7 @@ class CommandProcessor:
         idle_since = time.monotonic()
         try:
             while not self._stop.is_set():
-                batch = [m for m in self.consumer.consume(self.max_batch, 0.2) if self._usable(m)]
+                batch = [m for m in drain(self.consumer, self.max_batch, 0.2) if self._usable(m)]
                 if not batch:
                     if idle_timeout_s is not None and time.monotonic() - idle_since > idle_timeout_s:
                         break
@@ -137,7 +140,7 @@ class CommandProcessor:
         return True
 
     def _decide_batch(self, batch: list[Message]) -> None:
-        self.keys.load()  # keys forgotten since the last batch are not used for new data
+        self.keys.follow()  # keys forgotten since the last batch are not used for new data
         self.producer.begin_transaction()
         try:
             answers, snapshots, positions = self._decide(batch)
@@ -179,7 +182,7 @@ class CommandProcessor:
         """Back to the committed command offsets (the aborted batch is decided again)."""
         assigned = self.consumer.assignment()
         for tp in self.consumer.committed(assigned, 30):
-            self.consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+            self.consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
 
     def _decide(self, batch: list[Message]):
         codec, app = self.app.codec, self.app
@@ -192,7 +195,7 @@ class CommandProcessor:
             positions[partition] = m.offset() + 1
             aggregates = self.aggregates.get(partition)
             if aggregates is None:
-                self._load(partition)
+                self._load([partition])
                 aggregates = self.aggregates[partition]
             stream = m.key().decode() if m.key() else ""
             self.stats.commands += 1

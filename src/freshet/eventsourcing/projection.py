@@ -27,8 +27,9 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
@@ -37,6 +38,7 @@ from freshet.client import consumer_config
 from .aggregate import Application
 from .events import RecordedEvent
 from .keys import SubjectKeys
+from .reading import drain
 
 POSITIONS = "freshet_projection_positions"
 GENERATIONS = "freshet_projection_generations"
@@ -79,7 +81,7 @@ class Database:
             self.conn.executemany(sql, rows)
 
     @contextmanager
-    def transaction(self) -> Iterator["Database"]:
+    def transaction(self) -> Iterator[Database]:
         with self._lock:
             if self.postgres:
                 with self.conn.transaction():
@@ -195,7 +197,7 @@ class ProjectionRunner:
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"projection {self.projection_cls.name} did not catch up in {timeout_s:.0f} s")
             batch = []
-            for m in self.consumer.consume(5000, 0.2):
+            for m in drain(self.consumer, 5000, 0.2):
                 err = m.error()
                 if err is None:
                     batch.append(m)

@@ -4,8 +4,8 @@ replayed (from snapshots or from offset 0: the same state either way)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from confluent_kafka import Consumer, Message
 
@@ -27,13 +27,13 @@ class Snapshot:
                           separators=(",", ":")).encode()
 
     @classmethod
-    def decode(cls, stream: str, value: bytes) -> "Snapshot":
+    def decode(cls, stream: str, value: bytes) -> Snapshot:
         doc = json.loads(value)
         return cls(stream, doc["version"], doc["offset"], doc["state"])
 
 
-def read_snapshots(consumer: Consumer, app: Application, partition: int) -> dict[bytes, Snapshot]:
-    """The newest snapshot of every stream in one partition."""
+def read_snapshots(consumer: Consumer, app: Application, partitions: list[int]) -> dict[bytes, Snapshot]:
+    """The newest snapshot of every stream in these partitions."""
     latest: dict[bytes, Snapshot] = {}
 
     def keep(m: Message) -> None:
@@ -42,39 +42,39 @@ def read_snapshots(consumer: Consumer, app: Application, partition: int) -> dict
         else:
             latest[m.key()] = Snapshot.decode(m.key().decode(), m.value())
 
-    read_to_end(consumer, [(app.snapshots_topic, partition, -2)], keep)
+    read_to_end(consumer, [(app.snapshots_topic, p, -2) for p in partitions], keep)
     return latest
 
 
-def replay_partition(app: Application, consumer: Consumer, keys: SubjectKeys | None, partition: int,
-                     use_snapshots: bool = True) -> tuple[dict[str, Aggregate], int]:
-    """Every aggregate of one events partition, folded from its snapshot (when ``use_snapshots``) and the
-    events after it; returns them and the partition's end offset. Events a snapshot covers are skipped by
-    their record key alone, never decoded."""
-    aggregates: dict[str, Aggregate] = {}
+def replay_partitions(app: Application, consumer: Consumer, keys: SubjectKeys | None, partitions: list[int],
+                      use_snapshots: bool = True) -> dict[int, dict[str, Aggregate]]:
+    """Every aggregate of these events partitions, folded from its snapshot (when ``use_snapshots``) and the
+    events after it, by partition. Events a snapshot covers are skipped by their record key alone, never
+    decoded. All partitions are read in one pass."""
+    aggregates: dict[int, dict[str, Aggregate]] = {p: {} for p in partitions}
     covered: dict[bytes, int] = {}
     if use_snapshots:
-        for key, snap in read_snapshots(consumer, app, partition).items():
+        for key, snap in read_snapshots(consumer, app, partitions).items():
             agg = app.new_aggregate(snap.stream)
             agg.restore(snap.state)
             agg.version = snap.version
-            aggregates[snap.stream] = agg
+            aggregates[app.partition_of(snap.stream)][snap.stream] = agg
             covered[key] = snap.offset
     codec = app.codec
 
     def fold(m: Message) -> None:
-        key = m.key()
-        if covered and m.offset() <= covered.get(key, -1):
+        if covered and m.offset() <= covered.get(m.key(), -1):
             return
         recorded = codec.decode_event(m.value(), keys)
-        agg = aggregates.get(recorded.stream)
+        of_partition = aggregates[m.partition()]
+        agg = of_partition.get(recorded.stream)
         if agg is None:
-            agg = aggregates[recorded.stream] = app.new_aggregate(recorded.stream)
+            agg = of_partition[recorded.stream] = app.new_aggregate(recorded.stream)
         agg.apply(recorded.event)
         agg.version = recorded.version
 
-    end = read_to_end(consumer, [(app.events_topic, partition, -2)], fold)[(app.events_topic, partition)]
-    return aggregates, end
+    read_to_end(consumer, [(app.events_topic, p, -2) for p in partitions], fold)
+    return aggregates
 
 
 class EventStore:
@@ -89,7 +89,7 @@ class EventStore:
         self._consumer.close()
         self.keys.close()
 
-    def __enter__(self) -> "EventStore":
+    def __enter__(self) -> EventStore:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -125,8 +125,8 @@ class EventStore:
     def replay(self, use_snapshots: bool = True) -> dict[str, Aggregate]:
         """Every aggregate of the application, replayed partition by partition."""
         out: dict[str, Aggregate] = {}
-        for p in range(self.app.partitions):
-            aggregates, _ = replay_partition(self.app, self._consumer, self.keys, p, use_snapshots)
+        for aggregates in replay_partitions(self.app, self._consumer, self.keys, list(range(self.app.partitions)),
+                                            use_snapshots).values():
             out.update(aggregates)
         return out
 
@@ -136,7 +136,7 @@ class EventStore:
             yield from self.history(stream)
             return
         for p in range(self.app.partitions):
-            batch: list[RecordedEvent] = []
-            read_to_end(self._consumer, [(self.app.events_topic, p, -2)], lambda m: batch.append(
-                self.app.codec.decode_event(m.value(), self.keys, m.partition(), m.offset(), m.timestamp()[1])))
-            yield from batch
+            messages: list[Message] = []
+            read_to_end(self._consumer, [(self.app.events_topic, p, -2)], messages.append)
+            for m in messages:
+                yield self.app.codec.decode_event(m.value(), self.keys, m.partition(), m.offset(), m.timestamp()[1])

@@ -1,0 +1,354 @@
+"""Event sourcing on a real broker: the processor's decisions, replays, snapshots, projections, rebuilds,
+read-your-writes, forgetting, and invariants across kill -9 of the processor."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+
+from freshet.eventsourcing import (
+    FORGOTTEN,
+    CommandClient,
+    CommandProcessor,
+    Database,
+    EventStore,
+    ProjectionRunner,
+    SubjectKeys,
+    rebuild,
+    wait_for,
+)
+from freshet.eventsourcing.examples import enrollment, ledger
+from freshet.eventsourcing.examples.enrollment import Cancel, Enroll, OpenCourse, Roster, StudentEnrolled
+from freshet.eventsourcing.examples.ledger import OpenAccount, Post
+from freshet.local import BrokerProcess
+from freshet.testing.polling import wait_for as wait_until
+from freshet.testing.topics import read_to_end
+
+
+def fresh(app, **changes):
+    """The example under a name of the test's own (its own topics on the shared broker)."""
+    return app.named(f"{app.name}-{uuid.uuid4().hex[:8]}", **changes)
+
+
+class Running:
+    """A processor in a thread of the test."""
+
+    def __init__(self, app, bootstrap):
+        self.processor = CommandProcessor(app, bootstrap)
+        self.thread = threading.Thread(target=self.processor.run, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.processor.stop()
+        self.thread.join(30)
+
+
+@pytest.fixture
+def course_app(broker):
+    app = fresh(enrollment.app, snapshot_every=5)
+    app.create_topics(broker.bootstrap)
+    running = Running(app, broker.bootstrap)
+    yield app
+    running.stop()
+
+
+def test_commands_are_answered_and_replay_equals_the_processors_state(broker, course_app):
+    app = course_app
+    with CommandClient(app, broker.bootstrap) as client:
+        assert client.execute("course/c1", OpenCourse("Streams", 3)).accepted
+        ids = [client.send("course/c1", Enroll(f"s{i}", f"Student {i}")) for i in range(5)]
+        answers = client.answers(ids)
+        client.execute("course/c1", Cancel("s0"))
+        again = client.execute("course/c1", OpenCourse("Again", 1))
+        unknown = client.answer(client.send_raw("course/c2", "Enroll", {"student_id": "x", "name": "X"}))
+    statuses = [answers[i].status for i in ids]
+    assert statuses == ["accepted"] * 3 + ["rejected"] * 2  # in order: one decision at a time
+    assert [answers[i].reason for i in ids[3:]] == ["course is full"] * 2
+    assert (again.status, again.reason) == ("rejected", "course c1 is already open")
+    assert (unknown.status, unknown.reason) == ("rejected", "course c2 is not open")
+    with EventStore(app, broker.bootstrap) as store:
+        history = store.history("course/c1")
+        assert [r.version for r in history] == list(range(1, 8))  # opened, 3 enrolled, 2 refused, cancelled
+        state = store.state("course/c1")
+        assert state.enrolled == ["s1", "s2"] and state.version == 7
+        assert store.state("course/c1", version=4).enrolled == ["s0", "s1", "s2"]
+        from_snapshots, from_zero = store.replay(use_snapshots=True), store.replay(use_snapshots=False)
+    assert {s: a.state() for s, a in from_snapshots.items()} == {s: a.state() for s, a in from_zero.items()}
+    assert from_zero["course/c1"].state() == state.state()
+
+
+def test_an_answer_carries_the_offset_of_its_events(broker, course_app):
+    with CommandClient(course_app, broker.bootstrap) as client:
+        opened = client.execute("course/c9", OpenCourse("Logs", 2))
+        enrolled = client.execute("course/c9", Enroll("s1", "Ada"))
+    with EventStore(course_app, broker.bootstrap) as store:
+        history = store.history("course/c9")
+    assert (opened.partition, opened.offset) == (history[0].partition, history[0].offset)
+    assert (enrolled.offset, enrolled.version) == (history[1].offset, 2)
+
+
+def test_append_with_an_expected_version_is_refused_on_conflict(broker, course_app):
+    with CommandClient(course_app, broker.bootstrap) as client:
+        first = client.answer(client.append("course/d1", [enrollment.CourseOpened("Direct", 2)], expected_version=0))
+        stale = client.answer(client.append("course/d1", [StudentEnrolled("s1", "Ada")], expected_version=0))
+        right = client.answer(client.append("course/d1", [StudentEnrolled("s1", "Ada")], expected_version=1))
+        command = client.execute("course/d1", Enroll("s2", "Alan"), expected_version=1)
+    assert first.accepted and right.accepted and right.version == 2
+    assert (stale.status, stale.reason) == ("conflict", "course/d1 is at version 1, not 0")
+    assert command.status == "conflict" and "at version 2, not 1" in command.reason
+    with EventStore(course_app, broker.bootstrap) as store:
+        assert store.state("course/d1").enrolled == ["s1"]
+
+
+def test_old_events_in_the_log_are_upcast_on_every_read(broker):
+    app = fresh(enrollment.app)
+    app.create_topics(broker.bootstrap)
+    partition = app.partition_of("course/old")
+    old = [{"type": "CourseOpened", "schema": 1, "stream": "course/old", "version": 1,
+            "data": {"title": "Legacy", "capacity": 5}},
+           {"type": "StudentEnrolled", "schema": 1, "stream": "course/old", "version": 2,
+            "data": {"student": "s1:Grace Hopper"}}]
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for doc in old:  # written by an older version of the code, before the processor existed
+        producer.produce(app.events_topic, json.dumps(doc).encode(), b"course/old", partition=partition)
+    producer.flush(10)
+    with EventStore(app, broker.bootstrap) as store:
+        assert [r.event for r in store.history("course/old")][-1] == StudentEnrolled("s1", "Grace Hopper")
+    running = Running(app, broker.bootstrap)  # the processor's replay upcasts them too
+    try:
+        with CommandClient(app, broker.bootstrap) as client:
+            answer = client.execute("course/old", Enroll("s1", "Grace Hopper"))
+        assert (answer.status, answer.reason, answer.version) == ("rejected", "s1 is already enrolled", 2)
+    finally:
+        running.stop()
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_a_projection_rebuilt_from_zero_equals_the_live_one_and_waits_for_your_write(broker, postgres, course_app,
+                                                                                    tmp_path, database):
+    app = course_app
+    url = f"sqlite:{tmp_path / 'views.db'}" if database == "sqlite" else _pg_database(postgres)
+    live = ProjectionRunner(app, Roster, url, broker.bootstrap)
+    runner = threading.Thread(target=live.run, daemon=True)
+    runner.start()
+    try:
+        with CommandClient(app, broker.bootstrap) as client:
+            for c in range(3):
+                client.execute(f"course/p{c}", OpenCourse(f"Course {c}", 4))
+            rng = random.Random(5)
+            ids = [client.send(f"course/p{rng.randrange(3)}", Enroll(f"s{i}", f"Name {i}")) for i in range(20)]
+            client.answers(ids)
+            mine = client.execute("course/p1", Cancel(client_first_enrolled(app, broker, "course/p1")))
+        wait_for(url, "roster", mine.partition, mine.offset, app.events_topic, timeout_s=30)  # read your write
+        with EventStore(app, broker.bootstrap) as store:
+            enrolled = {c: store.state(f"course/p{c}").enrolled for c in range(3)}
+        db = Database(url)
+        assert db.execute("SELECT enrolled FROM roster_courses WHERE course = 'p1'") == [(len(enrolled[1]),)]
+        before = (db.execute("SELECT * FROM roster_courses ORDER BY course"),
+                  db.execute("SELECT * FROM roster_students ORDER BY course, student_id"))
+        generation, applied = rebuild(app, Roster, url, broker.bootstrap)
+        assert generation == 2 and applied == 3 + 20 + 1
+        after = (db.execute("SELECT * FROM roster_courses ORDER BY course"),
+                 db.execute("SELECT * FROM roster_students ORDER BY course, student_id"))
+        assert after == before
+        assert before[1] == sorted((f"p{c}", s, f"Name {s[1:]}") for c in range(3) for s in enrolled[c])
+        with CommandClient(app, broker.bootstrap) as client:  # the live runner follows the new generation
+            more = client.execute("course/p1", Enroll("s-new", "Newcomer"))
+        wait_for(url, "roster", more.partition, more.offset, app.events_topic, timeout_s=30)
+        assert db.execute("SELECT name FROM roster_students WHERE student_id = 's-new'") == [("Newcomer",)]
+        db.close()
+    finally:
+        live.stop()
+        runner.join(10)
+        live.close()
+
+
+def client_first_enrolled(app, broker, stream):
+    with EventStore(app, broker.bootstrap) as store:
+        return store.state(stream).enrolled[0]
+
+
+def _pg_database(postgres):
+    import psycopg
+
+    name = f"es_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return postgres.dsn.replace("dbname=postgres", f"dbname={name}") if "dbname=" in postgres.dsn else \
+        postgres.dsn.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture
+def cleaning_broker(tmp_path):
+    """A broker of the test's own whose log cleaner runs every 200 ms."""
+    with BrokerProcess(data_dir=str(tmp_path / "data"), extra_args=["--cleaner-interval-ms", "200"]) as b:
+        yield b
+
+
+def test_forget_makes_a_subject_unreadable_in_replays_rebuilds_and_the_log_itself(cleaning_broker, tmp_path):
+    own_broker = cleaning_broker
+    app = fresh(enrollment.app, compacted_segment_ms=300)
+    app.create_topics(own_broker.bootstrap)
+    running = Running(app, own_broker.bootstrap)
+    url = f"sqlite:{tmp_path / 'views.db'}"
+    try:
+        with CommandClient(app, own_broker.bootstrap) as client:
+            client.execute("course/f1", OpenCourse("Privacy", 5))
+            client.execute("course/f1", Enroll("s1", "Ada Lovelace"))
+            client.execute("course/f1", Enroll("s2", "Alan Turing"))
+        live = ProjectionRunner(app, Roster, url, own_broker.bootstrap)
+        live.run(until_caught_up=True, timeout_s=30)
+        keys = SubjectKeys(own_broker.bootstrap, app.keys_topic).load()
+        assert keys.forget("s1") == 1 and keys.forget("s1") == 0
+        keys.close()
+        live.run(until_caught_up=True, timeout_s=30)  # the live projection hears of it at once
+        db = Database(url)
+        assert db.execute("SELECT student_id, name FROM roster_students ORDER BY student_id") == [
+            ("s1", FORGOTTEN), ("s2", "Alan Turing")]
+        live.close()
+        rebuild(app, Roster, url, own_broker.bootstrap)
+        assert db.execute("SELECT student_id, name FROM roster_students ORDER BY student_id") == [
+            ("s1", FORGOTTEN), ("s2", "Alan Turing")]
+        with EventStore(app, own_broker.bootstrap) as store:
+            names = [r.event.name for r in store.history("course/f1") if isinstance(r.event, StudentEnrolled)]
+        assert names == [FORGOTTEN, "Alan Turing"]
+        with CommandClient(app, own_broker.bootstrap) as client:  # s1 comes back: a new key, readable again
+            client.execute("course/f2", OpenCourse("Again", 5))
+            client.execute("course/f2", Enroll("s1", "Ada, again"))
+        with EventStore(app, own_broker.bootstrap) as store:
+            assert [r.event.name for r in store.history("course/f2") if isinstance(r.event, StudentEnrolled)] == [
+                "Ada, again"]
+        records = read_to_end(own_broker.bootstrap, app.keys_topic, 1)
+        old_key = next(k for k, v in records if k.startswith(b"s1/") and v is not None)
+        new_key = [k for k, v in records if k.startswith(b"s1/") and v is not None][-1]
+        assert old_key != new_key
+        time.sleep(0.4)  # past segment.ms: the next key appended rolls the segment holding the tombstone
+        with CommandClient(app, own_broker.bootstrap) as client:
+            client.execute("course/f2", Enroll("s3", "Barbara Liskov"))
+
+        def old_key_gone_from_the_log() -> bool:  # compaction removed the key's bytes, not only hid them
+            return old_key not in {k for k, _ in read_to_end(own_broker.bootstrap, app.keys_topic, 1)}
+
+        wait_until(old_key_gone_from_the_log, 60, "the forgotten key to be compacted out of the keys topic", 0.5)
+        assert new_key in {k for k, v in read_to_end(own_broker.bootstrap, app.keys_topic, 1) if v is not None}
+    finally:
+        running.stop()
+
+
+def test_invariants_hold_across_kill_9_of_the_processors(broker):
+    """Many clients race for places and for one account's money while the processors are killed -9 three
+    times: every command is answered exactly once, no course is ever over capacity, no balance below zero,
+    and the log holds exactly the events of the accepted commands."""
+    courses, accounts = fresh(enrollment.app), fresh(ledger.app)
+    for app in (courses, accounts):
+        app.create_topics(broker.bootstrap)
+    capacity = {f"course/k{c}": 6 for c in range(6)}
+
+    def processors():
+        return [subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "es", "process", name, "--name",
+                                  app.name, "-b", broker.bootstrap], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL) for name, app in (("enrollment", courses),
+                                                                               ("ledger", accounts))]
+
+    answered = [0]
+    outcomes: list[tuple] = []
+    lock = threading.Lock()
+
+    def enrolling(seed):
+        rng = random.Random(seed)
+        with CommandClient(courses, broker.bootstrap) as client:
+            for round_ in range(8):
+                sent = []
+                for i in range(10):
+                    student = f"s{seed}-{round_}-{i}"
+                    stream = rng.choice(sorted(capacity))
+                    sent.append((client.send(stream, Enroll(student, student)), stream, "enroll", student))
+                    if rng.random() < 0.3:  # some change their mind at once
+                        sent.append((client.send(stream, Cancel(student)), stream, "cancel", student))
+                got = client.answers([s[0] for s in sent], timeout=180)
+                with lock:
+                    outcomes.extend((got[i], stream, kind, who) for i, stream, kind, who in sent)
+                    answered[0] += len(sent)
+
+    def spending(seed):
+        rng = random.Random(seed)
+        with CommandClient(accounts, broker.bootstrap) as client:
+            for _ in range(8):
+                ids = [client.send("ledger/book", Post({"shared": -(amount := rng.randint(10, 60)),
+                                                        rng.choice(["alice", "bob"]): amount}, "spend",
+                                                       "2026-01-02")) for _ in range(10)]
+                got = client.answers(ids, timeout=180)
+                with lock:
+                    outcomes.extend((got[i], "ledger/book", "post", None) for i in ids)
+                    answered[0] += len(ids)
+
+    running = processors()
+    with CommandClient(courses, broker.bootstrap) as client:
+        assert all(a.accepted for a in client.answers([client.send(s, OpenCourse(s, n))
+                                                       for s, n in capacity.items()], 60).values())
+    with CommandClient(accounts, broker.bootstrap) as client:
+        opening = [client.send("ledger/book", c) for c in (OpenAccount("cash", True), OpenAccount("shared"),
+                                                           OpenAccount("alice"), OpenAccount("bob"))]
+        opening.append(client.send("ledger/book", Post({"cash": -1000, "shared": 1000}, "opening", "2026-01-01")))
+        assert all(a.accepted for a in client.answers(opening, 60).values())
+    threads = [threading.Thread(target=enrolling, args=(s,)) for s in (1, 2)] + [
+        threading.Thread(target=spending, args=(s,)) for s in (3, 4)]
+    for t in threads:
+        t.start()
+    total = 2 * 8 * 10 * 1.3 + 2 * 8 * 10
+    try:
+        for fraction in (0.15, 0.35, 0.6):
+            wait_until(lambda f=fraction: answered[0] >= f * total, 180, f"{fraction:.0%} of the answers", 0.05)
+            for p in running:
+                p.send_signal(signal.SIGKILL)
+                p.wait()
+            running = processors()
+        for t in threads:
+            t.join(300)
+        assert not any(t.is_alive() for t in threads), "a client never got all its answers"
+    finally:
+        for p in running:
+            p.send_signal(signal.SIGTERM)
+            p.wait(30)
+
+    # every command answered exactly once, in the log as in the clients
+    for app in (courses, accounts):
+        ids = [json.loads(v)["id"] for _, v in read_to_end(broker.bootstrap, app.replies_topic, app.partitions)]
+        assert len(ids) == len(set(ids)), f"{app.name}: a command was answered twice"
+    with EventStore(courses, broker.bootstrap) as store:
+        for stream, places in capacity.items():
+            history, enrolled = store.history(stream), set()
+            assert [r.version for r in history] == list(range(1, len(history) + 1)), "a gap or a duplicate"
+            for r in history:
+                if type(r.event).__name__ == "StudentEnrolled":
+                    enrolled.add(r.event.student_id)
+                elif type(r.event).__name__ == "EnrollmentCancelled":
+                    enrolled.remove(r.event.student_id)
+                assert len(enrolled) <= places, f"{stream} oversold at version {r.version}"
+            accepted = [o for o in outcomes if o[1] == stream and o[0].accepted]
+            expected = {who for a, _, kind, who in accepted if kind == "enroll"} - {
+                who for a, _, kind, who in accepted if kind == "cancel"}
+            assert enrolled == expected
+            assert len(history) == 1 + sum(o[0].events for o in outcomes if o[1] == stream)
+    with EventStore(accounts, broker.bootstrap) as store:
+        book, balances = store.history("ledger/book"), {}
+        for r in book:
+            if type(r.event).__name__ == "AccountOpened":
+                balances[r.event.account] = 0
+            else:
+                for account, amount in r.event.entries.items():
+                    balances[account] += amount
+                assert balances["shared"] >= 0 and balances["alice"] >= 0 and balances["bob"] >= 0
+        posts = [o for o in outcomes if o[1] == "ledger/book"]
+        assert len(book) == 5 + sum(1 for o in posts if o[0].accepted)
+        assert sum(1 for o in posts if not o[0].accepted) > 0  # the money ran out: later posts were refused
+        assert store.state("ledger/book").balances == balances
