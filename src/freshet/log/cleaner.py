@@ -146,6 +146,8 @@ def compact(partition: Partition, now_ms: int | None = None) -> CleanerStats:
         if changed:
             segment.replace_contents(kept_batches)
             stats.segments_rewritten += 1
+            if not kept_batches and segment is not partition.segments[0]:
+                partition.drop_emptied_segment(segment)  # the first one stays, holding the log start
     partition._compaction_checkpoint = (  # type: ignore[attr-defined]
         (len(partition.segments) - 1, partition.segments[-2].base_offset, partition.segments[-2].next_offset),
         next_tombstone_due,

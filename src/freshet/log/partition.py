@@ -240,8 +240,22 @@ class Partition:
         self.log_start_offset = offset
 
     def delete_segments_below_start(self) -> list[Segment]:
-        """Remove every closed segment whose records all lie below the log start offset."""
-        return self.delete_oldest_segments(lambda s: s.next_offset <= self.log_start_offset)
+        """Remove every closed segment whose records all lie below the log start offset. (A segment that
+        compaction emptied, at the log start, is not below it: it keeps the start where it is.)"""
+        start = self.log_start_offset
+        return self.delete_oldest_segments(lambda s: s.base_offset < start and s.next_offset <= start)
+
+    def drop_emptied_segment(self, segment: Segment) -> None:
+        """Compaction removed every record of ``segment``, a closed segment after the first: delete its file.
+        The log start offset stays (compaction never moves it, as in Kafka: a reader at offset 0 of a
+        compacted topic gets the first record kept, not OffsetOutOfRange)."""
+        i = self.segments.index(segment)
+        if i == 0 or segment is self.active_segment or segment.size:
+            raise ValueError(f"{segment} is not an emptied closed segment after the first")
+        self.segments.pop(i)
+        self._bases.pop(i)
+        segment.delete()
+        self._sync_directory()
 
     def delete_oldest_segments(self, predicate) -> list[Segment]:
         """Delete closed segments from the oldest on while ``predicate(segment)`` holds.

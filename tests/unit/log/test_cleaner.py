@@ -124,3 +124,22 @@ def test_clean_runs_both_for_compact_delete(tmp_path):
     assert stats.segments_deleted > 0 and p.log_start_offset > 0
     values = {r.key: r.value for r in records_from(p)}
     assert values == {b"k0": b"v27", b"k1": b"v28", b"k2": b"v29"}
+
+
+def test_compaction_never_moves_the_log_start_offset_even_when_it_empties_segments(tmp_path):
+    """As in Kafka: a reader at offset 0 of a compacted topic gets the first record kept. (Moving the start
+    made every reader at 0 get OffsetOutOfRange, and librdkafka's default reset, latest, skipped the lot.)"""
+    config = LogConfig(segment_bytes=90, cleanup_policy="compact", delete_retention_ms=HOUR)
+    p = Partition(str(tmp_path / "p"), config)
+    for key in (b"a", b"b", b"a", b"b", b"a", b"c"):  # one record per segment: early segments fall empty
+        p.append(encode_batch([(key, b"v", 0)]))
+        p.roll()
+    p.flush()
+    segments_before = len(p.segments)
+    clean(p, now_ms=2 * HOUR)
+    assert p.log_start_offset == 0 and len(p.segments) < segments_before
+    assert [(r.offset, r.key) for r in records_from(p, 0)] == [(3, b"b"), (4, b"a"), (5, b"c")]
+    p.close()
+    q = Partition(str(tmp_path / "p"), config)  # and after a restart
+    assert q.log_start_offset == 0
+    assert [(r.offset, r.key) for r in records_from(q, 0)] == [(3, b"b"), (4, b"a"), (5, b"c")]
