@@ -143,7 +143,7 @@ def commands(app_name: str, name: str | None, bootstrap: str) -> None:
     sent: list[tuple[int, int, str, dict]] = []
     try:
         read_to_end(consumer, [(app.replies_topic, p, -2) for p in range(app.partitions)],
-                    lambda m: answers.__setitem__(m.key().decode(), json.loads(m.value())))
+                    lambda m: answers.update((a["id"], a) for a in json.loads(m.value())["answers"]))
         read_to_end(consumer, [(app.commands_topic, p, -2) for p in range(app.partitions)],
                     lambda m: sent.append((m.timestamp()[1], m.offset(), m.key().decode(), json.loads(m.value()))))
     finally:

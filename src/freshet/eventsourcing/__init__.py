@@ -9,7 +9,7 @@ subject's personal fields everywhere at once.
 
 from .aggregate import Aggregate, Application, Rejected
 from .commands import Answer, CommandClient, CommandTimeout
-from .events import FORGOTTEN, Codec, Command, Event, RecordedEvent, SchemaError, personal
+from .events import FORGOTTEN, SEALED, Codec, Command, Event, RecordedEvent, SchemaError, personal
 from .keys import SubjectKeys
 from .processor import CommandProcessor, ProcessorStats
 from .projection import Database, Projection, ProjectionRunner, Writer, rebuild, wait_for

@@ -2,7 +2,10 @@
 
 An aggregate decides: ``decide(command)`` looks at the current state and returns the events that follow
 (or raises ``Rejected``); ``apply(event)`` folds one event into the state. State is whatever replaying the
-events gives, deterministically, so ``apply`` must not look at clocks, randomness or anything but the event.
+events gives, deterministically, so ``apply`` must not look at clocks, randomness or anything but the event
+-- nor at personal fields: once a subject is forgotten they read FORGOTTEN, so state built on them would
+change on replay (replays do not even open them: they read SEALED). Keep personal data in events and
+projections, and ids in state.
 
 Example::
 
@@ -126,7 +129,7 @@ class Application:
 
     def create_topics(self, bootstrap: str) -> list[str]:
         """Create whichever of the application's topics are missing; returns the ones created."""
-        from freshet.client import TopicAdmin
+        from freshet.client import ClientError, TopicAdmin
 
         admin = TopicAdmin(bootstrap)
         existing = admin.list_topics()
@@ -136,6 +139,11 @@ class Application:
                 if existing[topic] != partitions:
                     raise ValueError(f"{topic} has {existing[topic]} partitions, {self.name} expects {partitions}")
                 continue
-            admin.create_topic(topic, partitions, configs)
+            try:
+                admin.create_topic(topic, partitions, configs)
+            except ClientError:
+                if topic not in admin.list_topics():  # else another process made it meanwhile: fine
+                    raise
+                continue
             created.append(topic)
         return created

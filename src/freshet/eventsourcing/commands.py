@@ -2,7 +2,8 @@
 
 A command is appended to ``{app}.commands`` in its aggregate's partition; the processor that owns the
 partition decides it and writes the answer to ``{app}.replies`` in the same transaction as the events.
-The answer carries the events' partition and the offset of the last one: hand it to a projection's
+Answers travel in one record per partition and processor batch (``{"answers": [...]}``). An answer
+carries the events' partition and the offset of the last one: hand it to a projection's
 ``wait_for`` to read your own write.
 """
 
@@ -116,9 +117,9 @@ class CommandClient:
                                      f"(is `freshet es process {self.app.name}` running?)")
             for m in drain(self.replies, 10_000, 0.1):
                 if m.error() is None:
-                    doc = json.loads(m.value())
-                    if doc["id"] in self._waiting:
-                        self._answers[doc["id"]] = Answer(**doc)
+                    for doc in json.loads(m.value())["answers"]:  # a processor batch's answers, one record
+                        if doc["id"] in self._waiting:
+                            self._answers[doc["id"]] = Answer(**doc)
         out = {i: self._answers.pop(i) for i in ids}
         self._waiting.difference_update(ids)
         return out

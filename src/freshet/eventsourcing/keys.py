@@ -32,6 +32,7 @@ class SubjectKeys:
         self.bootstrap, self.topic = bootstrap, topic
         self._keys: dict[str, bytes] = {}  # "subject/key-id" -> key
         self._current: dict[str, str] = {}  # subject -> the key reference new data is sealed with
+        self._ciphers: dict[str, AESGCM] = {}  # key reference -> its cipher, made once
         self.created: list[tuple[str, bytes]] = []  # keys made since the last take_created(): to append
         self._missing: set[str] = set()  # references looked for after a fresh read and not found: forgotten
         self._consumer: Consumer | None = None
@@ -61,6 +62,7 @@ class SubjectKeys:
         subject = ref.rsplit("/", 1)[0]
         if m.value() is None:  # forgotten
             self._keys.pop(ref, None)
+            self._ciphers.pop(ref, None)
             self._missing.add(ref)
             if self._current.get(subject) == ref:
                 del self._current[subject]
@@ -81,9 +83,11 @@ class SubjectKeys:
             key = AESGCM.generate_key(bit_length=256)
             self._keys[ref], self._current[subject] = key, ref
             self.created.append((ref, key))
+        cipher = self._ciphers.get(ref)
+        if cipher is None:
+            cipher = self._ciphers[ref] = AESGCM(self._keys[ref])
         nonce = os.urandom(12)
-        sealed = AESGCM(self._keys[ref]).encrypt(nonce, plaintext, ref.encode())
-        return {"key": ref, "sealed": b64(nonce + sealed)}
+        return {"key": ref, "sealed": b64(nonce + cipher.encrypt(nonce, plaintext, ref.encode()))}
 
     def open(self, sealed: dict) -> bytes | None:
         """The plaintext, or None when the key is forgotten (or the value was tampered with)."""
@@ -96,8 +100,11 @@ class SubjectKeys:
             self._missing.add(ref)
             return None
         raw = unb64(sealed.get("sealed", ""))
+        cipher = self._ciphers.get(ref)
+        if cipher is None:
+            cipher = self._ciphers[ref] = AESGCM(key)
         try:
-            return AESGCM(key).decrypt(raw[:12], raw[12:], ref.encode())
+            return cipher.decrypt(raw[:12], raw[12:], ref.encode())
         except (InvalidTag, ValueError):
             return None
 
@@ -109,6 +116,7 @@ class SubjectKeys:
         """Drop keys made for a transaction that was not committed."""
         for ref, _ in self.take_created():
             self._keys.pop(ref, None)
+            self._ciphers.pop(ref, None)
             subject = ref.rsplit("/", 1)[0]
             if self._current.get(subject) == ref:
                 del self._current[subject]

@@ -74,8 +74,11 @@ class CommandProcessor:
             "transactional.id": transactional_id or f"{app.name}.processor", "log_level": 0,
             "linger.ms": 2, "queue.buffering.max.messages": 1_000_000}))
         self.producer.init_transactions(60)
+        # a processor that dies (kill -9) holds its partitions until its session times out: 6 s, not
+        # librdkafka's 45 s, so a restarted one takes over quickly
         self.consumer = Consumer(consumer_config(bootstrap, f"{app.name}.processor", {
-            "isolation.level": "read_committed", "log_level": 0, "partition.assignment.strategy": "range"}))
+            "isolation.level": "read_committed", "log_level": 0, "partition.assignment.strategy": "range",
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}))
         self.consumer.subscribe([app.commands_topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
                                 on_lost=self._on_revoke)
 
@@ -148,13 +151,16 @@ class CommandProcessor:
                 self.producer.produce(self.app.keys_topic, key, ref.encode(), partition=0)
             if self.producer.flush(60):  # the events' offsets go into the answers
                 raise KafkaException("events not acknowledged within 60 s")
-            for partition, answer, offsets in answers:
-                if offsets:
-                    answer["offset"] = offsets[-1]
-                self.producer.produce(self.app.replies_topic, json.dumps(answer, separators=(",", ":")).encode(),
-                                      answer["id"].encode(), partition=partition)
-            for partition, stream, version, state, offsets in snapshots:
-                snap = Snapshot(stream, version, offsets[-1], state)
+            first = self._first_offsets
+            for partition, of_partition in answers.items():
+                for answer in of_partition:
+                    if answer["offset"] >= 0:  # its last event's index in this batch: now an offset
+                        answer["offset"] += first[partition]
+                # one record per partition and batch: {"answers": [...]}, keyed by nothing
+                self.producer.produce(self.app.replies_topic, json.dumps(
+                    {"answers": of_partition}, separators=(",", ":")).encode(), partition=partition)
+            for partition, stream, version, state, index in snapshots:
+                snap = Snapshot(stream, version, first[partition] + index, state)
                 self.producer.produce(self.app.snapshots_topic, snap.encode(), stream.encode(),
                                       partition=partition)
             self.producer.send_offsets_to_transaction(
@@ -185,11 +191,18 @@ class CommandProcessor:
             self.consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
 
     def _decide(self, batch: list[Message]):
+        """Decide every command of the batch in order and produce its events. The events of one partition
+        are appended by this processor alone (it holds the partition and its transactional id fences any
+        other), so within a transaction they take consecutive offsets: the first one's delivery report
+        gives them all, and answers and snapshots carry indexes until then."""
         codec, app = self.app.codec, self.app
-        answers: list[tuple[int, dict, list[int]]] = []
-        snapshots: list[tuple[int, str, int, dict, list[int]]] = []
+        answers: dict[int, list[dict]] = {}
+        snapshots: list[tuple[int, str, int, dict, int]] = []
         positions: dict[int, int] = {}
+        appended: dict[int, int] = {}  # events produced per partition in this batch
+        self._first_offsets = first = {}
         every = app.snapshot_every
+        events_topic, produce = app.events_topic, self.producer.produce
         for m in batch:
             partition = m.partition()
             positions[partition] = m.offset() + 1
@@ -206,8 +219,7 @@ class CommandProcessor:
                 log.warning("%s: skipped a record that is not a command at %d/%d", app.name, partition, m.offset())
                 continue
             answer: dict = {"id": command_id, "stream": stream, "partition": partition, "offset": -1}
-            offsets: list[int] = []
-            answers.append((partition, answer, offsets))
+            answers.setdefault(partition, []).append(answer)
             agg = aggregates.get(stream)
             try:
                 if agg is None:
@@ -233,15 +245,24 @@ class CommandProcessor:
                     continue
             aggregates[stream] = agg
             key, before = stream.encode(), agg.version
+            count = appended.get(partition, 0)
             for event in events:
                 version = agg.version + 1
                 value = codec.encode_event(stream, version, event, self.keys)
                 agg.apply(event)
                 agg.version = version
-                self.producer.produce(app.events_topic, value, key, partition=partition,
-                                      on_delivery=lambda err, msg, out=offsets: out.append(msg.offset()))
-            if events and agg.version // every != before // every:  # a snapshot as of this command's last event
-                snapshots.append((partition, stream, agg.version, json.loads(json.dumps(agg.snapshot())), offsets))
+                if count == 0 and partition not in first:
+                    produce(events_topic, value, key, partition=partition,
+                            on_delivery=lambda err, msg, p=partition: first.__setitem__(p, msg.offset()))
+                else:
+                    produce(events_topic, value, key, partition=partition)
+                count += 1
+            appended[partition] = count
+            if events:
+                answer["offset"] = count - 1
+                if agg.version // every != before // every:  # a snapshot as of this command's last event
+                    snapshots.append((partition, stream, agg.version, json.loads(json.dumps(agg.snapshot())),
+                                      count - 1))
             self.stats.events += len(events)
             if answer.get("status") == "rejected":  # with the refusal recorded
                 answer.update(version=agg.version, events=len(events))

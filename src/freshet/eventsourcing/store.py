@@ -65,7 +65,7 @@ def replay_partitions(app: Application, consumer: Consumer, keys: SubjectKeys | 
     def fold(m: Message) -> None:
         if covered and m.offset() <= covered.get(m.key(), -1):
             return
-        recorded = codec.decode_event(m.value(), keys)
+        recorded = codec.decode_event(m.value(), keys, open_personal=False)
         of_partition = aggregates[m.partition()]
         agg = of_partition.get(recorded.stream)
         if agg is None:
