@@ -41,7 +41,7 @@ from confluent_kafka import Producer
 
 from freshet.eventsourcing import CommandClient, CommandProcessor, EventStore, rebuild
 from freshet.eventsourcing.examples import enrollment
-from freshet.eventsourcing.examples.enrollment import Enroll, OpenCourse, Roster
+from freshet.eventsourcing.examples.enrollment import Enroll, Roster
 from freshet.eventsourcing.processor import encode_command
 from freshet.local import BrokerProcess
 

@@ -33,6 +33,7 @@ __all__ = [
     "ProjectionRunner",
     "RecordedEvent",
     "Rejected",
+    "SEALED",
     "SchemaError",
     "Snapshot",
     "SubjectKeys",
