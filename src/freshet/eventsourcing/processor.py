@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from freshet.client import consumer_config, producer_config
 
@@ -152,6 +152,9 @@ class CommandProcessor:
             if self.producer.flush(60):  # the events' offsets go into the answers
                 raise KafkaException("events not acknowledged within 60 s")
             first = self._first_offsets
+            if None in first.values():  # an event not delivered: the transaction cannot commit
+                raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, "an event was not delivered",
+                                                txn_requires_abort=True))
             for partition, of_partition in answers.items():
                 for answer in of_partition:
                     if answer["offset"] >= 0:  # its last event's index in this batch: now an offset
@@ -253,7 +256,8 @@ class CommandProcessor:
                 agg.version = version
                 if count == 0 and partition not in first:
                     produce(events_topic, value, key, partition=partition,
-                            on_delivery=lambda err, msg, p=partition: first.__setitem__(p, msg.offset()))
+                            on_delivery=lambda err, msg, p=partition: first.__setitem__(
+                                p, msg.offset() if err is None else None))
                 else:
                     produce(events_topic, value, key, partition=partition)
                 count += 1
