@@ -30,7 +30,7 @@ from freshet.eventsourcing import (
     rebuild,
 )
 from freshet.eventsourcing.examples import load_app
-from freshet.eventsourcing.reading import read_to_end, reader
+from freshet.client.reading import read_to_end, reader
 
 from .common import bootstrap_option, one_line_errors
 

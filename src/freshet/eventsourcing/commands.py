@@ -22,7 +22,7 @@ from freshet.client.produce import produce_waiting
 from .aggregate import Application
 from .events import Command, Event, SchemaError
 from .processor import encode_command
-from .reading import drain
+from freshet.client.reading import drain
 
 
 class CommandTimeout(TimeoutError):

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from freshet.client import producer_config
 
 from .events import b64, unb64
-from .reading import read_to_end, reader
+from freshet.client.reading import read_to_end, reader
 
 
 class SubjectKeys:

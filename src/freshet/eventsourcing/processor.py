@@ -32,7 +32,7 @@ from freshet.client import consumer_config, producer_config
 from .aggregate import Aggregate, Application, Rejected
 from .events import SchemaError
 from .keys import SubjectKeys
-from .reading import drain, reader
+from freshet.client.reading import drain, reader
 from .store import Snapshot, replay_partitions
 
 log = logging.getLogger(__name__)

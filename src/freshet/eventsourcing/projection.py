@@ -38,7 +38,7 @@ from freshet.client import consumer_config
 from .aggregate import Application
 from .events import RecordedEvent
 from .keys import SubjectKeys
-from .reading import drain
+from freshet.client.reading import drain
 
 POSITIONS = "freshet_projection_positions"
 GENERATIONS = "freshet_projection_generations"

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, Message
 from .aggregate import Aggregate, Application
 from .events import RecordedEvent
 from .keys import SubjectKeys
-from .reading import read_to_end, reader
+from freshet.client.reading import read_to_end, reader
 
 
 @dataclass(frozen=True)

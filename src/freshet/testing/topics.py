@@ -18,23 +18,13 @@ def read_to_end(bootstrap: str, topic: str, partitions: int, isolation: str = "r
                 timeout_s: float = 60.0) -> list[tuple[bytes | None, bytes | None]]:
     """(key, value) of every record a reader of ``isolation`` sees from the start of each partition to the end
     it reaches (transaction markers take offsets, so this reads to the end instead of counting offsets)."""
-    import time
-    import uuid
+    from freshet.client import reading
 
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex[:8]}",
-                         "isolation.level": isolation, "enable.partition.eof": True, "log_level": 0})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    consumer = reading.reader(bootstrap, {"isolation.level": isolation})
     records: list[tuple[bytes | None, bytes | None]] = []
-    ended: set[int] = set()
-    deadline = time.monotonic() + timeout_s
-    while len(ended) < partitions and time.monotonic() < deadline:
-        for m in consumer.consume(10_000, 0.5):
-            if m.error() is not None:
-                ended.add(m.partition())
-            else:
-                records.append((m.key(), m.value()))
-    consumer.close()
-    assert len(ended) == partitions, f"the reader never reached the end of {topic}"
+    try:
+        reading.read_to_end(consumer, [(topic, p, -2) for p in range(partitions)],
+                            lambda m: records.append((m.key(), m.value())), timeout_s)
+    finally:
+        consumer.close()
     return records

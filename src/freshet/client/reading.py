@@ -1,4 +1,4 @@
-"""Reading partitions of the log to their end, as a read_committed consumer sees it.
+"""Reading partitions to their end, as a read_committed consumer sees it (replays, event stores, tests).
 
 "The end" is where the consumer's partition-EOF event says it is: the last stable offset for a
 read_committed reader (transaction markers take offsets too, so counting records to the high watermark
@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
-from freshet.client import ClientError, consumer_config
+from .admin import ClientError
+from .config import consumer_config
 
 
 def reader(bootstrap: str, overrides: dict | None = None) -> Consumer:
@@ -22,7 +23,7 @@ def reader(bootstrap: str, overrides: dict | None = None) -> Consumer:
     ``fetch.wait.max.ms=10``: the end of a partition is known when a fetch comes back empty, and the broker
     holds an empty fetch for up to this long (librdkafka's default, 500 ms, made every read-to-the-end
     take half a second at least)."""
-    return Consumer(consumer_config(bootstrap, f"freshet-es-reader-{uuid.uuid4().hex[:8]}", {
+    return Consumer(consumer_config(bootstrap, f"freshet-reader-{uuid.uuid4().hex[:8]}", {
         "enable.partition.eof": True, "isolation.level": "read_committed", "log_level": 0,
         "fetch.wait.max.ms": 10, **(overrides or {})}))
 
