@@ -178,10 +178,6 @@ def _until(condition, timeout_s: float) -> None:
 
 def _table(database: str, sql: str, headers: list[str]) -> Table:
     table = Table(*headers)
-    db = Database(database)
-    try:
-        for row in db.execute(sql):
-            table.add_row(*map(str, row))
-    finally:
-        db.close()
+    for row in _rows(database, sql):
+        table.add_row(*map(str, row))
     return table

@@ -146,12 +146,11 @@ class CommandProcessor:
         self.keys.follow()  # keys forgotten since the last batch are not used for new data
         self.producer.begin_transaction()
         try:
-            answers, snapshots, positions = self._decide(batch)
+            answers, snapshots, positions, first = self._decide(batch)
             for ref, key in self.keys.take_created():
                 self.producer.produce(self.app.keys_topic, key, ref.encode(), partition=0)
             if self.producer.flush(60):  # the events' offsets go into the answers
                 raise KafkaException("events not acknowledged within 60 s")
-            first = self._first_offsets
             if None in first.values():  # an event not delivered: the transaction cannot commit
                 raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, "an event was not delivered",
                                                 txn_requires_abort=True))
@@ -203,7 +202,7 @@ class CommandProcessor:
         snapshots: list[tuple[int, str, int, dict, int]] = []
         positions: dict[int, int] = {}
         appended: dict[int, int] = {}  # events produced per partition in this batch
-        self._first_offsets = first = {}
+        first: dict[int, int | None] = {}  # partition -> offset of its first event in this batch
         every = app.snapshot_every
         events_topic, produce = app.events_topic, self.producer.produce
         for m in batch:
@@ -273,7 +272,7 @@ class CommandProcessor:
                 continue
             answer.update(status="accepted", version=agg.version, events=len(events))
             self.stats.accepted += 1
-        return answers, snapshots, positions
+        return answers, snapshots, positions, first
 
 
 class Conflict(Exception):
