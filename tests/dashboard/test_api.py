@@ -165,3 +165,49 @@ def test_transactions_show_what_an_open_transaction_holds_back(broker, client):
     producer.commit_transaction(10)
     done = client.get("/api/transactions").json()["dash-tx"]
     assert done["state"] == "CompleteCommit" and done["partitions"] == []
+
+
+def test_event_sourced_applications_show_event_counts_and_projection_lag(broker, tmp_path):
+    import threading
+    import uuid
+
+    from freshet.eventsourcing import CommandClient, CommandProcessor, ProjectionRunner
+    from freshet.eventsourcing.examples import enrollment
+    from freshet.eventsourcing.examples.enrollment import Enroll, OpenCourse, Roster
+
+    app = enrollment.app.named(f"dash-es-{uuid.uuid4().hex[:6]}")
+    app.create_topics(broker.bootstrap)
+    processor = CommandProcessor(app, broker.bootstrap)
+    thread = threading.Thread(target=processor.run, daemon=True)
+    thread.start()
+    url = f"sqlite:{tmp_path / 'views.db'}"
+    try:
+        with CommandClient(app, broker.bootstrap) as commands:
+            commands.answers([commands.send(f"course/c{c}", OpenCourse(f"C{c}", 10)) for c in range(3)])
+            commands.answers([commands.send(f"course/c{i % 3}", Enroll(f"s{i}", f"N{i}")) for i in range(12)])
+        runner = ProjectionRunner(app, Roster, url, broker.bootstrap)
+        runner.run(until_caught_up=True, timeout_s=60)
+        collector = Collector(broker.bootstrap)
+        collector.collect()
+        shown = TestClient(create_app(collector)).get("/api/applications").json()[app.name]
+        assert shown["aggregates"] == {"course": {"events": 15, "streams": 3}}
+        assert shown["events"] == 15 and shown["partitions"] == app.partitions
+        roster = shown["projections"]["roster"]
+        assert (roster["lag"], roster["applied"], roster["generation"]) == (0, 15, 1)  # caught up: past the markers
+        with CommandClient(app, broker.bootstrap) as commands:  # five more events the projection has not read
+            commands.answers([commands.send("course/c0", Enroll(f"t{i}", f"M{i}")) for i in range(5)])
+        collector.collect()
+        shown = TestClient(create_app(collector)).get("/api/applications").json()[app.name]
+        assert shown["aggregates"]["course"] == {"events": 20, "streams": 3}
+        lagging = shown["projections"]["roster"]
+        assert lagging["lag"] >= 5 and len(lagging["lag_history"]) == 2
+        metrics = TestClient(create_app(collector)).get("/metrics").text
+        assert f'freshet_aggregate_events{{application="{app.name}",aggregate="course"}} 20' in metrics
+        runner.run(until_caught_up=True, timeout_s=60)
+        runner.close()
+        collector.collect()
+        assert TestClient(create_app(collector)).get("/api/applications").json()[app.name]["projections"][
+            "roster"]["lag"] == 0
+    finally:
+        processor.stop()
+        thread.join(30)

@@ -34,6 +34,17 @@ def page(tmp_path):
         context.close()
 
 
+def open_dashboard(page, port: int) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            page.goto(f"http://127.0.0.1:{port}/")
+            return
+        except Exception:
+            assert time.monotonic() < deadline, "dashboard did not come up"
+            time.sleep(0.3)
+
+
 def test_dashboard_live_charts_and_stopping_a_pipeline(broker, page, tmp_path):
     os.makedirs(ARTIFACTS, exist_ok=True)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -53,14 +64,7 @@ def test_dashboard_live_charts_and_stopping_a_pipeline(broker, page, tmp_path):
                                  "--trigger-seconds", "1"], env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                page.goto(f"http://127.0.0.1:{port}/")
-                break
-            except Exception:
-                assert time.monotonic() < deadline, "dashboard did not come up"
-                time.sleep(0.3)
+        open_dashboard(page, port)
         page.wait_for_selector("a[data-topic='browser-logs']", timeout=30_000)
         # the rate chart gains points as records flow (one per collector round)
         page.wait_for_function("Number(document.getElementById('rate-chart').dataset.points) >= 4", timeout=30_000)
@@ -105,3 +109,44 @@ def test_dashboard_live_charts_and_stopping_a_pipeline(broker, page, tmp_path):
             if proc.poll() is None:
                 proc.terminate()
                 proc.wait(30)
+
+
+def test_event_sourcing_tab_lists_aggregates_and_projection_lag(broker, page, tmp_path):
+    import uuid
+
+    from freshet.eventsourcing import CommandClient, CommandProcessor, ProjectionRunner
+    from freshet.eventsourcing.examples import enrollment
+    from freshet.eventsourcing.examples.enrollment import Enroll, OpenCourse, Roster
+
+    app = enrollment.app.named(f"browser-es-{uuid.uuid4().hex[:6]}")
+    app.create_topics(broker.bootstrap)
+    processor = CommandProcessor(app, broker.bootstrap)
+    decide = threading.Thread(target=processor.run, daemon=True)
+    decide.start()
+    runner = ProjectionRunner(app, Roster, f"sqlite:{tmp_path / 'views.db'}", broker.bootstrap)
+    project = threading.Thread(target=runner.run, daemon=True)
+    project.start()
+    port = free_port()
+    dash = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "dashboard", "--port", str(port)],
+                            env={**os.environ, "FRESHET_BOOTSTRAP": broker.bootstrap},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with CommandClient(app, broker.bootstrap) as commands:
+            commands.execute("course/c1", OpenCourse("Streams", 5))
+            commands.answers([commands.send("course/c1", Enroll(f"s{i}", f"N{i}")) for i in range(7)])
+        open_dashboard(page, port)
+        page.click("nav a[data-tab='applications']")
+        card = f".application[data-name='{app.name}']"
+        page.wait_for_selector(f"{card} tr[data-projection='roster']", timeout=30_000)
+        # one course: opened, five enrolled, two refused (full); the projection caught up
+        page.wait_for_function(f"document.querySelector(\"{card} td.events\").innerText === '8'"
+                               f" && document.querySelector(\"{card} td.lag\").innerText === '0'", timeout=30_000)
+        page.screenshot(path=os.path.join(ARTIFACTS, "dashboard-event-sourcing.png"))
+    finally:
+        runner.stop()
+        project.join(10)
+        runner.close()
+        processor.stop()
+        decide.join(30)
+        dash.terminate()
+        dash.wait(30)

@@ -98,6 +98,17 @@ def create_app(collector: Collector, token: str | None = None) -> FastAPI:
 
         return await asyncio.to_thread(gather)
 
+    @app.get("/api/applications")
+    async def applications() -> dict:
+        """Event-sourced applications: events per aggregate type, and each projection's position and lag
+        (with its lag history)."""
+        out = snapshot()["applications"]
+        for name, a in out.items():
+            for projection, p in a["projections"].items():
+                key = f"projection:{name}/{projection}"
+                p["lag_history"] = collector.series(key).get(key, [])
+        return out
+
     @app.get("/api/groups")
     async def groups() -> dict:
         return snapshot()["groups"]
@@ -162,7 +173,8 @@ def create_app(collector: Collector, token: str | None = None) -> FastAPI:
                  "# TYPE freshet_topic_messages_in_per_second gauge", "# TYPE freshet_topic_log_segments gauge",
                  "# TYPE freshet_topic_log_size_bytes gauge", "# TYPE freshet_group_lag gauge",
                  "# TYPE freshet_pipeline_input_rows_per_second gauge",
-                 "# TYPE freshet_pipeline_late_rows_dropped gauge"]
+                 "# TYPE freshet_pipeline_late_rows_dropped gauge", "# TYPE freshet_aggregate_events gauge",
+                 "# TYPE freshet_projection_lag gauge"]
         for name, t in sorted(snap.topics.items()):
             lines.append(f'freshet_topic_messages_in_per_second{{topic="{name}"}} {t["rate_in"]}')
             for p in t["partitions"]:
@@ -182,6 +194,12 @@ def create_app(collector: Collector, token: str | None = None) -> FastAPI:
                          f'{progress.get("input_rows_per_second") or 0}')
             lines.append(f'freshet_pipeline_late_rows_dropped{{pipeline="{name}"}} '
                          f'{progress.get("late_rows_dropped") or 0}')
+        for name, a in sorted(snap.applications.items()):
+            for type_name, counts in sorted(a["aggregates"].items()):
+                lines.append(f'freshet_aggregate_events{{application="{name}",aggregate="{type_name}"}} '
+                             f'{counts["events"]}')
+            for projection, p in sorted(a["projections"].items()):
+                lines.append(f'freshet_projection_lag{{application="{name}",projection="{projection}"}} {p["lag"]}')
         return "\n".join(lines) + "\n"
 
     return app

@@ -8,7 +8,7 @@ import urllib.request
 from collections import deque
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -25,6 +25,7 @@ class Snapshot:
     topics: dict = field(default_factory=dict)  # name -> {partitions: [...], messages, rate_in}
     groups: dict = field(default_factory=dict)  # id -> {state, members, total_lag, partitions: [...]}
     pipelines: dict = field(default_factory=dict)
+    applications: dict = field(default_factory=dict)  # event-sourced: aggregates' event counts, projections
     error: str | None = None
 
 
@@ -39,6 +40,7 @@ class Collector:
         self.admin = AdminClient(admin_config(bootstrap, {"log_level": 0}))
         self.groups_admin = GroupAdmin(bootstrap)
         self.snapshot = Snapshot()
+        self._event_counts: dict[str, EventCounter] = {}
         self.history: dict[str, deque] = {}
         self._previous: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
@@ -137,9 +139,43 @@ class Collector:
         for name, p in snap.pipelines.items():
             progress = p.get("progress") or {}
             self._record(f"pipeline:{name}", now, progress.get("input_rows_per_second") or 0)
+        snap.applications = self._applications(snap.topics, now)
         with self._lock:
             self.snapshot = snap
         return snap
+
+    def _applications(self, topics: dict, now: float) -> dict:
+        """Each event-sourced application in ``__freshet_applications``: events per aggregate type (counted
+        by reading the events topic's new records each round) and each projection's position and lag."""
+        from freshet.client.application_registry import read_registry
+
+        applications, projections = read_registry(self.bootstrap)
+        out = {}
+        for name, app in sorted(applications.items()):
+            events_topic = app["events_topic"]
+            if events_topic not in topics:
+                continue
+            counter = self._event_counts.get(name)
+            if counter is None or counter.topic != events_topic or counter.partitions != app["partitions"]:
+                if counter is not None:
+                    counter.close()
+                counter = self._event_counts[name] = EventCounter(self.bootstrap, events_topic, app["partitions"])
+            counter.advance()
+            ends = {p["partition"]: p["high_watermark"] for p in topics[events_topic]["partitions"]}
+            views = {}
+            for (app_name, projection), record in sorted(projections.items()):
+                if app_name != name:
+                    continue
+                positions = {int(p): o for p, o in record["positions"].items()}
+                lag = sum(max(end - positions.get(p, 0), 0) for p, end in ends.items())
+                views[projection] = {**record, "lag": lag}
+                self._record(f"projection:{name}/{projection}", now, lag)
+            out[name] = {**app, "aggregates": {t: counter.counts.get(t, {"events": 0, "streams": 0})
+                                               for t in app["aggregates"]},
+                         "events": counter.counted, "projections": views}
+        for gone in set(self._event_counts) - set(out):
+            self._event_counts.pop(gone).close()
+        return out
 
     def _log_figures(self) -> dict[tuple[str, int], dict]:
         """Segment count and bytes per partition, from each broker's /metrics (no Kafka API reports them)."""
@@ -192,6 +228,52 @@ class Collector:
             return out[:limit]
         finally:
             consumer.close()
+
+
+class EventCounter:
+    """Counts an events topic's records per aggregate type (the key's ``Type/`` prefix) and the distinct
+    streams, reading only what arrived since the last round (read_committed: aborted events never count)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, budget_s: float = 2.0) -> None:
+        self.topic, self.partitions, self.budget_s = topic, partitions, budget_s
+        self.consumer = Consumer(consumer_config(bootstrap, overrides={
+            "isolation.level": "read_committed", "log_level": 0, "fetch.wait.max.ms": 10,
+            "enable.partition.eof": True}))
+        self.consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        self.counts: dict[str, dict] = {}
+        self._streams: dict[str, set] = {}
+        self.counted = 0
+        self._at_end: set[int] = set()
+
+    def advance(self) -> None:
+        """Count what arrived, until every partition reports its end (or the round's time budget is spent)."""
+        deadline = time.monotonic() + self.budget_s
+        first = True
+        while first or (len(self._at_end) < self.partitions and time.monotonic() < deadline):
+            first = False
+            for m in self.consumer.consume(10_000, 0.05):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        self._at_end.add(m.partition())
+                    continue
+                self._at_end.discard(m.partition())
+                if m.key() is None:
+                    continue
+                type_name = m.key().split(b"/", 1)[0].decode(errors="replace")
+                entry = self.counts.get(type_name)
+                if entry is None:
+                    entry = self.counts[type_name] = {"events": 0, "streams": 0}
+                    self._streams[type_name] = set()
+                entry["events"] += 1
+                streams = self._streams[type_name]
+                if m.key() not in streams:
+                    streams.add(m.key())
+                    entry["streams"] = len(streams)
+                self.counted += 1
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
 def _text(data: bytes | None):

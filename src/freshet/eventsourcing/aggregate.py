@@ -146,4 +146,12 @@ class Application:
                     raise
                 continue
             created.append(topic)
+        self.announce(bootstrap)
         return created
+
+    def announce(self, bootstrap: str) -> None:
+        """List the application in the registry the dashboard reads (``__freshet_applications``)."""
+        from freshet.client.application_registry import announce, application_record
+
+        announce(bootstrap, [application_record(self.name, self.events_topic, self.commands_topic,
+                                                self.partitions, list(self.aggregates))])

@@ -66,6 +66,7 @@ class CommandProcessor:
                  max_batch: int = 2000, use_snapshots: bool = True) -> None:
         self.app, self.bootstrap, self.max_batch, self.use_snapshots = app, bootstrap, max_batch, use_snapshots
         self.stats = ProcessorStats()
+        app.announce(bootstrap)
         self.aggregates: dict[int, dict[str, Aggregate]] = {}
         self._stop = threading.Event()
         self.keys = SubjectKeys(bootstrap, app.keys_topic).load()

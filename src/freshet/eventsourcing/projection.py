@@ -31,9 +31,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
-from freshet.client import consumer_config
+from freshet.client import consumer_config, producer_config
+from freshet.client.application_registry import REGISTRY_TOPIC, ensure_registry, projection_record
 
 from .aggregate import Application
 from .events import RecordedEvent
@@ -149,6 +150,7 @@ class ProjectionRunner:
     def __init__(self, app: Application, projection: type[Projection], database_url: str, bootstrap: str,
                  generation: int | None = None) -> None:
         self.app, self.projection_cls, self.bootstrap = app, projection, bootstrap
+        self.database_url = database_url
         self.projection = projection()
         self.db = Database(database_url)
         self.db.ensure_bookkeeping()
@@ -168,10 +170,35 @@ class ProjectionRunner:
         self.consumer = Consumer(consumer_config(bootstrap, f"freshet-projection-{uuid.uuid4().hex[:8]}", {
             "isolation.level": "read_committed", "enable.partition.eof": True, "log_level": 0}))
         self._expected: dict[tuple[str, int], int] = {}
+        self._end: dict[tuple[str, int], int] = {}  # where the reader found each partition's end
         self._stop = threading.Event()
         self.applied = 0
+        self._announcer: Producer | None = None
+        self._announced_at = 0.0
+        self._announced: dict[int, int] | None = None
+        if self.live:  # the live runner shows its position and lag on the dashboard; a rebuild does not
+            ensure_registry(bootstrap)
+            self._announcer = Producer(producer_config(bootstrap, {"log_level": 0, "linger.ms": 50}))
+
+    def position(self) -> dict[int, int]:
+        """Next offset per events partition: past the transaction markers where the reader found the end."""
+        return {p: max(self._expected.get((t, p), 0), self._end.get((t, p), 0))
+                for t, p in self._inputs() if t == self.app.events_topic}
+
+    def announce(self, force: bool = False) -> None:
+        """Publish the position to ``__freshet_applications`` (at most once a second unless forced)."""
+        if self._announcer is None or (not force and time.monotonic() - self._announced_at < 1.0):
+            return
+        self._announced_at, self._announced = time.monotonic(), self.position()
+        key, value = projection_record(self.app.name, self.projection_cls.name, self.generation, self.position(),
+                                       self.applied, self.database_url)
+        self._announcer.produce(REGISTRY_TOPIC, value, key)
+        self._announcer.poll(0)
 
     def close(self) -> None:
+        if self._announcer is not None:
+            self.announce(force=True)
+            self._announcer.flush(5)
         self.consumer.close()
         self.keys.close()
         self.db.close()
@@ -185,6 +212,7 @@ class ProjectionRunner:
     def _seek_to_stored(self) -> None:
         stored = self.db.positions(self.projection_cls.name, self.generation)
         self._expected = {tp: stored.get(tp, 0) for tp in self._inputs()}
+        self._end = {}
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self._expected.items()])
 
     def run(self, until_caught_up: bool = False, timeout_s: float | None = None) -> int:
@@ -204,8 +232,11 @@ class ProjectionRunner:
                     at_end.discard((m.topic(), m.partition()))
                 elif err.code() == KafkaError._PARTITION_EOF:
                     at_end.add((m.topic(), m.partition()))
+                    self._end[(m.topic(), m.partition())] = m.offset()
             if batch:
                 self._apply(batch)
+            caught_up = not batch and len(at_end) == len(self._expected)
+            self.announce(force=caught_up and self.position() != self._announced)
             if until_caught_up and len(at_end) == len(self._expected) and not batch:
                 break
         return self.applied
