@@ -14,7 +14,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from . import access_logs as al
-from . import enrichment, event_windows, joins, timeline
+from . import enrichment, event_sourced, event_windows, joins, timeline
 from .stateful import DEFAULT_LATENESS
 
 
@@ -81,6 +81,10 @@ CATALOG: dict[str, Pipeline] = {p.name: p for p in (
              ("activity", "users"), view=_favourite_urls),
     Pipeline("timeline", "home timelines kept in PostgreSQL from tweets and follows", ("tweets", "follows"),
              view=_timeline),
+    Pipeline("course-enrollment", "the enrollment example's events: per course, title, capacity, enrolled, "
+             "refused (a Spark projection)", ("events of an event-sourced application",), ("course",),
+             result=lambda raw, lateness=DEFAULT_LATENESS: event_sourced.course_enrollment(
+                 event_sourced.events(raw))),
 )}
 
 

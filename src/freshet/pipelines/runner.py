@@ -50,8 +50,11 @@ class PipelineSpec:
 
 
 def source(spark, spec: PipelineSpec, topic: str | None = None) -> DataFrame:
+    # read_committed: records of aborted transactions (an event-sourced processor's batch, a transactional
+    # sink's replayed batch) never reach a pipeline; on topics without transactions it changes nothing
     reader = (spark.readStream.format("freshet")
               .option("kafka.bootstrap.servers", spec.bootstrap)
+              .option("kafka.isolation.level", "read_committed")
               .option("subscribe", topic or spec.source_topic)
               .option("startingOffsets", spec.starting_offsets))
     if spec.max_offsets_per_trigger:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from freshet.client import admin_config
@@ -110,8 +110,11 @@ class ClusterView:
             return {}
         make = OffsetSpec.earliest if spec == "earliest" else OffsetSpec.latest
         request = {TopicPartition(t, p): make() for t, p in partitions}
+        # as Spark's Kafka source: a read_committed query ends its batches at the last stable offset
+        committed = str(self.client_options.get("isolation.level", "")).lower() == "read_committed"
+        isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
         try:
-            futures = self.admin.list_offsets(request, request_timeout=self.timeout)
+            futures = self.admin.list_offsets(request, isolation_level=isolation, request_timeout=self.timeout)
             return {(tp.topic, tp.partition): f.result(self.timeout).offset for tp, f in futures.items()}
         except KafkaException as exc:
             raise SourceError(f"cannot list offsets: {exc}") from None
