@@ -29,6 +29,7 @@ import os
 import platform
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -44,6 +45,7 @@ from freshet.eventsourcing import CommandClient, CommandProcessor, EventStore, r
 from freshet.eventsourcing.examples import enrollment
 from freshet.eventsourcing.examples.enrollment import Enroll, Roster
 from freshet.eventsourcing.processor import encode_command
+from freshet.client.groups import GroupAdmin
 from freshet.local import BrokerProcess
 
 
@@ -52,14 +54,16 @@ def emit(result: dict) -> dict:
     return result
 
 
-def freshet_round(bootstrap: str, aggregates: int, commands: int, round_trip: int, workdir: str) -> list[dict]:
-    app = enrollment.app.named(f"bench-{uuid.uuid4().hex[:8]}")
-    app.create_topics(bootstrap)
+def command_plan(aggregates: int, commands: int) -> tuple[list[str], list[tuple[str, str, dict]]]:
     rng = random.Random(7)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 2_000_000})
     streams = [f"course/c{i}" for i in range(aggregates)]
     plan = [(s, "OpenCourse", {"title": s, "capacity": 50}) for s in streams]
     plan += [(rng.choice(streams), "Enroll", {"student_id": f"s{i}", "name": f"Student {i}"}) for i in range(commands)]
+    return streams, plan
+
+
+def append_commands(bootstrap: str, app, plan: list[tuple[str, str, dict]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 2_000_000})
     for stream, type_name, data in plan:
         while True:
             try:
@@ -69,6 +73,52 @@ def freshet_round(bootstrap: str, aggregates: int, commands: int, round_trip: in
             except BufferError:
                 producer.poll(0.05)
     producer.flush(120)
+
+
+def processes_round(bootstrap: str, aggregates: int, commands: int, processes: int) -> dict:
+    """``processes`` processors (``freshet es process``, each its own transactional id) share the partitions
+    as one consumer group; once they have, the commands are appended. Figure: commands / s from the first
+    command appended to the last input offset committed (so it includes appending them)."""
+    app = enrollment.app.named(f"bench-{uuid.uuid4().hex[:8]}")
+    app.create_topics(bootstrap)
+    _, plan = command_plan(aggregates, commands)
+    procs = [subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "es", "process", "enrollment", "--name",
+                               app.name, "--transactional-id", f"{app.name}.processor-{i}", "-b", bootstrap],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(processes)]
+    groups = GroupAdmin(bootstrap)
+    group = f"{app.name}.processor"
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # every processor a member, every partition assigned
+            try:
+                info = groups.describe(group)
+                if len(info.members) == processes and info.state.lower() == "stable" and len(
+                        {p.partition for p in info.partitions if p.member}) == app.partitions:
+                    break
+            except Exception:  # the group is not there yet
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{processes} processors did not share the partitions in 120 s")
+            time.sleep(0.2)
+        start = time.perf_counter()
+        append_commands(bootstrap, app, plan)
+        while sum(max(p.committed, 0) for p in groups.describe(group).partitions) < len(plan):
+            time.sleep(0.02)
+        elapsed = time.perf_counter() - start
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(30)
+    return emit({"system": "freshet", "measure": f"commands appended, decided, committed: {processes} processor "
+                 "processes", "commands": len(plan), "seconds": round(elapsed, 3), "per_s": round(len(plan) / elapsed)})
+
+
+def freshet_round(bootstrap: str, aggregates: int, commands: int, round_trip: int, workdir: str) -> list[dict]:
+    app = enrollment.app.named(f"bench-{uuid.uuid4().hex[:8]}")
+    app.create_topics(bootstrap)
+    streams, plan = command_plan(aggregates, commands)
+    append_commands(bootstrap, app, plan)
 
     processor = CommandProcessor(app, bootstrap, max_batch=5000)
     first = [0.0]
@@ -185,6 +235,8 @@ def main() -> None:
     parser.add_argument("--commands", type=int, default=100_000)
     parser.add_argument("--round-trip", type=int, default=5_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--processes", default="2", help="comma-separated processor process counts to run too "
+                        "(each in its own round; empty: none)")
     args = parser.parse_args()
     try:
         import eventsourcing  # noqa: F401
@@ -196,6 +248,8 @@ def main() -> None:
     with BrokerProcess(os.path.join(workdir, "log")) as broker:
         for _ in range(args.rounds):  # alternate the two systems, round by round
             results += freshet_round(broker.bootstrap, args.aggregates, args.commands, args.round_trip, workdir)
+            for n in [int(x) for x in args.processes.split(",") if x.strip()]:
+                results.append(processes_round(broker.bootstrap, args.aggregates, args.commands, n))
             if library:
                 results += library_round(args.aggregates, args.commands, workdir)
     summary = {}

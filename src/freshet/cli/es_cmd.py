@@ -80,7 +80,9 @@ def es() -> None:
 @es.command()
 @app_argument
 @name_option
-@click.option("--transactional-id", default=None, help="Default: APP.processor (one processor at a time).")
+@click.option("--transactional-id", default=None,
+              help="Default: APP.processor, so a restarted processor fences the one before at once. To run "
+                   "several side by side (they share the partitions as a consumer group), give each its own id.")
 @click.option("--idle-exit", type=float, default=None, help="Stop after this many seconds without commands.")
 @bootstrap_option
 @es_errors

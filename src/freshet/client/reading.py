@@ -42,21 +42,26 @@ def read_to_end(consumer: Consumer, starts: Iterable[tuple[str, int, int]], hand
     """Assign ``(topic, partition, start offset)`` (start -2: the beginning), call ``handle`` on every record
     in offset order per partition, and return each partition's position once all have reached the end."""
     starts = list(starts)
-    consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING if o < 0 else o) for t, p, o in starts])
-    positions = {(t, p): max(o, 0) for t, p, o in starts}
-    pending = set(positions)
+    assigned = [TopicPartition(t, p, OFFSET_BEGINNING if o < 0 else o) for t, p, o in starts]
+    consumer.assign(assigned)
+    ends = {(t, p): max(o, 0) for t, p, o in starts}
+    pending = set(ends)
     deadline = time.monotonic() + timeout_s
     while pending:
         if time.monotonic() > deadline:
             raise ClientError(f"reading {sorted(pending)} did not reach the end in {timeout_s:.0f} s")
         for m in drain(consumer, 10_000, 0.2):
             err = m.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    positions[(m.topic(), m.partition())] = m.offset()
-                    pending.discard((m.topic(), m.partition()))
-                    continue
+            if err is None:
+                handle(m)
+            elif err.code() == KafkaError._PARTITION_EOF:
+                ends[(m.topic(), m.partition())] = m.offset()
+                pending.discard((m.topic(), m.partition()))
+            else:
                 raise ClientError(f"reading {m.topic()}: {err.str()}")
-            handle(m)
-            positions[(m.topic(), m.partition())] = m.offset() + 1
-    return positions
+    # the consumer's position: past the last record handled, or where it found the end (records that
+    # arrived after a partition's end while others were still being read included)
+    for tp in consumer.position(assigned):
+        if tp.offset >= 0:
+            ends[(tp.topic, tp.partition)] = max(ends[(tp.topic, tp.partition)], tp.offset)
+    return ends

@@ -9,20 +9,20 @@ carries the events' partition and the offset of the last one: hand it to a proje
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from dataclasses import dataclass
 
+import orjson
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from freshet.client import consumer_config, producer_config
 from freshet.client.produce import produce_waiting
+from freshet.client.reading import drain
 
 from .aggregate import Application
 from .events import Command, Event, SchemaError
 from .processor import encode_command
-from freshet.client.reading import drain
 
 
 class CommandTimeout(TimeoutError):
@@ -117,7 +117,7 @@ class CommandClient:
                                      f"(is `freshet es process {self.app.name}` running?)")
             for m in drain(self.replies, 10_000, 0.1):
                 if m.error() is None:
-                    for doc in json.loads(m.value())["answers"]:  # a processor batch's answers, one record
+                    for doc in orjson.loads(m.value())["answers"]:  # a processor batch's answers, one record
                         if doc["id"] in self._waiting:
                             self._answers[doc["id"]] = Answer(**doc)
         out = {i: self._answers.pop(i) for i in ids}

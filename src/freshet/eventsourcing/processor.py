@@ -19,20 +19,20 @@ This object owns that ordering guarantee; nothing else writes to the events topi
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
 
+import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from freshet.client import consumer_config, producer_config
+from freshet.client.reading import drain, reader
 
 from .aggregate import Aggregate, Application, Rejected
 from .events import SchemaError
 from .keys import SubjectKeys
-from freshet.client.reading import drain, reader
 from .store import Snapshot, replay_partitions
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def encode_command(command_id: str, type_name: str, data: dict, expected_version
         doc["expected_version"] = expected_version
     if append is not None:
         doc["append"] = append
-    return json.dumps(doc, separators=(",", ":")).encode()
+    return orjson.dumps(doc)
 
 
 class CommandProcessor:
@@ -73,7 +73,10 @@ class CommandProcessor:
         self._replayer = reader(bootstrap)
         self.producer = Producer(producer_config(bootstrap, {
             "transactional.id": transactional_id or f"{app.name}.processor", "log_level": 0,
-            "linger.ms": 2, "queue.buffering.max.messages": 1_000_000}))
+            "linger.ms": 2, "queue.buffering.max.messages": 1_000_000,
+            # processors with ids of their own (several sharing the partitions): one killed -9 holds its open
+            # transaction, and read_committed readers of its partitions, until this timeout aborts it
+            "transaction.timeout.ms": 20_000}))
         self.producer.init_transactions(60)
         # a processor that dies (kill -9) holds its partitions until its session times out: 6 s, not
         # librdkafka's 45 s, so a restarted one takes over quickly
@@ -160,8 +163,8 @@ class CommandProcessor:
                     if answer["offset"] >= 0:  # its last event's index in this batch: now an offset
                         answer["offset"] += first[partition]
                 # one record per partition and batch: {"answers": [...]}, keyed by nothing
-                self.producer.produce(self.app.replies_topic, json.dumps(
-                    {"answers": of_partition}, separators=(",", ":")).encode(), partition=partition)
+                self.producer.produce(self.app.replies_topic, orjson.dumps({"answers": of_partition}),
+                                      partition=partition)
             for partition, stream, version, state, index in snapshots:
                 snap = Snapshot(stream, version, first[partition] + index, state)
                 self.producer.produce(self.app.snapshots_topic, snap.encode(), stream.encode(),
@@ -216,7 +219,7 @@ class CommandProcessor:
             stream = m.key().decode() if m.key() else ""
             self.stats.commands += 1
             try:
-                doc = json.loads(m.value())
+                doc = orjson.loads(m.value())
                 command_id = str(doc["id"])
             except (ValueError, KeyError, TypeError):
                 log.warning("%s: skipped a record that is not a command at %d/%d", app.name, partition, m.offset())
@@ -265,7 +268,7 @@ class CommandProcessor:
             if events:
                 answer["offset"] = count - 1
                 if agg.version // every != before // every:  # a snapshot as of this command's last event
-                    snapshots.append((partition, stream, agg.version, json.loads(json.dumps(agg.snapshot())),
+                    snapshots.append((partition, stream, agg.version, orjson.loads(orjson.dumps(agg.snapshot())),
                                       count - 1))
             self.stats.events += len(events)
             if answer.get("status") == "rejected":  # with the refusal recorded

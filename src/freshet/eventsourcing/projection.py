@@ -35,11 +35,11 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 
 from freshet.client import consumer_config, producer_config
 from freshet.client.application_registry import REGISTRY_TOPIC, ensure_registry, projection_record
+from freshet.client.reading import drain
 
 from .aggregate import Application
 from .events import RecordedEvent
 from .keys import SubjectKeys
-from freshet.client.reading import drain
 
 POSITIONS = "freshet_projection_positions"
 GENERATIONS = "freshet_projection_generations"

@@ -3,16 +3,17 @@ replayed (from snapshots or from offset 0: the same state either way)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import orjson
 from confluent_kafka import Consumer, Message
+
+from freshet.client.reading import read_to_end, reader
 
 from .aggregate import Aggregate, Application
 from .events import RecordedEvent
 from .keys import SubjectKeys
-from freshet.client.reading import read_to_end, reader
 
 
 @dataclass(frozen=True)
@@ -23,12 +24,11 @@ class Snapshot:
     state: dict
 
     def encode(self) -> bytes:
-        return json.dumps({"version": self.version, "offset": self.offset, "state": self.state},
-                          separators=(",", ":")).encode()
+        return orjson.dumps({"version": self.version, "offset": self.offset, "state": self.state})
 
     @classmethod
     def decode(cls, stream: str, value: bytes) -> Snapshot:
-        doc = json.loads(value)
+        doc = orjson.loads(value)
         return cls(stream, doc["version"], doc["offset"], doc["state"])
 
 
@@ -60,18 +60,18 @@ def replay_partitions(app: Application, consumer: Consumer, keys: SubjectKeys | 
             agg.version = snap.version
             aggregates[app.partition_of(snap.stream)][snap.stream] = agg
             covered[key] = snap.offset
-    codec = app.codec
+    decode = app.codec.decode_stored
 
     def fold(m: Message) -> None:
         if covered and m.offset() <= covered.get(m.key(), -1):
             return
-        recorded = codec.decode_event(m.value(), keys, open_personal=False)
+        stream, version, event = decode(m.value(), keys, False)
         of_partition = aggregates[m.partition()]
-        agg = of_partition.get(recorded.stream)
+        agg = of_partition.get(stream)
         if agg is None:
-            agg = of_partition[recorded.stream] = app.new_aggregate(recorded.stream)
-        agg.apply(recorded.event)
-        agg.version = recorded.version
+            agg = of_partition[stream] = app.new_aggregate(stream)
+        agg.apply(event)
+        agg.version = version
 
     read_to_end(consumer, [(app.events_topic, p, -2) for p in partitions], fold)
     return aggregates
