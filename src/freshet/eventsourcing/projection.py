@@ -17,6 +17,11 @@ Every batch of events is written in one database transaction together with the p
 (``rebuild``) replays from offset 0 into a new generation while the old one keeps serving, then swaps the
 views in one transaction.
 
+A projection may also take the events a batch at a time (``handle_batch(events, db)``, in log order per
+partition): net effects computed in Python and written with ``executemany`` are several times faster than
+statements one event at a time (a SQLite statement costs ~10 us here, whatever it does). The default calls
+``handle`` on each.
+
 When a data subject is forgotten (a tombstone on the keys topic), ``forget(subject, db)`` is called so live
 rows can show the placeholder at once; a rebuild shows it anyway (the events no longer open).
 """
@@ -116,9 +121,20 @@ class Writer:
 
     def __init__(self, db: Database, tables: dict[str, str]) -> None:
         self.db, self.tables = db, tables
+        self._sql: dict[str, str] = {}
+
+    def resolve(self, sql: str) -> str:
+        resolved = self._sql.get(sql)
+        if resolved is None:
+            resolved = self._sql[sql] = sql.format(**self.tables)
+        return resolved
 
     def execute(self, sql: str, params: tuple | list = ()) -> list[tuple]:
-        return self.db.execute(sql.format(**self.tables), params)
+        return self.db.execute(self.resolve(sql), params)
+
+    def executemany(self, sql: str, rows: list) -> None:
+        if rows:
+            self.db.executemany(self.resolve(sql), rows)
 
 
 class Projection:
@@ -129,6 +145,11 @@ class Projection:
 
     def handle(self, recorded: RecordedEvent, db: Writer) -> None:
         raise NotImplementedError
+
+    def handle_batch(self, events: list[RecordedEvent], db: Writer) -> None:
+        """The events of one batch, in log order per partition (override to write set-wise)."""
+        for recorded in events:
+            self.handle(recorded, db)
 
     def forget(self, subject: str, db: Writer) -> None:
         """A data subject was forgotten: replace what the rows hold of them (default: nothing to do)."""
@@ -252,22 +273,28 @@ class ProjectionRunner:
                 moved = True  # another writer (a rebuild's swap, a second runner) moved the positions
             else:
                 moved = False
+                pending: list[RecordedEvent] = []
+                keys_topic, decode = self.app.keys_topic, codec.decode_event
                 for m in batch:
-                    tp = (m.topic(), m.partition())
-                    if m.topic() == self.app.keys_topic:
-                        if m.value() is None:
+                    if m.topic() == keys_topic:
+                        if m.value() is None:  # forgotten: after the events before it, before those after
+                            self._handle(pending)
                             self.projection.forget(m.key().decode().rsplit("/", 1)[0], self.writer)
                     else:
-                        recorded = codec.decode_event(m.value(), self.keys, m.partition(), m.offset(),
-                                                      m.timestamp()[1])
-                        self.projection.handle(recorded, self.writer)
-                        self.applied += 1
-                    self._expected[tp] = m.offset() + 1
+                        pending.append(decode(m.value(), self.keys, m.partition(), m.offset(), m.timestamp()[1]))
+                    self._expected[(m.topic(), m.partition())] = m.offset() + 1
+                self._handle(pending)
                 for (topic, part), offset in self._expected.items():
                     if stored.get((topic, part)) != offset:
                         self._store_position(topic, part, offset, (topic, part) in stored)
         if moved:
             self._seek_to_stored()
+
+    def _handle(self, pending: list[RecordedEvent]) -> None:
+        if pending:
+            self.projection.handle_batch(pending, self.writer)
+            self.applied += len(pending)
+            pending.clear()
 
     def _store_position(self, topic: str, part: int, offset: int, exists: bool) -> None:
         name = self.projection_cls.name
