@@ -353,3 +353,31 @@ def test_invariants_hold_across_kill_9_of_the_processors(broker):
         assert len(book) == 5 + sum(1 for o in posts if o[0].accepted)
         assert sum(1 for o in posts if not o[0].accepted) > 0  # the money ran out: later posts were refused
         assert store.state("ledger/book").balances == balances
+
+
+def test_two_processors_with_ids_of_their_own_share_the_partitions(broker):
+    from freshet.client.groups import GroupAdmin
+
+    app = fresh(enrollment.app)
+    app.create_topics(broker.bootstrap)
+    processors = [CommandProcessor(app, broker.bootstrap, f"{app.name}.processor-{i}") for i in range(2)]
+    threads = [threading.Thread(target=p.run, daemon=True) for p in processors]
+    for t in threads:
+        t.start()
+    try:
+        wait_until(lambda: len(GroupAdmin(broker.bootstrap).describe(f"{app.name}.processor").members) == 2
+                   and all(p.aggregates or p.stats.rebuilds for p in processors), 60, "both processors in the group")
+        with CommandClient(app, broker.bootstrap) as client:
+            opened = client.answers([client.send(f"course/t{c}", OpenCourse(f"T{c}", 2)) for c in range(8)], 60)
+            enrolled = client.answers([client.send(f"course/t{i % 8}", Enroll(f"s{i}", f"N{i}"))
+                                       for i in range(40)], 60)
+        assert all(a.accepted for a in opened.values())
+        assert sum(a.accepted for a in enrolled.values()) == 16  # two places in each of eight courses
+        assert all(p.stats.commands for p in processors), "each decided the commands of its partitions"
+    finally:
+        for p in processors:
+            p.stop()
+        for t in threads:
+            t.join(30)
+    with EventStore(app, broker.bootstrap) as store:
+        assert all(len(store.state(f"course/t{c}").enrolled) == 2 for c in range(8))
