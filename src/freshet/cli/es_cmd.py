@@ -15,11 +15,13 @@ from __future__ import annotations
 import datetime
 import functools
 import json
+import signal
 import sys
 
 import click
 
 from freshet.client import TopicAdmin
+from freshet.client.reading import read_to_end, reader
 from freshet.eventsourcing import (
     CommandClient,
     CommandProcessor,
@@ -30,7 +32,6 @@ from freshet.eventsourcing import (
     rebuild,
 )
 from freshet.eventsourcing.examples import load_app
-from freshet.client.reading import read_to_end, reader
 
 from .common import bootstrap_option, one_line_errors
 
@@ -77,6 +78,13 @@ def es() -> None:
     (enrollment, ledger) or module:attribute naming your own Application."""
 
 
+def stopping_on_signals(stop) -> None:
+    """Ctrl-C and SIGTERM end the loop between batches (a KeyboardInterrupt raised inside a librdkafka call
+    or callback, mid-transaction or mid-rebalance, could leave the consumer's close waiting)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop())
+
+
 @es.command()
 @app_argument
 @name_option
@@ -91,11 +99,8 @@ def process(app_name: str, name: str | None, transactional_id: str | None, idle_
     app = _app(app_name, bootstrap, create=True, rename=name)
     processor = CommandProcessor(app, bootstrap, transactional_id)
     click.echo(f"deciding {app.commands_topic} ({app.partitions} partitions); Ctrl-C stops", err=True)
-    try:
-        stats = processor.run(idle_timeout_s=idle_exit)
-    except KeyboardInterrupt:
-        processor.stop()
-        stats = processor.stats
+    stopping_on_signals(processor.stop)
+    stats = processor.run(idle_timeout_s=idle_exit)
     click.echo(f"{stats.commands} commands: {stats.accepted} accepted, {stats.rejected} refused; "
                f"{stats.events} events in {stats.transactions} transactions", err=True)
 
@@ -209,10 +214,9 @@ def project(app_name: str, name: str | None, projection_name: str, database: str
     """Keep PROJECTION up to date in the database (exactly once; positions stored with the rows)."""
     app = _app(app_name, bootstrap, rename=name)
     runner = ProjectionRunner(app, _projection(app, projection_name), database, bootstrap)
+    stopping_on_signals(runner.stop)
     try:
         applied = runner.run(until_caught_up=until_caught_up)
-    except KeyboardInterrupt:
-        applied = runner.applied
     finally:
         runner.close()
     click.echo(f"{projection_name}: {applied} events applied", err=True)
