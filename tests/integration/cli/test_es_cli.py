@@ -69,7 +69,12 @@ def test_commands_events_state_and_forget_from_the_command_line(broker, tmp_path
         assert unknown.returncode == 1 and "has no projection 'nope'" in unknown.stderr
     finally:
         processor.send_signal(signal.SIGINT)
-        _, err = processor.communicate(timeout=60)
+        try:
+            _, err = processor.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            processor.kill()  # never outlive the test
+            processor.communicate()
+            raise
     assert "4 commands: 2 accepted, 2 refused" in err, err
 
 
