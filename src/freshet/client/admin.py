@@ -73,6 +73,20 @@ class TopicAdmin:
         except KafkaException as exc:
             raise ClientError(f"cannot create topic {name!r}: {_kafka_message(exc)}") from None
 
+    def ensure_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None,
+                     existing: dict[str, int] | None = None) -> bool:
+        """Create the topic unless it exists (``existing``: a ``list_topics()`` already made). True when this
+        call created it; another process creating it meanwhile is no error."""
+        if name in (self.list_topics() if existing is None else existing):
+            return False
+        try:
+            self.create_topic(name, partitions, configs)
+        except ClientError:
+            if name not in self.list_topics():
+                raise
+            return False
+        return True
+
     def delete_topic(self, name: str) -> None:
         self.partition_count(name)  # "does not exist" rather than the protocol's error name
         try:

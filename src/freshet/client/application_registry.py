@@ -27,14 +27,7 @@ REGISTRY_TOPIC = "__freshet_applications"
 
 
 def ensure_registry(bootstrap: str) -> None:
-    admin = TopicAdmin(bootstrap)
-    if REGISTRY_TOPIC in admin.list_topics():
-        return
-    try:
-        admin.create_topic(REGISTRY_TOPIC, 1, {"cleanup.policy": "compact"})
-    except ClientError:
-        if REGISTRY_TOPIC not in admin.list_topics():  # else another process made it meanwhile
-            raise
+    TopicAdmin(bootstrap).ensure_topic(REGISTRY_TOPIC, 1, {"cleanup.policy": "compact"})
 
 
 def application_record(name: str, events_topic: str, commands_topic: str, partitions: int,

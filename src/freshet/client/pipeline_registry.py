@@ -21,10 +21,8 @@ CONTROL_TOPIC = "__freshet_pipeline_control"
 def ensure_topics(bootstrap: str) -> None:
     admin = TopicAdmin(bootstrap)
     existing = admin.list_topics()
-    if PIPELINES_TOPIC not in existing:
-        admin.create_topic(PIPELINES_TOPIC, 1, {"cleanup.policy": "compact"})
-    if CONTROL_TOPIC not in existing:
-        admin.create_topic(CONTROL_TOPIC, 1, {"retention.ms": "3600000"})
+    admin.ensure_topic(PIPELINES_TOPIC, 1, {"cleanup.policy": "compact"}, existing)
+    admin.ensure_topic(CONTROL_TOPIC, 1, {"retention.ms": "3600000"}, existing)
 
 
 def request_stop(bootstrap: str, name: str) -> None:

@@ -129,7 +129,7 @@ class Application:
 
     def create_topics(self, bootstrap: str) -> list[str]:
         """Create whichever of the application's topics are missing; returns the ones created."""
-        from freshet.client import ClientError, TopicAdmin
+        from freshet.client import TopicAdmin
 
         admin = TopicAdmin(bootstrap)
         existing = admin.list_topics()
@@ -139,13 +139,8 @@ class Application:
                 if existing[topic] != partitions:
                     raise ValueError(f"{topic} has {existing[topic]} partitions, {self.name} expects {partitions}")
                 continue
-            try:
-                admin.create_topic(topic, partitions, configs)
-            except ClientError:
-                if topic not in admin.list_topics():  # else another process made it meanwhile: fine
-                    raise
-                continue
-            created.append(topic)
+            if admin.ensure_topic(topic, partitions, configs, existing):
+                created.append(topic)
         self.announce(bootstrap)
         return created
 
