@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
 from contextlib import contextmanager
 
@@ -58,3 +59,10 @@ def stderr_to(path: str):
         sys.stderr.flush()
         os.dup2(terminal, 2)
         os.close(terminal)
+
+
+def stopping_on_signals(stop) -> None:
+    """Ctrl-C and SIGTERM end the loop between batches (a KeyboardInterrupt raised inside a librdkafka call
+    or callback, mid-transaction or mid-rebalance, could leave the consumer's close waiting)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop())

@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime
 import functools
 import json
-import signal
 import sys
 
 import click
@@ -33,7 +32,7 @@ from freshet.eventsourcing import (
 )
 from freshet.eventsourcing.examples import load_app
 
-from .common import bootstrap_option, one_line_errors
+from .common import bootstrap_option, one_line_errors, stopping_on_signals
 
 app_argument = click.argument("app_name", metavar="APP")
 name_option = click.option("--name", default=None, help="Run APP under this name (its own topics).")
@@ -76,13 +75,6 @@ def _projection(app, name: str):
 def es() -> None:
     """Event sourcing: commands, events, state, projections, forgetting. APP is one of the examples
     (enrollment, ledger) or module:attribute naming your own Application."""
-
-
-def stopping_on_signals(stop) -> None:
-    """Ctrl-C and SIGTERM end the loop between batches (a KeyboardInterrupt raised inside a librdkafka call
-    or callback, mid-transaction or mid-rebalance, could leave the consumer's close waiting)."""
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop())
 
 
 @es.command()

@@ -12,6 +12,7 @@ from .demo_enrollment import enrollment_demo
 from .es_cmd import es
 from .gen_cmd import gen
 from .groups_cmd import groups
+from .ingest_cmd import ingest, webhook
 from .records_cmd import consume, produce
 from .run_cmd import run
 from .timeline_cmd import timeline
@@ -41,6 +42,8 @@ cli.add_command(pipelines)
 cli.add_command(timeline)
 cli.add_command(transactions)
 cli.add_command(es)
+cli.add_command(ingest)
+cli.add_command(webhook)
 
 
 def main() -> None:

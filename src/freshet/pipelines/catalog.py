@@ -14,7 +14,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from . import access_logs as al
-from . import enrichment, event_sourced, event_windows, joins, timeline
+from . import enrichment, event_sourced, event_windows, joins, statsd_rollup, timeline
 from .stateful import DEFAULT_LATENESS
 
 
@@ -85,6 +85,11 @@ CATALOG: dict[str, Pipeline] = {p.name: p for p in (
              "refused (a Spark projection)", ("events of an event-sourced application",), ("course",),
              result=lambda raw, lateness=DEFAULT_LATENESS: event_sourced.course_enrollment(
                  event_sourced.events(raw))),
+    Pipeline("statsd-rollup", "StatsD metrics per 10 s, as StatsD flushes them: counters and rates, gauges, "
+             "timer percentiles, set sizes", ("StatsD metrics (freshet ingest serve --statsd)",),
+             ("window_start", "name", "type", "tags"),
+             result=lambda raw, lateness=statsd_rollup.FLUSH_INTERVAL: statsd_rollup.rollup(
+                 statsd_rollup.parse(raw), lateness=lateness)),
 )}
 
 

@@ -1,0 +1,219 @@
+"""The request and response shapes of the Confluent REST Proxy's produce APIs, as pure functions, so that
+REST Proxy users' requests (and curl lines) work against Freshet unchanged.
+
+v3 (``POST /v3/clusters/{cluster_id}/topics/{topic}/records``): one JSON object per record, several
+concatenated in one request body (streaming mode), each answered by a delivery report with its own
+``error_code`` (200 = written). Embedded types BINARY (base64), JSON and STRING; the schema-registry types
+(AVRO, PROTOBUF, JSONSCHEMA) need a schema registry, which Freshet does not have, and get 400.
+v2 (``POST /topics/{topic}``): ``{"records": [{"key", "value", "partition"}]}``, the embedded format taken
+from the Content-Type (``application/vnd.kafka.json.v2+json``, ``...binary.v2+json``; plain
+``application/json`` and ``application/vnd.kafka.v2+json`` mean binary, as in the REST Proxy).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import orjson
+
+V3_TYPES = ("BINARY", "JSON", "STRING")
+SCHEMA_TYPES = ("AVRO", "PROTOBUF", "JSONSCHEMA")
+
+
+class ShapeError(Exception):
+    """A request the REST Proxy would refuse: ``status`` is the HTTP status, ``code`` the REST Proxy's
+    error_code (v3 uses the HTTP status; v2 its five-digit codes)."""
+
+    def __init__(self, status: int, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code if code is not None else status
+        self.message = message
+        self.incomplete = False  # split_concatenated: more input could still make it whole
+
+    def body(self) -> dict:
+        return {"error_code": self.code, "message": self.message}
+
+
+@dataclass(slots=True)
+class OutgoingRecord:
+    key: bytes | None
+    value: bytes | None
+    partition: int = -1
+    headers: list | None = None
+    timestamp_ms: int = 0
+    key_type: str | None = None
+    value_type: str | None = None
+
+
+# ---- v3 -------------------------------------------------------------------------------------------------
+
+def v3_record(obj, partitions: int) -> OutgoingRecord:
+    """One v3 produce request object as a record; ShapeError(400/404) if it is not one."""
+    if not isinstance(obj, dict):
+        raise ShapeError(400, "a record is a JSON object")
+    partition = obj.get("partition_id")
+    if partition is None:
+        partition = -1
+    elif not isinstance(partition, int) or isinstance(partition, bool):
+        raise ShapeError(400, "partition_id must be an integer")
+    elif not 0 <= partition < partitions:
+        raise ShapeError(404, f"partition {partition} not found (the topic has {partitions})")
+    key, key_type = _v3_data(obj.get("key"), "key")
+    value, value_type = _v3_data(obj.get("value"), "value")
+    headers = None
+    raw_headers = obj.get("headers")
+    if raw_headers:
+        if not isinstance(raw_headers, list):
+            raise ShapeError(400, "headers must be a list of {name, value}")
+        headers = []
+        for h in raw_headers:
+            if not isinstance(h, dict) or not isinstance(h.get("name"), str):
+                raise ShapeError(400, "a header is {\"name\": string, \"value\": base64 or null}")
+            v = h.get("value")
+            headers.append((h["name"], None if v is None else _base64(v, f"header {h['name']!r}")))
+    timestamp_ms = 0
+    if obj.get("timestamp") is not None:
+        timestamp_ms = parse_timestamp(obj["timestamp"])
+    return OutgoingRecord(key, value, partition, headers, timestamp_ms, key_type, value_type)
+
+
+def _v3_data(data, what: str) -> tuple[bytes | None, str | None]:
+    if data is None:
+        return None, None
+    if not isinstance(data, dict):
+        raise ShapeError(400, f"{what} must be an object: {{\"type\": ..., \"data\": ...}}")
+    kind = data.get("type", "JSON")
+    if not isinstance(kind, str):
+        raise ShapeError(400, f"{what}.type must be a string")
+    kind = kind.upper()
+    if kind in SCHEMA_TYPES or any(k in data for k in ("schema", "schema_id", "schema_version", "subject")):
+        raise ShapeError(400, f"{what}: {kind} and schemas need a schema registry, which Freshet does not have;"
+                              f" use BINARY, JSON or STRING")
+    if kind not in V3_TYPES:
+        raise ShapeError(400, f"{what}.type {kind!r}: one of BINARY, JSON, STRING")
+    if "data" not in data:
+        raise ShapeError(400, f"{what} has no data")
+    payload = data["data"]
+    if kind == "JSON":
+        return orjson.dumps(payload), kind
+    if payload is None:
+        return None, kind
+    if not isinstance(payload, str):
+        raise ShapeError(400, f"{what}.data must be a string for type {kind}")
+    if kind == "STRING":
+        return payload.encode(), kind
+    return _base64(payload, what), kind
+
+
+def _base64(text, what: str) -> bytes:
+    if not isinstance(text, str):
+        raise ShapeError(400, f"{what}: expected a base64 string")
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise ShapeError(400, f"{what}: not valid base64") from None
+
+
+def parse_timestamp(value) -> int:
+    if not isinstance(value, str):
+        raise ShapeError(400, "timestamp must be an ISO-8601 string")
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ShapeError(400, f"timestamp {value[:40]!r} is not ISO-8601") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    ms = int(when.timestamp() * 1000)
+    if ms < 0:
+        raise ShapeError(400, "timestamp before 1970")
+    return ms
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def v3_report(cluster_id: str, topic: str, record: OutgoingRecord, partition: int, offset: int,
+              timestamp_ms: int) -> dict:
+    report = {"error_code": 200, "cluster_id": cluster_id, "topic_name": topic, "partition_id": partition,
+              "offset": offset, "timestamp": iso(timestamp_ms)}
+    if record.key is not None:
+        report["key"] = {"type": record.key_type, "size": len(record.key)}
+    if record.value is not None:
+        report["value"] = {"type": record.value_type, "size": len(record.value)}
+    return report
+
+
+def split_concatenated(text: str) -> tuple[list, str, ShapeError | None]:
+    """Complete JSON values at the front of ``text`` (concatenated JSON, whitespace between), the
+    unparsed rest, and the error that stopped the split (None when the rest is only incomplete)."""
+    decoder = _DECODER
+    values = []
+    pos, n = 0, len(text)
+    while True:
+        while pos < n and text[pos] in " \t\r\n":
+            pos += 1
+        if pos >= n:
+            return values, "", None
+        try:
+            value, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            error = ShapeError(400, f"malformed JSON at character {exc.pos}: {exc.msg}")
+            # cut short rather than wrong: the error is at the end (or an open string runs to it)
+            error.incomplete = exc.pos >= n or exc.msg.startswith("Unterminated string")
+            return values, text[pos:], error
+        values.append(value)
+        pos = end
+
+
+_DECODER = json.JSONDecoder()
+
+
+# ---- v2 -------------------------------------------------------------------------------------------------
+
+def v2_format(content_type: str | None) -> str:
+    """'json' or 'binary' from a v2 Content-Type; ShapeError(415) for what needs a schema registry or is
+    not JSON at all."""
+    ct = (content_type or "application/json").split(";")[0].strip().lower()
+    if ct in ("application/json", "application/vnd.kafka.v2+json", "application/vnd.kafka+json",
+              "application/vnd.kafka.binary.v2+json", "application/vnd.kafka.binary+json", "application/octet-stream"):
+        return "binary"
+    if ct in ("application/vnd.kafka.json.v2+json", "application/vnd.kafka.json+json"):
+        return "json"
+    if any(f".{k}." in ct or f".{k}+" in ct for k in ("avro", "protobuf", "jsonschema")):
+        raise ShapeError(415, f"{ct}: schema formats need a schema registry, which Freshet does not have;"
+                              f" use application/vnd.kafka.json.v2+json or ...binary.v2+json", 415)
+    raise ShapeError(415, f"unsupported Content-Type {ct!r}", 415)
+
+
+def v2_records(body, embedded: str, partitions: int, path_partition: int | None = None) -> list[OutgoingRecord]:
+    if not isinstance(body, dict) or not isinstance(body.get("records"), list):
+        raise ShapeError(422, 'the body is {"records": [{"key": ..., "value": ..., "partition": ...}]}', 42201)
+    out = []
+    for i, r in enumerate(body["records"]):
+        if not isinstance(r, dict):
+            raise ShapeError(422, f"records[{i}] is not an object", 42201)
+        partition = r.get("partition") if path_partition is None else path_partition
+        if partition is None:
+            partition = -1
+        elif not isinstance(partition, int) or isinstance(partition, bool):
+            raise ShapeError(422, f"records[{i}].partition must be an integer", 42201)
+        elif not 0 <= partition < partitions:
+            raise ShapeError(404, f"partition {partition} not found", 40402)
+        if embedded == "json":
+            key = None if r.get("key") is None else orjson.dumps(r["key"])
+            value = None if r.get("value") is None else orjson.dumps(r["value"])
+        else:
+            try:
+                key = None if r.get("key") is None else _base64(r["key"], f"records[{i}].key")
+                value = None if r.get("value") is None else _base64(r["value"], f"records[{i}].value")
+            except ShapeError as exc:
+                raise ShapeError(422, exc.message + " (binary embedded format: use"
+                                 " application/vnd.kafka.json.v2+json for JSON)", 42205) from None
+        out.append(OutgoingRecord(key, value, partition))
+    return out

@@ -1,0 +1,62 @@
+"""REST Proxy request shapes: what v3 and v2 accept, and the errors (status and error_code) they give."""
+
+import pytest
+
+from freshet.ingest.rest_proxy import ShapeError, split_concatenated, v2_format, v2_records, v3_record
+
+
+def test_v3_types_headers_partition_and_timestamp():
+    r = v3_record({"partition_id": 1, "key": {"type": "STRING", "data": "k"},
+                   "value": {"type": "BINARY", "data": "aGk="}, "headers": [{"name": "h", "value": "eA=="},
+                                                                           {"name": "n", "value": None}],
+                   "timestamp": "2024-01-02T03:04:05.006Z"}, partitions=2)
+    assert (r.key, r.value, r.partition, r.headers, r.timestamp_ms) == (b"k", b"hi", 1, [("h", b"x"), ("n", None)],
+                                                                       1704164645006)
+    r = v3_record({"value": {"data": {"a": [1, 2]}}}, partitions=1)  # type defaults to JSON
+    assert (r.key, r.value, r.partition, r.value_type) == (None, b'{"a":[1,2]}', -1, "JSON")
+    assert v3_record({}, 1).value is None  # no value: a tombstone
+
+
+@pytest.mark.parametrize("obj, status, words", [
+    ([1], 400, "JSON object"),
+    ({"partition_id": 5, "value": {"data": 1}}, 404, "partition 5"),
+    ({"partition_id": "0"}, 400, "integer"),
+    ({"value": {"type": "AVRO", "data": {}}}, 400, "schema registry"),
+    ({"value": {"schema_id": 3, "data": {}}}, 400, "schema registry"),
+    ({"value": {"type": "XML", "data": "x"}}, 400, "BINARY, JSON, STRING"),
+    ({"value": {"type": "BINARY", "data": "not base64!"}}, 400, "base64"),
+    ({"value": {"type": "STRING", "data": 5}}, 400, "must be a string"),
+    ({"value": {"type": "JSON"}}, 400, "no data"),
+    ({"value": {"data": 1}, "timestamp": "yesterday"}, 400, "ISO-8601"),
+    ({"value": {"data": 1}, "headers": [{"value": "eA=="}]}, 400, "header"),
+])
+def test_v3_refusals(obj, status, words):
+    with pytest.raises(ShapeError) as info:
+        v3_record(obj, partitions=2)
+    assert info.value.status == status and words in info.value.message
+
+
+def test_concatenated_json_split_and_incomplete_versus_malformed():
+    values, rest, error = split_concatenated('{"a":1}\n{"b":2} {"c"')
+    assert values == [{"a": 1}, {"b": 2}] and rest == '{"c"' and error.incomplete
+    values, rest, error = split_concatenated('{"a":1}]{"b":2}')
+    assert values == [{"a": 1}] and not error.incomplete
+
+
+def test_v2_formats_and_records():
+    assert v2_format("application/vnd.kafka.json.v2+json") == "json"
+    assert v2_format("application/vnd.kafka.binary.v2+json; charset=utf-8") == "binary"
+    assert v2_format("application/json") == "binary"  # as the REST Proxy: no embedded format means binary
+    for ct in ("application/vnd.kafka.avro.v2+json", "text/plain"):
+        with pytest.raises(ShapeError) as info:
+            v2_format(ct)
+        assert info.value.status == 415
+    rs = v2_records({"records": [{"key": "k", "value": {"a": 1}, "partition": 1}, {"value": None}]}, "json", 2)
+    assert [(r.key, r.value, r.partition) for r in rs] == [(b'"k"', b'{"a":1}', 1), (None, None, -1)]
+    rs = v2_records({"records": [{"value": "aGk="}]}, "binary", 1, path_partition=0)
+    assert (rs[0].value, rs[0].partition) == (b"hi", 0)
+    for body, code in (({"records": 1}, 42201), ({"records": [{"value": "!!"}]}, 42205),
+                       ({"records": [{"partition": 9}]}, 40402)):
+        with pytest.raises(ShapeError) as info:
+            v2_records(body, "binary", 1)
+        assert info.value.code == code
