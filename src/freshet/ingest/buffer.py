@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from freshet.client import producer_config
 
@@ -116,9 +116,23 @@ class LogBuffer:
             self.log_reachable = False
 
     def _poll(self) -> None:
+        """Serve delivery reports; while the log is unreachable, learn it is back from a delivery, or from a
+        metadata request every two seconds (librdkafka reports brokers going down, not coming back)."""
+        probed = 0.0
         while not self._stop.is_set():
-            if self.producer.poll(0.05):
+            delivered = sum(e.delivered for e in list(self.endpoints.values()))
+            self.producer.poll(0.05)
+            if self.log_reachable:
+                continue
+            if sum(e.delivered for e in list(self.endpoints.values())) > delivered:
                 self.log_reachable = True
+            elif time.monotonic() - probed > 2.0:
+                probed = time.monotonic()
+                try:
+                    self.producer.list_topics(timeout=1)
+                    self.log_reachable = True
+                except KafkaException:
+                    pass
 
     def close(self, timeout_s: float = 10.0) -> int:
         """Stop polling and flush: the number of records still not acknowledged after ``timeout_s``."""

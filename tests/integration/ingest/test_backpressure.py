@@ -1,0 +1,53 @@
+"""With the log down, the ingest server buffers up to its bound, then tells HTTP clients to come back later
+(503 with Retry-After) and drops UDP datagrams, counting them; when the log is back every record it
+acknowledged is in the log, and nothing it refused is."""
+
+import socket
+import threading
+
+import httpx
+
+from freshet.testing.ingest import IngestProcess, read_messages
+from freshet.testing.polling import wait_for
+from freshet.testing.topics import create_topic
+
+
+def test_log_down_buffer_full_then_retry_after_and_drops_and_no_acknowledged_record_lost(own_broker, tmp_path):
+    create_topic(own_broker.bootstrap, "orders", 1)
+    path = "/v3/clusters/c/topics/orders/records"
+    with IngestProcess(own_broker.bootstrap, args=["--buffer", "20", "--ack-timeout", "120"],
+                       log_path=str(tmp_path / "ingest.log")) as ingest:
+        assert httpx.post(ingest.url + path, json={"value": {"data": "before"}}).status_code == 200
+        own_broker.stop()
+        wait_for(lambda: not ingest.stats()["log_reachable"], 30, "the server to notice the log is down")
+        answers: dict[int, httpx.Response] = {}
+
+        def post(i: int) -> None:  # five records a request, held until the log acknowledges them
+            body = "".join(f'{{"value": {{"data": "r{i}-{j}"}}}}' for j in range(5))
+            answers[i] = httpx.post(ingest.url + path, content=body, headers={"content-type": "application/json"},
+                                    timeout=180)
+        senders = [threading.Thread(target=post, args=(i,)) for i in range(4)]
+        for t in senders:
+            t.start()
+        wait_for(lambda: ingest.stats()["buffered"] == 20, 30, "20 records buffered")
+        refused = httpx.post(ingest.url + path, json={"value": {"data": "refused"}})
+        assert refused.status_code == 503 and int(refused.headers["retry-after"]) > 0
+        assert refused.json()["error_code"] == 503 and "unreachable" in refused.json()["message"]
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        for i in range(30):
+            udp.sendto(b"<13>Feb  5 17:32:18 host app: dropped while full", ("127.0.0.1", ingest.syslog_port))
+        wait_for(lambda: ingest.stats()["endpoints"]["syslog-udp"]["dropped"] == 30, 30, "30 datagrams dropped")
+        stats = ingest.stats()
+        assert stats["endpoints"]["http"]["rejected"] == 1 and stats["buffered"] == 20
+        metrics = httpx.get(ingest.url + "/metrics").text
+        assert 'freshet_ingest_records_total{endpoint="syslog-udp",outcome="dropped",protocol="syslog"} 30.0' in metrics
+        assert "freshet_ingest_log_reachable 0.0" in metrics
+        own_broker.start()
+        for t in senders:
+            t.join(150)
+        assert all(answers[i].status_code == 200 for i in range(4)), {i: a.text for i, a in answers.items()}
+        acknowledged = {"before"} | {f"r{i}-{j}" for i in range(4) for j in range(5)}
+        offsets = sorted(__import__("json").loads(line)["offset"] for a in answers.values() for line in a.text.splitlines())
+        assert len(set(offsets)) == 20
+    stored = [v.decode().strip('"') for _, _, _, v, _ in read_messages(own_broker.bootstrap, "orders", 1)]
+    assert sorted(stored) == sorted(acknowledged) and "refused" not in stored
