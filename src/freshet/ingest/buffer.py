@@ -44,10 +44,24 @@ class EndpointStats:
     dropped: int = 0  # records dropped because the buffer was full (UDP, or TCP with policy drop)
     malformed: int = 0  # bad input: refused (HTTP 4xx), unparsable syslog kept as "unparsed", bad StatsD lines
     extra: dict = field(default_factory=dict)  # protocol-specific figures (kernel drops, connections)
+    # a producer of the endpoint's own, reporting failures only (syslog, StatsD): a Python call per delivered
+    # record costs as much as parsing it; what is neither failed nor still in the producer was delivered
+    producer: Producer | None = field(default=None, repr=False)
 
     @property
     def buffered(self) -> int:
+        if self.producer is not None:
+            return len(self.producer)
         return self.received - self.delivered - self.failed
+
+    def settle(self) -> None:
+        """Bring ``delivered`` up to date (endpoints with a producer of their own)."""
+        if self.producer is not None:
+            self.delivered = max(self.received - self.failed - len(self.producer), self.delivered)
+
+    def report_failure(self, err, msg) -> None:  # own producer: called for failed records only
+        if err is not None:
+            self.failed += 1
 
     def report(self, err, msg) -> None:  # the delivery callback of a record that needs nothing else
         if err is None:
@@ -56,6 +70,7 @@ class EndpointStats:
             self.failed += 1
 
     def as_dict(self) -> dict:
+        self.settle()
         return {"name": self.name, "protocol": self.protocol, "address": self.address, "topic": self.topic,
                 "policy": self.policy, "received": self.received, "delivered": self.delivered,
                 "failed": self.failed, "rejected": self.rejected, "dropped": self.dropped,
@@ -72,26 +87,39 @@ class LogBuffer:
         self.max_buffered = max_buffered
         self.endpoints: dict[str, EndpointStats] = {}
         self.log_reachable = True
-        self._last_delivery = time.monotonic()
-        self.producer = Producer(producer_config(bootstrap, {
-            "linger.ms": 5,
-            # librdkafka's own queue holds more than our bound, so the bound (not a BufferError) decides
-            "queue.buffering.max.messages": max(max_buffered * 2, 100_000),
-            "queue.buffering.max.kbytes": 1024 * 1024,
-            "error_cb": self._on_error, "log_level": 0, **(producer_overrides or {})}))
+        self._overrides = producer_overrides or {}
+        self.producer = self._new_producer()
+        self.producers = [self.producer]
+        self.reports_on_loop = False  # serve_reports() runs: the poll thread leaves the shared producer alone
         self._stop = threading.Event()
         self._poller = threading.Thread(target=self._poll, daemon=True, name="ingest-delivery-reports")
         self._poller.start()
 
-    def endpoint(self, name: str, protocol: str, address: str, topic: str | None, policy: str) -> EndpointStats:
+    def _new_producer(self, extra: dict | None = None) -> Producer:
+        return Producer(producer_config(self.bootstrap, {
+            "linger.ms": 5,
+            # librdkafka's own queue holds more than our bound, so the bound (not a BufferError) decides
+            "queue.buffering.max.messages": max(self.max_buffered * 2, 100_000),
+            "queue.buffering.max.kbytes": 1024 * 1024,
+            "error_cb": self._on_error, "log_level": 0, **self._overrides, **(extra or {})}))
+
+    def endpoint(self, name: str, protocol: str, address: str, topic: str | None, policy: str,
+                 own_producer: bool = False) -> EndpointStats:
+        """An endpoint's counters; ``own_producer`` for endpoints that need no per-record report (syslog,
+        StatsD): they produce through ``stats.producer``, which reports failures only."""
         if policy not in POLICIES:
             raise ValueError(f"policy {policy!r}: one of {', '.join(POLICIES)}")
         stats = self.endpoints[name] = EndpointStats(name, protocol, address, topic, policy)
+        if own_producer:
+            stats.producer = self._new_producer({"delivery.report.only.error": True,
+                                                 "on_delivery": stats.report_failure})
+            self.producers.append(stats.producer)
         return stats
 
     @property
     def buffered(self) -> int:
-        return sum(e.received - e.delivered - e.failed for e in self.endpoints.values())
+        """Records handed to the log and not yet acknowledged, every endpoint's."""
+        return sum(len(p) for p in self.producers)
 
     def has_room(self, records: int = 1) -> bool:
         return self.buffered + records <= self.max_buffered
@@ -108,7 +136,10 @@ class LogBuffer:
             kwargs["headers"] = headers
         if timestamp_ms:
             kwargs["timestamp"] = timestamp_ms
-        self.producer.produce(topic, value, key, partition, on_delivery or stats.report, **kwargs)
+        if stats.producer is not None:
+            stats.producer.produce(topic, value, key, partition, **kwargs)
+        else:
+            self.producer.produce(topic, value, key, partition, on_delivery or stats.report, **kwargs)
         stats.received += 1
 
     def _on_error(self, err: KafkaError) -> None:
@@ -120,11 +151,19 @@ class LogBuffer:
         metadata request every two seconds (librdkafka reports brokers going down, not coming back)."""
         probed = 0.0
         while not self._stop.is_set():
-            delivered = sum(e.delivered for e in list(self.endpoints.values()))
-            self.producer.poll(0.05)
+            endpoints = list(self.endpoints.values())
+            delivered = sum(e.delivered for e in endpoints)
+            if self.reports_on_loop:
+                self._stop.wait(0.05)
+            else:
+                self.producer.poll(0.05)
+            for producer in self.producers[1:]:
+                producer.poll(0)
             if self.log_reachable:
                 continue
-            if sum(e.delivered for e in list(self.endpoints.values())) > delivered:
+            for e in endpoints:
+                e.settle()
+            if sum(e.delivered for e in endpoints) > delivered:
                 self.log_reachable = True
             elif time.monotonic() - probed > 2.0:
                 probed = time.monotonic()
@@ -134,11 +173,27 @@ class LogBuffer:
                 except KafkaException:
                     pass
 
+    async def serve_reports(self) -> None:
+        """Serve the shared producer's delivery reports on the event loop that awaits them: a poll thread
+        would take the GIL from the loop once per record (100 hand-overs a request), which measured slower
+        than polling here every millisecond while records are in flight."""
+        import asyncio
+
+        self.reports_on_loop = True
+        poll = self.producer.poll
+        try:
+            while True:
+                poll(0)
+                await asyncio.sleep(0.001 if len(self.producer) else 0.005)
+        finally:
+            self.reports_on_loop = False
+
     def close(self, timeout_s: float = 10.0) -> int:
         """Stop polling and flush: the number of records still not acknowledged after ``timeout_s``."""
         self._stop.set()
         self._poller.join(5)
-        return self.producer.flush(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        return sum(p.flush(max(deadline - time.monotonic(), 0)) for p in self.producers)
 
     def stats(self) -> dict:
         return {"max_buffered": self.max_buffered, "buffered": self.buffered, "log_reachable": self.log_reachable,
@@ -174,7 +229,12 @@ class TopicCatalog:
             return count
         with self._lock:
             if self._read_at < asked:
-                self._refresh()
+                try:
+                    self._refresh()
+                except KafkaException:
+                    if count is None:
+                        raise
+                    # the log is unreachable: the partitions it last said (records wait in the buffer)
             return self._partitions.get(topic)
 
     def refresh(self) -> dict[str, int]:

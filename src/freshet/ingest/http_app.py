@@ -101,7 +101,11 @@ class Ingest:
     async def partitions(self, topic: str) -> int | None:
         count = self.catalog.cached(topic)
         if count is None:
-            count = await asyncio.to_thread(self.catalog.partitions, topic)
+            try:
+                count = await asyncio.to_thread(self.catalog.partitions, topic)
+            except KafkaException as exc:
+                raise ShapeError(503, f"the log is unreachable ({exc.args[0].str()}): cannot tell whether topic"
+                                      f" '{topic}' exists; retry after {self.buffer.retry_after_s()} s") from None
         return count
 
     @property
@@ -230,7 +234,10 @@ class V3Records:
             stats.malformed += 1
             return await _refuse(ingest, send, ShapeError(415, f"Content-Type {content_type.decode(errors='replace')!r}:"
                                                                f" the v3 API takes application/json"))
-        partitions = await ingest.partitions(topic)
+        try:
+            partitions = await ingest.partitions(topic)
+        except ShapeError as exc:
+            return await _refuse(ingest, send, exc)
         if partitions is None:
             stats.malformed += 1
             return await _refuse(ingest, send, ShapeError(404, f"Topic '{topic}' not found."))
@@ -244,13 +251,9 @@ class V3Records:
             stats.malformed += 1
             return await _refuse(ingest, send, exc)
         try:
-            objects = [orjson.loads(body)]
-            tail_error = None
-        except orjson.JSONDecodeError:
-            try:
-                objects, _, tail_error = split_concatenated(body.decode("utf-8"))
-            except UnicodeDecodeError:
-                objects, tail_error = [], ShapeError(400, "the body is not UTF-8")
+            objects, _, tail_error = split_concatenated(body)
+        except UnicodeDecodeError:
+            objects, tail_error = [], ShapeError(400, "the body is not UTF-8")
         records: list = []
         for obj in objects:
             try:
@@ -372,7 +375,7 @@ class V2Records:
         except ClientGone:
             return
         except ShapeError as exc:
-            stats.malformed += 1
+            stats.malformed += exc.status != 503
             return await _refuse(ingest, send, exc, V2_JSON)
         if not await ingest.room(stats, len(records)):
             error = ingest.full()
@@ -414,7 +417,7 @@ class Beacons:
         except ClientGone:
             return
         except ShapeError as exc:
-            stats.malformed += 1
+            stats.malformed += exc.status != 503
             return await _refuse(ingest, send, exc)
         if not await ingest.room(stats, 1):
             return await _refuse(ingest, send, ingest.full())

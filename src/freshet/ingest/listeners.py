@@ -4,6 +4,7 @@ syslog over TCP (asyncio, RFC 6587 framing). Each turns what it reads into JSON 
 from __future__ import annotations
 
 import asyncio
+import select
 import socket
 import threading
 import time
@@ -13,7 +14,8 @@ import orjson
 from . import statsd, syslog
 from .buffer import EndpointStats, LogBuffer
 
-UDP_RECEIVE_BUFFER = 16 * 1024 * 1024  # asked of the kernel; it may grant less (net.core.rmem_max)
+UDP_RECEIVE_BUFFER = 64 * 1024 * 1024  # asked of the kernel: bursts wait here instead of being dropped
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)  # Linux's number; Python does not name it
 
 
 class UdpListener:
@@ -23,16 +25,14 @@ class UdpListener:
     def __init__(self, host: str, port: int, handle, name: str) -> None:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_DGRAM)
-        for option in (getattr(socket, "SO_RCVBUFFORCE", None), socket.SO_RCVBUF):
-            if option is None:
-                continue
+        for option in (SO_RCVBUFFORCE, socket.SO_RCVBUF):  # FORCE: past net.core.rmem_max, when root
             try:
                 self.sock.setsockopt(socket.SOL_SOCKET, option, UDP_RECEIVE_BUFFER)
                 break
             except OSError:
                 continue
         self.sock.bind((host, port))
-        self.sock.settimeout(0.2)
+        self.sock.setblocking(False)  # read until the queue is empty, wait in select only then
         self.port = self.sock.getsockname()[1]
         self.handle = handle
         self._stop = threading.Event()
@@ -43,17 +43,17 @@ class UdpListener:
         return self
 
     def _run(self) -> None:
-        recv, handle = self.sock.recvfrom, self.handle
-        while not self._stop.is_set():
+        recv, handle, stop = self.sock.recvfrom, self.handle, self._stop
+        while not stop.is_set():
             try:
-                data, address = recv(65535)
-            except TimeoutError:
-                continue
+                while True:
+                    data, address = recv(65535)
+                    handle(data, address)
+            except BlockingIOError:
+                select.select([self.sock], [], [], 0.2)
             except OSError:
-                if self._stop.is_set():
+                if stop.is_set():
                     return
-                continue
-            handle(data, address)
 
     def kernel_drops(self) -> int | None:
         """Datagrams the kernel dropped for this socket (Linux /proc/net/udp), None where unknown."""
@@ -98,7 +98,7 @@ class SyslogSink:
     def offer(self, data: bytes, source: str) -> bool:
         """Buffer one message; False (and counted dropped) when the buffer is full."""
         buffer, stats = self.buffer, self.stats
-        if buffer.buffered >= buffer.max_buffered:
+        if not buffer.has_room():
             stats.dropped += 1
             return False
         now = int(time.time() * 1000)
@@ -108,10 +108,11 @@ class SyslogSink:
             stats.malformed += 1
         key = (event["hostname"] or source).encode()
         try:
-            buffer.produce(stats, self.topic, orjson.dumps(event), key, timestamp_ms=event["timestamp_ms"] or now)
+            stats.producer.produce(self.topic, orjson.dumps(event), key, timestamp=event["timestamp_ms"] or now)
         except BufferError:
             stats.dropped += 1
             return False
+        stats.received += 1
         return True
 
     def datagram(self, data: bytes, address) -> None:
@@ -132,13 +133,15 @@ class StatsdSink:
         metrics, bad = statsd.parse_datagram(data, now)
         stats.malformed += bad
         for metric in metrics:
-            if buffer.buffered >= buffer.max_buffered:
+            if not buffer.has_room():
                 stats.dropped += 1
                 continue
             try:
-                buffer.produce(stats, self.topic, orjson.dumps(metric), metric["name"].encode(), timestamp_ms=now)
+                stats.producer.produce(self.topic, orjson.dumps(metric), metric["name"].encode(), timestamp=now)
             except BufferError:
                 stats.dropped += 1
+                continue
+            stats.received += 1
 
 
 class SyslogTcpServer:
@@ -168,7 +171,7 @@ class SyslogTcpServer:
                 before = framer.oversized
                 for message in framer.feed(data):
                     if sink.stats.policy == "block":
-                        while buffer.buffered >= buffer.max_buffered:
+                        while not buffer.has_room():
                             await asyncio.sleep(0.01)  # not reading: the sender's window fills, it waits
                     sink.offer(message, peer)
                 sink.stats.malformed += framer.oversized - before

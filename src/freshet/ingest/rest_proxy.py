@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -149,29 +149,67 @@ def v3_report(cluster_id: str, topic: str, record: OutgoingRecord, partition: in
     return report
 
 
-def split_concatenated(text: str) -> tuple[list, str, ShapeError | None]:
+_WHITESPACE = frozenset(" \t\r\n") | frozenset(b" \t\r\n")
+_BETWEEN_OBJECTS = re.compile(rb"\}[ \t\r\n]*(?=\{)")
+
+
+def _split_at_braces(data: bytes) -> list | None:
+    """The fast way for the usual body, objects one after another: cut at every ``}`` followed by ``{``
+    and parse each piece once; a cut inside a string makes a piece fail, which is then parsed together with
+    the next. None when the whole does not parse this way (the caller's careful way says why)."""
+    values = []
+    start = 0
+    loads = orjson.loads
+    for cut in _BETWEEN_OBJECTS.finditer(data):
+        try:
+            values.append(loads(data[start:cut.start() + 1]))
+        except orjson.JSONDecodeError:
+            continue  # the cut was inside a value: the piece grows to the next cut
+        start = cut.end()
+    try:
+        values.append(loads(data[start:]))
+    except orjson.JSONDecodeError:
+        return None
+    return values
+
+
+def split_concatenated(text: str | bytes) -> tuple[list, str | bytes, ShapeError | None]:
     """Complete JSON values at the front of ``text`` (concatenated JSON, whitespace between), the
-    unparsed rest, and the error that stopped the split (None when the rest is only incomplete)."""
-    decoder = _DECODER
+    unparsed rest, and the error that stopped the split (``error.incomplete``: the rest may only be cut
+    short). orjson parses each value: it stops at the end of the first with "unexpected content after
+    document" and says where, and the value is parsed again up to there (twice orjson is still several
+    times faster than the standard library's raw_decode once)."""
+    if isinstance(text, bytes):
+        values = _split_at_braces(text)
+        if values is not None:
+            return values, b"", None
+        if not text.isascii():  # orjson's error positions count characters: bytes and characters differ
+            return split_concatenated(text.decode("utf-8"))
+        view = memoryview(text)  # ASCII: slices without copies, positions in bytes
+    else:
+        view = text
     values = []
     pos, n = 0, len(text)
+    loads = orjson.loads
     while True:
-        while pos < n and text[pos] in " \t\r\n":
+        while pos < n and text[pos] in _WHITESPACE:
             pos += 1
         if pos >= n:
-            return values, "", None
+            return values, text[:0], None
+        rest = view[pos:] if pos else view
         try:
-            value, end = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as exc:
-            error = ShapeError(400, f"malformed JSON at character {exc.pos}: {exc.msg}")
-            # cut short rather than wrong: the error is at the end (or an open string runs to it)
-            error.incomplete = exc.pos >= n or exc.msg.startswith("Unterminated string")
-            return values, text[pos:], error
-        values.append(value)
-        pos = end
+            values.append(loads(rest))
+            return values, "", None
+        except orjson.JSONDecodeError as exc:
+            if exc.msg != "unexpected content after document":
+                error = ShapeError(400, f"malformed JSON at character {pos + exc.pos}: {exc.msg}")
+                error.incomplete = exc.msg == "unexpected end of data" or exc.pos >= len(rest)
+                return values, text[pos:], error
+            end = exc.pos
+        values.append(loads(rest[:end]))
+        pos += end
 
 
-_DECODER = json.JSONDecoder()
 
 
 # ---- v2 -------------------------------------------------------------------------------------------------

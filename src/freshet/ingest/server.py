@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 
 import uvicorn
 
-from freshet.client import TopicAdmin
+from confluent_kafka import Producer
+
+from freshet.client import TopicAdmin, producer_config
 from freshet.client.ingest_registry import INGEST_TOPIC, ensure_ingest_topic, ingest_record
 
 from .buffer import LogBuffer
@@ -71,13 +73,15 @@ class IngestServer:
                     await asyncio.to_thread(admin.ensure_topic, topic, s.topic_partitions, None, existing)
         await asyncio.to_thread(ensure_ingest_topic, s.bootstrap)
         buffer = self.buffer = LogBuffer(s.bootstrap, s.max_buffered)
+        # announcements go by a producer of their own: they are not the senders' records, nor in the bound
+        self._announcer = Producer(producer_config(s.bootstrap, {"log_level": 0, "message.timeout.ms": 10_000}))
         http_address = f"http://{s.host}:{s.http_port}"
         app = create_app(buffer, s.http, http_address)
         self.addresses["http"] = http_address
         if s.syslog_udp_port is not None or s.syslog_tcp_port is not None:
             if s.syslog_udp_port is not None:
                 stats = buffer.endpoint("syslog-udp", "syslog", f"udp://{s.host}:{s.syslog_udp_port}",
-                                        s.syslog_topic, "drop")
+                                        s.syslog_topic, "drop", own_producer=True)
                 sink = SyslogSink(buffer, stats, s.syslog_topic)
                 listener = UdpListener(s.host, s.syslog_udp_port, sink.datagram, "syslog-udp").start()
                 listener.stats = stats
@@ -85,12 +89,12 @@ class IngestServer:
                 self.addresses["syslog-udp"] = stats.address
             if s.syslog_tcp_port is not None:
                 stats = buffer.endpoint("syslog-tcp", "syslog", f"tcp://{s.host}:{s.syslog_tcp_port}",
-                                        s.syslog_topic, s.syslog_tcp_policy)
+                                        s.syslog_topic, s.syslog_tcp_policy, own_producer=True)
                 self._tcp = SyslogTcpServer(SyslogSink(buffer, stats, s.syslog_topic), s.host, s.syslog_tcp_port)
                 await self._tcp.start()
                 self.addresses["syslog-tcp"] = stats.address
         if s.statsd_port is not None:
-            stats = buffer.endpoint("statsd", "statsd", f"udp://{s.host}:{s.statsd_port}", s.statsd_topic, "drop")
+            stats = buffer.endpoint("statsd", "statsd", f"udp://{s.host}:{s.statsd_port}", s.statsd_topic, "drop", own_producer=True)
             sink = StatsdSink(buffer, stats, s.statsd_topic)
             listener = UdpListener(s.host, s.statsd_port, sink.datagram, "statsd-udp").start()
             listener.stats = stats
@@ -110,12 +114,14 @@ class IngestServer:
             except (NotImplementedError, RuntimeError, ValueError):
                 pass  # not the main thread (tests run the server in a thread): stop() it instead
         announcer = asyncio.create_task(self._announce())
+        reports = asyncio.create_task(buffer.serve_reports())
         watcher = asyncio.create_task(self._signal_started())
         try:
             await self._uvicorn.serve()
         finally:
             announcer.cancel()
             watcher.cancel()
+            reports.cancel()
             for listener in self._udp:
                 listener.stop()
             if self._tcp is not None:
@@ -123,8 +129,9 @@ class IngestServer:
                     await asyncio.wait_for(self._tcp.stop(), 2)
                 except TimeoutError:
                     pass
-            buffer.producer.produce(INGEST_TOPIC, None, ingest_record(s.name, None)[0])  # gone: a tombstone
+            self._announcer.produce(INGEST_TOPIC, None, ingest_record(s.name, None)[0])  # gone: a tombstone
             left = await asyncio.to_thread(buffer.close, 10.0)
+            await asyncio.to_thread(self._announcer.flush, 5.0)
         return left
 
     async def _signal_started(self) -> None:
@@ -149,7 +156,8 @@ class IngestServer:
         while True:
             key, value = ingest_record(self.settings.name, self.stats())
             try:
-                self.buffer.producer.produce(INGEST_TOPIC, value, key)
+                self._announcer.produce(INGEST_TOPIC, value, key)
+                self._announcer.poll(0)
             except BufferError:
                 pass
             await asyncio.sleep(ANNOUNCE_EVERY_S)

@@ -17,10 +17,8 @@ FACILITIES = ("kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news",
 SEVERITIES = ("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")
 UNPARSED_PRI = 13  # user.notice
 
-_PRI = re.compile(r"<(\d{1,3})>")
 # RFC 5424: VERSION SP TIMESTAMP SP HOSTNAME SP APP-NAME SP PROCID SP MSGID SP STRUCTURED-DATA [SP MSG]
-_RFC5424 = re.compile(r"(\d{1,2}) (\S+) (\S+) (\S+) (\S+) (\S+) (-|\[.*?(?<!\\)\](?:\[.*?(?<!\\)\])*)(?: (.*))?\Z",
-                      re.DOTALL)
+_SD_BLOCK = re.compile(r'(?:\[[^\s\]=]+(?:\s+[^\s=\]]+="(?:[^"\\]|\\.)*")*\s*\])+(?= |\Z)', re.DOTALL)
 # RFC 3164: Mmm dd hh:mm:ss HOSTNAME TAG[PID]: MSG (rsyslog's forwarding format puts an RFC 3339 time there)
 _BSD_TIME = re.compile(r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) ([ \d]\d) (\d\d):(\d\d):(\d\d) ")
 _ISO_TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
@@ -39,18 +37,26 @@ def parse(line: str, received_ms: int | None = None) -> dict:
     if received_ms is None:
         received_ms = int(time.time() * 1000)
     line = line.rstrip("\r\n\x00")
-    m = _PRI.match(line)
-    pri = int(m.group(1)) if m else -1
-    if not m or pri > 191:
+    close = line.find(">", 1, 5) if line[:1] == "<" else -1
+    digits = line[1:close] if close > 0 else ""
+    if not digits.isdigit() or not digits.isascii() or int(digits) > 191:
         return _event(UNPARSED_PRI, "unparsed", None, None, None, None, None, None, None, line, received_ms)
-    rest = line[m.end():]
-    full = _RFC5424.match(rest)
-    if full and full.group(1) != "0":
-        version, ts, host, app, procid, msgid, sd, msg = full.groups()
-        if msg and msg.startswith("\ufeff"):
+    pri = int(digits)
+    rest = line[close + 1:]
+    header = rest.split(" ", 6)
+    if len(header) == 7 and header[0].isdigit() and header[0] != "0" and len(header[0]) <= 2:
+        version, ts, host, app, procid, msgid, tail = header
+        if tail[:1] == "-" and tail[1:2] in ("", " "):
+            sd, msg = None, tail[2:]
+        elif tail[:1] == "[" and (m := _SD_BLOCK.match(tail)):
+            sd, msg = structured_data(m.group(0)), tail[m.end() + 1:]
+        else:
+            return _bsd(pri, rest, received_ms)
+        if msg[:1] == "\ufeff":
             msg = msg[1:]
-        return _event(pri, "rfc5424", _nil(ts), _iso_ms(_nil(ts)), _nil(host), _nil(app), _nil(procid),
-                      _nil(msgid), None if sd == "-" else structured_data(sd), msg or "", received_ms)
+        ts = None if ts == "-" else ts
+        return _event(pri, "rfc5424", ts, _iso_ms(ts), _nil(host), _nil(app), _nil(procid), _nil(msgid), sd, msg,
+                      received_ms)
     return _bsd(pri, rest, received_ms)
 
 
@@ -93,15 +99,34 @@ def _nil(value: str) -> str | None:
 
 
 def _iso_ms(ts: str | None) -> int | None:
+    """RFC 3339 time to epoch ms; the whole seconds of each (second, zone) read once and cached (a busy
+    sender repeats them thousands of times), the fraction added."""
     if ts is None:
         return None
-    try:
-        when = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return int(when.timestamp() * 1000)
+    head, rest = ts[:19], ts[19:]
+    fraction = ""
+    if rest[:1] == ".":
+        i = 1
+        while i < len(rest) and rest[i].isdigit():
+            i += 1
+        fraction, rest = rest[1:i], rest[i:]
+        if not fraction.isascii():
+            return None
+    base = _SECONDS.get((head, rest))
+    if base is None:
+        try:
+            when = datetime.fromisoformat(head + rest)
+        except ValueError:
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        if len(_SECONDS) > 4096:
+            _SECONDS.clear()
+        base = _SECONDS[(head, rest)] = int(when.timestamp()) * 1000
+    return base + (int((fraction + "00")[:3]) if fraction else 0)
+
+
+_SECONDS: dict[tuple[str, str], int] = {}
 
 
 def _bsd_ms(t: re.Match, received_ms: int) -> int | None:

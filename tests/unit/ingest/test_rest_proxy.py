@@ -1,6 +1,9 @@
 """REST Proxy request shapes: what v3 and v2 accept, and the errors (status and error_code) they give."""
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from freshet.ingest.rest_proxy import ShapeError, split_concatenated, v2_format, v2_records, v3_record
 
@@ -60,3 +63,17 @@ def test_v2_formats_and_records():
         with pytest.raises(ShapeError) as info:
             v2_records(body, "binary", 1)
         assert info.value.code == code
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.text(alphabet="{}[]\" \n\\aé:,", max_size=8),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                                       max_size=3), max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.dictionaries(st.text(alphabet="{}\"a é", max_size=4), json_values, max_size=3), max_size=6),
+       st.sampled_from(["", " ", "\n", "\r\n  "]))
+def test_concatenated_objects_come_back_as_sent_whatever_their_strings_hold(objects, gap):
+    body = gap.join(orjson.dumps(o).decode() for o in objects).encode()
+    values, rest, error = split_concatenated(body)
+    assert (values, error) == (objects, None)
