@@ -150,3 +150,42 @@ def test_event_sourcing_tab_lists_aggregates_and_projection_lag(broker, page, tm
         decide.join(30)
         dash.terminate()
         dash.wait(30)
+
+
+def test_ingest_tab_shows_endpoints_policies_and_counters(broker, page, tmp_path):
+    import socket
+    import uuid
+
+    import httpx
+
+    from freshet.testing.ingest import IngestProcess
+
+    name = f"edge-{uuid.uuid4().hex[:6]}"
+    port = free_port()
+    dash = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "dashboard", "--port", str(port)],
+                            env={**os.environ, "FRESHET_BOOTSTRAP": broker.bootstrap},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with IngestProcess(broker.bootstrap, args=["--name", name], syslog_topic=f"syslog-{name}") as ingest:
+            udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            for i in range(7):
+                udp.sendto(f"<13>Feb  5 17:32:18 host app: line {i}".encode(), ("127.0.0.1", ingest.syslog_port))
+            assert httpx.post(f"{ingest.url}/v3/clusters/c/topics/syslog-{name}/records",
+                              json={"value": {"data": 1}}).status_code == 200
+            open_dashboard(page, port)
+            page.click("nav a[data-tab='ingest']")
+            card = f".ingest-server[data-name='{name}']"
+            page.wait_for_function(
+                f"document.querySelector(\"{card} tr[data-endpoint='syslog-udp'] td.received\")?.innerText === '7'",
+                timeout=30_000)
+            row = page.inner_text(f"{card} tr[data-endpoint='syslog-udp']")
+            assert "drop" in row and f"syslog-{name}" in row
+            assert page.inner_text(f"{card} tr[data-endpoint='http'] td.received") == "1"
+            page.screenshot(path=os.path.join(ARTIFACTS, "dashboard-ingest.png"))
+            metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+            assert f'freshet_ingest_records{{server="{name}",endpoint="syslog-udp",outcome="received"}} 7' in metrics
+        # stopped cleanly: its tombstone takes it off the page
+        page.wait_for_selector(card, state="detached", timeout=30_000)
+    finally:
+        dash.terminate()
+        dash.wait(30)

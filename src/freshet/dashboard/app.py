@@ -109,6 +109,11 @@ def create_app(collector: Collector, token: str | None = None) -> FastAPI:
                 p["lag_history"] = collector.series(key).get(key, [])
         return out
 
+    @app.get("/api/ingest")
+    async def ingest() -> dict:
+        """Ingest servers: each endpoint's protocol, address, topic, backpressure policy and counters."""
+        return snapshot()["ingest"]
+
     @app.get("/api/groups")
     async def groups() -> dict:
         return snapshot()["groups"]
@@ -174,7 +179,8 @@ def create_app(collector: Collector, token: str | None = None) -> FastAPI:
                  "# TYPE freshet_topic_log_size_bytes gauge", "# TYPE freshet_group_lag gauge",
                  "# TYPE freshet_pipeline_input_rows_per_second gauge",
                  "# TYPE freshet_pipeline_late_rows_dropped gauge", "# TYPE freshet_aggregate_events gauge",
-                 "# TYPE freshet_projection_lag gauge"]
+                 "# TYPE freshet_projection_lag gauge", "# TYPE freshet_ingest_records gauge",
+                 "# TYPE freshet_ingest_buffered gauge"]
         for name, t in sorted(snap.topics.items()):
             lines.append(f'freshet_topic_messages_in_per_second{{topic="{name}"}} {t["rate_in"]}')
             for p in t["partitions"]:
@@ -194,6 +200,12 @@ def create_app(collector: Collector, token: str | None = None) -> FastAPI:
                          f'{progress.get("input_rows_per_second") or 0}')
             lines.append(f'freshet_pipeline_late_rows_dropped{{pipeline="{name}"}} '
                          f'{progress.get("late_rows_dropped") or 0}')
+        for server, info in sorted(snap.ingest.items()):
+            for endpoint, e in sorted(info.get("endpoints", {}).items()):
+                labels = f'server="{server}",endpoint="{endpoint}"'
+                for outcome in ("received", "delivered", "failed", "rejected", "dropped", "malformed"):
+                    lines.append(f'freshet_ingest_records{{{labels},outcome="{outcome}"}} {e[outcome]}')
+                lines.append(f"freshet_ingest_buffered{{{labels}}} {e['buffered']}")
         for name, a in sorted(snap.applications.items()):
             for type_name, counts in sorted(a["aggregates"].items()):
                 lines.append(f'freshet_aggregate_events{{application="{name}",aggregate="{type_name}"}} '

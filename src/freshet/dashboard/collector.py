@@ -26,6 +26,7 @@ class Snapshot:
     groups: dict = field(default_factory=dict)  # id -> {state, members, total_lag, partitions: [...]}
     pipelines: dict = field(default_factory=dict)
     applications: dict = field(default_factory=dict)  # event-sourced: aggregates' event counts, projections
+    ingest: dict = field(default_factory=dict)  # ingest servers: endpoints, policies, counters
     error: str | None = None
 
 
@@ -41,6 +42,7 @@ class Collector:
         self.groups_admin = GroupAdmin(bootstrap)
         self.snapshot = Snapshot()
         self._event_counts: dict[str, EventCounter] = {}
+        self._ingest_view = None
         self.history: dict[str, deque] = {}
         self._previous: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
@@ -140,6 +142,7 @@ class Collector:
             progress = p.get("progress") or {}
             self._record(f"pipeline:{name}", now, progress.get("input_rows_per_second") or 0)
         snap.applications = self._applications(snap.topics, now)
+        snap.ingest = self._ingest(now)
         with self._lock:
             self.snapshot = snap
         return snap
@@ -176,6 +179,28 @@ class Collector:
         for gone in set(self._event_counts) - set(out):
             self._event_counts.pop(gone).close()
         return out
+
+    def _ingest(self, now: float) -> dict:
+        """Ingest servers as they last announced themselves (every 2 s) in ``__freshet_ingest``, read by one
+        consumer kept between rounds; each endpoint's records per second from the counters' growth."""
+        from freshet.client.ingest_registry import IngestView
+
+        if self._ingest_view is None:
+            self._ingest_view = IngestView(self.bootstrap)
+        servers = self._ingest_view.refresh()
+        for name, server in servers.items():
+            for endpoint, e in server.get("endpoints", {}).items():
+                key = f"ingest:{name}/{endpoint}"
+                previous = self._previous.get(key)
+                at = server.get("updated_ms", 0) / 1000
+                rate = 0.0
+                if previous and at > previous[0]:
+                    rate = max(e["received"] - previous[1], 0) / (at - previous[0])
+                if not previous or at > previous[0]:
+                    self._previous[key] = (at, e["received"])
+                    self._record(key, now, round(rate, 1))
+                e["rate"] = round(rate, 1) if previous else 0.0
+        return servers
 
     def _log_figures(self) -> dict[tuple[str, int], dict]:
         """Segment count and bytes per partition, from each broker's /metrics (no Kafka API reports them)."""
