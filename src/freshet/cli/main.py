@@ -9,6 +9,7 @@ from .cdc_cmd import cdc, search
 from .dashboard_cmd import dashboard, pipelines
 from .demo_cmd import demo
 from .demo_enrollment import enrollment_demo
+from .demo_ingest import ingest_demo
 from .es_cmd import es
 from .gen_cmd import gen
 from .groups_cmd import groups
@@ -33,6 +34,7 @@ cli.add_command(consume)
 cli.add_command(gen)
 cli.add_command(groups)
 demo.add_command(enrollment_demo)
+demo.add_command(ingest_demo)
 cli.add_command(demo)
 cli.add_command(run)
 cli.add_command(cdc)

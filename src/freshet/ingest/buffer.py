@@ -44,24 +44,15 @@ class EndpointStats:
     dropped: int = 0  # records dropped because the buffer was full (UDP, or TCP with policy drop)
     malformed: int = 0  # bad input: refused (HTTP 4xx), unparsable syslog kept as "unparsed", bad StatsD lines
     extra: dict = field(default_factory=dict)  # protocol-specific figures (kernel drops, connections)
-    # a producer of the endpoint's own, reporting failures only (syslog, StatsD): a Python call per delivered
-    # record costs as much as parsing it; what is neither failed nor still in the producer was delivered
+    # a producer of the endpoint's own (syslog, StatsD: produced from their listener's thread, reports served
+    # by the poll thread), so the shared one's reports stay on the event loop
     producer: Producer | None = field(default=None, repr=False)
 
     @property
     def buffered(self) -> int:
-        if self.producer is not None:
-            return len(self.producer)
+        # counted, not len(producer): a producer's queue also holds its own requests (InitProducerId,
+        # metadata) while the log is unreachable
         return self.received - self.delivered - self.failed
-
-    def settle(self) -> None:
-        """Bring ``delivered`` up to date (endpoints with a producer of their own)."""
-        if self.producer is not None:
-            self.delivered = max(self.received - self.failed - len(self.producer), self.delivered)
-
-    def report_failure(self, err, msg) -> None:  # own producer: called for failed records only
-        if err is not None:
-            self.failed += 1
 
     def report(self, err, msg) -> None:  # the delivery callback of a record that needs nothing else
         if err is None:
@@ -70,7 +61,6 @@ class EndpointStats:
             self.failed += 1
 
     def as_dict(self) -> dict:
-        self.settle()
         return {"name": self.name, "protocol": self.protocol, "address": self.address, "topic": self.topic,
                 "policy": self.policy, "received": self.received, "delivered": self.delivered,
                 "failed": self.failed, "rejected": self.rejected, "dropped": self.dropped,
@@ -88,7 +78,8 @@ class LogBuffer:
         self.endpoints: dict[str, EndpointStats] = {}
         self.log_reachable = True
         self._overrides = producer_overrides or {}
-        self.producer = self._new_producer()
+        # the shared producer tells when the log is unreachable
+        self.producer = self._new_producer({"error_cb": self._on_error})
         self.producers = [self.producer]
         self.reports_on_loop = False  # serve_reports() runs: the poll thread leaves the shared producer alone
         self._stop = threading.Event()
@@ -101,7 +92,7 @@ class LogBuffer:
             # librdkafka's own queue holds more than our bound, so the bound (not a BufferError) decides
             "queue.buffering.max.messages": max(self.max_buffered * 2, 100_000),
             "queue.buffering.max.kbytes": 1024 * 1024,
-            "error_cb": self._on_error, "log_level": 0, **self._overrides, **(extra or {})}))
+            "log_level": 0, **self._overrides, **(extra or {})}))
 
     def endpoint(self, name: str, protocol: str, address: str, topic: str | None, policy: str,
                  own_producer: bool = False) -> EndpointStats:
@@ -111,15 +102,16 @@ class LogBuffer:
             raise ValueError(f"policy {policy!r}: one of {', '.join(POLICIES)}")
         stats = self.endpoints[name] = EndpointStats(name, protocol, address, topic, policy)
         if own_producer:
-            stats.producer = self._new_producer({"delivery.report.only.error": True,
-                                                 "on_delivery": stats.report_failure})
+            stats.producer = self._new_producer({"on_delivery": stats.report})
             self.producers.append(stats.producer)
         return stats
 
     @property
     def buffered(self) -> int:
-        """Records handed to the log and not yet acknowledged, every endpoint's."""
-        return sum(len(p) for p in self.producers)
+        """Records handed to the log and not yet acknowledged, every endpoint's: counted exactly for the
+        shared producer (its reports are served on the event loop that counts what it hands over), by the
+        producer's queue length for endpoints with their own (which carries nothing but their records)."""
+        return sum(e.buffered for e in list(self.endpoints.values()))
 
     def has_room(self, records: int = 1) -> bool:
         return self.buffered + records <= self.max_buffered
@@ -161,8 +153,6 @@ class LogBuffer:
                 producer.poll(0)
             if self.log_reachable:
                 continue
-            for e in endpoints:
-                e.settle()
             if sum(e.delivered for e in endpoints) > delivered:
                 self.log_reachable = True
             elif time.monotonic() - probed > 2.0:

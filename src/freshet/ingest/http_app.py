@@ -22,8 +22,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.routing import Route
 
 from .buffer import EndpointStats, LogBuffer, TopicCatalog
-from .rest_proxy import (OutgoingRecord, ShapeError, split_concatenated, v2_format, v2_records, v3_record,
-                         v3_report)
+from .rest_proxy import (
+    ShapeError,
+    split_concatenated,
+    v2_format,
+    v2_records,
+    v3_record,
+    v3_report,
+)
 
 JSON = b"application/json"
 V2_JSON = b"application/vnd.kafka.v2+json"
@@ -47,7 +53,7 @@ class Delivery:
     """The delivery reports of ``n`` records, resolved on the event loop when the last one arrives.
     Callbacks run on the producer's poll thread."""
 
-    __slots__ = ("results", "remaining", "future", "loop", "lock", "stats")
+    __slots__ = ("future", "lock", "loop", "remaining", "results", "stats")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, stats: EndpointStats, n: int) -> None:
         self.results: list = [None] * n  # (error or None, partition, offset, timestamp ms); None: no report yet

@@ -38,7 +38,7 @@ class UdpListener:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name=name)
 
-    def start(self) -> "UdpListener":
+    def start(self) -> UdpListener:
         self._thread.start()
         return self
 

@@ -16,7 +16,7 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import orjson
 
@@ -123,11 +123,11 @@ def parse_timestamp(value) -> int:
     if not isinstance(value, str):
         raise ShapeError(400, "timestamp must be an ISO-8601 string")
     try:
-        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        when = datetime.fromisoformat(value)
     except ValueError:
         raise ShapeError(400, f"timestamp {value[:40]!r} is not ISO-8601") from None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     ms = int(when.timestamp() * 1000)
     if ms < 0:
         raise ShapeError(400, "timestamp before 1970")
@@ -135,7 +135,7 @@ def parse_timestamp(value) -> int:
 
 
 def iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def v3_report(cluster_id: str, topic: str, record: OutgoingRecord, partition: int, offset: int,

@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass, field
 
 import uvicorn
-
 from confluent_kafka import Producer
 
 from freshet.client import TopicAdmin, producer_config

@@ -55,7 +55,7 @@ def parse_line(line: str, received_ms: int) -> dict:
                 if tag:
                     k, _, v = tag.partition(":")
                     tags[k] = v
-        elif extra.startswith("c:") or extra.startswith("T"):
+        elif extra.startswith(("c:", "T")):
             continue  # DogStatsD container id / timestamp fields: accepted, not kept
         else:
             raise BadLine(f"unknown field {extra[:20]!r}")

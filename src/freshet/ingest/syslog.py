@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 FACILITIES = ("kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron", "authpriv",
               "ftp", "ntp", "security", "console", "solaris-cron", "local0", "local1", "local2", "local3",
@@ -45,7 +45,7 @@ def parse(line: str, received_ms: int | None = None) -> dict:
     rest = line[close + 1:]
     header = rest.split(" ", 6)
     if len(header) == 7 and header[0].isdigit() and header[0] != "0" and len(header[0]) <= 2:
-        version, ts, host, app, procid, msgid, tail = header
+        _version, ts, host, app, procid, msgid, tail = header
         if tail[:1] == "-" and tail[1:2] in ("", " "):
             sd, msg = None, tail[2:]
         elif tail[:1] == "[" and (m := _SD_BLOCK.match(tail)):
@@ -119,7 +119,7 @@ def _iso_ms(ts: str | None) -> int | None:
         except ValueError:
             return None
         if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
+            when = when.replace(tzinfo=UTC)
         if len(_SECONDS) > 4096:
             _SECONDS.clear()
         base = _SECONDS[(head, rest)] = int(when.timestamp()) * 1000
@@ -132,10 +132,10 @@ _SECONDS: dict[tuple[str, str], int] = {}
 def _bsd_ms(t: re.Match, received_ms: int) -> int | None:
     """RFC 3164 times carry no year or zone: read as UTC in the year that puts them nearest the arrival
     (a December line arriving on 1 January belongs to the year before)."""
-    now = datetime.fromtimestamp(received_ms / 1000, timezone.utc)
+    now = datetime.fromtimestamp(received_ms / 1000, UTC)
     try:
         month, day = _MONTHS[t.group(1)], int(t.group(2))
-        candidates = [datetime(y, month, day, int(t.group(3)), int(t.group(4)), int(t.group(5)), tzinfo=timezone.utc)
+        candidates = [datetime(y, month, day, int(t.group(3)), int(t.group(4)), int(t.group(5)), tzinfo=UTC)
                       for y in (now.year - 1, now.year, now.year + 1) if _valid(y, month, day)]
     except ValueError:
         return None

@@ -190,7 +190,7 @@ class WebhookSink:
                 ("freshet.dead-letter.attempts", str(attempts).encode()),
                 ("freshet.dead-letter.source", f"{m.topic()}/{m.partition()}/{m.offset()}".encode())]
             self.producer.produce(self.dead_letter_topic, m.value(), m.key(), headers=headers,
-                                  timestamp=m.timestamp()[1] if m.timestamp()[1] > 0 else 0,
+                                  timestamp=max(0, m.timestamp()[1]),
                                   on_delivery=lambda err, _msg: failures.append(err) if err else None)
         if self.producer.flush(30) or failures:
             raise ClientError(f"dead-letter topic {self.dead_letter_topic}: records not acknowledged"

@@ -38,7 +38,7 @@ def test_log_down_buffer_full_then_retry_after_and_drops_and_no_acknowledged_rec
             udp.sendto(b"<13>Feb  5 17:32:18 host app: dropped while full", ("127.0.0.1", ingest.syslog_port))
         wait_for(lambda: ingest.stats()["endpoints"]["syslog-udp"]["dropped"] == 30, 30, "30 datagrams dropped")
         stats = ingest.stats()
-        assert stats["endpoints"]["http"]["rejected"] == 1 and stats["buffered"] == 20
+        assert stats["endpoints"]["http"]["rejected"] == 1 and stats["buffered"] == 20, stats
         metrics = httpx.get(ingest.url + "/metrics").text
         assert 'freshet_ingest_records_total{endpoint="syslog-udp",outcome="dropped",protocol="syslog"} 30.0' in metrics
         assert "freshet_ingest_log_reachable 0.0" in metrics

@@ -22,7 +22,7 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-backgroun
 
 def snippet() -> str:
     text = open(DOCS).read()
-    return re.search(r"<!-- snippet:beacon -->\n```html\n(.*?)```", text, re.S).group(1)
+    return re.search(r"<!-- snippet:beacon -->\n```html\n(.*?)```", text, re.DOTALL).group(1)
 
 
 def test_beacons_and_cors_fetch_from_a_page_of_another_origin(broker, topic_name, tmp_path):
