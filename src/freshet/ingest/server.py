@@ -99,7 +99,7 @@ class IngestServer:
             listener.stats = stats
             self._udp.append(listener)
             self.addresses["statsd"] = stats.address
-        config = uvicorn.Config(app, host=s.host, port=s.http_port, log_level="warning", access_log=False,
+        config = uvicorn.Config(app.state.produce_paths(), host=s.host, port=s.http_port, log_level="warning", access_log=False,
                                 lifespan="off", http="httptools" if _has("httptools") else "h11",
                                 loop="none", timeout_keep_alive=30)
         self._uvicorn = uvicorn.Server(config)
