@@ -22,7 +22,7 @@ class UdpListener:
     """Reads datagrams on ``host:port`` in a thread of its own and hands each to ``handle(data, address)``.
     The kernel drops what arrives while the socket buffer is full; ``kernel_drops`` reads its count."""
 
-    def __init__(self, host: str, port: int, handle, name: str) -> None:
+    def __init__(self, host: str, port: int, handle, name: str, stats: EndpointStats) -> None:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_DGRAM)
         for option in (SO_RCVBUFFORCE, socket.SO_RCVBUF):  # FORCE: past net.core.rmem_max, when root
@@ -35,6 +35,7 @@ class UdpListener:
         self.sock.setblocking(False)  # read until the queue is empty, wait in select only then
         self.port = self.sock.getsockname()[1]
         self.handle = handle
+        self.stats = stats  # kernel_drops goes to stats.extra when read
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name=name)
 
@@ -108,11 +109,10 @@ class SyslogSink:
             stats.malformed += 1
         key = (event["hostname"] or source).encode()
         try:
-            stats.producer.produce(self.topic, orjson.dumps(event), key, timestamp=event["timestamp_ms"] or now)
+            buffer.produce(stats, self.topic, orjson.dumps(event), key, timestamp_ms=event["timestamp_ms"] or now)
         except BufferError:
             stats.dropped += 1
             return False
-        stats.received += 1
         return True
 
     def datagram(self, data: bytes, address) -> None:
@@ -137,11 +137,9 @@ class StatsdSink:
                 stats.dropped += 1
                 continue
             try:
-                stats.producer.produce(self.topic, orjson.dumps(metric), metric["name"].encode(), timestamp=now)
+                buffer.produce(stats, self.topic, orjson.dumps(metric), metric["name"].encode(), timestamp_ms=now)
             except BufferError:
                 stats.dropped += 1
-                continue
-            stats.received += 1
 
 
 class SyslogTcpServer:

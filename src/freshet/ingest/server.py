@@ -49,7 +49,6 @@ class IngestServer:
         self._udp: list[UdpListener] = []
         self._tcp: SyslogTcpServer | None = None
         self._uvicorn: uvicorn.Server | None = None
-        self.started = asyncio.Event()
         self.addresses: dict[str, str] = {}
 
     def run(self) -> int:
@@ -82,9 +81,7 @@ class IngestServer:
                 stats = buffer.endpoint("syslog-udp", "syslog", f"udp://{s.host}:{s.syslog_udp_port}",
                                         s.syslog_topic, "drop", own_producer=True)
                 sink = SyslogSink(buffer, stats, s.syslog_topic)
-                listener = UdpListener(s.host, s.syslog_udp_port, sink.datagram, "syslog-udp").start()
-                listener.stats = stats
-                self._udp.append(listener)
+                self._udp.append(UdpListener(s.host, s.syslog_udp_port, sink.datagram, "syslog-udp", stats).start())
                 self.addresses["syslog-udp"] = stats.address
             if s.syslog_tcp_port is not None:
                 stats = buffer.endpoint("syslog-tcp", "syslog", f"tcp://{s.host}:{s.syslog_tcp_port}",
@@ -95,9 +92,7 @@ class IngestServer:
         if s.statsd_port is not None:
             stats = buffer.endpoint("statsd", "statsd", f"udp://{s.host}:{s.statsd_port}", s.statsd_topic, "drop", own_producer=True)
             sink = StatsdSink(buffer, stats, s.statsd_topic)
-            listener = UdpListener(s.host, s.statsd_port, sink.datagram, "statsd-udp").start()
-            listener.stats = stats
-            self._udp.append(listener)
+            self._udp.append(UdpListener(s.host, s.statsd_port, sink.datagram, "statsd-udp", stats).start())
             self.addresses["statsd"] = stats.address
         config = uvicorn.Config(app.state.produce_paths(), host=s.host, port=s.http_port, log_level="warning", access_log=False,
                                 lifespan="off", http="httptools" if _has("httptools") else "h11",
@@ -114,12 +109,10 @@ class IngestServer:
                 pass  # not the main thread (tests run the server in a thread): stop() it instead
         announcer = asyncio.create_task(self._announce())
         reports = asyncio.create_task(buffer.serve_reports())
-        watcher = asyncio.create_task(self._signal_started())
         try:
             await self._uvicorn.serve()
         finally:
             announcer.cancel()
-            watcher.cancel()
             reports.cancel()
             for listener in self._udp:
                 listener.stop()
@@ -132,11 +125,6 @@ class IngestServer:
             left = await asyncio.to_thread(buffer.close, 10.0)
             await asyncio.to_thread(self._announcer.flush, 5.0)
         return left
-
-    async def _signal_started(self) -> None:
-        while not (self._uvicorn and self._uvicorn.started):
-            await asyncio.sleep(0.02)
-        self.started.set()
 
     def stop(self) -> None:
         if self._uvicorn is not None:
