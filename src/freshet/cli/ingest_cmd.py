@@ -60,10 +60,7 @@ def serve(host, http_port, syslog_udp, syslog_tcp, syslog_topic, statsd_port, st
                + (f" -> {syslog_topic}" if syslog_udp is not None or syslog_tcp is not None else "")
                + (f", StatsD udp://{host}:{statsd_port} -> {statsd_topic}" if statsd_port is not None else "")
                + f"; buffer {max_buffered} records; Ctrl-C stops", err=True)
-    try:
-        left = server.run()
-    except OSError as exc:
-        raise ClientError(f"cannot listen: {exc.strerror or exc}") from None
+    left = server.run()
     if left:
         click.echo(f"stopped with {left} records not acknowledged by the log", err=True)
         sys.exit(1)

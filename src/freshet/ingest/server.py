@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import uvicorn
 from confluent_kafka import Producer
 
-from freshet.client import TopicAdmin, producer_config
+from freshet.client import ClientError, TopicAdmin, producer_config
 from freshet.client.ingest_registry import INGEST_TOPIC, ensure_ingest_topic, ingest_record
 
 from .buffer import LogBuffer
@@ -70,6 +70,10 @@ class IngestServer:
                 if port is not None:
                     await asyncio.to_thread(admin.ensure_topic, topic, s.topic_partitions, None, existing)
         await asyncio.to_thread(ensure_ingest_topic, s.bootstrap)
+        with _listening("HTTP", s.host, s.http_port):  # bound here, so a busy port is one clear error
+            http_socket = socket.socket(socket.AF_INET6 if ":" in s.host else socket.AF_INET, socket.SOCK_STREAM)
+            http_socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            http_socket.bind((s.host, s.http_port))
         buffer = self.buffer = LogBuffer(s.bootstrap, s.max_buffered)
         # announcements go by a producer of their own: they are not the senders' records, nor in the bound
         self._announcer = Producer(producer_config(s.bootstrap, {"log_level": 0, "message.timeout.ms": 10_000}))
@@ -81,18 +85,23 @@ class IngestServer:
                 stats = buffer.endpoint("syslog-udp", "syslog", f"udp://{s.host}:{s.syslog_udp_port}",
                                         s.syslog_topic, "drop", own_producer=True)
                 sink = SyslogSink(buffer, stats, s.syslog_topic)
-                self._udp.append(UdpListener(s.host, s.syslog_udp_port, sink.datagram, "syslog-udp", stats).start())
+                with _listening("syslog UDP", s.host, s.syslog_udp_port):
+                    listener = UdpListener(s.host, s.syslog_udp_port, sink.datagram, "syslog-udp", stats)
+                self._udp.append(listener.start())
                 self.addresses["syslog-udp"] = stats.address
             if s.syslog_tcp_port is not None:
                 stats = buffer.endpoint("syslog-tcp", "syslog", f"tcp://{s.host}:{s.syslog_tcp_port}",
                                         s.syslog_topic, s.syslog_tcp_policy, own_producer=True)
                 self._tcp = SyslogTcpServer(SyslogSink(buffer, stats, s.syslog_topic), s.host, s.syslog_tcp_port)
-                await self._tcp.start()
+                with _listening("syslog TCP", s.host, s.syslog_tcp_port):
+                    await self._tcp.start()
                 self.addresses["syslog-tcp"] = stats.address
         if s.statsd_port is not None:
             stats = buffer.endpoint("statsd", "statsd", f"udp://{s.host}:{s.statsd_port}", s.statsd_topic, "drop", own_producer=True)
             sink = StatsdSink(buffer, stats, s.statsd_topic)
-            self._udp.append(UdpListener(s.host, s.statsd_port, sink.datagram, "statsd-udp", stats).start())
+            with _listening("StatsD UDP", s.host, s.statsd_port):
+                listener = UdpListener(s.host, s.statsd_port, sink.datagram, "statsd-udp", stats)
+            self._udp.append(listener.start())
             self.addresses["statsd"] = stats.address
         config = uvicorn.Config(app.state.produce_paths(), host=s.host, port=s.http_port, log_level="warning", access_log=False,
                                 lifespan="off", http="httptools" if _has("httptools") else "h11",
@@ -110,7 +119,7 @@ class IngestServer:
         announcer = asyncio.create_task(self._announce())
         reports = asyncio.create_task(buffer.serve_reports())
         try:
-            await self._uvicorn.serve()
+            await self._uvicorn.serve(sockets=[http_socket])
         finally:
             announcer.cancel()
             reports.cancel()
@@ -148,6 +157,14 @@ class IngestServer:
             except BufferError:
                 pass
             await asyncio.sleep(ANNOUNCE_EVERY_S)
+
+
+@contextlib.contextmanager
+def _listening(what: str, host: str, port: int):
+    try:
+        yield
+    except OSError as exc:
+        raise ClientError(f"cannot listen for {what} on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def _has(module: str) -> bool:

@@ -166,3 +166,27 @@ def test_metrics_endpoint_counts_per_endpoint_and_outcome(ingest, http):
     assert 'freshet_ingest_records_total{endpoint="http",outcome="delivered",protocol="http"}' in text
     assert "freshet_ingest_buffer_limit 100000.0" in text and "freshet_ingest_log_reachable 1.0" in text
     assert 'freshet_ingest_endpoint{endpoint="syslog-udp",figure="kernel_drops"}' in text
+
+
+def test_busy_port_or_unreachable_log_is_a_one_line_error(broker):
+    import subprocess
+    import sys
+
+    from freshet.local import free_port
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    udp_busy = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp_busy.bind(("127.0.0.1", 0))
+    cases = ((["-b", broker.bootstrap, "--http-port", str(busy.getsockname()[1])], "cannot listen for HTTP"),
+             (["-b", broker.bootstrap, "--http-port", str(free_port()), "--syslog-udp", str(udp_busy.getsockname()[1])],
+              "cannot listen for syslog UDP"),
+             (["-b", f"127.0.0.1:{free_port()}", "--http-port", str(free_port())], "cannot reach a broker"))
+    for args, words in cases:
+        run = subprocess.run([sys.executable, "-m", "freshet.cli.main", "ingest", "serve", *args],
+                             capture_output=True, text=True, timeout=60)
+        errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+        assert run.returncode == 1 and len(errors) == 1 and words in errors[0], run.stderr
+    busy.close()
+    udp_busy.close()
