@@ -226,12 +226,16 @@ async def _refuse(ingest: Ingest, send, error: ShapeError, content_type: bytes =
     await respond(send, error.status, orjson.dumps(error.body()), content_type, _retry_after(ingest, error))
 
 
-class V3Records:
-    """``POST /v3/clusters/{cluster_id}/topics/{topic_name}/records``. The cluster id is not checked (the
-    REST Proxy checks it only in Confluent Cloud), so curl lines written for another cluster work."""
+class IngestRoute:
+    """A plain ASGI handler of one produce route, sharing the server's ``Ingest``."""
 
     def __init__(self, ingest: Ingest) -> None:
         self.ingest = ingest
+
+
+class V3Records(IngestRoute):
+    """``POST /v3/clusters/{cluster_id}/topics/{topic_name}/records``. The cluster id is not checked (the
+    REST Proxy checks it only in Confluent Cloud), so curl lines written for another cluster work."""
 
     async def __call__(self, scope, receive, send) -> None:
         ingest = self.ingest
@@ -358,11 +362,8 @@ class V3Records:
         await reports.put((record, delivery))
 
 
-class V2Records:
+class V2Records(IngestRoute):
     """``POST /topics/{topic}`` and ``POST /topics/{topic}/partitions/{partition}`` of REST Proxy v2."""
-
-    def __init__(self, ingest: Ingest) -> None:
-        self.ingest = ingest
 
     async def __call__(self, scope, receive, send) -> None:
         ingest = self.ingest
@@ -404,14 +405,11 @@ class V2Records:
                       V2_JSON)
 
 
-class Beacons:
+class Beacons(IngestRoute):
     """``POST /beacon/{topic}``: what ``navigator.sendBeacon`` sends from a page (any body up to 64 KiB,
     usually JSON as text/plain, which needs no CORS preflight). The body is the record's value as sent; the
     page's origin, the user agent and the client's address go in headers; ``?key=`` sets the key. Answered
     204 as soon as the record is buffered: a beacon's sender never reads the answer."""
-
-    def __init__(self, ingest: Ingest) -> None:
-        self.ingest = ingest
 
     async def __call__(self, scope, receive, send) -> None:
         ingest = self.ingest
