@@ -51,3 +51,36 @@ def test_log_down_buffer_full_then_retry_after_and_drops_and_no_acknowledged_rec
         assert len(set(offsets)) == 20
     stored = [v.decode().strip('"') for _, _, _, v, _ in read_messages(own_broker.bootstrap, "orders", 1)]
     assert sorted(stored) == sorted(acknowledged) and "refused" not in stored
+
+
+def test_policy_wait_holds_a_request_until_the_log_makes_room(own_broker, tmp_path):
+    create_topic(own_broker.bootstrap, "held", 1)
+    path = "/v3/clusters/c/topics/held/records"
+    with IngestProcess(own_broker.bootstrap, args=["--buffer", "5", "--http-policy", "wait", "--http-wait", "60"],
+                       log_path=str(tmp_path / "ingest.log")) as ingest:
+        assert httpx.post(ingest.url + path, json={"value": {"data": "before"}}).status_code == 200
+        own_broker.stop()
+        wait_for(lambda: not ingest.stats()["log_reachable"], 30, "the server to notice the log is down")
+        answers: dict[str, httpx.Response] = {}
+
+        def post(name: str) -> None:
+            body = "".join(f'{{"value": {{"data": "{name}-{j}"}}}}' for j in range(5))
+            answers[name] = httpx.post(ingest.url + path, content=body, headers={"content-type": "application/json"},
+                                       timeout=120)
+        first = threading.Thread(target=post, args=("first",))
+        first.start()
+        wait_for(lambda: ingest.stats()["buffered"] == 5, 30, "the first request's records buffered")
+        second = threading.Thread(target=post, args=("second",))  # no room: held, not refused
+        second.start()
+        second.join(2)
+        assert second.is_alive() and ingest.stats()["endpoints"]["http"]["rejected"] == 0
+        # a topic the server has not seen cannot be checked while the log is down: retry later, not 404
+        unknown = httpx.post(ingest.url + "/v3/clusters/c/topics/never-seen/records", json={"value": {"data": 1}},
+                             timeout=30)
+        assert unknown.status_code == 503 and "retry-after" in unknown.headers
+        own_broker.start()
+        first.join(90)
+        second.join(90)
+        assert answers["first"].status_code == answers["second"].status_code == 200
+    stored = sorted(v.decode().strip('"') for _, _, _, v, _ in read_messages(own_broker.bootstrap, "held", 1))
+    assert stored == sorted(["before"] + [f"{n}-{j}" for n in ("first", "second") for j in range(5)])
