@@ -1,0 +1,357 @@
+"""The matcher: a rule's pattern run over one partition's rows in event-time order.
+
+Semantics are MATCH_RECOGNIZE's (SQL:2016, as Oracle and Trino run it): from each start row, the
+*preferred* match is the first one found by trying the pattern's choices in order (greedy quantifiers
+take one more iteration before stopping, reluctant ones stop first, alternatives left to right);
+DEFINE conditions are checked as rows are mapped, and may look at rows mapped earlier. After a match,
+``AFTER MATCH SKIP`` says where the next search starts; without one, the next row.
+
+The pattern compiles to a small program (``var``, ``split``, ``jmp``, ``done``) run by a backtracking
+interpreter with an explicit stack (no recursion limit). On a stream the rows come in as the watermark
+passes them, so the interpreter can run out of rows: the attempt from that start row is then
+*pending* until more rows come or the time limit (WITHIN) says no later row can belong to it.
+Matches therefore come out in the order of their first rows, each exactly once, and the same as the
+whole sequence matched in one go would give (the property the tests check).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from .expressions import Frame, compile_expression, get_path, holds
+from .rules import Alt, Repeat, Rule, Seq, Var
+
+MATCH, NO_MATCH, PENDING = "match", "no match", "pending"
+
+
+def compile_pattern(node) -> list[tuple]:
+    """The program of a pattern: a list of ``("var", name)``, ``("split", preferred, other)``,
+    ``("jmp", to)`` and a final ``("done",)``."""
+    program: list[list] = []
+
+    def emit(*ins) -> int:
+        program.append(list(ins))
+        return len(program) - 1
+
+    def gen(n) -> None:
+        if isinstance(n, Var):
+            emit("var", n.name)
+        elif isinstance(n, Seq):
+            for item in n.items:
+                gen(item)
+        elif isinstance(n, Alt):
+            jumps = []
+            for option in n.options[:-1]:
+                split = emit("split", None, None)
+                program[split][1] = len(program)
+                gen(option)
+                jumps.append(emit("jmp", None))
+                program[split][2] = len(program)
+            gen(n.options[-1])
+            for j in jumps:
+                program[j][1] = len(program)
+        elif isinstance(n, Repeat):
+            for _ in range(n.min):
+                gen(n.node)
+            if n.max is None:
+                top = emit("split", None, None)
+                body = len(program)
+                gen(n.node)
+                emit("jmp", top)
+                out = len(program)
+                program[top][1:] = [body, out] if n.greedy else [out, body]
+            else:
+                splits = []
+                for _ in range(n.max - n.min):
+                    split = emit("split", None, None)
+                    splits.append(split)
+                    program[split][1] = len(program)  # provisional: body first
+                    gen(n.node)
+                out = len(program)
+                for split in splits:
+                    body = split + 1
+                    program[split][1:] = [body, out] if n.greedy else [out, body]
+        else:
+            raise TypeError(n)
+
+    gen(node)
+    emit("done")
+    return [tuple(i) for i in program]
+
+
+def event_time_ms(value) -> int | None:
+    """An event time as epoch milliseconds: numbers are milliseconds, strings ISO 8601 (UTC unless they
+    say otherwise)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            when = datetime.fromisoformat(value.strip().replace(" ", "T", 1))
+        except ValueError:
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        return int(when.timestamp() * 1000)
+    return None
+
+
+@dataclass
+class Match:
+    rule: str
+    key: tuple
+    start_ms: int
+    end_ms: int
+    rows: int
+    measures: dict
+    labels: tuple = ()
+    kind: str = "match"  # or "timeout": a partial match the time limit ended (side output)
+
+    def as_dict(self) -> dict:
+        return {"rule": self.rule, "kind": self.kind, "key": list(self.key), "start_ms": self.start_ms,
+                "end_ms": self.end_ms, "rows": self.rows, "measures": self.measures}
+
+
+class CompiledRule:
+    """A rule ready to run: its program, conditions and measures as closures."""
+
+    def __init__(self, rule: Rule) -> None:
+        self.rule = rule
+        self.name = rule.name
+        self.program = compile_pattern(rule.pattern)
+        self.conditions = {v: compile_expression(c) for v, c in rule.defines.items()}
+        self.where = compile_expression(rule.where) if rule.where is not None else None
+        self.measures = [(n, compile_expression(e)) for n, e in rule.measures]
+        self.within = rule.within_ms
+        self.absent = rule.absent
+        self.absent_condition = self.conditions.get(rule.absent) if rule.absent else None
+        self.tables = rule.tables
+
+    # ---- routing an event to the rule ----------------------------------------------------------------
+
+    def accepts(self, event: dict) -> bool:
+        if self.where is None:
+            return True
+        return holds(self.where(Frame([event], 0, [], 0, None, self.tables)))
+
+    def key_of(self, event: dict) -> tuple:
+        return tuple(get_path(event, path) for path in self.rule.partition_by)
+
+    def time_of(self, event: dict) -> int | None:
+        return event_time_ms(get_path(event, self.rule.order_by))
+
+    # ---- one attempt -----------------------------------------------------------------------------
+
+    def attempt(self, rows: list, times: list, start: int, closed: bool, horizon: int | None):
+        """Search for the preferred match starting at ``rows[start]``.
+
+        ``closed``: no more rows will come; else ``horizon`` is the earliest event time a later row can
+        have. Returns ``(MATCH, labels)``, ``(NO_MATCH, partial)`` (the longest partial match the time
+        limit cut short, for timeouts) or ``(PENDING, None)``.
+        """
+        program, conditions, within, tables = self.program, self.conditions, self.within, self.tables
+        n_rows = len(rows)
+        limit = times[start] + within if within is not None else None
+        # no later row can belong to a match from here: the time limit is behind the horizon
+        exhausted = closed or (limit is not None and horizon is not None and horizon >= limit)
+        stack = [(0, start, 0)]
+        labels: list[str] = []
+        partial: list[str] = []
+        while stack:
+            pc, pos, depth = stack.pop()
+            del labels[depth:]
+            while True:
+                ins = program[pc]
+                op = ins[0]
+                if op == "var":
+                    if pos >= n_rows:
+                        if not exhausted:
+                            return PENDING, None
+                        if limit is not None and len(labels) > len(partial):
+                            partial = labels[:]
+                        break
+                    if limit is not None and times[pos] >= limit:
+                        if len(labels) > len(partial):
+                            partial = labels[:]
+                        break
+                    var = ins[1]
+                    condition = conditions.get(var)
+                    if condition is not None and not holds(condition(Frame(rows, start, labels, pos, var, tables))):
+                        break
+                    labels.append(var)
+                    pos += 1
+                    pc += 1
+                elif op == "split":
+                    stack.append((ins[2], pos, len(labels)))
+                    pc = ins[1]
+                elif op == "jmp":
+                    pc = ins[1]
+                else:  # done
+                    if self.absent is None:
+                        return MATCH, labels
+                    verdict = self._absence(rows, times, start, labels, pos, closed, horizon, limit)
+                    if verdict == MATCH:
+                        return MATCH, labels
+                    if verdict == PENDING:
+                        return PENDING, None
+                    break
+        return NO_MATCH, partial
+
+    def _absence(self, rows, times, start, labels, pos, closed, horizon, limit) -> str:
+        condition = self.absent_condition
+        for i in range(pos, len(rows)):
+            if times[i] >= limit:
+                return MATCH
+            if holds(condition(Frame(rows, start, labels, i, self.absent, self.tables))):
+                return NO_MATCH
+        if closed or (horizon is not None and horizon >= limit):
+            return MATCH
+        return PENDING
+
+    def measure(self, rows, times, start: int, labels: list, key: tuple) -> Match:
+        frame = Frame(rows, start, labels, None, None, self.tables)
+        values = {name: fn(frame) for name, fn in self.measures} if self.measures else {
+            "rows": len(labels)}
+        return Match(self.name, key, times[start], times[start + len(labels) - 1], len(labels), values,
+                     tuple(labels))
+
+    def next_start(self, start: int, labels: list) -> int:
+        how, var = self.rule.skip
+        if how == "PAST LAST ROW":
+            return start + len(labels)
+        if how == "TO NEXT ROW":
+            return start + 1
+        positions = [start + i for i, label in enumerate(labels) if label == var]
+        if not positions:
+            return start + 1  # the variable was not mapped in this match: the next row (as Flink)
+        target = positions[0] if how == "TO FIRST" else positions[-1]
+        return target if target > start else start + 1  # never the same start again (an infinite loop)
+
+    # ---- a whole sequence ----------------------------------------------------------------------------
+
+    def match_rows(self, rows: list, times: list, key: tuple = (), start: int = 0, closed: bool = True,
+                   horizon: int | None = None) -> tuple[list[Match], int]:
+        """Matches from ``start`` on, in order; returns them and where the next search starts (the first
+        pending attempt, or past the end)."""
+        found: list[Match] = []
+        while start < len(rows):
+            verdict, labels = self.attempt(rows, times, start, closed, horizon)
+            if verdict == PENDING:
+                break
+            if verdict == MATCH:
+                found.append(self.measure(rows, times, start, labels, key))
+                start = self.next_start(start, labels)
+            else:
+                if labels and self.rule.emit_timeouts and not closed:
+                    timeout = self.measure(rows, times, start, labels, key)
+                    timeout.kind = "timeout"
+                    found.append(timeout)
+                start += 1
+        return found, start
+
+
+def match_events(rule: Rule | CompiledRule, events: list[dict]) -> list[Match]:
+    """Every match of ``rule`` in a finished list of events (a static run): WHERE, partition, order
+    by event time (ties in the order given), match."""
+    compiled = rule if isinstance(rule, CompiledRule) else CompiledRule(rule)
+    partitions: dict[tuple, list] = {}
+    for seq, event in enumerate(events):
+        if not compiled.accepts(event):
+            continue
+        when = compiled.time_of(event)
+        if when is None:
+            continue
+        partitions.setdefault(compiled.key_of(event), []).append((when, seq, event))
+    found: list[Match] = []
+    for key, entries in partitions.items():
+        entries.sort(key=lambda e: (e[0], e[1]))
+        rows = [e[2] for e in entries]
+        times = [e[0] for e in entries]
+        found.extend(compiled.match_rows(rows, times, key)[0])
+    return found
+
+
+class PartitionMatcher:
+    """One rule over one partition of a stream, fed as events arrive, in any order.
+
+    Events wait in a buffer until the watermark passes them, then join the released rows in event-time
+    order (ties broken by the order key given, e.g. topic partition and offset); the matcher runs over
+    the released rows. Events at or behind the watermark already passed are late: dropped and counted
+    (their place in the order is gone). Rows no pending attempt can reach are let go, so the state is
+    bounded by the time limit. The whole state is plain data (``to_state`` / ``from_state``).
+    """
+
+    def __init__(self, compiled: CompiledRule, key: tuple = ()) -> None:
+        self.compiled = compiled
+        self.key = key
+        self.buffer: list[tuple] = []  # (time, order, event), not yet released
+        self.rows: list[dict] = []
+        self.times: list[int] = []
+        self.start = 0  # where the next attempt starts, in rows
+        self.watermark = None  # the last watermark released up to
+        self.late = 0
+
+    def add(self, event: dict, when: int, order=0) -> bool:
+        """Buffer an event; False (and counted) if it is late."""
+        if self.watermark is not None and when <= self.watermark:
+            self.late += 1
+            return False
+        self.buffer.append((when, order, event))
+        return True
+
+    def advance(self, watermark: int | None, closed: bool = False) -> list[Match]:
+        """Release buffered events up to ``watermark`` (all of them if ``closed``) and match."""
+        if closed:
+            ready, self.buffer = self.buffer, []
+        elif watermark is None:
+            ready = []
+        else:
+            ready = [e for e in self.buffer if e[0] <= watermark]
+            if ready:
+                self.buffer = [e for e in self.buffer if e[0] > watermark]
+        if watermark is not None and (self.watermark is None or watermark > self.watermark):
+            self.watermark = watermark
+        ready.sort(key=lambda e: (e[0], e[1]))
+        for when, _order, event in ready:
+            self.rows.append(event)
+            self.times.append(when)
+        horizon = None if self.watermark is None else self.watermark + 1
+        found, self.start = self.compiled.match_rows(self.rows, self.times, self.key, self.start, closed, horizon)
+        self._let_go()
+        return found
+
+    def _let_go(self) -> None:
+        keep_from = max(0, self.start - 1)  # one row before the next start, for PREV
+        if keep_from > 64 and keep_from * 2 > len(self.rows):
+            del self.rows[:keep_from]
+            del self.times[:keep_from]
+            self.start -= keep_from
+
+    @property
+    def idle(self) -> bool:
+        """Nothing buffered and no attempt pending: the state can be dropped."""
+        return not self.buffer and self.start >= len(self.rows)
+
+    def next_deadline(self) -> int | None:
+        """The earliest watermark at which ``advance`` can make progress: the oldest buffered event, or the
+        time limit of the pending attempt."""
+        candidates = [min(e[0] for e in self.buffer)] if self.buffer else []
+        if self.start < len(self.rows) and self.compiled.within is not None:
+            candidates.append(self.times[self.start] + self.compiled.within - 1)
+        return min(candidates) if candidates else None
+
+    def to_state(self) -> dict[str, Any]:
+        base = max(0, self.start - 1)
+        return {"buffer": [list(e) for e in self.buffer], "rows": self.rows[base:], "times": self.times[base:],
+                "start": self.start - base, "watermark": self.watermark, "late": self.late}
+
+    @classmethod
+    def from_state(cls, compiled: CompiledRule, key: tuple, state: dict[str, Any]) -> PartitionMatcher:
+        matcher = cls(compiled, key)
+        matcher.buffer = [tuple(e) for e in state["buffer"]]
+        matcher.rows, matcher.times = state["rows"], state["times"]
+        matcher.start, matcher.watermark, matcher.late = state["start"], state["watermark"], state["late"]
+        return matcher
