@@ -1,0 +1,79 @@
+"""Definitions kept in a compacted topic: CEP rules (``__freshet_rules``) and stored search queries
+(``__freshet_watches``). Key: the definition's name; value: JSON ``{"name", "text", "added_ms", ...}``;
+removing one writes a tombstone. A running pipeline keeps a :class:`StoredDefinitions` and calls
+``refresh`` between batches, so added and removed definitions take effect without a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from confluent_kafka import Producer
+
+from .admin import ClientError, TopicAdmin
+from .config import producer_config
+from .reading import read_to_end, reader
+
+RULES_TOPIC = "__freshet_rules"
+WATCHES_TOPIC = "__freshet_watches"
+
+
+class StoredDefinitions:
+    """The definitions as last written, read by one consumer that reads only what is new at each refresh."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.definitions: dict[str, dict] = {}
+        self._consumer = None
+        self._position = -2
+        self.refreshed_at = 0.0
+
+    def ensure_topic(self) -> None:
+        TopicAdmin(self.bootstrap).ensure_topic(self.topic, 1, {"cleanup.policy": "compact"})
+
+    def refresh(self, timeout_s: float = 10.0) -> dict[str, dict]:
+        if self._consumer is None:
+            if self.topic not in TopicAdmin(self.bootstrap).list_topics():
+                self.refreshed_at = time.monotonic()
+                return {}
+            self._consumer = reader(self.bootstrap)
+
+        def handle(m) -> None:
+            name = m.key().decode()
+            if m.value() is None:
+                self.definitions.pop(name, None)
+            else:
+                self.definitions[name] = json.loads(m.value())
+
+        ends = read_to_end(self._consumer, [(self.topic, 0, self._position)], handle, timeout_s)
+        self._position = ends[(self.topic, 0)]
+        self.refreshed_at = time.monotonic()
+        return dict(self.definitions)
+
+    def _write(self, key: str, value: bytes | None) -> None:
+        self.ensure_topic()
+        producer = Producer(producer_config(self.bootstrap, {"log_level": 0}))
+        failures: list[str] = []
+        producer.produce(self.topic, value, key.encode(),
+                         on_delivery=lambda err, _m: failures.append(err.str()) if err else None)
+        left = producer.flush(15)
+        if failures or left:
+            raise ClientError(f"could not write to {self.topic}: {failures[0] if failures else 'timed out'}")
+
+    def put(self, name: str, text: str, **extra) -> dict:
+        value = {"name": name, "text": text, "added_ms": int(time.time() * 1000), **extra}
+        self._write(name, json.dumps(value).encode())
+        return value
+
+    def remove(self, name: str) -> None:
+        """Remove ``name``; ClientError if there is no such definition."""
+        if name not in self.refresh():
+            raise ClientError(f"no {name!r} in {self.topic}")
+        self._write(name, None)
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None

@@ -1,0 +1,105 @@
+"""Stored queries: what they mean, and the indexed percolator against a brute-force scan."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from freshet.cep.expressions import RuleSyntaxError
+from freshet.cep.search import Document, QueryIndex, matches, parse_query
+
+LISTING = {"city": "Delft", "price": 385000, "bedrooms": 3,
+           "title": "Canal view house close to the station", "features": ["garden", "balcony"],
+           "agent": {"name": "Van Dam Makelaars"}}
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("city = Delft AND price < 400000", True),
+    ("city = delft AND price < 300000", False),
+    ("canal", True),
+    ('"close to the station"', True),
+    ('"station close"', False),
+    ("garden AND NOT leasehold", True),
+    ("garden -leasehold", False),  # '-leasehold' is a word to look for, not NOT
+    ("title:canal", True),
+    ("city:canal", False),
+    ('title:"canal view"', True),
+    ("city IN (Amsterdam, Utrecht)", False),
+    ("city IN (Amsterdam, 'Delft')", True),
+    ("bedrooms >= 3 AND (garden OR pool)", True),
+    ("bedrooms > 3 OR pool", False),
+    ("agent.name:makelaars", True),
+    ("price = 385000", True),
+    ("price <> 385000", False),
+    ("canal view delft", True),  # adjacent terms: AND
+    ("canal view rotterdam", False),
+])
+def test_query_meaning(query, expected):
+    assert matches(parse_query(query), Document(LISTING)) is expected
+    index = QueryIndex()
+    index.add("q", query)
+    assert index.match(LISTING) == (["q"] if expected else [])
+
+
+@pytest.mark.parametrize("query, message", [
+    ("", "empty"), ("city =", "expected a value"), ("(canal", "expected )"), ("canal AND", "expected a term"),
+    ("city IN Delft", "expected ( after IN"), ('""', "no words"), ("a ) b", "unexpected ')'"),
+])
+def test_bad_queries_say_what_is_wrong(query, message):
+    with pytest.raises(RuleSyntaxError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_query(query)
+
+
+def test_the_presearch_evaluates_few_queries():
+    index = QueryIndex()
+    for i in range(5000):
+        index.add(f"q{i}", f"city = city{i} AND price < {100000 + i}")
+    index.add("delft", "city = Delft AND price < 400000")
+    assert index.match(LISTING) == ["delft"]
+    assert index.evaluated == 1
+
+
+WORDS = ["canal", "garden", "delft", "view", "station", "house", "pool"]
+FIELDS = ["city", "title", "kind"]
+
+
+def query_texts():
+    word = st.sampled_from(WORDS)
+    value = st.one_of(st.sampled_from(WORDS), st.integers(0, 5).map(str), st.sampled_from(["'Delft'", "2.0", "'02'"]))
+    leaf = st.one_of(
+        word,
+        st.tuples(word, word).map(lambda t: f'"{t[0]} {t[1]}"'),
+        st.tuples(st.sampled_from(FIELDS + ["rooms"]), word).map(lambda t: f"{t[0]}:{t[1]}"),
+        st.tuples(st.sampled_from(FIELDS + ["rooms"]), st.sampled_from(["=", "<>", "<", ">="]), value).map(
+            lambda t: f"{t[0]} {t[1]} {t[2]}"),
+        st.tuples(st.sampled_from(FIELDS), st.lists(value, min_size=1, max_size=3)).map(
+            lambda t: f"{t[0]} IN ({', '.join(t[1])})"),
+    )
+    return st.recursive(leaf, lambda inner: st.one_of(
+        st.tuples(inner, st.sampled_from(["AND", "OR", ""]), inner).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
+        inner.map(lambda q: f"NOT {q}")), max_leaves=5)
+
+
+documents = st.fixed_dictionaries({
+    "city": st.sampled_from(["Delft", "delft", "Utrecht", "pool", "2", "02", "2.0"]),
+    "title": st.lists(st.sampled_from(WORDS), max_size=5).map(" ".join),
+    "kind": st.one_of(st.sampled_from(WORDS), st.integers(0, 3)),
+    "rooms": st.one_of(st.integers(0, 5), st.floats(0, 5).map(lambda f: round(f, 1)), st.just("2")),
+})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(query_texts(), min_size=1, max_size=30), st.lists(documents, min_size=1, max_size=10))
+def test_indexed_matching_equals_a_brute_force_scan(queries, docs):
+    index = QueryIndex()
+    parsed = {}
+    for i, text in enumerate(queries):
+        index.add(f"q{i}", text)
+        parsed[f"q{i}"] = parse_query(text)
+    for i in range(0, len(queries), 3):  # removed queries match nothing
+        index.remove(f"q{i}")
+        del parsed[f"q{i}"]
+    for doc in docs:
+        scan = sorted(q for q, node in parsed.items() if matches(node, Document(doc)))
+        assert index.match(doc) == scan
