@@ -1,0 +1,252 @@
+"""Complex event processing and stored queries on Spark: the thin part. The semantics live in
+``freshet.cep`` (pure Python, unit-tested); here they are wired into a streaming query.
+
+Rules: each record of the input (JSON) is routed to every rule whose FROM and WHERE it passes, as one
+row per (rule, partition key), stamped with the rule's event time; behind a watermark, Python stateful
+processing per (rule, key) (``applyInPandasWithState``, state in RocksDB and the checkpoint, event-time
+timeouts) feeds a :class:`~freshet.cep.matcher.PartitionMatcher`, which matches rows in event-time
+order once the watermark passes them and emits each match once. Late rows are dropped by Spark's
+watermark (and counted in the query's progress).
+
+Stored queries: each record is matched against the query index (``freshet.cep.search``); one output
+row per (record, query) it matches. Stateless.
+
+Where the definitions come from is a :class:`RuleSource`: a fixed list (tests, files) or a compacted topic
+(``freshet rules add``, ``freshet watch add``) re-read at most once a second in every Python worker, so a
+running query picks up added and removed definitions without a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from freshet.cep.matcher import CompiledRule, PartitionMatcher
+from freshet.cep.rules import parse_rule
+from freshet.cep.search import QueryIndex
+
+from .stateful import DEFAULT_LATENESS, _FreshState
+
+MATCH_OUTPUT = ("rule string, kind string, key string, match_start timestamp, match_end timestamp, rows int, "
+                "measures string")
+ROUTED = "rule string, pkey string, event_time timestamp, ord long, event string"
+WATCH_OUTPUT = "query_id string, query string, topic string, partition int, offset long, event string"
+REFRESH_S = 1.0
+
+
+class RuleSource:
+    """Where rule (or query) definitions come from: ``current()`` is ``{name: text}``."""
+
+    def current(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def cache_key(self) -> tuple:
+        raise NotImplementedError
+
+
+class FixedRules(RuleSource):
+    def __init__(self, texts: dict[str, str] | list[str]) -> None:
+        if isinstance(texts, dict):
+            self.texts = dict(texts)
+        else:
+            self.texts = {parse_rule(t).name: t for t in texts}
+
+    def current(self) -> dict[str, str]:
+        return self.texts
+
+    def cache_key(self) -> tuple:
+        return ("fixed", tuple(sorted(self.texts.items())))
+
+
+class TopicRules(RuleSource):
+    """Definitions in a compacted topic; each worker process keeps one reader, refreshed once a second."""
+
+    _readers: dict = {}
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap, self.topic = bootstrap, topic
+
+    def current(self) -> dict[str, str]:
+        from freshet.client.stored import StoredDefinitions
+
+        key = (self.bootstrap, self.topic)
+        stored = TopicRules._readers.get(key)
+        if stored is None:
+            stored = TopicRules._readers[key] = StoredDefinitions(self.bootstrap, self.topic)
+        if stored.refreshed_at == 0.0 or time.monotonic() - stored.refreshed_at >= REFRESH_S:
+            stored.refresh()
+        return {name: d["text"] for name, d in stored.definitions.items()}
+
+    def cache_key(self) -> tuple:
+        return ("topic", self.bootstrap, self.topic)
+
+
+class _Compiled:
+    """The compiled form of a source's current definitions, rebuilt only when a text changes."""
+
+    _cache: dict = {}
+
+    @staticmethod
+    def rules(source: RuleSource) -> dict[str, CompiledRule]:
+        texts = source.current()
+        cached = _Compiled._cache.get(source.cache_key())
+        if cached is not None and cached[0] == texts:
+            return cached[1]
+        compiled = {}
+        for name, text in texts.items():
+            try:
+                compiled[name] = CompiledRule(parse_rule(text))
+            except ValueError:
+                continue  # `freshet rules add` refuses bad rules; one written by hand is skipped
+        _Compiled._cache[source.cache_key()] = (dict(texts), compiled)
+        return compiled
+
+    @staticmethod
+    def queries(source: RuleSource) -> QueryIndex:
+        texts = source.current()
+        cached = _Compiled._cache.get(("q", source.cache_key()))
+        if cached is not None and cached[0] == texts:
+            return cached[1]
+        index = QueryIndex()
+        for name, text in texts.items():
+            try:
+                index.add(name, text)
+            except ValueError:
+                continue
+        _Compiled._cache[("q", source.cache_key())] = (dict(texts), index)
+        return index
+
+
+def _events(pdf: pd.DataFrame) -> Iterator[tuple[dict, str, int, int]]:
+    for value, topic, partition, offset in zip(pdf["value"], pdf["topic"], pdf["partition"], pdf["offset"]):
+        if value is None:
+            continue
+        try:
+            event = json.loads(value)
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(event, dict):
+            yield event, topic, int(partition), int(offset)
+
+
+def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
+    """One row per (event, rule it passes): the rule, the partition key (JSON), event time, order, event."""
+
+    def routed(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for pdf in batches:
+            compiled = list(_Compiled.rules(rules).values())
+            out: dict[str, list] = {"rule": [], "pkey": [], "event_time": [], "ord": [], "event": []}
+            for event, topic, partition, offset in _events(pdf):
+                text = None
+                for rule in compiled:
+                    if rule.rule.topic not in (None, topic) or not rule.accepts(event):
+                        continue
+                    when = rule.time_of(event)
+                    if when is None:
+                        continue
+                    if text is None:
+                        text = json.dumps(event)
+                    out["rule"].append(rule.name)
+                    out["pkey"].append(json.dumps(rule.key_of(event)))
+                    out["event_time"].append(when)
+                    out["ord"].append((partition << 40) | offset)
+                    out["event"].append(text)
+            frame = pd.DataFrame(out)
+            frame["event_time"] = pd.to_datetime(frame["event_time"].astype("int64"), unit="ms", utc=True)
+            yield frame
+
+    columns = raw.select(F.col("value").cast("string").alias("value"), "topic", "partition", "offset")
+    return columns.mapInPandas(routed, ROUTED)
+
+
+def _match_step(rules: RuleSource):
+    def step(group: tuple, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+        rule_name, pkey = group
+        compiled = _Compiled.rules(rules).get(rule_name)
+        if compiled is None:  # the rule was removed: its partial matches go with it
+            if state.exists:
+                state.remove()
+            return
+        key = tuple(json.loads(pkey))
+        matcher = (PartitionMatcher.from_state(compiled, key, json.loads(state.get[0])) if state.exists
+                   else PartitionMatcher(compiled, key))
+        for pdf in batches:
+            times = pdf["event_time"].astype("datetime64[us, UTC]").astype("int64") // 1000
+            for event, when, order in zip(pdf["event"], times, pdf["ord"]):
+                matcher.add(json.loads(event), int(when), int(order))
+        streaming = not isinstance(state, _FreshState)
+        if streaming:
+            found = matcher.advance(state.getCurrentWatermarkMs())
+        else:
+            found = matcher.advance(None, closed=True)
+        if streaming:
+            if matcher.idle:
+                state.remove()
+            else:
+                state.update((json.dumps(matcher.to_state()),))
+                deadline = matcher.next_deadline()
+                if deadline is not None:
+                    state.setTimeoutTimestamp(max(deadline - 1, state.getCurrentWatermarkMs() + 1))
+        if found:
+            yield pd.DataFrame({
+                "rule": [m.rule for m in found], "kind": [m.kind for m in found],
+                "key": [json.dumps(list(m.key)) for m in found],
+                "match_start": pd.to_datetime([m.start_ms for m in found], unit="ms", utc=True),
+                "match_end": pd.to_datetime([m.end_ms for m in found], unit="ms", utc=True),
+                "rows": [m.rows for m in found],
+                "measures": [json.dumps(m.measures, default=str) for m in found]})
+    return step
+
+
+def match_rules(raw: DataFrame, rules: RuleSource, lateness: str = DEFAULT_LATENESS) -> DataFrame:
+    """Every match (and, for rules that ask, every timed-out partial match) of the rules over the raw
+    records of the freshet source: ``rule, kind, key, match_start, match_end, rows, measures`` (JSON).
+
+    Streaming: each match once, when the watermark (``lateness`` behind the newest event) has passed
+    its rows and the rule's time limit allows no other outcome. Static: the matches of the whole input."""
+    routed = route(raw, rules)
+    step = _match_step(rules)
+    if routed.isStreaming:
+        from pyspark.sql.streaming.state import GroupStateTimeout
+
+        return (routed.withWatermark("event_time", lateness).groupBy("rule", "pkey")
+                .applyInPandasWithState(step, MATCH_OUTPUT, "matcher string", "append",
+                                        GroupStateTimeout.EventTimeTimeout))
+
+    def once(key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
+        frames = list(step(key, iter([pdf]), _FreshState()))
+        return pd.concat(frames) if frames else pd.DataFrame(
+            {c.split()[0]: [] for c in MATCH_OUTPUT.split(", ")})
+
+    return routed.groupBy("rule", "pkey").applyInPandas(once, MATCH_OUTPUT)
+
+
+def match_queries(raw: DataFrame, queries: RuleSource) -> DataFrame:
+    """One row per (record, stored query it matches): ``query_id, query, topic, partition, offset, event``."""
+
+    def matched(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for pdf in batches:
+            index = _Compiled.queries(queries)
+            out: dict[str, list] = {c.split()[0]: [] for c in WATCH_OUTPUT.split(", ")}
+            for event, topic, partition, offset in _events(pdf):
+                hits = index.match(event)
+                if not hits:
+                    continue
+                text = json.dumps(event)
+                for query_id in hits:
+                    out["query_id"].append(query_id)
+                    out["query"].append(index.queries[query_id].text)
+                    out["topic"].append(topic)
+                    out["partition"].append(partition)
+                    out["offset"].append(offset)
+                    out["event"].append(text)
+            frame = pd.DataFrame(out)
+            yield frame.astype({"partition": "int32", "offset": "int64"})
+
+    columns = raw.select(F.col("value").cast("string").alias("value"), "topic", "partition", "offset")
+    return columns.mapInPandas(matched, WATCH_OUTPUT)
