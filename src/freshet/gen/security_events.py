@@ -55,8 +55,8 @@ def _ip(rng: random.Random, first: int) -> str:
 def security_events(count: int = 100_000, seed: int = 7, sources: int = 10_000, servers: int = 200,
                     attacks: int = 5, start_ms: int = 1_767_225_600_000, rate_per_s: float = 50.0,
                     out_of_order: float = 0.05, max_disorder_ms: int = 5_000) -> SecurityEvents:
-    """``count`` background events over ``count / rate_per_s`` seconds of event time, with ``attacks`` of
-    each kind planted (each on hosts of its own, spread over the span)."""
+    """``count`` background events (``rate_per_s`` per second of event time; more if the attacks need the
+    time), with ``attacks`` of each kind planted (each on hosts of its own, spread over the span)."""
     if count < 1 or attacks < 0 or sources < 1 or servers < 1 or rate_per_s <= 0:
         raise ValueError("count, sources, servers and rate must be positive, attacks not negative")
     rng = random.Random(seed)
@@ -71,19 +71,6 @@ def security_events(count: int = 100_000, seed: int = 7, sources: int = 10_000, 
         timed.append((when, seq, {"event_time": when, "src_ip": src, "dst_ip": dst, "dst_port": port,
                                   "group": group, "event_name": name}))
         seq += 1
-
-    step = 1000 / rate_per_s
-    for i in range(count):
-        when = start_ms + int(i * step)
-        roll = rng.random()
-        src, dst = rng.choice(src_ips), rng.choice(dst_ips)
-        if roll < 0.004:
-            add(when, src, dst, 22, "generalbruteforce", rng.choice(BRUTE))
-        elif roll < 0.006:
-            add(when, src, dst, 80, "httpscan", rng.choice(SCANS))
-        else:
-            group, names, port = BACKGROUND[int(roll * 1000) % len(BACKGROUND)]
-            add(when, src, dst, port, group, rng.choice(names))
 
     planted: list[Planted] = []
     slot = span_ms // max(1, attacks * 3 + 1)
@@ -107,6 +94,23 @@ def security_events(count: int = 100_000, seed: int = 7, sources: int = 10_000, 
             peer = _ip(rng, 198)
             add(begin, peer, rng.choice(dst_ips), 6881, "p2p", rng.choice(P2P))
             planted.append(Planted(kind, peer, begin, begin, 1))
+
+    # background until well after the last attack (6 minutes: every rule's time limit and a watermark's
+    # lateness), so a stream's watermark passes every planted attack
+    last_end = max((p.end_ms for p in planted), default=start_ms)
+    count = max(count, int((last_end + 6 * 60_000 - start_ms) * rate_per_s / 1000))
+    step = 1000 / rate_per_s
+    for i in range(count):
+        when = start_ms + int(i * step)
+        roll = rng.random()
+        src, dst = rng.choice(src_ips), rng.choice(dst_ips)
+        if roll < 0.004:
+            add(when, src, dst, 22, "generalbruteforce", rng.choice(BRUTE))
+        elif roll < 0.006:
+            add(when, src, dst, 80, "httpscan", rng.choice(SCANS))
+        else:
+            group, names, port = BACKGROUND[int(roll * 1000) % len(BACKGROUND)]
+            add(when, src, dst, port, group, rng.choice(names))
 
     timed.sort()
     # a little disorder: some events arrive after later ones (up to max_disorder_ms)

@@ -13,8 +13,10 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from freshet.client.stored import RULES_TOPIC, WATCHES_TOPIC
+
 from . import access_logs as al
-from . import enrichment, event_sourced, event_windows, joins, statsd_rollup, timeline
+from . import cep, enrichment, event_sourced, event_windows, joins, statsd_rollup, timeline
 from .stateful import DEFAULT_LATENESS
 
 
@@ -29,6 +31,8 @@ class Pipeline:
     result: Callable[..., DataFrame] | None = None
     # (raw DataFrames..., dsn, table, sink_id, lateness) -> DataStreamWriter keeping a PostgreSQL view
     view: Callable[..., Any] | None = None
+    # result also takes bootstrap= (it reads definitions kept in a topic: rules, stored queries)
+    needs_bootstrap: bool = False
 
     @property
     def postgres_only(self) -> bool:
@@ -90,6 +94,15 @@ CATALOG: dict[str, Pipeline] = {p.name: p for p in (
              ("window_start", "name", "type", "tags"),
              result=lambda raw, lateness=statsd_rollup.FLUSH_INTERVAL: statsd_rollup.rollup(
                  statsd_rollup.parse(raw), lateness=lateness)),
+    Pipeline("cep", "complex event processing: every match of the stored rules (freshet rules add), each once, "
+             "as the watermark passes it", ("JSON events",), ("rule", "key", "match_start"), final=True,
+             needs_bootstrap=True,
+             result=lambda raw, lateness=DEFAULT_LATENESS, bootstrap=None: cep.match_rules(
+                 raw, cep.TopicRules(bootstrap, RULES_TOPIC), lateness)),
+    Pipeline("watch", "search on streams: each event matched against the stored queries (freshet watch add)",
+             ("JSON events",), ("query_id", "topic", "partition", "offset"), final=True, needs_bootstrap=True,
+             result=lambda raw, lateness=DEFAULT_LATENESS, bootstrap=None: cep.match_queries(
+                 raw, cep.TopicRules(bootstrap, WATCHES_TOPIC))),
 )}
 
 

@@ -30,7 +30,7 @@ from freshet.cep.matcher import CompiledRule, PartitionMatcher
 from freshet.cep.rules import parse_rule
 from freshet.cep.search import QueryIndex
 
-from .stateful import DEFAULT_LATENESS, _FreshState
+from .stateful import DEFAULT_LATENESS, _FreshState, epoch_ms
 
 MATCH_OUTPUT = ("rule string, kind string, key string, match_start timestamp, match_end timestamp, rows int, "
                 "measures string")
@@ -141,6 +141,7 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
         for pdf in batches:
             compiled = list(_Compiled.rules(rules).values())
             out: dict[str, list] = {"rule": [], "pkey": [], "event_time": [], "ord": [], "event": []}
+            newest = None  # the chunk's newest event time, routed or not: the watermark moves with every event
             for event, topic, partition, offset in _events(pdf):
                 text = None
                 for rule in compiled:
@@ -156,9 +157,22 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
                     out["event_time"].append(when)
                     out["ord"].append((partition << 40) | offset)
                     out["event"].append(text)
-            frame = pd.DataFrame(out)
-            frame["event_time"] = pd.to_datetime(frame["event_time"].astype("int64"), unit="ms", utc=True)
-            yield frame
+                    if newest is None or when > newest:
+                        newest = when
+                if text is None:  # an event no rule wants still tells the time
+                    for rule in compiled:
+                        when = rule.time_of(event)
+                        if when is not None:
+                            if newest is None or when > newest:
+                                newest = when
+                            break
+            if newest is not None:  # one heartbeat row per chunk, in a group no rule has
+                for column, value in (("rule", ""), ("pkey", ""), ("event_time", newest), ("ord", 0), ("event", "")):
+                    out[column].append(value)
+            yield pd.DataFrame({
+                "rule": pd.Series(out["rule"], dtype=object), "pkey": pd.Series(out["pkey"], dtype=object),
+                "event_time": pd.to_datetime(pd.Series(out["event_time"], dtype="int64"), unit="ms", utc=True),
+                "ord": pd.Series(out["ord"], dtype="int64"), "event": pd.Series(out["event"], dtype=object)})
 
     columns = raw.select(F.col("value").cast("string").alias("value"), "topic", "partition", "offset")
     return columns.mapInPandas(routed, ROUTED)
@@ -167,7 +181,7 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
 def _match_step(rules: RuleSource):
     def step(group: tuple, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         rule_name, pkey = group
-        compiled = _Compiled.rules(rules).get(rule_name)
+        compiled = _Compiled.rules(rules).get(rule_name) if rule_name else None
         if compiled is None:  # the rule was removed: its partial matches go with it
             if state.exists:
                 state.remove()
@@ -176,7 +190,7 @@ def _match_step(rules: RuleSource):
         matcher = (PartitionMatcher.from_state(compiled, key, json.loads(state.get[0])) if state.exists
                    else PartitionMatcher(compiled, key))
         for pdf in batches:
-            times = pdf["event_time"].astype("datetime64[us, UTC]").astype("int64") // 1000
+            times = epoch_ms(pdf["event_time"])
             for event, when, order in zip(pdf["event"], times, pdf["ord"]):
                 matcher.add(json.loads(event), int(when), int(order))
         streaming = not isinstance(state, _FreshState)
@@ -193,14 +207,19 @@ def _match_step(rules: RuleSource):
                 if deadline is not None:
                     state.setTimeoutTimestamp(max(deadline - 1, state.getCurrentWatermarkMs() + 1))
         if found:
-            yield pd.DataFrame({
-                "rule": [m.rule for m in found], "kind": [m.kind for m in found],
-                "key": [json.dumps(list(m.key)) for m in found],
-                "match_start": pd.to_datetime([m.start_ms for m in found], unit="ms", utc=True),
-                "match_end": pd.to_datetime([m.end_ms for m in found], unit="ms", utc=True),
-                "rows": [m.rows for m in found],
-                "measures": [json.dumps(m.measures, default=str) for m in found]})
+            yield _matches_frame(found)
     return step
+
+
+def _matches_frame(found: list) -> pd.DataFrame:
+    return pd.DataFrame({
+        "rule": pd.Series([m.rule for m in found], dtype=object),
+        "kind": pd.Series([m.kind for m in found], dtype=object),
+        "key": pd.Series([json.dumps(list(m.key)) for m in found], dtype=object),
+        "match_start": pd.to_datetime(pd.Series([m.start_ms for m in found], dtype="int64"), unit="ms", utc=True),
+        "match_end": pd.to_datetime(pd.Series([m.end_ms for m in found], dtype="int64"), unit="ms", utc=True),
+        "rows": pd.Series([m.rows for m in found], dtype="int32"),
+        "measures": pd.Series([json.dumps(m.measures, default=str) for m in found], dtype=object)})
 
 
 def match_rules(raw: DataFrame, rules: RuleSource, lateness: str = DEFAULT_LATENESS) -> DataFrame:
@@ -220,8 +239,7 @@ def match_rules(raw: DataFrame, rules: RuleSource, lateness: str = DEFAULT_LATEN
 
     def once(key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
         frames = list(step(key, iter([pdf]), _FreshState()))
-        return pd.concat(frames) if frames else pd.DataFrame(
-            {c.split()[0]: [] for c in MATCH_OUTPUT.split(", ")})
+        return pd.concat(frames) if frames else _matches_frame([])
 
     return routed.groupBy("rule", "pkey").applyInPandas(once, MATCH_OUTPUT)
 
@@ -245,8 +263,20 @@ def match_queries(raw: DataFrame, queries: RuleSource) -> DataFrame:
                     out["partition"].append(partition)
                     out["offset"].append(offset)
                     out["event"].append(text)
-            frame = pd.DataFrame(out)
-            yield frame.astype({"partition": "int32", "offset": "int64"})
+                    if newest is None or when > newest:
+                        newest = when
+                if text is None:  # an event no rule wants still tells the time
+                    for rule in compiled:
+                        when = rule.time_of(event)
+                        if when is not None:
+                            if newest is None or when > newest:
+                                newest = when
+                            break
+            if newest is not None:  # one heartbeat row per chunk, in a group no rule has
+                for column, value in (("rule", ""), ("pkey", ""), ("event_time", newest), ("ord", 0), ("event", "")):
+                    out[column].append(value)
+            yield pd.DataFrame({name: pd.Series(values, dtype={"partition": "int32", "offset": "int64"}.get(name, object))
+                                for name, values in out.items()})
 
     columns = raw.select(F.col("value").cast("string").alias("value"), "topic", "partition", "offset")
     return columns.mapInPandas(matched, WATCH_OUTPUT)

@@ -146,7 +146,8 @@ def start(spark, spec: PipelineSpec):
     raws = [source(spark, spec, topic) for topic in input_topics(spec)]
     if entry.view is not None:
         return _start(entry.view(*raws, spec.pg_dsn, sink_of(spec)[1], _sink_id(spec), spec.lateness), spec)
-    return _write(entry.result(*raws, lateness=spec.lateness), list(entry.keys), entry.final, spec)
+    extra = {"bootstrap": spec.bootstrap} if entry.needs_bootstrap else {}
+    return _write(entry.result(*raws, lateness=spec.lateness, **extra), list(entry.keys), entry.final, spec)
 
 
 def _write(result: DataFrame, keys: list[str], final: bool, spec: PipelineSpec):
