@@ -235,6 +235,10 @@ def _split_clauses(tokens: list[Token]) -> list[tuple[str, list[Token]]]:
         previous = tokens[i - 1].text if i else ""
         starts = (depth == 0 and token.kind in ("name", "keyword") and token.text.upper() in CLAUSES
                   and previous != ".")
+        if starts and clauses and clauses[-1][0] in ("RULE", "FROM") and clauses[-1][1]:
+            last = tokens[i - 1]
+            if token.pos == last.pos + len(last.text):  # a name like brute-rule-2 is one word
+                starts = False
         if starts:
             clauses.append((token.text.upper(), []))
             continue

@@ -168,3 +168,69 @@ def activity_cmd(topic: str, users: int, count: int, seed: int, bootstrap: str) 
     produce_records(bootstrap, topic, ((str(u).encode(), json.dumps({"user_id": u, "url": url, "ts": t}).encode(), t)
                                        for u, url, t in events))
     click.echo(f"produced {count} activity events to {topic}", err=True)
+
+
+@gen.command("security-events")
+@click.argument("topic")
+@click.option("--count", default=50_000, show_default=True, help="Background events (more if the attacks need the time).")
+@click.option("--attacks", default=3, show_default=True, help="Attacks planted of each kind: brute force, HTTP scan, p2p.")
+@click.option("--rate", default=50.0, show_default=True, help="Background events per second of event time.")
+@click.option("--sources", default=10_000, show_default=True, help="Source IPs.")
+@click.option("--seed", default=7, show_default=True)
+@click.option("--plan", "plan_path", default=None, type=click.Path(dir_okay=False),
+              help="Also write what was planted (JSON lines) here.")
+@bootstrap_option
+@one_line_errors
+def security_events_cmd(topic: str, count: int, attacks: int, rate: float, sources: int, seed: int,
+                        plan_path: str | None, bootstrap: str) -> None:
+    """IDS-style security events with attacks planted at known times (for `freshet rules add --set intrusion`),
+    keyed by source IP, timestamped by event time; prints what was planted."""
+    import json
+
+    from freshet.cep.matcher import event_time_ms
+    from freshet.client.produce import produce_records
+    from freshet.gen.security_events import iso, security_events
+
+    from .demo_cep import recent_start_ms
+
+    TopicAdmin(bootstrap).partition_count(topic)
+    try:
+        generated = security_events(count, seed=seed, sources=sources, attacks=attacks, rate_per_s=rate,
+                                    start_ms=recent_start_ms())
+    except ValueError as exc:
+        raise ClientError(str(exc)) from None
+    produce_records(bootstrap, topic, ((e["src_ip"].encode(), json.dumps(e).encode(), event_time_ms(e["event_time"]))
+                                       for e in generated.events))
+    lines = [json.dumps({"rule": p.rule, "host": p.host, "start": iso(p.start_ms), "end": iso(p.end_ms),
+                         "events": p.events}) for p in generated.planted]
+    if plan_path:
+        with open(plan_path, "w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
+    for p in generated.planted:
+        click.echo(f"planted {p.rule:12} {p.host:16} {iso(p.start_ms)} .. {iso(p.end_ms)} ({p.events} events)")
+    click.echo(f"produced {len(generated.events)} security events to {topic}", err=True)
+
+
+@gen.command("listings")
+@click.argument("topic")
+@click.option("--count", default=10_000, show_default=True)
+@click.option("--seed", default=11, show_default=True)
+@bootstrap_option
+@one_line_errors
+def listings_cmd(topic: str, count: int, seed: int, bootstrap: str) -> None:
+    """Houses for sale (city, price, bedrooms, title, features), keyed by listing id, for `freshet watch`."""
+    import json
+
+    from freshet.cep.matcher import event_time_ms
+    from freshet.client.produce import produce_records
+    from freshet.gen.listings import listings
+
+    from .demo_cep import recent_start_ms
+
+    TopicAdmin(bootstrap).partition_count(topic)
+    if count < 0:
+        raise ClientError("--count must not be negative")
+    sent = produce_records(bootstrap, topic, ((e["listing_id"].encode(), json.dumps(e).encode(),
+                                               event_time_ms(e["event_time"]))
+                                              for e in listings(count, seed=seed, start_ms=recent_start_ms())))
+    click.echo(f"produced {sent} listings to {topic}", err=True)

@@ -6,7 +6,9 @@ import click
 
 from .broker_cmd import broker
 from .cdc_cmd import cdc, search
+from .cep_cmd import rules, watch
 from .dashboard_cmd import dashboard, pipelines
+from .demo_cep import alerts_demo, intrusion_demo
 from .demo_cmd import demo
 from .demo_enrollment import enrollment_demo
 from .demo_ingest import ingest_demo
@@ -35,6 +37,8 @@ cli.add_command(gen)
 cli.add_command(groups)
 demo.add_command(enrollment_demo)
 demo.add_command(ingest_demo)
+demo.add_command(intrusion_demo)
+demo.add_command(alerts_demo)
 cli.add_command(demo)
 cli.add_command(run)
 cli.add_command(cdc)
@@ -46,6 +50,8 @@ cli.add_command(transactions)
 cli.add_command(es)
 cli.add_command(ingest)
 cli.add_command(webhook)
+cli.add_command(rules)
+cli.add_command(watch)
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ def listings(count: int = 10_000, seed: int = 11, start_ms: int = 1_767_225_600_
         area = rng.randint(30, 60) + bedrooms * rng.randint(15, 30)
         price = int(area * rng.randint(2500, 6500) / 1000) * 1000
         features = sorted(rng.sample(FEATURES, rng.randint(0, 4)))
-        kind = rng.choice(KINDS)
+        kind = rng.choice(KINDS[:1] + KINDS[4:] if bedrooms == 1 else KINDS[:5])
         words = [f"{kind} in {city}"] + [f"with {f}" for f in features[:2]] + rng.sample(PHRASES, 2)
         yield {
             "listing_id": f"L{i + 1:06d}",

@@ -263,18 +263,6 @@ def match_queries(raw: DataFrame, queries: RuleSource) -> DataFrame:
                     out["partition"].append(partition)
                     out["offset"].append(offset)
                     out["event"].append(text)
-                    if newest is None or when > newest:
-                        newest = when
-                if text is None:  # an event no rule wants still tells the time
-                    for rule in compiled:
-                        when = rule.time_of(event)
-                        if when is not None:
-                            if newest is None or when > newest:
-                                newest = when
-                            break
-            if newest is not None:  # one heartbeat row per chunk, in a group no rule has
-                for column, value in (("rule", ""), ("pkey", ""), ("event_time", newest), ("ord", 0), ("event", "")):
-                    out[column].append(value)
             yield pd.DataFrame({name: pd.Series(values, dtype={"partition": "int32", "offset": "int64"}.get(name, object))
                                 for name, values in out.items()})
 

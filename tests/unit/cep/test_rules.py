@@ -65,6 +65,7 @@ def test_quantifier_bounds():
     ("RULE r PATTERN (A) PATTERN (B)", "given twice"),
     ("RULE r PATTERN (A) DEFINE A AS x = 'unterminated", "unexpected"),
     ("RULE bad/name PATTERN (A)", "rule name"),
+    ("RULE my-rule-2 FROM web-order-events PATTERN (A) WITHIN", "WITHIN takes a duration"),
 ])
 def test_bad_rules_say_what_is_wrong(text, message):
     with pytest.raises(RuleSyntaxError, match=re.escape(message)):
@@ -84,3 +85,8 @@ def test_lookup_tables_and_case():
               for i, (t, k) in enumerate([("MOC", "T2"), ("MTC", "T1"), ("TRANSIT", "T1"), ("TRANSIT", "T2")])]
     assert [m.measures["direction"] for m in match_events(rule, events)] == [
         "outgoing", "incoming", "transit-out", "transit-in"]
+
+
+def test_names_with_dashes_that_contain_clause_words():
+    rule = parse_rule("RULE brute-rule-2 FROM web-order-events PATTERN (A)")
+    assert (rule.name, rule.topic) == ("brute-rule-2", "web-order-events")

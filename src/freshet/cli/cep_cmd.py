@@ -1,0 +1,200 @@
+"""``freshet rules`` and ``freshet watch``: the CEP rules and the stored search queries a running
+``freshet run cep`` / ``freshet run watch`` matches, kept in compacted topics (changes take effect in
+running queries within a second or so).
+
+    freshet rules add my.rules                # one or more rules from a file ('-': stdin)
+    freshet rules add --set intrusion         # a shipped rule set: intrusion, fraud, telco
+    freshet rules list | show NAME | remove NAME
+    freshet rules try my.rules events.jsonl   # match locally, no Spark: what would alert
+    freshet watch add "city = Delft AND price < 400000" --id anna
+    freshet watch list | remove ID
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+
+import click
+
+from freshet.client import ClientError
+from freshet.client.stored import RULES_TOPIC, WATCHES_TOPIC, StoredDefinitions
+
+from .common import bootstrap_option, one_line_errors
+
+
+def _rule_texts(source: str | None, ruleset: str | None) -> list[str]:
+    from freshet.cep.rulesets import names, split_rules, text
+
+    if (source is None) == (ruleset is None):
+        raise ClientError("give a rules file (or - for stdin) or --set NAME")
+    if ruleset is not None:
+        if ruleset not in names():
+            raise ClientError(f"no rule set {ruleset!r}; there are {', '.join(names())}")
+        content = text(ruleset)
+    elif source == "-":
+        content = sys.stdin.read()
+    else:
+        try:
+            with open(source, encoding="utf-8") as f:
+                content = f.read()
+        except OSError as exc:
+            raise ClientError(f"cannot read {source}: {exc.strerror}") from None
+    texts = split_rules(content)
+    if not texts:
+        raise ClientError(f"no rule in {source or ruleset} (each starts with RULE name)")
+    return texts
+
+
+def _parsed(texts: list[str]):
+    from freshet.cep.rules import parse_rule
+
+    rules = []
+    for text in texts:
+        try:
+            rules.append(parse_rule(text))
+        except ValueError as exc:
+            first = text.split("\n", 1)[0]
+            raise ClientError(f"{first}: {exc}") from None
+    names = [r.name for r in rules]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ClientError(f"rule {twice[0]} is given twice")
+    return rules
+
+
+@click.group()
+def rules() -> None:
+    """CEP rules (MATCH_RECOGNIZE with WITHIN and absence) that `freshet run cep` matches."""
+
+
+@rules.command("add")
+@click.argument("source", required=False)
+@click.option("--set", "ruleset", default=None, help="A shipped rule set: intrusion, fraud, telco.")
+@bootstrap_option
+@one_line_errors
+def rules_add(source: str | None, ruleset: str | None, bootstrap: str) -> None:
+    """Store the rules of SOURCE (a file, - for stdin) or of a shipped --set; a rule of the same name is
+    replaced. Every rule is checked first: if one is wrong, none is stored."""
+    parsed = _parsed(_rule_texts(source, ruleset))
+    stored = StoredDefinitions(bootstrap, RULES_TOPIC)
+    for rule in parsed:
+        stored.put(rule.name, rule.text)
+        click.echo(f"added {rule.name}: {rule.describe()}")
+
+
+@rules.command("list")
+@bootstrap_option
+@one_line_errors
+def rules_list(bootstrap: str) -> None:
+    """Every stored rule: name, what it reads, its pattern."""
+    from freshet.cep.rules import parse_rule
+
+    stored = StoredDefinitions(bootstrap, RULES_TOPIC).refresh()
+    if not stored:
+        click.echo("no rules (freshet rules add FILE, or --set intrusion)")
+    for name, definition in sorted(stored.items()):
+        try:
+            rule = parse_rule(definition["text"])
+            click.echo(f"{name:28} {rule.topic or '*':20} {rule.describe()}")
+        except ValueError as exc:
+            click.echo(f"{name:28} {'?':20} not valid: {exc}")
+
+
+@rules.command("show")
+@click.argument("name")
+@bootstrap_option
+@one_line_errors
+def rules_show(name: str, bootstrap: str) -> None:
+    """A stored rule's text."""
+    stored = StoredDefinitions(bootstrap, RULES_TOPIC).refresh()
+    if name not in stored:
+        raise ClientError(f"no rule {name!r}")
+    click.echo(stored[name]["text"])
+
+
+@rules.command("remove")
+@click.argument("name")
+@bootstrap_option
+@one_line_errors
+def rules_remove(name: str, bootstrap: str) -> None:
+    """Remove a stored rule; running queries drop its partial matches."""
+    StoredDefinitions(bootstrap, RULES_TOPIC).remove(name)
+    click.echo(f"removed {name}")
+
+
+@rules.command("try")
+@click.argument("source")
+@click.argument("events", type=click.Path(dir_okay=False))
+@one_line_errors
+def rules_try(source: str, events: str) -> None:
+    """Match the rules of SOURCE against EVENTS (JSON lines) here, without Spark or a broker: one JSON line
+    per match, in each partition's event-time order."""
+    from freshet.cep.matcher import match_events
+
+    parsed = _parsed(_rule_texts(source, None))
+    loaded = []
+    try:
+        with open(events, encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                if line.strip():
+                    try:
+                        loaded.append(json.loads(line))
+                    except ValueError:
+                        raise ClientError(f"{events}:{number}: not JSON") from None
+    except OSError as exc:
+        raise ClientError(f"cannot read {events}: {exc.strerror}") from None
+    found = 0
+    for rule in parsed:
+        for match in match_events(rule, [e for e in loaded if isinstance(e, dict)]):
+            click.echo(json.dumps(match.as_dict(), default=str))
+            found += 1
+    click.echo(f"{found} matches of {len(parsed)} rules in {len(loaded)} events", err=True)
+
+
+@click.group()
+def watch() -> None:
+    """Stored search queries that `freshet run watch` matches against every new event."""
+
+
+@watch.command("add")
+@click.argument("query")
+@click.option("--id", "query_id", default=None, help="The query's id (default: from its text).")
+@bootstrap_option
+@one_line_errors
+def watch_add(query: str, query_id: str | None, bootstrap: str) -> None:
+    """Store QUERY: words, "phrases", field:word, field = value, <, >, IN (...), AND, OR, NOT, ( )."""
+    from freshet.cep.search import parse_query
+
+    try:
+        parse_query(query)
+    except ValueError as exc:
+        raise ClientError(f"query: {exc}") from None
+    query_id = query_id or "q-" + hashlib.sha1(query.encode()).hexdigest()[:8]
+    if not query_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise ClientError(f"--id {query_id!r}: letters, digits, '-', '_' and '.' only")
+    StoredDefinitions(bootstrap, WATCHES_TOPIC).put(query_id, query)
+    click.echo(f"added {query_id}: {query}")
+
+
+@watch.command("list")
+@bootstrap_option
+@one_line_errors
+def watch_list(bootstrap: str) -> None:
+    """Every stored query."""
+    stored = StoredDefinitions(bootstrap, WATCHES_TOPIC).refresh()
+    if not stored:
+        click.echo('no stored queries (freshet watch add "QUERY")')
+    for query_id, definition in sorted(stored.items()):
+        click.echo(f"{query_id:20} {definition['text']}")
+
+
+@watch.command("remove")
+@click.argument("query_id")
+@bootstrap_option
+@one_line_errors
+def watch_remove(query_id: str, bootstrap: str) -> None:
+    """Remove a stored query."""
+    StoredDefinitions(bootstrap, WATCHES_TOPIC).remove(query_id)
+    click.echo(f"removed {query_id}")
