@@ -81,6 +81,9 @@ def compile_pattern(node) -> list[tuple]:
     return [tuple(i) for i in program]
 
 
+_SECONDS: dict[tuple[str, str], int] = {}  # ("YYYY-MM-DDTHH:MM:SS", zone) -> epoch seconds
+
+
 def event_time_ms(value) -> int | None:
     """An event time as epoch milliseconds: numbers are milliseconds, strings ISO 8601 (UTC unless they
     say otherwise)."""
@@ -89,6 +92,23 @@ def event_time_ms(value) -> int | None:
     if isinstance(value, (int, float)):
         return int(value)
     if isinstance(value, str):
+        # the common shape, 2026-01-01T00:02:23.128Z: the second is parsed once, the fraction here
+        if len(value) >= 20 and value[10] in "T " and value[19] == ".":
+            end = 20
+            while end < len(value) and value[end].isdigit():
+                end += 1
+            fraction, zone = value[20:end], value[end:]
+            if fraction:
+                key = (value[:19], zone)
+                seconds = _SECONDS.get(key)
+                if seconds is None:
+                    seconds = _parse_seconds(value[:19] + zone)
+                    if seconds is None:
+                        return None
+                    if len(_SECONDS) > 10_000:
+                        _SECONDS.clear()
+                    _SECONDS[key] = seconds
+                return seconds * 1000 + int((fraction + "00")[:3])
         try:
             when = datetime.fromisoformat(value.strip().replace(" ", "T", 1))
         except ValueError:
@@ -97,6 +117,16 @@ def event_time_ms(value) -> int | None:
             when = when.replace(tzinfo=timezone.utc)
         return int(when.timestamp() * 1000)
     return None
+
+
+def _parse_seconds(text: str) -> int | None:
+    try:
+        when = datetime.fromisoformat(text.replace(" ", "T", 1))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return int(when.timestamp())
 
 
 @dataclass
@@ -251,6 +281,53 @@ class CompiledRule:
                     found.append(timeout)
                 start += 1
         return found, start
+
+
+class RuleRouter:
+    """Which rules an event goes to (FROM and WHERE), fast: rules whose WHERE is, or starts with,
+    ``field = 'value'`` are looked up by that field's value instead of evaluated one by one."""
+
+    def __init__(self, rules: list[CompiledRule]) -> None:
+        self.rules = rules
+        self.by_value: dict[str, dict] = {}
+        self.others: list[CompiledRule] = []
+        for rule in rules:
+            found = _equality(rule.rule.where)
+            if found is None:
+                self.others.append(rule)
+            else:
+                name, value, exact = found
+                self.by_value.setdefault(name, {}).setdefault(value, []).append((rule, exact))
+
+    def rules_for(self, event: dict, topic: str | None = None) -> list[CompiledRule]:
+        chosen = []
+        for name, table in self.by_value.items():
+            value = event.get(name)
+            if value is None or isinstance(value, (dict, list)):
+                continue
+            for rule, exact in table.get(value, ()):
+                if rule.rule.topic in (None, topic) and (exact or rule.accepts(event)):
+                    chosen.append(rule)
+        for rule in self.others:
+            if rule.rule.topic in (None, topic) and rule.accepts(event):
+                chosen.append(rule)
+        return chosen
+
+
+def _equality(where) -> tuple[str, object, bool] | None:
+    """(field, value, whether that is the whole condition) when ``where`` is ``field = literal`` or an AND
+    whose first side is."""
+    from .expressions import Binary, Field, Literal
+
+    exact = True
+    node = where
+    while isinstance(node, Binary) and node.op == "AND":
+        node, exact = node.left, False
+    if (isinstance(node, Binary) and node.op == "=" and isinstance(node.left, Field) and node.left.var is None
+            and len(node.left.path) == 1 and isinstance(node.right, Literal)
+            and isinstance(node.right.value, (str, int)) and not isinstance(node.right.value, bool)):
+        return node.left.path[0], node.right.value, exact
+    return None
 
 
 def match_events(rule: Rule | CompiledRule, events: list[dict]) -> list[Match]:

@@ -19,8 +19,10 @@ filter or a NOT) are evaluated in full.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,7 +231,7 @@ class Document:
     """An event as the queries see it: flattened fields (``a.b`` for nested objects), each text field's
     words, and the set of terms for the presearch (every word, ``field:word`` and ``field=value``)."""
 
-    __slots__ = ("fields", "field_words", "terms", "all_words")
+    __slots__ = ("fields", "field_words", "terms", "all_words", "_bigrams")
 
     def __init__(self, event: dict) -> None:
         self.fields: dict[str, Any] = {}
@@ -248,8 +250,18 @@ class Document:
                 terms.add(f"{lname}={value.lower()}")
             elif isinstance(value, (int, float)):  # bool too: field:true
                 terms.update(f"{name.lower()}:{w}" for w in words(str(value)))
+                if isinstance(value, bool):  # flag = true compares the text 'true'
+                    terms.add(f"{name.lower()}={str(value).lower()}")
         self.terms = terms
         self.all_words = all_words
+        self._bigrams = None
+
+    @property
+    def bigrams(self) -> set[str]:
+        """Every two words in a row in a text field (made on first use)."""
+        if self._bigrams is None:
+            self._bigrams = {f"{a} {b}" for seq in self.all_words for a, b in zip(seq, seq[1:])}
+        return self._bigrams
 
 
 def _textual(value) -> bool:
@@ -387,18 +399,105 @@ def anchors(node) -> frozenset[str] | None:
     return None  # NOT: matches documents without the term
 
 
+def _specificity(term: str) -> tuple:
+    """How rare a presearch term is likely to be in events: a field's value before a field's word before
+    a word anywhere; longer before shorter."""
+    return ("=" in term, ":" in term, len(term))
+
+
+def pair_anchor(node) -> tuple[str, str] | None:
+    """Two terms every document the query matches contains both of (an AND of two single-term sides):
+    the presearch then needs both in the event, not one, which cuts the candidates by the rarer one's
+    frequency again."""
+    if not isinstance(node, And):
+        return None
+    singles = sorted({next(iter(a)) for a in (anchors(p) for p in node.parts) if a is not None and len(a) == 1},
+                     key=_specificity, reverse=True)
+    if len(singles) < 2:
+        return None
+    return singles[0], singles[1]
+
+
+def compile_query(node) -> Callable[[Document], bool]:
+    """A closure ``document -> bool`` equal to ``matches(node, document)``, with the generic dispatch done
+    once (the verification step runs it for every candidate)."""
+    if isinstance(node, Term):
+        term = node.word if node.field is None else None
+        if term is not None:
+            return lambda d: term in d.terms
+        return lambda d: matches(node, d)
+    if isinstance(node, Phrase) and node.field is None and len(node.words) == 2:
+        bigram = " ".join(node.words)
+        return lambda d: bigram in d.bigrams
+    if isinstance(node, Phrase):
+        required = (max(node.words, key=len) if node.field is None
+                    else f"{node.field.lower()}:{max(node.words, key=len)}")
+        return lambda d: required in d.terms and matches(node, d)
+    if isinstance(node, Compare) and node.op in ("=", "<>") and _textual(node.value):
+        # a text field equal to a text value: the document's terms hold field=value (lowercased)
+        term = f"{node.field.lower()}={node.value.lower()}"
+        if node.op == "=":
+            return lambda d: term in d.terms
+        return lambda d: term not in d.terms and matches(node, d)
+    if isinstance(node, OneOf) and all(_textual(v) for v in node.values):
+        terms = frozenset(f"{node.field.lower()}={v.lower()}" for v in node.values)
+        return lambda d: not terms.isdisjoint(d.terms)
+    if isinstance(node, Compare):
+        name, op, value = node.field, node.op, node.value
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        fast = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+                "=": operator.eq, "<>": operator.ne}[op]
+
+        def compare(d: Document) -> bool:
+            v = d.fields.get(name)
+            if v is None:
+                v = _field(d, name)
+                if v is None:
+                    return False
+            if numeric and type(v) in (int, float):
+                return fast(v, value)
+            return _compare(v, op, value)
+        return compare
+    if isinstance(node, And):
+        parts = [compile_query(p) for p in node.parts]
+
+        def conj(d: Document) -> bool:
+            for part in parts:
+                if not part(d):
+                    return False
+            return True
+        return conj
+    if isinstance(node, Or):
+        parts = [compile_query(p) for p in node.parts]
+
+        def disj(d: Document) -> bool:
+            for part in parts:
+                if part(d):
+                    return True
+            return False
+        return disj
+    if isinstance(node, Not):
+        inner = compile_query(node.part)
+        return lambda d: not inner(d)
+    return lambda d: matches(node, d)
+
+
 @dataclass
 class StoredQuery:
     id: str
     text: str
     node: Any
+    check: Callable[[Document], bool]
+    anchor: tuple  # ("pair", t1, t2) | ("any", terms) | ("none",)
 
 
 class QueryIndex:
-    """Stored queries, indexed by their presearch terms."""
+    """Stored queries, indexed by their presearch terms: a pair of terms both required where the query has
+    one, else a set of terms one of which is required, else checked against every event."""
 
     def __init__(self) -> None:
         self.queries: dict[str, StoredQuery] = {}
+        self.by_pair: dict[str, dict[str, set[str]]] = {}
         self.by_term: dict[str, set[str]] = defaultdict(set)
         self.unanchored: set[str] = set()
         self.evaluated = 0  # queries evaluated in full, for the presearch's hit rate
@@ -409,47 +508,65 @@ class QueryIndex:
     def add(self, query_id: str, text: str) -> StoredQuery:
         node = parse_query(text)
         self.remove(query_id)
-        stored = StoredQuery(query_id, text, node)
-        self.queries[query_id] = stored
-        terms = anchors(node)
-        if terms is None:
-            self.unanchored.add(query_id)
+        pair = pair_anchor(node)
+        if pair is not None:
+            anchor: tuple = ("pair", *pair)
+            self.by_pair.setdefault(pair[0], {}).setdefault(pair[1], set()).add(query_id)
         else:
-            for term in terms:
-                self.by_term[term].add(query_id)
+            terms = anchors(node)
+            if terms is None:
+                anchor = ("none",)
+                self.unanchored.add(query_id)
+            else:
+                anchor = ("any", terms)
+                for term in terms:
+                    self.by_term[term].add(query_id)
+        stored = StoredQuery(query_id, text, node, compile_query(node), anchor)
+        self.queries[query_id] = stored
         return stored
 
     def remove(self, query_id: str) -> None:
         stored = self.queries.pop(query_id, None)
         if stored is None:
             return
-        terms = anchors(stored.node)
-        if terms is None:
-            self.unanchored.discard(query_id)
-        else:
-            for term in terms:
+        kind = stored.anchor[0]
+        if kind == "pair":
+            _, t1, t2 = stored.anchor
+            second = self.by_pair[t1]
+            second[t2].discard(query_id)
+            if not second[t2]:
+                del second[t2]
+                if not second:
+                    del self.by_pair[t1]
+        elif kind == "any":
+            for term in stored.anchor[1]:
                 ids = self.by_term.get(term)
                 if ids is not None:
                     ids.discard(query_id)
                     if not ids:
                         del self.by_term[term]
+        else:
+            self.unanchored.discard(query_id)
 
     def candidates(self, doc: Document) -> set[str]:
         found = set(self.unanchored)
-        by_term = self.by_term
-        for term in doc.terms:
+        terms = doc.terms
+        by_term, by_pair = self.by_term, self.by_pair
+        for term in terms:
             ids = by_term.get(term)
             if ids:
                 found |= ids
+            second = by_pair.get(term)
+            if second:
+                for other, pair_ids in second.items():
+                    if other in terms:
+                        found |= pair_ids
         return found
 
     def match(self, event: dict) -> list[str]:
         """The ids of the stored queries ``event`` matches, sorted."""
         doc = Document(event)
-        hits = []
         candidates = self.candidates(doc)
         self.evaluated += len(candidates)
-        for query_id in candidates:
-            if matches(self.queries[query_id].node, doc):
-                hits.append(query_id)
-        return sorted(hits)
+        queries = self.queries
+        return sorted(query_id for query_id in candidates if queries[query_id].check(doc))

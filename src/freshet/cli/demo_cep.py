@@ -198,9 +198,12 @@ def alerts_demo(data_dir: str, count: int) -> None:
             stored.put(who, query)
             console.print(f"    {who:5} {query}")
         index = QueryIndex()
+        console.print("    indexed by the terms an event must contain to be checked against each:")
         for who, query in SEARCHES.items():
-            index.add(who, query)
-        console.print(f"    indexed by the terms a match must contain: {dict(sorted((k, sorted(v)) for k, v in index.by_term.items()))}")
+            anchor = index.add(who, query).anchor
+            needs = {"pair": lambda: " and ".join(anchor[1:]), "any": lambda: " or ".join(sorted(anchor[1])),
+                     "none": lambda: "(checked against every event)"}[anchor[0]]()
+            console.print(f"    {who:5} {needs}")
 
         published = list(listings(count, seed=11, start_ms=recent_start_ms()))
         produce_records(bootstrap, "listings", ((e["listing_id"].encode(), json.dumps(e).encode(),

@@ -22,11 +22,12 @@ import json
 import time
 from collections.abc import Iterator
 
+import orjson
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from freshet.cep.matcher import CompiledRule, PartitionMatcher
+from freshet.cep.matcher import CompiledRule, PartitionMatcher, RuleRouter
 from freshet.cep.rules import parse_rule
 from freshet.cep.search import QueryIndex
 
@@ -107,6 +108,16 @@ class _Compiled:
         return compiled
 
     @staticmethod
+    def router(source: RuleSource) -> RuleRouter:
+        compiled = _Compiled.rules(source)
+        cached = _Compiled._cache.get(("router", source.cache_key()))
+        if cached is not None and cached[0] is compiled:
+            return cached[1]
+        router = RuleRouter(list(compiled.values()))
+        _Compiled._cache[("router", source.cache_key())] = (compiled, router)
+        return router
+
+    @staticmethod
     def queries(source: RuleSource) -> QueryIndex:
         texts = source.current()
         cached = _Compiled._cache.get(("q", source.cache_key()))
@@ -123,12 +134,13 @@ class _Compiled:
 
 
 def _events(pdf: pd.DataFrame) -> Iterator[tuple[dict, str, int, int]]:
-    for value, topic, partition, offset in zip(pdf["value"], pdf["topic"], pdf["partition"], pdf["offset"]):
+    for value, topic, partition, offset in zip(pdf["value"], pdf["topic"], pdf["partition"].tolist(),
+                                               pdf["offset"].tolist()):
         if value is None:
             continue
         try:
-            event = json.loads(value)
-        except (ValueError, UnicodeDecodeError):
+            event = orjson.loads(value)
+        except orjson.JSONDecodeError:
             continue
         if isinstance(event, dict):
             yield event, topic, int(partition), int(offset)
@@ -139,33 +151,35 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
 
     def routed(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for pdf in batches:
-            compiled = list(_Compiled.rules(rules).values())
+            router = _Compiled.router(rules)
             out: dict[str, list] = {"rule": [], "pkey": [], "event_time": [], "ord": [], "event": []}
-            newest = None  # the chunk's newest event time, routed or not: the watermark moves with every event
+            newest = None  # the chunk's newest event time: the watermark moves with every event, routed or not
+            last_unrouted = None
             for event, topic, partition, offset in _events(pdf):
                 text = None
-                for rule in compiled:
-                    if rule.rule.topic not in (None, topic) or not rule.accepts(event):
-                        continue
+                for rule in router.rules_for(event, topic):
                     when = rule.time_of(event)
                     if when is None:
                         continue
                     if text is None:
-                        text = json.dumps(event)
+                        text = orjson.dumps(event).decode()
                     out["rule"].append(rule.name)
-                    out["pkey"].append(json.dumps(rule.key_of(event)))
+                    out["pkey"].append(orjson.dumps(rule.key_of(event)).decode())
                     out["event_time"].append(when)
                     out["ord"].append((partition << 40) | offset)
                     out["event"].append(text)
                     if newest is None or when > newest:
                         newest = when
-                if text is None:  # an event no rule wants still tells the time
-                    for rule in compiled:
-                        when = rule.time_of(event)
-                        if when is not None:
-                            if newest is None or when > newest:
-                                newest = when
-                            break
+                if text is None:
+                    last_unrouted = event
+            if last_unrouted is not None:
+                # the events no rule wants tell the time too; the chunk's last one stands for them (an
+                # earlier one can be newer only by the stream's disorder, which the lateness allows for)
+                for rule in router.rules:
+                    when = rule.time_of(last_unrouted)
+                    if when is not None:
+                        newest = when if newest is None else max(newest, when)
+                        break
             if newest is not None:  # one heartbeat row per chunk, in a group no rule has
                 for column, value in (("rule", ""), ("pkey", ""), ("event_time", newest), ("ord", 0), ("event", "")):
                     out[column].append(value)
@@ -191,8 +205,8 @@ def _match_step(rules: RuleSource):
                    else PartitionMatcher(compiled, key))
         for pdf in batches:
             times = epoch_ms(pdf["event_time"])
-            for event, when, order in zip(pdf["event"], times, pdf["ord"]):
-                matcher.add(json.loads(event), int(when), int(order))
+            for event, when, order in zip(pdf["event"], times.tolist(), pdf["ord"].tolist()):
+                matcher.add(orjson.loads(event), when, order)
         streaming = not isinstance(state, _FreshState)
         if streaming:
             found = matcher.advance(state.getCurrentWatermarkMs())

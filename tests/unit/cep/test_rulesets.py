@@ -78,3 +78,31 @@ def test_telco_call_direction():
     found = sorted(match_events(rule, events), key=lambda m: m.start_ms)
     assert [m.measures["direction"] for m in found] == [
         "outgoing", "incoming", "transit", "incoming", "outgoing", "internal", "unknown route"]
+
+
+def test_the_router_sends_each_event_where_the_where_clauses_do():
+    from freshet.cep.matcher import RuleRouter
+    from freshet.cep.rules import parse_rule
+
+    rules = [CompiledRule(r) for r in ruleset("intrusion") + ruleset("fraud") + ruleset("telco")] + [
+        CompiledRule(parse_rule("RULE both WHERE group = 'p2p' AND dst_port > 1000 PATTERN (A)")),
+        CompiledRule(parse_rule("RULE numeric WHERE dst_port = 22 PATTERN (A)")),
+        CompiledRule(parse_rule("RULE only_web FROM web PATTERN (A)"))]
+    router = RuleRouter(rules)
+    generated = security_events(3000, attacks=2, seed=9)
+    odd = [{"group": ["p2p"]}, {"group": None}, {"dst_port": 22.0}, {"dst_port": "22"}, {}, {"group": {"a": 1}}]
+    for event in generated.events + odd:
+        for topic in ("web", "other"):
+            expected = [r.name for r in rules if r.rule.topic in (None, topic) and r.accepts(event)]
+            assert sorted(r.name for r in router.rules_for(event, topic)) == sorted(expected)
+
+
+def test_event_times_in_the_shapes_they_come():
+    from freshet.cep.matcher import event_time_ms
+
+    assert event_time_ms("2026-01-01T00:00:01.5Z") == 1_767_225_601_500
+    assert event_time_ms("2026-01-01T00:00:01.123456+01:00") == 1_767_225_601_123 - 3_600_000
+    assert event_time_ms("2026-01-01 00:00:01") == 1_767_225_601_000
+    assert event_time_ms(1_767_225_601_000) == 1_767_225_601_000
+    assert event_time_ms("yesterday") is None and event_time_ms(None) is None and event_time_ms(True) is None
+    assert event_time_ms("2026-13-01T00:00:01.5Z") is None
