@@ -154,7 +154,7 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
             router = _Compiled.router(rules)
             out: dict[str, list] = {"rule": [], "pkey": [], "event_time": [], "ord": [], "event": []}
             newest = None  # the chunk's newest event time: the watermark moves with every event, routed or not
-            last_unrouted = None
+            clock = router.rules[0] if router.rules else None  # whose ORDER BY reads the time of the rest
             for event, topic, partition, offset in _events(pdf):
                 text = None
                 for rule in router.rules_for(event, topic):
@@ -170,16 +170,10 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
                     out["event"].append(text)
                     if newest is None or when > newest:
                         newest = when
-                if text is None:
-                    last_unrouted = event
-            if last_unrouted is not None:
-                # the events no rule wants tell the time too; the chunk's last one stands for them (an
-                # earlier one can be newer only by the stream's disorder, which the lateness allows for)
-                for rule in router.rules:
-                    when = rule.time_of(last_unrouted)
-                    if when is not None:
-                        newest = when if newest is None else max(newest, when)
-                        break
+                if text is None and clock is not None:  # an event no rule wants still tells the time
+                    when = clock.time_of(event)
+                    if when is not None and (newest is None or when > newest):
+                        newest = when
             if newest is not None:  # one heartbeat row per chunk, in a group no rule has
                 for column, value in (("rule", ""), ("pkey", ""), ("event_time", newest), ("ord", 0), ("event", "")):
                     out[column].append(value)
