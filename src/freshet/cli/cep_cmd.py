@@ -78,9 +78,8 @@ def rules_add(source: str | None, ruleset: str | None, bootstrap: str) -> None:
     """Store the rules of SOURCE (a file, - for stdin) or of a shipped --set; a rule of the same name is
     replaced. Every rule is checked first: if one is wrong, none is stored."""
     parsed = _parsed(_rule_texts(source, ruleset))
-    stored = StoredDefinitions(bootstrap, RULES_TOPIC)
+    StoredDefinitions(bootstrap, RULES_TOPIC).put_many([(rule.name, rule.text) for rule in parsed])
     for rule in parsed:
-        stored.put(rule.name, rule.text)
         click.echo(f"added {rule.name}: {rule.describe()}")
 
 

@@ -52,26 +52,33 @@ class StoredDefinitions:
         self.refreshed_at = time.monotonic()
         return dict(self.definitions)
 
-    def _write(self, key: str, value: bytes | None) -> None:
+    def _write(self, records: list[tuple[str, bytes | None]]) -> None:
         self.ensure_topic()
         producer = Producer(producer_config(self.bootstrap, {"log_level": 0}))
         failures: list[str] = []
-        producer.produce(self.topic, value, key.encode(),
-                         on_delivery=lambda err, _m: failures.append(err.str()) if err else None)
-        left = producer.flush(15)
+        for key, value in records:
+            producer.produce(self.topic, value, key.encode(),
+                             on_delivery=lambda err, _m: failures.append(err.str()) if err else None)
+            producer.poll(0)
+        left = producer.flush(30)
         if failures or left:
             raise ClientError(f"could not write to {self.topic}: {failures[0] if failures else 'timed out'}")
 
     def put(self, name: str, text: str, **extra) -> dict:
-        value = {"name": name, "text": text, "added_ms": int(time.time() * 1000), **extra}
-        self._write(name, json.dumps(value).encode())
-        return value
+        return self.put_many([(name, text)], **extra)[0]
+
+    def put_many(self, definitions: list[tuple[str, str]], **extra) -> list[dict]:
+        """Store several definitions with one producer."""
+        now = int(time.time() * 1000)
+        values = [{"name": name, "text": text, "added_ms": now, **extra} for name, text in definitions]
+        self._write([(v["name"], json.dumps(v).encode()) for v in values])
+        return values
 
     def remove(self, name: str) -> None:
         """Remove ``name``; ClientError if there is no such definition."""
         if name not in self.refresh():
             raise ClientError(f"no {name!r} in {self.topic}")
-        self._write(name, None)
+        self._write([(name, None)])
 
     def close(self) -> None:
         if self._consumer is not None:

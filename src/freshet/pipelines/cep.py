@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+import zlib
 from collections.abc import Iterator
 
 import orjson
@@ -27,7 +28,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from freshet.cep.matcher import CompiledRule, PartitionMatcher, RuleRouter
+from freshet.cep.matcher import CompiledRule, PartitionMatcher, RuleRouter, event_time_ms
 from freshet.cep.rules import parse_rule
 from freshet.cep.search import QueryIndex
 
@@ -35,8 +36,9 @@ from .stateful import DEFAULT_LATENESS, _FreshState, epoch_ms
 
 MATCH_OUTPUT = ("rule string, kind string, key string, match_start timestamp, match_end timestamp, rows int, "
                 "measures string")
-ROUTED = "rule string, pkey string, event_time timestamp, ord long, event string"
-WATCH_OUTPUT = "query_id string, query string, topic string, partition int, offset long, event string"
+ROUTED = "rule string, bucket int, pkey string, event_time timestamp, ord long, event string"
+BUCKETS = 16  # state groups per rule (see _match_step)
+WATCH_OUTPUT = "query_id string, topic string, partition int, offset long, event string"
 REFRESH_S = 1.0
 
 
@@ -133,29 +135,20 @@ class _Compiled:
         return index
 
 
-def _events(pdf: pd.DataFrame) -> Iterator[tuple[dict, str, int, int]]:
-    for value, topic, partition, offset in zip(pdf["value"], pdf["topic"], pdf["partition"].tolist(),
-                                               pdf["offset"].tolist()):
-        if value is None:
-            continue
-        try:
-            event = orjson.loads(value)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(event, dict):
-            yield event, topic, int(partition), int(offset)
-
-
 def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
-    """One row per (event, rule it passes): the rule, the partition key (JSON), event time, order, event."""
+    """One row per (event, rule it passes): the rule, a state bucket, the partition key (JSON), event time,
+    order (partition, offset), the event (JSON); and per chunk one heartbeat row (rule "") with the newest
+    event time of the chunk, so that events no rule wants move the watermark too."""
 
-    def routed(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        for pdf in batches:
+    def routed(batches):
+        import pyarrow as pa
+
+        for batch in batches:
             router = _Compiled.router(rules)
-            out: dict[str, list] = {"rule": [], "pkey": [], "event_time": [], "ord": [], "event": []}
-            newest = None  # the chunk's newest event time: the watermark moves with every event, routed or not
-            clock = router.rules[0] if router.rules else None  # whose ORDER BY reads the time of the rest
-            for event, topic, partition, offset in _events(pdf):
+            out: dict[str, list] = {"rule": [], "bucket": [], "pkey": [], "event_time": [], "ord": [], "event": []}
+            newest = None
+            clock = NewestTime(router.rules[0] if router.rules else None)  # the time of the events no rule wants
+            for event, topic, partition, offset in _events_of(batch):
                 text = None
                 for rule in router.rules_for(event, topic):
                     when = rule.time_of(event)
@@ -163,57 +156,119 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
                         continue
                     if text is None:
                         text = orjson.dumps(event).decode()
+                    pkey = orjson.dumps(rule.key_of(event)).decode()
                     out["rule"].append(rule.name)
-                    out["pkey"].append(orjson.dumps(rule.key_of(event)).decode())
+                    out["bucket"].append(zlib.crc32(pkey.encode()) % BUCKETS)
+                    out["pkey"].append(pkey)
                     out["event_time"].append(when)
                     out["ord"].append((partition << 40) | offset)
                     out["event"].append(text)
                     if newest is None or when > newest:
                         newest = when
-                if text is None and clock is not None:  # an event no rule wants still tells the time
-                    when = clock.time_of(event)
-                    if when is not None and (newest is None or when > newest):
-                        newest = when
+                if text is None:
+                    clock.see(event)
+            seen = clock.newest()
+            if seen is not None and (newest is None or seen > newest):
+                newest = seen
             if newest is not None:  # one heartbeat row per chunk, in a group no rule has
-                for column, value in (("rule", ""), ("pkey", ""), ("event_time", newest), ("ord", 0), ("event", "")):
+                for column, value in (("rule", ""), ("bucket", 0), ("pkey", ""), ("event_time", newest), ("ord", 0),
+                                      ("event", "")):
                     out[column].append(value)
-            yield pd.DataFrame({
-                "rule": pd.Series(out["rule"], dtype=object), "pkey": pd.Series(out["pkey"], dtype=object),
-                "event_time": pd.to_datetime(pd.Series(out["event_time"], dtype="int64"), unit="ms", utc=True),
-                "ord": pd.Series(out["ord"], dtype="int64"), "event": pd.Series(out["event"], dtype=object)})
+            yield pa.RecordBatch.from_pydict({
+                "rule": pa.array(out["rule"], pa.string()), "bucket": pa.array(out["bucket"], pa.int32()),
+                "pkey": pa.array(out["pkey"], pa.string()),
+                "event_time": pa.array(out["event_time"], pa.int64()).cast(pa.timestamp("ms")).cast(
+                    pa.timestamp("us", tz="UTC")),
+                "ord": pa.array(out["ord"], pa.int64()), "event": pa.array(out["event"], pa.string())})
 
     columns = raw.select(F.col("value").cast("string").alias("value"), "topic", "partition", "offset")
-    return columns.mapInPandas(routed, ROUTED)
+    return columns.mapInArrow(routed, ROUTED)
+
+
+class NewestTime:
+    """The newest event time among events, read through a rule's ORDER BY, cheaply: ISO 8601 texts of one
+    shape (same length, same zone) order as their times do, so they are compared as text and only the
+    newest is parsed."""
+
+    def __init__(self, rule: CompiledRule | None) -> None:
+        self.rule = rule
+        self.path = rule.rule.order_by if rule is not None else ()
+        self.text: str | None = None
+        self.ms: int | None = None
+
+    def see(self, event: dict) -> None:
+        if self.rule is None:
+            return
+        value = event.get(self.path[0]) if len(self.path) == 1 else self.rule.time_of(event)
+        if isinstance(value, str):
+            # the same shape in UTC (2026-01-01T00:02:23.128Z): text order is time order
+            current = self.text
+            if value[-1:] == "Z" and (current is None or (len(value) == len(current) and value[10] == current[10])):
+                if current is None or value > current:
+                    self.text = value
+                return
+            value = event_time_ms(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if self.ms is None or value > self.ms:
+                self.ms = int(value)
+
+    def newest(self) -> int | None:
+        found = [t for t in (self.ms, event_time_ms(self.text) if self.text is not None else None) if t is not None]
+        return max(found) if found else None
+
+
+def _events_of(batch) -> Iterator[tuple[dict, str, int, int]]:
+    """The JSON objects of an Arrow batch of (value, topic, partition, offset); other values are skipped."""
+    for value, topic, partition, offset in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(),
+                                               batch.column(2).to_pylist(), batch.column(3).to_pylist()):
+        if value is None:
+            continue
+        try:
+            event = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            yield event, topic, partition, offset
+
 
 
 def _match_step(rules: RuleSource):
+    """The stateful step of one (rule, bucket) group: the matchers of every partition key of that bucket,
+    kept together in one state value (``{pkey: matcher state}``). A Python call per group costs about a
+    millisecond here, so keys are spread over a few buckets instead of each being a group of its own."""
+
     def step(group: tuple, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
-        rule_name, pkey = group
+        rule_name = group[0]
         compiled = _Compiled.rules(rules).get(rule_name) if rule_name else None
-        if compiled is None:  # the rule was removed: its partial matches go with it
+        if compiled is None:  # a heartbeat, or the rule was removed: its partial matches go with it
             if state.exists:
                 state.remove()
             return
-        key = tuple(json.loads(pkey))
-        matcher = (PartitionMatcher.from_state(compiled, key, json.loads(state.get[0])) if state.exists
-                   else PartitionMatcher(compiled, key))
+        saved = orjson.loads(state.get[0]) if state.exists else {}
+        matchers = {pkey: PartitionMatcher.from_state(compiled, tuple(orjson.loads(pkey)), s)
+                    for pkey, s in saved.items()}
         for pdf in batches:
-            times = epoch_ms(pdf["event_time"])
-            for event, when, order in zip(pdf["event"], times.tolist(), pdf["ord"].tolist()):
+            times = epoch_ms(pdf["event_time"]).tolist()
+            for pkey, event, when, order in zip(pdf["pkey"], pdf["event"], times, pdf["ord"].tolist()):
+                matcher = matchers.get(pkey)
+                if matcher is None:
+                    matcher = matchers[pkey] = PartitionMatcher(compiled, tuple(orjson.loads(pkey)))
                 matcher.add(orjson.loads(event), when, order)
         streaming = not isinstance(state, _FreshState)
+        watermark = state.getCurrentWatermarkMs() if streaming else None
+        found = []
+        for pkey in sorted(matchers):
+            found.extend(matchers[pkey].advance(watermark, closed=not streaming))
         if streaming:
-            found = matcher.advance(state.getCurrentWatermarkMs())
-        else:
-            found = matcher.advance(None, closed=True)
-        if streaming:
-            if matcher.idle:
-                state.remove()
+            live = {pkey: m for pkey, m in matchers.items() if not m.idle}
+            if not live:
+                if state.exists:
+                    state.remove()
             else:
-                state.update((json.dumps(matcher.to_state()),))
-                deadline = matcher.next_deadline()
-                if deadline is not None:
-                    state.setTimeoutTimestamp(max(deadline - 1, state.getCurrentWatermarkMs() + 1))
+                state.update((orjson.dumps({pkey: m.to_state() for pkey, m in live.items()}).decode(),))
+                deadlines = [d for d in (m.next_deadline() for m in live.values()) if d is not None]
+                if deadlines:
+                    state.setTimeoutTimestamp(max(min(deadlines) - 1, watermark + 1))
         if found:
             yield _matches_frame(found)
     return step
@@ -238,10 +293,11 @@ def match_rules(raw: DataFrame, rules: RuleSource, lateness: str = DEFAULT_LATEN
     its rows and the rule's time limit allows no other outcome. Static: the matches of the whole input."""
     routed = route(raw, rules)
     step = _match_step(rules)
+    routed = routed.where(routed.rule != "") if not routed.isStreaming else routed  # heartbeats: streams only
     if routed.isStreaming:
         from pyspark.sql.streaming.state import GroupStateTimeout
 
-        return (routed.withWatermark("event_time", lateness).groupBy("rule", "pkey")
+        return (routed.withWatermark("event_time", lateness).groupBy("rule", "bucket")
                 .applyInPandasWithState(step, MATCH_OUTPUT, "matcher string", "append",
                                         GroupStateTimeout.EventTimeTimeout))
 
@@ -249,30 +305,33 @@ def match_rules(raw: DataFrame, rules: RuleSource, lateness: str = DEFAULT_LATEN
         frames = list(step(key, iter([pdf]), _FreshState()))
         return pd.concat(frames) if frames else _matches_frame([])
 
-    return routed.groupBy("rule", "pkey").applyInPandas(once, MATCH_OUTPUT)
+    return routed.groupBy("rule", "bucket").applyInPandas(once, MATCH_OUTPUT)
 
 
 def match_queries(raw: DataFrame, queries: RuleSource) -> DataFrame:
-    """One row per (record, stored query it matches): ``query_id, query, topic, partition, offset, event``."""
+    """One row per (record, stored query it matches): ``query_id, topic, partition, offset, event``."""
 
-    def matched(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        for pdf in batches:
+    def matched(batches):
+        import pyarrow as pa
+
+        for batch in batches:
             index = _Compiled.queries(queries)
-            out: dict[str, list] = {c.split()[0]: [] for c in WATCH_OUTPUT.split(", ")}
-            for event, topic, partition, offset in _events(pdf):
+            out: dict[str, list] = {"query_id": [], "topic": [], "partition": [], "offset": [], "event": []}
+            for event, topic, partition, offset in _events_of(batch):
                 hits = index.match(event)
                 if not hits:
                     continue
-                text = json.dumps(event)
+                text = orjson.dumps(event).decode()
                 for query_id in hits:
                     out["query_id"].append(query_id)
-                    out["query"].append(index.queries[query_id].text)
                     out["topic"].append(topic)
                     out["partition"].append(partition)
                     out["offset"].append(offset)
                     out["event"].append(text)
-            yield pd.DataFrame({name: pd.Series(values, dtype={"partition": "int32", "offset": "int64"}.get(name, object))
-                                for name, values in out.items()})
+            yield pa.RecordBatch.from_pydict({
+                "query_id": pa.array(out["query_id"], pa.string()), "topic": pa.array(out["topic"], pa.string()),
+                "partition": pa.array(out["partition"], pa.int32()), "offset": pa.array(out["offset"], pa.int64()),
+                "event": pa.array(out["event"], pa.string())})
 
     columns = raw.select(F.col("value").cast("string").alias("value"), "topic", "partition", "offset")
-    return columns.mapInPandas(matched, WATCH_OUTPUT)
+    return columns.mapInArrow(matched, WATCH_OUTPUT)
