@@ -4,8 +4,8 @@ Starts a broker (127.0.0.1) and one local Spark session (local[2]). Produces:
 
 - ``--events`` security events from 10,000 source IPs (``freshet gen security-events``: background plus
   planted attacks), and stores the lecture's three intrusion rules;
-- ``--listings`` house listings, and ``--queries`` stored searches in a realistic mix (city and kind with a
-  price limit and a bedroom minimum; city and a feature; a street in a city; two features), 
+- ``--listings`` house listings, and ``--queries`` stored searches as people save them on a housing site
+  (a city with a kind or a feature or a street, a price band, a minimum of bedrooms),
 
 then for ``--rounds`` rounds, alternating: the ``cep`` pipeline over the events, the ``watch`` pipeline over
 the listings (each ``--available-now`` into a topic through the exactly-once sink, on a fresh checkpoint),
@@ -40,20 +40,23 @@ from freshet.testing.topics import create_topic, read_to_end
 
 
 def saved_searches(n: int, seed: int = 5) -> list[str]:
+    """What people save on a housing site: a city, a kind or a feature, a price band, a minimum of bedrooms."""
     rng = random.Random(seed)
     out = []
     for _ in range(n):
-        city, roll, price = rng.choice(CITIES), rng.random(), rng.randint(150, 1200) * 1000
+        city, roll = rng.choice(CITIES), rng.random()
+        low = rng.randint(15, 100) * 10_000
+        band = f"price >= {low} AND price <= {low + rng.choice([50_000, 100_000, 150_000])}"
         if roll < 0.5:
-            out.append(f"city = '{city}' AND kind = '{rng.choice(KINDS)}' AND price < {price} "
+            out.append(f"city = '{city}' AND kind = '{rng.choice(KINDS)}' AND {band} "
                        f"AND bedrooms >= {rng.randint(1, 4)}")
         elif roll < 0.75:
-            out.append(f"city = '{city}' AND \"{rng.choice(FEATURES)}\" AND price < {price}")
+            out.append(f"city = '{city}' AND \"{rng.choice(FEATURES)}\" AND {band}")
         elif roll < 0.9:
-            out.append(f"street:\"{rng.choice(STREETS)}\" AND city = '{city}'")
+            out.append(f"street:\"{rng.choice(STREETS)}\" AND city = '{city}' AND {band}")
         else:
             a, b = rng.sample(FEATURES, 2)
-            out.append(f'"{a}" AND "{b}" AND price < {price}')
+            out.append(f'"{a}" AND "{b}" AND city = \'{city}\' AND {band}')
     return out
 
 

@@ -19,6 +19,7 @@ filter or a NOT) are evaluated in full.
 
 from __future__ import annotations
 
+import bisect
 import operator
 import re
 from collections import defaultdict
@@ -418,6 +419,121 @@ def pair_anchor(node) -> tuple[str, str] | None:
     return singles[0], singles[1]
 
 
+def numeric_band(node) -> tuple[str, float, float] | None:
+    """(field, low, high) when the query is an AND that bounds one field by numbers (``price >= 300000 AND
+    price <= 450000``; one side may be open): an event whose field holds a number outside it cannot match."""
+    if not isinstance(node, And):
+        return None
+    bounds: dict[str, list[float]] = {}
+    for part in node.parts:
+        if (isinstance(part, Compare) and part.op in ("<", "<=", ">", ">=")
+                and isinstance(part.value, (int, float)) and not isinstance(part.value, bool)):
+            low, high = bounds.setdefault(part.field, [float("-inf"), float("inf")])
+            if part.op in (">", ">="):
+                bounds[part.field][0] = max(low, part.value)
+            else:
+                bounds[part.field][1] = min(high, part.value)
+    if not bounds:
+        return None
+    field, (low, high) = max(bounds.items(), key=lambda kv: (kv[1][0] > float("-inf")) + (kv[1][1] < float("inf")))
+    return field, low, high
+
+
+class _Bands:
+    """Queries by a numeric band on one field, for finding those whose band holds a value by bisection:
+    bounded bands sorted by their low end (a value v needs low in [v - widest band, v]), bands open above
+    sorted by low, bands open below sorted by high."""
+
+    __slots__ = ("bounded", "lows", "widest", "open_high", "open_high_lows", "open_low", "open_low_highs")
+
+    def __init__(self) -> None:
+        self.bounded: list[tuple[float, float, str]] = []
+        self.lows: list[float] = []
+        self.widest = 0.0
+        self.open_high: list[tuple[float, str]] = []
+        self.open_high_lows: list[float] = []
+        self.open_low: list[tuple[float, str]] = []
+        self.open_low_highs: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self.bounded) + len(self.open_high) + len(self.open_low)
+
+    def add(self, query_id: str, low: float, high: float) -> None:
+        if low == float("-inf"):
+            i = bisect.bisect_left(self.open_low_highs, high)
+            self.open_low.insert(i, (high, query_id))
+            self.open_low_highs.insert(i, high)
+        elif high == float("inf"):
+            i = bisect.bisect_left(self.open_high_lows, low)
+            self.open_high.insert(i, (low, query_id))
+            self.open_high_lows.insert(i, low)
+        else:
+            i = bisect.bisect_left(self.lows, low)
+            self.bounded.insert(i, (low, high, query_id))
+            self.lows.insert(i, low)
+            self.widest = max(self.widest, high - low)
+
+    def discard(self, query_id: str) -> None:
+        for items, keys in ((self.bounded, self.lows), (self.open_high, self.open_high_lows),
+                            (self.open_low, self.open_low_highs)):
+            for i, item in enumerate(items):
+                if item[-1] == query_id:
+                    del items[i], keys[i]
+                    return
+
+    def all(self):
+        yield from (q for _, _, q in self.bounded)
+        yield from (q for _, q in self.open_high)
+        yield from (q for _, q in self.open_low)
+
+    def holding(self, value: float):
+        lo = bisect.bisect_left(self.lows, value - self.widest)
+        hi = bisect.bisect_right(self.lows, value)
+        for low, high, query_id in self.bounded[lo:hi]:
+            if value <= high:
+                yield query_id
+        for _, query_id in self.open_high[:bisect.bisect_right(self.open_high_lows, value)]:
+            yield query_id
+        for _, query_id in self.open_low[bisect.bisect_left(self.open_low_highs, value):]:
+            yield query_id
+
+
+class _Bucket:
+    """The queries under one pair of terms: those with a numeric band kept by band, so that an event's number
+    picks the few whose band holds it (the rest: every one a candidate)."""
+
+    __slots__ = ("plain", "banded")
+
+    def __init__(self) -> None:
+        self.plain: set[str] = set()
+        self.banded: dict[str, _Bands] = {}
+
+    def add(self, query_id: str, band) -> None:
+        if band is None:
+            self.plain.add(query_id)
+        else:
+            self.banded.setdefault(band[0], _Bands()).add(query_id, band[1], band[2])
+
+    def discard(self, query_id: str) -> None:
+        self.plain.discard(query_id)
+        for field in list(self.banded):
+            self.banded[field].discard(query_id)
+            if not len(self.banded[field]):
+                del self.banded[field]
+
+    def __bool__(self) -> bool:
+        return bool(self.plain or self.banded)
+
+    def collect(self, doc: Document, found: set[str]) -> None:
+        found |= self.plain
+        for field, bands in self.banded.items():
+            value = doc.fields.get(field)
+            if type(value) in (int, float) and value == value:  # a plain number (not NaN)
+                found.update(bands.holding(value))
+            else:  # not a plain number (a text, a case-different name, missing): the closure decides
+                found.update(bands.all())
+
+
 def compile_query(node) -> Callable[[Document], bool]:
     """A closure ``document -> bool`` equal to ``matches(node, document)``, with the generic dispatch done
     once (the verification step runs it for every candidate)."""
@@ -497,7 +613,7 @@ class QueryIndex:
 
     def __init__(self) -> None:
         self.queries: dict[str, StoredQuery] = {}
-        self.by_pair: dict[str, dict[str, set[str]]] = {}
+        self.by_pair: dict[str, dict[str, _Bucket]] = {}
         self.by_term: dict[str, set[str]] = defaultdict(set)
         self.unanchored: set[str] = set()
         self.evaluated = 0  # queries evaluated in full, for the presearch's hit rate
@@ -511,7 +627,7 @@ class QueryIndex:
         pair = pair_anchor(node)
         if pair is not None:
             anchor: tuple = ("pair", *pair)
-            self.by_pair.setdefault(pair[0], {}).setdefault(pair[1], set()).add(query_id)
+            self.by_pair.setdefault(pair[0], {}).setdefault(pair[1], _Bucket()).add(query_id, numeric_band(node))
         else:
             terms = anchors(node)
             if terms is None:
@@ -558,9 +674,9 @@ class QueryIndex:
                 found |= ids
             second = by_pair.get(term)
             if second:
-                for other, pair_ids in second.items():
+                for other, bucket in second.items():
                     if other in terms:
-                        found |= pair_ids
+                        bucket.collect(doc, found)
         return found
 
     def match(self, event: dict) -> list[str]:

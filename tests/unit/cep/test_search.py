@@ -103,3 +103,24 @@ def test_indexed_matching_equals_a_brute_force_scan(queries, docs):
     for doc in docs:
         scan = sorted(q for q, node in parsed.items() if matches(node, Document(doc)))
         assert index.match(doc) == scan
+
+
+def test_price_bands_narrow_the_candidates_without_losing_a_match():
+    import random
+
+    rng = random.Random(4)
+    index, parsed = QueryIndex(), {}
+    for i in range(2000):
+        low = rng.randint(1, 9) * 100_000
+        op_low, op_high = rng.choice([">=", ">"]), rng.choice(["<=", "<"])
+        text = (f"city = {rng.choice(['Delft', 'Leiden'])} AND kind = {rng.choice(['villa', 'studio'])} AND "
+                f"price {op_low} {low} AND price {op_high} {low + 100_000}")
+        index.add(f"q{i}", text)
+        parsed[f"q{i}"] = parse_query(text)
+    docs = [{"city": c, "kind": k, "price": p} for c in ("Delft", "Leiden") for k in ("villa", "studio")
+            for p in (100_000, 150_000, 500_000, 500_000.0, "500000", None, True, 999_999)]
+    for doc in docs:
+        assert index.match(doc) == sorted(q for q, node in parsed.items() if matches(node, Document(doc)))
+    index.evaluated = 0
+    index.match({"city": "Delft", "kind": "villa", "price": 450_000})
+    assert index.evaluated < 150  # of the ~500 queries under Delft and villa, those whose band holds 450,000
