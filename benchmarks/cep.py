@@ -125,7 +125,7 @@ def main() -> None:
             results.setdefault("rules_spark", []).append(cep["events_per_s"])
 
             watch = run_pipeline(spark, "watch", "listings", bootstrap, workdir, round_no)
-            hits = len(watch.pop("output"))
+            hits = sum(len(r["query_ids"]) for r in watch.pop("output"))
             print(json.dumps({"round": round_no, "what": "stored queries on Spark", **watch,
                               "matches_per_event": round(hits / max(1, watch["rows"]), 1)}), flush=True)
             results.setdefault("queries_spark", []).append(watch["events_per_s"])

@@ -41,7 +41,8 @@ def test_stored_queries_on_a_static_frame_match_as_a_scan_does(spark):
     events = list(listings(400, seed=2))
     queries = {"delft-cheap": "city = Delft AND price < 400000", "canal": '"canal view" AND NOT leasehold',
                "big": "bedrooms >= 5 OR area_m2 > 180", "none": "city = Atlantis"}
-    got = sorted((r.query_id, r.offset) for r in match_queries(raw_frame(spark, events), FixedRules(queries)).collect())
+    got = sorted((q, r.offset) for r in match_queries(raw_frame(spark, events), FixedRules(queries)).collect()
+                 for q in r.query_ids)
     expected = sorted((q, i) for q, t in queries.items() for i, e in enumerate(events)
                       if matches(parse_query(t), Document(e)))
     assert got == expected and len(expected) > 20

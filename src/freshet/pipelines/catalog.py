@@ -100,7 +100,7 @@ CATALOG: dict[str, Pipeline] = {p.name: p for p in (
              result=lambda raw, lateness=DEFAULT_LATENESS, bootstrap=None: cep.match_rules(
                  raw, cep.TopicRules(bootstrap, RULES_TOPIC), lateness)),
     Pipeline("watch", "search on streams: each event matched against the stored queries (freshet watch add)",
-             ("JSON events",), ("query_id", "topic", "partition", "offset"), final=True, needs_bootstrap=True,
+             ("JSON events",), ("topic", "partition", "offset"), final=True, needs_bootstrap=True,
              result=lambda raw, lateness=DEFAULT_LATENESS, bootstrap=None: cep.match_queries(
                  raw, cep.TopicRules(bootstrap, WATCHES_TOPIC))),
 )}

@@ -38,7 +38,7 @@ MATCH_OUTPUT = ("rule string, kind string, key string, match_start timestamp, ma
                 "measures string")
 ROUTED = "rule string, bucket int, pkey string, event_time timestamp, ord long, event string"
 BUCKETS = 16  # state groups per rule (see _match_step)
-WATCH_OUTPUT = "query_id string, topic string, partition int, offset long, event string"
+WATCH_OUTPUT = "topic string, partition int, offset long, query_ids array<string>, event string"
 REFRESH_S = 1.0
 
 
@@ -309,28 +309,28 @@ def match_rules(raw: DataFrame, rules: RuleSource, lateness: str = DEFAULT_LATEN
 
 
 def match_queries(raw: DataFrame, queries: RuleSource) -> DataFrame:
-    """One row per (record, stored query it matches): ``query_id, topic, partition, offset, event``."""
+    """One row per record that matches stored queries: ``topic, partition, offset, query_ids`` (sorted),
+    ``event`` (as an Elasticsearch percolator answers: per document, the queries it matches; the event is
+    written once however many queries it matches)."""
 
     def matched(batches):
         import pyarrow as pa
 
         for batch in batches:
             index = _Compiled.queries(queries)
-            out: dict[str, list] = {"query_id": [], "topic": [], "partition": [], "offset": [], "event": []}
+            out: dict[str, list] = {"topic": [], "partition": [], "offset": [], "query_ids": [], "event": []}
             for event, topic, partition, offset in _events_of(batch):
                 hits = index.match(event)
-                if not hits:
-                    continue
-                text = orjson.dumps(event).decode()
-                for query_id in hits:
-                    out["query_id"].append(query_id)
+                if hits:
                     out["topic"].append(topic)
                     out["partition"].append(partition)
                     out["offset"].append(offset)
-                    out["event"].append(text)
+                    out["query_ids"].append(hits)
+                    out["event"].append(orjson.dumps(event).decode())
             yield pa.RecordBatch.from_pydict({
-                "query_id": pa.array(out["query_id"], pa.string()), "topic": pa.array(out["topic"], pa.string()),
-                "partition": pa.array(out["partition"], pa.int32()), "offset": pa.array(out["offset"], pa.int64()),
+                "topic": pa.array(out["topic"], pa.string()), "partition": pa.array(out["partition"], pa.int32()),
+                "offset": pa.array(out["offset"], pa.int64()),
+                "query_ids": pa.array(out["query_ids"], pa.list_(pa.string())),
                 "event": pa.array(out["event"], pa.string())})
 
     columns = raw.select(F.col("value").cast("string").alias("value"), "topic", "partition", "offset")
