@@ -189,3 +189,30 @@ def test_ingest_tab_shows_endpoints_policies_and_counters(broker, page, tmp_path
     finally:
         dash.terminate()
         dash.wait(30)
+
+
+def test_rules_tab_shows_stored_rules_and_queries_and_follows_changes(broker, page, tmp_path):
+    import uuid
+
+    from freshet.client.stored import RULES_TOPIC, WATCHES_TOPIC, StoredDefinitions
+
+    name = f"scan_{uuid.uuid4().hex[:6]}"
+    rules = StoredDefinitions(broker.bootstrap, RULES_TOPIC)
+    rules.put(name, f"RULE {name}\nPARTITION BY src_ip\nPATTERN (S{{6,}})\nWITHIN 3 MINUTES")
+    StoredDefinitions(broker.bootstrap, WATCHES_TOPIC).put(f"{name}-q", "city = Delft AND price < 400000")
+    port = free_port()
+    dash = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "dashboard", "--port", str(port)],
+                            env={**os.environ, "FRESHET_BOOTSTRAP": broker.bootstrap},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        open_dashboard(page, port)
+        page.click("nav a[data-tab='rules']")
+        page.wait_for_selector(f".rule[data-name='{name}']", timeout=30_000)
+        page.click(f".rule[data-name='{name}'] summary")
+        assert "PATTERN (S{6,})" in page.inner_text(f".rule[data-name='{name}'] pre")
+        assert "city = Delft AND price < 400000" in page.inner_text(f".query[data-id='{name}-q']")
+        page.screenshot(path=os.path.join(ARTIFACTS, "dashboard-rules.png"))
+        rules.remove(name)  # removed from the log: gone from the page
+        page.wait_for_selector(f".rule[data-name='{name}']", state="detached", timeout=30_000)
+    finally:
+        dash.terminate()

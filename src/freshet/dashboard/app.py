@@ -114,6 +114,11 @@ def create_app(collector: Collector, token: str | None = None) -> FastAPI:
         """Ingest servers: each endpoint's protocol, address, topic, backpressure policy and counters."""
         return snapshot()["ingest"]
 
+    @app.get("/api/rules")
+    async def rules() -> dict:
+        """Stored CEP rules and search queries (what `freshet run cep` and `freshet run watch` match)."""
+        return snapshot()["rules"]
+
     @app.get("/api/groups")
     async def groups() -> dict:
         return snapshot()["groups"]

@@ -27,6 +27,7 @@ class Snapshot:
     pipelines: dict = field(default_factory=dict)
     applications: dict = field(default_factory=dict)  # event-sourced: aggregates' event counts, projections
     ingest: dict = field(default_factory=dict)  # ingest servers: endpoints, policies, counters
+    rules: dict = field(default_factory=dict)  # stored CEP rules and search queries: {"rules": {}, "queries": {}}
     error: str | None = None
 
 
@@ -43,6 +44,7 @@ class Collector:
         self.snapshot = Snapshot()
         self._event_counts: dict[str, EventCounter] = {}
         self._ingest_view = None
+        self._stored: dict = {}
         self.history: dict[str, deque] = {}
         self._previous: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
@@ -143,6 +145,7 @@ class Collector:
             self._record(f"pipeline:{name}", now, progress.get("input_rows_per_second") or 0)
         snap.applications = self._applications(snap.topics, now)
         snap.ingest = self._ingest(now)
+        snap.rules = self._rules()
         with self._lock:
             self.snapshot = snap
         return snap
@@ -178,6 +181,19 @@ class Collector:
                          "events": counter.counted, "projections": views}
         for gone in set(self._event_counts) - set(out):
             self._event_counts.pop(gone).close()
+        return out
+
+    def _rules(self) -> dict:
+        """The CEP rules (``__freshet_rules``) and stored search queries (``__freshet_watches``) that running
+        ``cep`` and ``watch`` pipelines match, each read by a consumer kept between rounds."""
+        from freshet.client.stored import RULES_TOPIC, WATCHES_TOPIC, StoredDefinitions
+
+        out = {}
+        for kind, topic in (("rules", RULES_TOPIC), ("queries", WATCHES_TOPIC)):
+            stored = self._stored.get(topic)
+            if stored is None:
+                stored = self._stored[topic] = StoredDefinitions(self.bootstrap, topic)
+            out[kind] = dict(sorted(stored.refresh(timeout_s=5.0).items()))
         return out
 
     def _ingest(self, now: float) -> dict:
