@@ -37,6 +37,16 @@ def test_intrusion_rules_on_a_static_frame_alert_on_the_planted_attacks(spark):
     assert all(json.loads(a.measures)["attempts"] == planted[json.loads(a.key)[0]].events for a in brute)
 
 
+def test_events_that_spell_a_value_with_escapes_are_still_routed(spark):
+    plain = json.dumps(_p2p("12.0.0.1", 1_000)).encode()
+    escaped = json.dumps(_p2p("12.0.0.2", 2_000)).replace('"p2p"', '"\\u0070\\u0032\\u0070"').encode()
+    assert b"p2p" not in escaped
+    rows = [(plain, "events", 0, 0), (escaped, "events", 0, 1), (b"not json", "events", 0, 2)]
+    raw = spark.createDataFrame(rows, "value binary, topic string, partition int, offset long")
+    alerts = match_rules(raw, FixedRules({"p2p": INTRUSION["p2p"]})).collect()
+    assert sorted(json.loads(a.key)[0] for a in alerts) == ["12.0.0.1", "12.0.0.2"]
+
+
 def test_stored_queries_on_a_static_frame_match_as_a_scan_does(spark):
     events = list(listings(400, seed=2))
     queries = {"delft-cheap": "city = Delft AND price < 400000", "canal": '"canal view" AND NOT leasehold',

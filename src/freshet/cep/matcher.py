@@ -16,6 +16,7 @@ whole sequence matched in one go would give (the property the tests check).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -283,6 +284,9 @@ class CompiledRule:
         return found, start
 
 
+SAFE_NEEDLE = re.compile(r"[A-Za-z0-9_.:@ -]+")  # characters JSON never escapes
+
+
 class RuleRouter:
     """Which rules an event goes to (FROM and WHERE), fast: rules whose WHERE is, or starts with,
     ``field = 'value'`` are looked up by that field's value instead of evaluated one by one."""
@@ -291,13 +295,23 @@ class RuleRouter:
         self.rules = rules
         self.by_value: dict[str, dict] = {}
         self.others: list[CompiledRule] = []
+        needles: list[str] | None = []
         for rule in rules:
             found = _equality(rule.rule.where)
             if found is None:
                 self.others.append(rule)
+                needles = None
             else:
                 name, value, exact = found
                 self.by_value.setdefault(name, {}).setdefault(value, []).append((rule, exact))
+                if needles is not None:
+                    if isinstance(value, str) and SAFE_NEEDLE.fullmatch(value):
+                        needles.append(value)
+                    else:
+                        needles = None
+        # texts one of which every event some rule wants contains (the WHERE values, when each rule has one
+        # that JSON writes as it is), or None: every event must be parsed
+        self.needles: tuple[str, ...] | None = tuple(sorted(set(needles))) if needles else None
 
     def rules_for(self, event: dict, topic: str | None = None) -> list[CompiledRule]:
         chosen = []

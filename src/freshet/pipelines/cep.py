@@ -148,9 +148,20 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
             out: dict[str, list] = {"rule": [], "bucket": [], "pkey": [], "event_time": [], "ord": [], "event": []}
             newest = None
             clock = NewestTime(router.rules[0] if router.rules else None)  # the time of the events no rule wants
-            for event, topic, partition, offset in _events_of(batch):
-                text = None
-                for rule in router.rules_for(event, topic):
+            values, topics = batch.column(0).to_pylist(), batch.column(1).to_pylist()
+            partitions, offsets = batch.column(2).to_pylist(), batch.column(3).to_pylist()
+            needles = router.needles
+            for i, value in enumerate(values):
+                # an event whose text holds none of the values the rules' WHERE clauses ask for goes to no
+                # rule: not parsed (most events, for rules like the intrusion ones)
+                if value is None or (needles is not None and "\\u" not in value
+                                     and not any(n in value for n in needles)):
+                    continue
+                event = _parse(value)
+                if event is None:
+                    continue
+                partition, offset, text = partitions[i], offsets[i], None
+                for rule in router.rules_for(event, topics[i]):
                     when = rule.time_of(event)
                     if when is None:
                         continue
@@ -167,6 +178,14 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
                         newest = when
                 if text is None:
                     clock.see(event)
+            if needles is not None:
+                # the events not parsed tell the time through the newest record of each partition in the chunk
+                # (a partition's last record is its latest, up to the stream's disorder): a watermark from
+                # them may lag the true newest time by that disorder, never run ahead of it
+                for i in _last_of_each_partition(topics, partitions, offsets):
+                    event = _parse(values[i]) if values[i] is not None else None
+                    if event is not None:
+                        clock.see(event)
             seen = clock.newest()
             if seen is not None and (newest is None or seen > newest):
                 newest = seen
@@ -215,6 +234,23 @@ class NewestTime:
     def newest(self) -> int | None:
         found = [t for t in (self.ms, event_time_ms(self.text) if self.text is not None else None) if t is not None]
         return max(found) if found else None
+
+
+def _parse(value: str) -> dict | None:
+    try:
+        event = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def _last_of_each_partition(topics: list, partitions: list, offsets: list) -> list[int]:
+    last: dict = {}
+    for i, key in enumerate(zip(topics, partitions)):
+        j = last.get(key)
+        if j is None or offsets[i] > offsets[j]:
+            last[key] = i
+    return list(last.values())
 
 
 def _events_of(batch) -> Iterator[tuple[dict, str, int, int]]:

@@ -106,3 +106,15 @@ def test_event_times_in_the_shapes_they_come():
     assert event_time_ms(1_767_225_601_000) == 1_767_225_601_000
     assert event_time_ms("yesterday") is None and event_time_ms(None) is None and event_time_ms(True) is None
     assert event_time_ms("2026-13-01T00:00:01.5Z") is None
+
+
+def test_the_router_names_the_texts_an_event_must_hold():
+    from freshet.cep.matcher import RuleRouter
+    from freshet.cep.rules import parse_rule
+
+    intrusion = [CompiledRule(r) for r in ruleset("intrusion")]
+    assert RuleRouter(intrusion).needles == ("generalbruteforce", "httpscan", "p2p")
+    # a rule without an equality to look for, or with a value JSON may escape: every event is parsed
+    assert RuleRouter(intrusion + [CompiledRule(parse_rule("RULE r WHERE x > 1 PATTERN (A)"))]).needles is None
+    assert RuleRouter([CompiledRule(parse_rule("RULE r WHERE path = '/login' PATTERN (A)"))]).needles is None
+    assert RuleRouter([CompiledRule(parse_rule("RULE r WHERE port = 22 PATTERN (A)"))]).needles is None
