@@ -148,20 +148,19 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
             out: dict[str, list] = {"rule": [], "bucket": [], "pkey": [], "event_time": [], "ord": [], "event": []}
             newest = None
             clock = NewestTime(router.rules[0] if router.rules else None)  # the time of the events no rule wants
-            values, topics = batch.column(0).to_pylist(), batch.column(1).to_pylist()
-            partitions, offsets = batch.column(2).to_pylist(), batch.column(3).to_pylist()
             needles = router.needles
-            for i, value in enumerate(values):
-                # an event whose text holds none of the values the rules' WHERE clauses ask for goes to no
-                # rule: not parsed (most events, for rules like the intrusion ones)
-                if value is None or (needles is not None and "\\u" not in value
-                                     and not any(n in value for n in needles)):
-                    continue
-                event = _parse(value)
+            # an event whose text holds none of the values the rules' WHERE clauses ask for goes to no rule: it
+            # is neither parsed nor even taken out of Arrow (most events, for rules like the intrusion ones);
+            # a text with \u escapes may spell a value otherwise, so it is parsed
+            chosen = batch if needles is None else batch.take(_holding_any(batch.column(0), needles))
+            values, topics = chosen.column(0).to_pylist(), chosen.column(1).to_pylist()
+            partitions, offsets = chosen.column(2).to_pylist(), chosen.column(3).to_pylist()
+            for value, topic, partition, offset in zip(values, topics, partitions, offsets):
+                event = _parse(value) if value is not None else None
                 if event is None:
                     continue
-                partition, offset, text = partitions[i], offsets[i], None
-                for rule in router.rules_for(event, topics[i]):
+                text = None
+                for rule in router.rules_for(event, topic):
                     when = rule.time_of(event)
                     if when is None:
                         continue
@@ -182,8 +181,8 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
                 # the events not parsed tell the time through the newest record of each partition in the chunk
                 # (a partition's last record is its latest, up to the stream's disorder): a watermark from
                 # them may lag the true newest time by that disorder, never run ahead of it
-                for i in _last_of_each_partition(topics, partitions, offsets):
-                    event = _parse(values[i]) if values[i] is not None else None
+                for value in batch.take(_newest_of_each_partition(batch)).column(0).to_pylist():
+                    event = _parse(value) if value is not None else None
                     if event is not None:
                         clock.see(event)
             seen = clock.newest()
@@ -244,13 +243,31 @@ def _parse(value: str) -> dict | None:
     return event if isinstance(event, dict) else None
 
 
-def _last_of_each_partition(topics: list, partitions: list, offsets: list) -> list[int]:
-    last: dict = {}
-    for i, key in enumerate(zip(topics, partitions)):
-        j = last.get(key)
-        if j is None or offsets[i] > offsets[j]:
-            last[key] = i
-    return list(last.values())
+def _holding_any(values, needles: tuple[str, ...]):
+    """Indices of the texts that hold one of ``needles`` or a \\u escape (Arrow compute, no Python per row)."""
+    import pyarrow.compute as pc
+
+    mask = pc.match_substring(values, "\\u")
+    for needle in needles:
+        mask = pc.or_(mask, pc.match_substring(values, needle))
+    return pc.indices_nonzero(pc.fill_null(mask, False))
+
+
+def _newest_of_each_partition(batch):
+    """Indices of each (topic, partition)'s highest offset in the batch."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if batch.num_rows == 0:
+        return pa.array([], pa.int64())
+    topic_codes = pc.dictionary_encode(batch.column(1)).indices.cast(pa.int64())
+    keys = pc.add(pc.multiply(topic_codes, 1 << 32), batch.column(2).cast(pa.int64()))
+    chosen = []
+    for key in pc.unique(keys).to_pylist():
+        rows = pc.indices_nonzero(pc.equal(keys, key))
+        offsets = pc.take(batch.column(3), rows)
+        chosen.append(rows[pc.index(offsets, pc.max(offsets)).as_py()].as_py())
+    return pa.array(chosen, pa.int64())
 
 
 def _events_of(batch) -> Iterator[tuple[dict, str, int, int]]:
