@@ -28,7 +28,7 @@ def raw_frame(spark, events, topic="events"):
 
 
 def test_intrusion_rules_on_a_static_frame_alert_on_the_planted_attacks(spark):
-    generated = security_events(12_000, attacks=2, seed=21, rate_per_s=20)
+    generated = security_events(3_000, attacks=2, seed=21, rate_per_s=10)
     alerts = match_rules(raw_frame(spark, generated.events), FixedRules(INTRUSION)).collect()
     assert sorted((a.rule, json.loads(a.key)[0]) for a in alerts) == sorted(
         (p.rule, p.host) for p in generated.planted)

@@ -24,7 +24,7 @@ def test_no_alert_lost_or_repeated_after_kill_9(own_broker, tmp_path):
     bootstrap = own_broker.bootstrap
     create_topic(bootstrap, "security-events", 3)
     create_topic(bootstrap, "alerts", 1)
-    generated = security_events(6000, attacks=2, rate_per_s=20, seed=13, start_ms=recent_start_ms())
+    generated = security_events(3000, attacks=2, rate_per_s=10, seed=13, start_ms=recent_start_ms())
     produce_records(bootstrap, "security-events", (
         (e["src_ip"].encode(), json.dumps(e).encode(), event_time_ms(e["event_time"])) for e in generated.events))
     stored = StoredDefinitions(bootstrap, RULES_TOPIC)
@@ -33,8 +33,8 @@ def test_no_alert_lost_or_repeated_after_kill_9(own_broker, tmp_path):
     checkpoint = str(tmp_path / "ck")
     cmd = [sys.executable, "-m", "freshet.cli.main", "run", "cep", "--from", "security-events", "--to",
            "topic:alerts", "--checkpoint", checkpoint, "--lateness", "30 seconds", "--max-offsets-per-trigger",
-           "1500", "--trigger-seconds", "0.5", "--spark-log", str(tmp_path / "spark.log"), "--bootstrap", bootstrap]
-    assert kill_mid_stream(cmd, checkpoint, targets=(2,)) == 1
+           "1000", "--trigger-seconds", "0.5", "--spark-log", str(tmp_path / "spark.log"), "--bootstrap", bootstrap]
+    assert kill_mid_stream(cmd, checkpoint, targets=(1,)) == 1
     final = subprocess.run(cmd + ["--available-now"], capture_output=True, text=True, timeout=600)
     assert final.returncode == 0, final.stderr[-3000:]
     alerts = [json.loads(v) for _, v in read_to_end(bootstrap, "alerts", 1, "read_committed")]

@@ -15,7 +15,7 @@ def demo(name: str, tmp_path, *args):
 
 @pytest.mark.timeout(450)
 def test_demo_intrusion_alerts_are_the_planted_attacks(tmp_path):
-    run = demo("intrusion", tmp_path, "--events", "8000", "--attacks", "2")
+    run = demo("intrusion", tmp_path, "--events", "3000", "--attacks", "2")
     out = run.stdout
     assert run.returncode == 0, out + run.stderr[-3000:]
     for step in ("1. security events", "2. the rules", "3. matching on Spark", "4. the alerts against the plan"):
@@ -26,7 +26,7 @@ def test_demo_intrusion_alerts_are_the_planted_attacks(tmp_path):
 
 @pytest.mark.timeout(450)
 def test_demo_alerts_match_a_full_scan(tmp_path):
-    run = demo("alerts", tmp_path, "--listings", "1000")
+    run = demo("alerts", tmp_path, "--listings", "500")
     out = run.stdout
     assert run.returncode == 0, out + run.stderr[-3000:]
     for step in ("1. stored searches", "2. listings", "3. matching on Spark", "4. the alerts against a full scan"):

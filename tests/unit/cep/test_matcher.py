@@ -172,13 +172,13 @@ def _theirs(rule, events):
     return sorted(out)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(rules(), events_strategy)
 def test_every_construct_against_the_reference(rule, events):
     assert _ours(rule, events) == _theirs(rule, events)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(rules(), events_strategy, st.randoms(use_true_random=False), st.integers(0, 4))
 def test_a_stream_out_of_order_matches_as_the_sorted_whole(rule, events, rnd, disorder):
     """Events arrive shuffled up to ``disorder`` ms out of order, with the watermark ``disorder`` behind

@@ -89,7 +89,7 @@ documents = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(query_texts(), min_size=1, max_size=30), st.lists(documents, min_size=1, max_size=10))
 def test_indexed_matching_equals_a_brute_force_scan(queries, docs):
     index = QueryIndex()
