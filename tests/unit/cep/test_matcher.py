@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from freshet.cep.matcher import CompiledRule, PartitionMatcher, match_events
@@ -172,13 +172,13 @@ def _theirs(rule, events):
     return sorted(out)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(rules(), events_strategy)
 def test_every_construct_against_the_reference(rule, events):
     assert _ours(rule, events) == _theirs(rule, events)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(rules(), events_strategy, st.randoms(use_true_random=False), st.integers(0, 4))
 def test_a_stream_out_of_order_matches_as_the_sorted_whole(rule, events, rnd, disorder):
     """Events arrive shuffled up to ``disorder`` ms out of order, with the watermark ``disorder`` behind
