@@ -23,11 +23,11 @@ from rich.table import Table
 
 from freshet.client import TopicAdmin
 from freshet.client.produce import produce_records
-from freshet.client.reading import read_to_end, reader
 from freshet.client.stored import RULES_TOPIC, WATCHES_TOPIC, StoredDefinitions
 from freshet.local import BrokerProcess
 
 from .common import stderr_to
+from .demo_ingest import _records
 
 
 def recent_start_ms() -> int:
@@ -54,14 +54,7 @@ class Steps:
 
 
 def _values(bootstrap: str, topic: str) -> list[dict]:
-    consumer = reader(bootstrap)
-    out: list = []
-    try:
-        partitions = TopicAdmin(bootstrap).partition_count(topic)
-        read_to_end(consumer, [(topic, p, -2) for p in range(partitions)], out.append, 60)
-    finally:
-        consumer.close()
-    return [json.loads(m.value()) for m in out]
+    return [json.loads(m.value()) for m in _records(bootstrap, topic)]
 
 
 def _run_available_now(pipeline: str, topic: str, sink_topic: str, bootstrap: str, data_dir: str,
@@ -232,7 +225,6 @@ def alerts_demo(data_dir: str, count: int) -> None:
                                  f"searches), the same as the scan's {len(scan)}")
         steps.check(all(any(who in a["query_ids"] for a in alerts) for who in SEARCHES),
                     "every search found at least one house")
-        evaluated = 0
         for e in published:
             index.match(e)
         evaluated = index.evaluated

@@ -274,13 +274,8 @@ def _events_of(batch) -> Iterator[tuple[dict, str, int, int]]:
     """The JSON objects of an Arrow batch of (value, topic, partition, offset); other values are skipped."""
     for value, topic, partition, offset in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(),
                                                batch.column(2).to_pylist(), batch.column(3).to_pylist()):
-        if value is None:
-            continue
-        try:
-            event = orjson.loads(value)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(event, dict):
+        event = _parse(value) if value is not None else None
+        if event is not None:
             yield event, topic, partition, offset
 
 
