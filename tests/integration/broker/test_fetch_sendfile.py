@@ -1,0 +1,36 @@
+"""Record sets go from the segment files to the socket with sendfile: large responses to a slow reader
+(a socket that fills, so sends go partial and continue when it drains) arrive whole and in order.
+(That a region survives its segment's deletion: tests/unit/log/test_read_region.py.)"""
+
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def test_large_fetches_to_a_slow_reader_arrive_whole_and_in_order(broker, topic_name):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 2)])[topic_name].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20, "acks": "all"})
+    n = 40_000
+    for i in range(n):
+        producer.produce(topic_name, value=b"%08d" % i + b"x" * 200, partition=i % 2)
+        if i % 5000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic_name, "enable.auto.commit": False,
+                         "socket.receive.buffer.bytes": 4096,  # the broker's sends fill it: partial sendfiles
+                         "fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": 4 << 20})
+    consumer.assign([TopicPartition(topic_name, p, 0) for p in range(2)])
+    seen: dict[int, list[int]] = {0: [], 1: []}
+    deadline = time.monotonic() + 90
+    while sum(map(len, seen.values())) < n and time.monotonic() < deadline:
+        for msg in consumer.consume(5000, 1.0):
+            assert msg.error() is None
+            value = msg.value()
+            assert value[8:] == b"x" * 200
+            seen[msg.partition()].append(int(value[:8]))
+            if len(seen[0]) % 1000 == 0:
+                time.sleep(0.01)  # read slowly now and then
+    consumer.close()
+    assert seen[0] == list(range(0, n, 2)) and seen[1] == list(range(1, n, 2))
