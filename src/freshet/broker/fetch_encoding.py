@@ -4,14 +4,16 @@ The generic path (``protocol.encode_response``) builds kio's response dataclasse
 into one buffer: for a fetch that means copying every record set it returns once more into the
 response, and building an object per partition. Here a fetch response body (the dict the fetch
 handler returns, versions 4 to 12) becomes a list of buffers: the encoded fields between record
-sets, and the record sets themselves (bytes or memoryviews over what the log read), which the
-connection writes out as they are. Byte for byte what kio writes (tests/unit/broker compares).
+sets, and the record sets themselves (file regions from the log, or bytes), which the connection
+sends as they are: regions with sendfile, never read into Python. Byte for byte what kio writes (tests/unit/broker compares).
 """
 
 from __future__ import annotations
 
 import datetime
 import struct
+
+from .framing import uvarint
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
@@ -23,15 +25,6 @@ _ABORTED = struct.Struct(">qq")
 FIRST_VERSION = 4
 LAST_VERSION = 12
 FIRST_FLEXIBLE = 12
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _millis(value) -> int:
@@ -54,16 +47,16 @@ def encode_fetch_body(version: int, body: dict) -> list:
     else:
         head += _I32.pack(throttle)
     responses = body.get("responses", ())
-    head += _uvarint(len(responses) + 1) if flexible else _I32.pack(len(responses))
+    head += uvarint(len(responses) + 1) if flexible else _I32.pack(len(responses))
     for topic in responses:
         name = topic["topic"].encode()
         if flexible:
-            head += _uvarint(len(name) + 1)
+            head += uvarint(len(name) + 1)
         else:
             head += _I16.pack(len(name))
         head += name
         partitions = topic["partitions"]
-        head += _uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
+        head += uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
         for p in partitions:
             if version >= 5:
                 head += partition_struct.pack(p["partition_index"], int(p.get("error_code", 0)), p["high_watermark"],
@@ -75,7 +68,7 @@ def encode_fetch_body(version: int, body: dict) -> list:
             if aborted is None:
                 head += b"\0" if flexible else b"\xff\xff\xff\xff"
             else:
-                head += _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                head += uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
                 for a in aborted:
                     head += _ABORTED.pack(a["producer_id"], a["first_offset"])
                     if flexible:
@@ -87,7 +80,7 @@ def encode_fetch_body(version: int, body: dict) -> list:
                 head += b"\0" if flexible else b"\xff\xff\xff\xff"
             else:
                 size = len(records)
-                head += _uvarint(size + 1) if flexible else _I32.pack(size)
+                head += uvarint(size + 1) if flexible else _I32.pack(size)
                 if size:
                     parts.append(head)
                     parts.append(records)

@@ -1,5 +1,6 @@
 """The framing primitives every protocol module reads with: the error for an unparseable frame,
-unsigned varints (protocol lengths and tags) and tagged-field skipping.
+unsigned varints (protocol lengths and tags; read, and written for hand-encoded responses) and
+tagged-field skipping.
 
 ``protocol`` (request headers, decoding, responses) and ``frame_check`` (the structural walk
 before kio's decoder) both build on this module; neither imports the other's internals.
@@ -10,6 +11,16 @@ from __future__ import annotations
 
 class FrameError(Exception):
     """A frame that cannot be parsed: the connection is closed, as Kafka does."""
+
+
+def uvarint(value: int) -> bytes:
+    """``value`` (>= 0) as an unsigned varint."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def read_uvarint(buf: bytes, pos: int, end: int | None = None) -> tuple[int, int]:

@@ -221,7 +221,6 @@ class Broker:
                         return
                 if sent < part.size:
                     await loop.sendfile(transport, part, part.position + sent, part.size - sent)
-                part.close()
         finally:
             if corked:
                 try:
