@@ -60,3 +60,65 @@ def test_live_broker_survives_mutated_frames_and_keeps_serving(tmp_path):
         assert (after.high_watermark, bytes(after.records)) == (before.high_watermark, bytes(before.records))
         with open(b.log_path) as log:
             assert "Traceback" not in log.read()
+
+
+def test_share_group_requests_fuzzed_against_a_live_queue_change_nothing_they_should_not(tmp_path):
+    """Mutated ShareGroupHeartbeat / ShareFetch / ShareAcknowledge frames that name a real topic id and group:
+    the broker keeps serving, and a share group the fuzzer does not belong to keeps its queue as it was."""
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    from freshet.client.queue import set_group_configs
+    from freshet.client.share_groups import describe_share_group
+
+    with BrokerProcess(data_dir=str(tmp_path / "d")) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic("fuzz-queue", 1)])["fuzz-queue"].result(10)
+        set_group_configs(b.bootstrap, "canary", {"share.auto.offset.reset": "earliest"})
+        set_group_configs(b.bootstrap, "fuzzed", {"share.auto.offset.reset": "earliest"})
+        with RawConnection(b.bootstrap) as conn:
+            produce(conn, "fuzz-queue", 0, encode_batch([(None, b"job-%d" % i, 1_700_000_000_000) for i in range(20)]))
+            meta = conn.request(3, 12, {"topics": [{"name": "fuzz-queue", "topic_id": None}],
+                                        "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        tid = meta.topics[0].topic_id
+        canary = ShareConsumer({"bootstrap.servers": b.bootstrap, "group.id": "canary", "log_level": 3,
+                                "share.acknowledgement.mode": "explicit"})
+        canary.subscribe(["fuzz-queue"])
+        got = []
+        deadline = time.monotonic() + 20
+        while len(got) < 20 and time.monotonic() < deadline:
+            got += [m for m in canary.poll(0.5) if m.error() is None]
+        for m in got[:10]:
+            canary.acknowledge(m, AcknowledgeType.ACCEPT)
+        for m in got[10:]:
+            canary.acknowledge(m, AcknowledgeType.RELEASE)
+        canary.commit_sync(10)
+        canary.close()
+        before = describe_share_group(b.bootstrap, "canary").partitions
+        parts = [{"partition_index": 0, "acknowledgement_batches": [
+            {"first_offset": 0, "last_offset": 3, "acknowledge_types": [1, 2, 3, 0]}]}]
+        seeds = [
+            encode_request(76, 1, {"group_id": "fuzzed", "member_id": "fz", "member_epoch": 0, "rack_id": None,
+                                   "subscribed_topic_names": ["fuzz-queue"]}),
+            encode_request(76, 1, {"group_id": "fuzzed", "member_id": "fz", "member_epoch": 1, "rack_id": None,
+                                   "subscribed_topic_names": None}),
+            encode_request(78, 1, {"group_id": "fuzzed", "member_id": "fz", "share_session_epoch": 0, "max_wait": 0,
+                                   "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 5, "batch_size": 5,
+                                   "topics": [{"topic_id": tid, "partitions": [
+                                       {"partition_index": 0, "acknowledgement_batches": []}]}],
+                                   "forgotten_topics_data": []}),
+            encode_request(78, 2, {"group_id": "fuzzed", "member_id": "fz", "share_session_epoch": 1, "max_wait": 0,
+                                   "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 5, "batch_size": 5,
+                                   "topics": [{"topic_id": tid, "partitions": parts}],
+                                   "forgotten_topics_data": [{"topic_id": tid, "partitions": [0]}]}),
+            encode_request(79, 1, {"group_id": "fuzzed", "member_id": "fz", "share_session_epoch": 2,
+                                   "topics": [{"topic_id": tid, "partitions": parts}]}),
+            encode_request(77, 1, {"group_ids": ["fuzzed", "canary"], "include_authorized_operations": False}),
+            encode_request(90, 1, {"groups": [{"group_id": "canary", "topics": None}]}),
+        ]
+        report = fuzz_live("127.0.0.1", b.port, 3_000, seed=11, seeds=seeds)
+        assert report.frames == 3_000 and b.proc.poll() is None
+        after = describe_share_group(b.bootstrap, "canary").partitions
+        assert [(p.start_offset, p.available, p.acknowledged, p.archived) for p in after] == \
+               [(p.start_offset, p.available, p.acknowledged, p.archived) for p in before] == [(10, 10, 0, 0)]
+        with open(b.log_path) as log:
+            assert "Traceback" not in log.read()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from .share_groups import ShareSettings
 
 
 @dataclass
@@ -23,3 +25,4 @@ class BrokerConfig:
     cleaner_interval_ms: int = 30_000  # how often retention and compaction run
     producer_byte_rate: int = 0  # produce quota per client id, bytes/s (0: unlimited)
     metrics_port: int | None = None  # Prometheus GET /metrics on this port (0: a free one); None: off
+    share: ShareSettings = field(default_factory=ShareSettings)  # group.share.* defaults for share groups

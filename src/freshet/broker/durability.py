@@ -69,6 +69,11 @@ class GroupCommit:
             self._waiters.append((partition, offset, fut))
         return fut
 
+    async def answer_when_durable(self, body: dict, *writes: tuple[Partition, int]) -> dict:
+        """``body``, once every ``(partition, last offset)`` written for it is fsync'd (a request's answer)."""
+        await asyncio.gather(*(self.durable(partition, offset) for partition, offset in writes))
+        return body
+
     def high_watermark_moved(self) -> asyncio.Future:
         """A future that completes after the next round that advanced any high watermark."""
         fut = asyncio.get_running_loop().create_future()

@@ -30,6 +30,7 @@ from .offsets import OffsetStore
 from .protocol import RequestHeader
 from .quotas import ProduceQuota
 from .registry import TopicRegistry
+from .share_groups import ShareGroupCoordinator
 from .transactions import TransactionCoordinator
 
 log = logging.getLogger(__name__)
@@ -47,10 +48,10 @@ def encode(header: RequestHeader, body: dict) -> bytes | list:
 
 
 def _api_table() -> dict[int, tuple[int, int, Handler]]:
-    from .handlers import cluster, fetch, groups, produce, topics, transactions
+    from .handlers import cluster, fetch, groups, produce, share, topics, transactions
 
     table: dict[int, tuple[int, int, Handler]] = {}
-    for module in (cluster, topics, produce, fetch, groups, transactions):
+    for module in (cluster, topics, produce, fetch, groups, share, transactions):
         table.update(module.APIS)
     return table
 
@@ -64,6 +65,7 @@ class Broker:
         self.produce_quota = ProduceQuota(config.producer_byte_rate)
         self.offsets = OffsetStore(self.registry)
         self.transactions = TransactionCoordinator(self)
+        self.share_groups = ShareGroupCoordinator(self.registry, config.share)
         self.apis = _api_table()
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task] = set()
@@ -80,7 +82,9 @@ class Broker:
     async def start(self) -> None:
         self.group_commit = GroupCommit()
         self.group_commit.start()
+        self.share_groups.on_append = self.group_commit.written
         self.groups.start()
+        self.share_groups.start()
         self.transactions.start()
         self._cleaner = asyncio.get_running_loop().create_task(self._run_cleaner(), name="log-cleaner")
         if self.metrics:  # before the Kafka port: whoever sees that listening finds this too
@@ -104,6 +108,7 @@ class Broker:
             self._cleaner.cancel()
             await asyncio.gather(self._cleaner, return_exceptions=True)
         await self.groups.stop()
+        await self.share_groups.stop()
         await self.transactions.stop()
         if self.group_commit:
             await self.group_commit.stop()

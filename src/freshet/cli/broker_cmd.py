@@ -9,6 +9,7 @@ import sys
 import click
 
 from freshet.broker.config import BrokerConfig
+from freshet.broker.share_groups import ShareSettings
 
 DEFAULTS = BrokerConfig(data_dir="./data")  # every default below is BrokerConfig's
 
@@ -38,12 +39,21 @@ def broker() -> None:
               help="Produce quota per client id in bytes/s (0: none); excess is throttled (throttle_time_ms).")
 @click.option("--metrics-port", default=DEFAULTS.metrics_port, type=int,
               help="Serve Prometheus metrics (segment count, size, offsets per partition) on GET /metrics here.")
+@click.option("--share-record-lock-duration-ms", default=DEFAULTS.share.record_lock_duration_ms, show_default=True,
+              type=int, help="Share groups: how long a delivered record stays locked to its consumer.")
+@click.option("--share-delivery-count-limit", default=DEFAULTS.share.delivery_count_limit, show_default=True, type=int,
+              help="Share groups: deliveries after which a record is archived instead of redelivered.")
+@click.option("--share-session-timeout-ms", default=DEFAULTS.share.session_timeout_ms, show_default=True, type=int,
+              help="Share groups: a member silent this long leaves and its records come back.")
+@click.option("--share-auto-offset-reset", default=DEFAULTS.share.auto_offset_reset, show_default=True,
+              type=click.Choice(["earliest", "latest"]), help="Where a new share group starts in each partition.")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto_create_topics: bool,
           default_partitions: int, cleaner_interval_ms: int, initial_rebalance_delay_ms: int, idle_timeout_ms: int,
           frame_timeout_ms: int, max_request_bytes: int, producer_byte_rate: int, metrics_port: int | None,
-          log_level: str) -> None:
+          share_record_lock_duration_ms: int, share_delivery_count_limit: int, share_session_timeout_ms: int,
+          share_auto_offset_reset: str, log_level: str) -> None:
     """Start a broker in the foreground (Ctrl-C stops it cleanly)."""
     from freshet.broker import run_broker
 
@@ -55,6 +65,9 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
         idle_timeout_s=idle_timeout_ms / 1000, frame_timeout_s=frame_timeout_ms / 1000,
         max_request_bytes=max_request_bytes, producer_byte_rate=producer_byte_rate,
         metrics_port=metrics_port,
+        share=ShareSettings(record_lock_duration_ms=share_record_lock_duration_ms,
+                            delivery_count_limit=share_delivery_count_limit,
+                            session_timeout_ms=share_session_timeout_ms, auto_offset_reset=share_auto_offset_reset),
     )
 
     def ready(b) -> None:

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from freshet.client.groups import GroupAdmin
+from freshet.client.share_groups import ShareGroupInfo, read_share_groups
 
 from .common import bootstrap_option, one_line_errors
 from .records_cmd import _parse_time
@@ -19,16 +20,20 @@ ALERT_EXIT = 2
 
 @click.group()
 def groups() -> None:
-    """Consumer groups: members, committed offsets, lag, offset resets."""
+    """Consumer groups and share groups: members, committed offsets, lag, queue state, offset resets."""
 
 
 @groups.command("list")
 @bootstrap_option
 @one_line_errors
 def list_(bootstrap: str) -> None:
-    """Every consumer group with its state."""
+    """Every group with its state and type: consumer groups (classic) and share groups (queues)."""
+    shared = read_share_groups(bootstrap)
     for group_id, state in GroupAdmin(bootstrap).list_groups():
-        click.echo(f"{group_id}\t{state}")
+        if group_id not in shared:
+            click.echo(f"{group_id}\t{state}\tclassic")
+    for group_id, info in sorted(shared.items()):
+        click.echo(f"{group_id}\t{info.state.upper()}\tshare")
 
 
 @groups.command("describe")
@@ -36,7 +41,11 @@ def list_(bootstrap: str) -> None:
 @bootstrap_option
 @one_line_errors
 def describe(group: str, bootstrap: str) -> None:
-    """Per partition: committed offset, end offset, lag, member."""
+    """Per partition: committed offset, end offset, lag, member (a share group: its queue's state)."""
+    shared = read_share_groups(bootstrap)
+    if group in shared:
+        _describe_share_group(shared[group])
+        return
     info = GroupAdmin(bootstrap).describe(group)
     console = Console()
     table = Table(title=f"group {group} ({info.state}, {len(info.members)} members, total lag {info.total_lag})")
@@ -47,6 +56,25 @@ def describe(group: str, bootstrap: str) -> None:
         table.add_row(p.topic, str(p.partition), str(p.committed) if p.committed >= 0 else "-",
                       str(p.end_offset), str(p.lag), p.member or "-")
     console.print(table)
+
+
+def _describe_share_group(info: ShareGroupInfo) -> None:
+    console = Console(width=100)
+    table = Table(title=f"share group {info.group_id} ({info.state}, {len(info.members)} members, "
+                        f"backlog {info.backlog})")
+    for col, justify in (("topic", "left"), ("part", "right"), ("start", "right"), ("end", "right"),
+                         ("acquired", "right"), ("redeliver", "right"), ("acked", "right"), ("archived", "right"),
+                         ("backlog", "right")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for p in info.partitions:
+        table.add_row(p.topic, str(p.partition), str(p.start_offset), str(p.high_watermark), str(p.acquired),
+                      str(p.available), str(p.acknowledged), str(p.archived), str(p.backlog))
+    console.print(table)
+    for m in info.members:
+        console.print(f"member {m['member_id']} client {m['client_id']} at {m['client_host']}, "
+                      f"subscribed to {', '.join(m['subscribed'])}")
+    for key, value in sorted(info.configs.items()):
+        console.print(f"config {key}={value}")
 
 
 @groups.command("reset-offsets")

@@ -16,6 +16,7 @@ from .es_cmd import es
 from .gen_cmd import gen
 from .groups_cmd import groups
 from .ingest_cmd import ingest, webhook
+from .queue_cmd import queue
 from .records_cmd import consume, produce
 from .run_cmd import run
 from .timeline_cmd import timeline
@@ -35,6 +36,7 @@ cli.add_command(produce)
 cli.add_command(consume)
 cli.add_command(gen)
 cli.add_command(groups)
+cli.add_command(queue)
 demo.add_command(enrollment_demo)
 demo.add_command(ingest_demo)
 demo.add_command(intrusion_demo)

@@ -46,3 +46,10 @@ def consumer_config(bootstrap: str | None = None, group_id: str | None = None, o
     }
     config.update(overrides or {})
     return config
+
+
+def share_consumer_config(bootstrap: str | None, group_id: str, overrides: dict | None = None) -> dict:
+    """A share consumer (queues on the log, KIP-932) that acknowledges each record itself: explicit mode, so a
+    record is accepted only once the application says so, and anything else comes back to the group."""
+    return {"bootstrap.servers": resolve_bootstrap(bootstrap), "group.id": group_id,
+            "share.acknowledgement.mode": "explicit", "log_level": 3, **(overrides or {})}

@@ -16,6 +16,7 @@ import random
 import socket
 import struct
 import time
+import uuid
 from dataclasses import dataclass, field
 
 from kio.serial import entity_writer
@@ -25,7 +26,7 @@ from freshet.broker.framing import FrameError
 from freshet.log import encode_batch
 
 INTERESTING = [0x00, 0x01, 0x7F, 0x80, 0xFF, 0xFE]
-DESTRUCTIVE_APIS = {20, 21, 42, 47}  # DeleteTopics, DeleteRecords, DeleteGroups, OffsetDelete
+DESTRUCTIVE_APIS = {20, 21, 42, 47, 91, 92}  # DeleteTopics, DeleteRecords, DeleteGroups, OffsetDelete, share offsets
 
 
 def _seed_body(api_key: int, version: int) -> dict:
@@ -89,6 +90,26 @@ def _seed_body(api_key: int, version: int) -> dict:
         61: {"topics": [{"name": topic, "partition_indexes": [0, 7]}]},
         65: {"transactional_ids": ["fuzz-txn"]},
         66: {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
+        44: {"resources": [{"resource_type": 32, "resource_name": "fuzz-share",
+                            "configs": [{"name": "share.record.lock.duration.ms", "config_operation": 0,
+                                         "value": "30000"}]}], "validate_only": True},
+        76: {"group_id": "fuzz-share", "member_id": "fuzz-member", "member_epoch": 0, "rack_id": None,
+             "subscribed_topic_names": [topic]},
+        77: {"group_ids": ["fuzz-share"], "include_authorized_operations": False},
+        78: {"group_id": "fuzz-share", "member_id": "fuzz-member", "share_session_epoch": 0, "max_wait": 0,
+             "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,
+             "topics": [{"topic_id": uuid.UUID(int=1), "partitions": [
+                 {"partition_index": 0, "acknowledgement_batches": [
+                     {"first_offset": 0, "last_offset": 1, "acknowledge_types": [1]}]}]}],
+             "forgotten_topics_data": []},
+        79: {"group_id": "fuzz-share", "member_id": "fuzz-member", "share_session_epoch": 1,
+             "topics": [{"topic_id": uuid.UUID(int=1), "partitions": [
+                 {"partition_index": 0, "acknowledgement_batches": [
+                     {"first_offset": 0, "last_offset": 1, "acknowledge_types": [1, 3]}]}]}]},
+        90: {"groups": [{"group_id": "fuzz-share", "topics": [{"topic_name": topic, "partitions": [0]}]}]},
+        91: {"group_id": "fuzz-doomed-share", "topics": [{"topic_name": topic, "partitions": [
+            {"partition_index": 0, "start_offset": 0}]}]},
+        92: {"group_id": "fuzz-doomed-share", "topics": [{"topic_name": topic}]},
     }
     return bodies[api_key]
 
@@ -181,11 +202,12 @@ def fuzz_decoder(frames: int, seed: int = 1) -> FuzzReport:
 
 
 def fuzz_live(host: str, port: int, frames: int, seed: int = 1, burst: int = 50,
-              skip_apis: set[int] = DESTRUCTIVE_APIS) -> FuzzReport:
-    """Mutated frames over TCP, in bursts; reconnect whenever the broker closes on us."""
+              skip_apis: set[int] = DESTRUCTIVE_APIS, seeds: list[bytes] | None = None) -> FuzzReport:
+    """Mutated frames over TCP, in bursts; reconnect whenever the broker closes on us. ``seeds``: the frames to
+    mutate (default: one request per supported API and version, see ``seed_corpus``)."""
     from freshet.broker.server import _api_table
 
-    corpus = [f for f in seed_corpus(_api_table()) if struct.unpack_from(">h", f)[0] not in skip_apis]
+    corpus = [f for f in (seeds or seed_corpus(_api_table())) if struct.unpack_from(">h", f)[0] not in skip_apis]
     rng = random.Random(seed)
     report = FuzzReport()
     start = time.perf_counter()

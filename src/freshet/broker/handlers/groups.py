@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 from ..context import Request, RequestContext, Response
 from ..groups import COMPLETING, DEAD, EMPTY, PREPARING, GroupError
 from ..offsets import CommittedOffset
+from ..share_groups import ShareGroupError
 
 MAX_METADATA = 4096  # offset.metadata.max.bytes
 
@@ -189,6 +190,12 @@ def describe_groups(ctx: RequestContext, request: Request) -> dict:
     out = []
     for group_id in request.groups:
         g = broker.groups.group(group_id)
+        if group_id not in known and group_id in broker.share_groups.groups:
+            # as Kafka: DescribeGroups answers for classic groups only (ShareGroupDescribe for the rest)
+            out.append({"error_code": ErrorCode.group_id_not_found, "error_message": f"group {group_id} is a share group",
+                        "group_id": group_id, "group_state": DEAD, "protocol_type": "", "protocol_data": "",
+                        "members": []})
+            continue
         if group_id not in known:
             out.append({"error_code": ErrorCode.none, "group_id": group_id, "group_state": DEAD, "protocol_type": "",
                         "protocol_data": "", "members": []})
@@ -213,7 +220,8 @@ def list_groups(ctx: RequestContext, request: Request) -> dict:
     states = set(getattr(request, "states_filter", ()) or ())
     types = {t.lower() for t in (getattr(request, "types_filter", ()) or ())}
     out = []
-    for group_id, g in _known_groups(broker).items():
+    known = _known_groups(broker)
+    for group_id, g in known.items():
         state = g.state if g else EMPTY
         if states and state not in states:
             continue
@@ -221,6 +229,10 @@ def list_groups(ctx: RequestContext, request: Request) -> dict:
             continue
         out.append({"group_id": group_id, "protocol_type": (g.protocol_type if g and g.protocol_type else "consumer"),
                     "group_state": state, "group_type": "classic"})
+    for group_id, sg in sorted(broker.share_groups.groups.items()):
+        if group_id in known or (states and sg.state not in states) or (types and "share" not in types):
+            continue
+        out.append({"group_id": group_id, "protocol_type": "share", "group_state": sg.state, "group_type": "share"})
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": out}
 
 
@@ -231,6 +243,13 @@ def delete_groups(ctx: RequestContext, request: Request) -> Response:
     known = _known_groups(broker)
     for group_id in request.groups_names:
         code = ErrorCode.none
+        if group_id not in known and group_id in broker.share_groups.groups:
+            try:
+                waits.append((broker.share_groups.state, broker.share_groups.delete(group_id)))
+            except ShareGroupError as exc:
+                code = exc.error_code
+            results.append({"group_id": group_id, "error_code": code})
+            continue
         if group_id not in known:
             code = ErrorCode.group_id_not_found
         else:
@@ -238,21 +257,16 @@ def delete_groups(ctx: RequestContext, request: Request) -> Response:
                 broker.groups.delete(group_id)
                 committed = broker.offsets.committed(group_id)
                 if committed:
-                    waits.append(broker.offsets.append(group_id, {k: None for k in list(committed)}))
+                    waits.append((broker.offsets.partition,
+                                  broker.offsets.append(group_id, {k: None for k in list(committed)})))
+                    broker.group_commit.written(broker.offsets.partition)
             except GroupError as exc:
                 code = exc.error_code
         results.append({"group_id": group_id, "error_code": code})
     body = {"throttle_time": 0, "results": results}
     if not waits:
         return body
-    broker.group_commit.written(broker.offsets.partition)
-    durable = broker.group_commit.durable(broker.offsets.partition, max(waits))
-
-    async def when_durable() -> dict:
-        await durable
-        return body
-
-    return when_durable()
+    return broker.group_commit.answer_when_durable(body, *waits)
 
 
 def offset_delete(ctx: RequestContext, request: Request) -> Response:

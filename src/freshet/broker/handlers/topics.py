@@ -1,4 +1,5 @@
-"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs: topics and their settings."""
+"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, IncrementalAlterConfigs: topics, groups and
+their settings."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from kio.schema.errors import ErrorCode
 from freshet.log import LogError
 
 from .. import protocol
-from ..context import Request, RequestContext
+from ..context import Request, RequestContext, Response
 from ..errors import error_code_for
 from ..registry import TopicError
+from ..share_groups import GROUP_CONFIGS, ShareGroupError
 from ..topic_config import CONFIG_DEFS
 
 CONFIG_SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
@@ -17,6 +19,9 @@ CONFIG_SOURCE_BROKER_STATIC = 4  # STATIC_BROKER_CONFIG
 CONFIG_SOURCE_DEFAULT = 5  # DEFAULT_CONFIG
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
+CONFIG_SOURCE_GROUP = 8  # GROUP_CONFIG
+CONFIG_SET, CONFIG_DELETE = 0, 1
 
 # DescribeConfigs v3+ config types
 _TYPE_STRING, _TYPE_INT, _TYPE_LONG, _TYPE_LIST, _TYPE_BOOLEAN = 2, 3, 5, 7, 1
@@ -169,12 +174,67 @@ def describe_configs(ctx: RequestContext, request: Request) -> dict:
                  "documentation": None}
                 for k, v in sorted(_broker_configs(broker).items()) if keys is None or k in keys
             ]
+        elif resource.resource_type == RESOURCE_GROUP:
+            result["configs"] = _group_configs(broker, resource.resource_name, keys)
         else:
             result.update(error_code=ErrorCode.invalid_request,
                           error_message=f"resource type {resource.resource_type} {resource.resource_name!r} "
                           "is not described by this broker")
         results.append(result)
     return {"throttle_time": 0, "results": results}
+
+
+def _group_configs(broker, group_id: str, keys: set[str] | None) -> list[dict]:
+    """A group's configs (share groups' share.*): the group's own value, else the broker's default."""
+    coordinator = broker.share_groups
+    group = coordinator.groups.get(group_id)
+    out = []
+    for name, (attr, _, _) in sorted(GROUP_CONFIGS.items()):
+        if keys is not None and name not in keys:
+            continue
+        own = group.configs.get(name) if group is not None else None
+        out.append({"name": name, "value": own if own is not None else str(getattr(coordinator.settings, attr)),
+                    "read_only": False, "config_source": CONFIG_SOURCE_GROUP if own is not None else CONFIG_SOURCE_DEFAULT,
+                    "is_sensitive": False, "synonyms": [], "config_type": _TYPE_STRING, "documentation": None})
+    return out
+
+
+def incremental_alter_configs(ctx: RequestContext, request: Request) -> Response:
+    """Group configs (share groups' ``share.*``), validated whole before any is applied. Topic and broker
+    configs are not alterable at run time yet: those resources answer INVALID_REQUEST."""
+    broker = ctx.broker
+    responses = []
+    waits = []
+    for resource in request.resources:
+        entry = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
+                 "resource_name": resource.resource_name}
+        responses.append(entry)
+        if resource.resource_type != RESOURCE_GROUP:
+            entry.update(error_code=ErrorCode.invalid_request,
+                         error_message=f"resource type {resource.resource_type} is not alterable at run time here")
+            continue
+        if not resource.resource_name:
+            entry.update(error_code=ErrorCode.invalid_group_id, error_message="the group id must not be empty")
+            continue
+        changes: dict[str, str | None] = {}
+        try:
+            for c in resource.configs:
+                if c.config_operation not in (CONFIG_SET, CONFIG_DELETE):
+                    raise ShareGroupError(ErrorCode.invalid_config, f"{c.name}: only SET and DELETE apply to it")
+                value = c.value if c.config_operation == CONFIG_SET else None
+                if c.config_operation == CONFIG_SET and value is None:
+                    raise ShareGroupError(ErrorCode.invalid_config, f"{c.name}: SET needs a value")
+                broker.share_groups.validate_config(c.name, value)
+                changes[c.name] = value
+        except ShareGroupError as exc:
+            entry.update(error_code=exc.error_code, error_message=str(exc))
+            continue
+        if not request.validate_only and changes:
+            waits.append(broker.share_groups.alter_configs(resource.resource_name, changes))
+    body = {"throttle_time": 0, "responses": responses}
+    if not waits:
+        return body
+    return broker.group_commit.answer_when_durable(body, (broker.share_groups.state, max(waits)))
 
 
 def delete_records(ctx: RequestContext, request: Request) -> dict:
@@ -204,4 +264,5 @@ APIS = {
     20: (1, 6, delete_topics),
     37: (0, 3, create_partitions),
     32: (1, 4, describe_configs),
+    44: (0, 1, incremental_alter_configs),
 }

@@ -1,0 +1,394 @@
+"""Share groups (KIP-932): ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge and the
+share-group offset admin APIs. The queue semantics live in ``share_partition``, membership and sessions
+in ``share_groups``; these functions turn requests into calls on them and answers into Kafka's shapes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from kio.schema.errors import ErrorCode
+
+from ..context import Request, RequestContext, Response
+from ..share_groups import ShareGroup, ShareGroupError
+from ..share_partition import AcknowledgeError
+
+ASSIGNOR = "simple"
+
+
+def _leader(ctx: RequestContext) -> dict:
+    return {"leader_id": ctx.broker.config.node_id, "leader_epoch": 0}
+
+
+def share_group_heartbeat(ctx: RequestContext, request: Request) -> dict:
+    coordinator = ctx.broker.share_groups
+    if request.group_id in ctx.broker.groups.groups or request.group_id in ctx.broker.offsets.offsets:
+        return {"throttle_time": 0, "error_code": ErrorCode.inconsistent_group_protocol,
+                "error_message": f"{request.group_id} is a consumer group, not a share group",
+                "member_epoch": -1, "heartbeat_interval": 0}
+    try:
+        result = coordinator.heartbeat(
+            request.group_id, request.member_id, request.member_epoch, request.subscribed_topic_names,
+            request.rack_id, ctx.header.client_id or "", ctx.peer_host.lstrip("/"))
+    except ShareGroupError as exc:
+        return {"throttle_time": 0, "error_code": exc.error_code, "error_message": str(exc), "member_epoch": -1,
+                "heartbeat_interval": 0}
+    assignment = result["assignment"]
+    if assignment is not None:
+        registry = ctx.broker.registry
+        assignment = {"topic_partitions": [
+            {"topic_id": registry.get(name).topic_id, "partitions": list(parts)}
+            for name, parts in assignment.items() if registry.get(name) is not None]}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "member_id": result["member_id"],
+            "member_epoch": result["member_epoch"],
+            "heartbeat_interval": coordinator.heartbeat_interval_ms(request.group_id), "assignment": assignment}
+
+
+def share_group_describe(ctx: RequestContext, request: Request) -> dict:
+    broker = ctx.broker
+    out = []
+    for group_id in request.group_ids:
+        group = broker.share_groups.groups.get(group_id)
+        if group is None:
+            classic = group_id in broker.groups.groups or group_id in broker.offsets.offsets
+            out.append({"error_code": ErrorCode.group_id_not_found, "group_id": group_id,
+                        "error_message": f"group {group_id} is {'not a share group' if classic else 'not known'}",
+                        "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "",
+                        "members": []})
+            continue
+        members = []
+        for m in group.members.values():
+            parts = []
+            for name, indexes in (m.sent_assignment or {}).items():
+                topic = broker.registry.get(name)
+                if topic is not None:
+                    parts.append({"topic_id": topic.topic_id, "topic_name": name, "partitions": list(indexes)})
+            members.append({"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.epoch,
+                            "client_id": m.client_id, "client_host": m.client_host,
+                            "subscribed_topic_names": list(m.subscribed), "assignment": {"topic_partitions": parts}})
+        out.append({"error_code": ErrorCode.none, "group_id": group_id, "group_state": group.state,
+                    "group_epoch": group.epoch, "assignment_epoch": group.epoch, "assignor_name": ASSIGNOR,
+                    "members": members})
+    return {"throttle_time": 0, "groups": out}
+
+
+# -- ShareFetch / ShareAcknowledge ------------------------------------------------------------
+
+def _acknowledge(ctx: RequestContext, group: ShareGroup, member_id: str, topics) -> tuple[dict, set]:
+    """Apply each partition's acknowledgements (all or nothing per partition): {(topic_id, p): error}, changed."""
+    broker = ctx.broker
+    coordinator = broker.share_groups
+    limit = coordinator.setting(group, "delivery_count_limit")
+    lock_ms = coordinator.setting(group, "record_lock_duration_ms")
+    now = time.monotonic()
+    results: dict[tuple, tuple[ErrorCode, str | None]] = {}
+    changed: set[tuple[str, int]] = set()
+    for t in topics:
+        topic = broker.registry.by_id.get(t.topic_id)
+        for p in t.partitions:
+            batches = [(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in p.acknowledgement_batches]
+            if not batches:
+                continue
+            key = (t.topic_id, p.partition_index)
+            if topic is None:
+                results[key] = (ErrorCode.unknown_topic_id, None)
+                continue
+            sp = group.partitions.get((topic.name, p.partition_index))
+            if sp is None:
+                code = (ErrorCode.unknown_topic_or_partition
+                        if broker.registry.partition(topic.name, p.partition_index) is None
+                        else ErrorCode.invalid_record_state)
+                results[key] = (code, None)
+                continue
+            try:
+                sp.acknowledge(member_id, batches, limit, lock_ms, now)
+            except AcknowledgeError as exc:
+                results[key] = (exc.error_code, str(exc))
+                continue
+            results[key] = (ErrorCode.none, None)
+            changed.add((topic.name, p.partition_index))
+    return results, changed
+
+
+def _when_durable(ctx: RequestContext, group: ShareGroup, changed: set, body: dict, on_failure) -> Response:
+    """Persist the changed share-partitions; the answer leaves once they are fsync'd."""
+    if not changed:
+        return body
+    broker = ctx.broker
+    broker.share_groups.wake()
+    last = broker.share_groups.write_partitions(group, sorted(changed))
+    durable = broker.group_commit.durable(broker.share_groups.state, last)
+
+    async def run() -> dict:
+        try:
+            await durable
+        except Exception:
+            on_failure(body)
+        return body
+
+    return run()
+
+
+def _error_response(code: ErrorCode, message: str, fetch: bool) -> dict:
+    body = {"throttle_time": 0, "error_code": code, "error_message": message, "responses": [], "node_endpoints": []}
+    if fetch:
+        body["acquisition_lock_timeout"] = 0
+    return body
+
+
+def share_fetch(ctx: RequestContext, request: Request) -> Response:
+    broker = ctx.broker
+    coordinator = broker.share_groups
+    epoch = request.share_session_epoch
+    if epoch == 0 and any(p.acknowledgement_batches for t in request.topics for p in t.partitions):
+        # acknowledgements cannot ride on a request that opens a session (nothing is acquired in it)
+        return _error_response(ErrorCode.invalid_request, "acknowledgements in a session-opening ShareFetch", True)
+    try:
+        group, member = coordinator.member(request.group_id, request.member_id)
+        session = coordinator.session(group, member.member_id, epoch, opening_allowed=True)
+    except ShareGroupError as exc:
+        return _error_response(exc.error_code, str(exc), fetch=True)
+    ack_results, changed = _acknowledge(ctx, group, member.member_id, request.topics)
+    if epoch == -1:
+        coordinator.close_session(group, member.member_id)
+    else:
+        registry = broker.registry
+        for t in request.topics:
+            topic = registry.by_id.get(t.topic_id)
+            for p in t.partitions:
+                if topic is not None:
+                    session.partitions.add((topic.name, p.partition_index))
+                elif (t.topic_id, p.partition_index) not in ack_results:
+                    ack_results[(t.topic_id, p.partition_index)] = (ErrorCode.none, None)
+        for t in request.forgotten_topics_data:
+            topic = registry.by_id.get(t.topic_id)
+            if topic is not None:
+                for index in t.partitions:
+                    session.partitions.discard((topic.name, index))
+    lock_ms = coordinator.setting(group, "record_lock_duration_ms")
+    unknown_ids = {t.topic_id for t in request.topics if broker.registry.by_id.get(t.topic_id) is None}
+    max_records = request.max_records if request.max_records > 0 else 0
+
+    def read() -> tuple[dict, bool]:
+        by_topic: dict = {}
+        acquired_any = False
+        for (topic_id, index), (code, message) in ack_results.items():
+            entry = _partition_entry(by_topic, topic_id, index, ctx)
+            if topic_id in unknown_ids:
+                entry["error_code"] = ErrorCode.unknown_topic_id
+            else:
+                entry["acknowledge_error_code"] = int(code)
+                entry["acknowledge_error_message"] = message
+        if epoch != -1 and max_records:
+            budget = request.max_bytes if request.max_bytes > 0 else 1 << 30
+            now = time.monotonic()
+            for name, index in sorted(session.partitions):
+                topic = broker.registry.get(name)
+                if topic is None:
+                    continue
+                sp = coordinator.share_partition(group, name, index)
+                if sp is None:
+                    entry = _partition_entry(by_topic, topic.topic_id, index, ctx)
+                    entry["error_code"] = ErrorCode.unknown_topic_or_partition
+                    continue
+                ranges, data = sp.acquire(member.member_id, max_records, budget, lock_ms,
+                                          coordinator.settings.max_record_locks,
+                                          coordinator.upper(group, sp.log), now)
+                if not ranges:
+                    continue
+                acquired_any = True
+                changed.add((name, index))
+                entry = _partition_entry(by_topic, topic.topic_id, index, ctx)
+                entry["records"] = data
+                entry["acquired_records"] = [
+                    {"first_offset": r.first_offset, "last_offset": r.last_offset, "delivery_count": r.delivery_count}
+                    for r in ranges]
+                budget -= len(data)
+                if budget <= 0:
+                    break
+        body = {"throttle_time": 0, "error_code": ErrorCode.none, "acquisition_lock_timeout": lock_ms,
+                "responses": [{"topic_id": tid, "partitions": list(parts.values())} for tid, parts in by_topic.items()],
+                "node_endpoints": []}
+        return body, acquired_any
+
+    def fail_acks(body: dict) -> None:
+        for t in body["responses"]:
+            for p in t["partitions"]:
+                if p.get("acknowledge_error_code") == 0 and (t["topic_id"], p["partition_index"]) in ack_results:
+                    p["acknowledge_error_code"] = int(ErrorCode.coordinator_not_available)
+
+    body, acquired_any = read()
+    max_wait_s = request.max_wait.total_seconds()
+    if acquired_any or ack_results or epoch == -1 or not max_records or max_wait_s <= 0:
+        return _when_durable(ctx, group, changed, body, fail_acks)
+
+    async def long_poll() -> dict:
+        deadline = time.monotonic() + max_wait_s
+        result, got = body, False
+        while not got:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or member.member_id not in group.members:
+                break
+            waiters = [broker.group_commit.high_watermark_moved(), coordinator.records_available()]
+            done, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            for fut in pending:
+                fut.cancel()
+            if not done:
+                break
+            if member.member_id not in group.members or group.sessions.get(member.member_id) is not session:
+                break
+            result, got = read()
+        if changed:
+            last = coordinator.write_partitions(group, sorted(changed))
+            broker.group_commit.durable(coordinator.state, last)  # acquisitions: written, not waited on
+        return result
+
+    return long_poll()
+
+
+def _partition_entry(by_topic: dict, topic_id, index: int, ctx: RequestContext) -> dict:
+    parts = by_topic.setdefault(topic_id, {})
+    entry = parts.get(index)
+    if entry is None:
+        entry = parts[index] = {"partition_index": index, "error_code": ErrorCode.none, "error_message": None,
+                                "acknowledge_error_code": 0, "acknowledge_error_message": None,
+                                "current_leader": _leader(ctx), "records": b"", "acquired_records": []}
+    return entry
+
+
+def share_acknowledge(ctx: RequestContext, request: Request) -> Response:
+    broker = ctx.broker
+    coordinator = broker.share_groups
+    try:
+        group, member = coordinator.member(request.group_id, request.member_id)
+        coordinator.session(group, member.member_id, request.share_session_epoch, opening_allowed=False)
+    except ShareGroupError as exc:
+        return _error_response(exc.error_code, str(exc), fetch=False)
+    results, changed = _acknowledge(ctx, group, member.member_id, request.topics)
+    if request.share_session_epoch == -1:
+        coordinator.close_session(group, member.member_id)
+    by_topic: dict = {}
+    for (topic_id, index), (code, message) in results.items():
+        by_topic.setdefault(topic_id, []).append({"partition_index": index, "error_code": code,
+                                                  "error_message": message, "current_leader": _leader(ctx)})
+    body = {"throttle_time": 0, "error_code": ErrorCode.none,
+            "responses": [{"topic_id": tid, "partitions": parts} for tid, parts in by_topic.items()],
+            "node_endpoints": []}
+
+    def fail(body: dict) -> None:
+        for t in body["responses"]:
+            for p in t["partitions"]:
+                if p["error_code"] == ErrorCode.none:
+                    p["error_code"] = ErrorCode.coordinator_not_available
+
+    return _when_durable(ctx, group, changed, body, fail)
+
+
+# -- share-group offsets (admin) -----------------------------------------------------------------
+
+def describe_share_group_offsets(ctx: RequestContext, request: Request) -> dict:
+    broker = ctx.broker
+    groups_out = []
+    for g in request.groups:
+        group = broker.share_groups.groups.get(g.group_id)
+        if group is None:
+            groups_out.append({"group_id": g.group_id, "topics": [], "error_code": ErrorCode.group_id_not_found,
+                               "error_message": f"share group {g.group_id} is not known"})
+            continue
+        if g.topics is None:
+            wanted: dict[str, list[int]] = {}
+            for (name, index) in sorted(group.partitions):
+                wanted.setdefault(name, []).append(index)
+            wanted_list = list(wanted.items())
+        else:
+            wanted_list = [(t.topic_name, list(t.partitions)) for t in g.topics]
+        topics_out = []
+        for name, indexes in wanted_list:
+            topic = broker.registry.get(name)
+            parts = []
+            for index in indexes:
+                entry = {"partition_index": index, "start_offset": -1, "leader_epoch": 0,
+                         "error_code": ErrorCode.none}
+                if topic is None or broker.registry.partition(name, index) is None:
+                    entry["error_code"] = ErrorCode.unknown_topic_or_partition
+                elif (name, index) in group.partitions:
+                    entry["start_offset"] = group.partitions[(name, index)].start_offset
+                parts.append(entry)
+            topics_out.append({"topic_name": name, "topic_id": topic.topic_id if topic else None, "partitions": parts})
+        groups_out.append({"group_id": g.group_id, "topics": topics_out, "error_code": ErrorCode.none})
+    return {"throttle_time": 0, "groups": groups_out}
+
+
+def alter_share_group_offsets(ctx: RequestContext, request: Request) -> Response:
+    broker = ctx.broker
+    coordinator = broker.share_groups
+    group = coordinator.groups.get(request.group_id)
+    if group is None:
+        return {"throttle_time": 0, "error_code": ErrorCode.group_id_not_found,
+                "error_message": f"share group {request.group_id} is not known", "responses": []}
+    if group.members:
+        return {"throttle_time": 0, "error_code": ErrorCode.non_empty_group,
+                "error_message": "a share group's offsets change only while it has no members", "responses": []}
+    plan = []
+    responses = []
+    for t in request.topics:
+        topic = broker.registry.get(t.topic_name)
+        parts = []
+        for p in t.partitions:
+            code, message = ErrorCode.none, None
+            log_partition = broker.registry.partition(t.topic_name, p.partition_index)
+            if log_partition is None:
+                code = ErrorCode.unknown_topic_or_partition
+            elif not 0 <= p.start_offset <= log_partition.high_watermark and p.start_offset != -1:
+                code, message = ErrorCode.invalid_request, f"offset {p.start_offset} is outside the partition"
+            else:
+                plan.append((t.topic_name, p.partition_index, p.start_offset, log_partition))
+            parts.append({"partition_index": p.partition_index, "error_code": code, "error_message": message})
+        responses.append({"topic_name": t.topic_name, "topic_id": topic.topic_id if topic else None,
+                          "partitions": parts})
+    changed = set()
+    for name, index, offset, log_partition in plan:
+        sp = coordinator.share_partition(group, name, index)
+        assert sp is not None
+        sp.reset(max(offset if offset >= 0 else log_partition.high_watermark, log_partition.log_start_offset))
+        changed.add((name, index))
+    body = {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses}
+    return _when_durable(ctx, group, changed, body, lambda b: b.update(error_code=ErrorCode.coordinator_not_available))
+
+
+def delete_share_group_offsets(ctx: RequestContext, request: Request) -> Response:
+    broker = ctx.broker
+    coordinator = broker.share_groups
+    group = coordinator.groups.get(request.group_id)
+    if group is None:
+        return {"throttle_time": 0, "error_code": ErrorCode.group_id_not_found, "responses": []}
+    if group.members:
+        return {"throttle_time": 0, "error_code": ErrorCode.non_empty_group, "responses": []}
+    responses = []
+    removed = []
+    for t in request.topics:
+        topic = broker.registry.get(t.topic_name)
+        code = ErrorCode.none
+        if topic is None:
+            code = ErrorCode.unknown_topic_or_partition
+        else:
+            keys = [k for k in group.partitions if k[0] == t.topic_name]
+            removed.extend(keys)
+        responses.append({"topic_name": t.topic_name, "topic_id": topic.topic_id if topic else None,
+                          "error_code": code})
+    body = {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses}
+    if not removed:
+        return body
+    last = coordinator.forget_partitions(group, removed)
+    return broker.group_commit.answer_when_durable(body, (coordinator.state, last))
+
+
+APIS = {
+    76: (1, 1, share_group_heartbeat),
+    77: (1, 1, share_group_describe),
+    78: (1, 2, share_fetch),
+    79: (1, 2, share_acknowledge),
+    90: (0, 1, describe_share_group_offsets),
+    91: (0, 0, alter_share_group_offsets),
+    92: (0, 0, delete_share_group_offsets),
+}

@@ -1,0 +1,409 @@
+"""The share-group coordinator (KIP-932): queues on the log.
+
+A share group's members compete for records: every member is assigned every partition of the topics it
+subscribes to (Kafka's "simple" assignor, which also lets more members than partitions share the work),
+and each record is handed to one member at a time by its partition's ``SharePartition``. Membership is
+KIP-848's heartbeat protocol (member epoch 0 joins, -1 leaves; the group epoch moves on every change);
+ShareFetch and ShareAcknowledge run in a share session per member (epoch 0 opens it, -1 closes it and
+releases what the member still holds, otherwise each request carries the next epoch).
+
+State lives in the compacted internal topic ``__share_group_state``: one record per share-partition
+(its window, see ``SharePartition.snapshot``) and one per group (its configs). A change is appended as it
+happens; acknowledgements are answered only once their record is fsync'd, so after kill -9 no
+acknowledged record is delivered again and every unacknowledged one comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+import orjson
+from kio.schema.errors import ErrorCode
+
+from freshet.log import decode_records, encode_batch
+
+from .registry import TopicRegistry
+from .share_partition import SharePartition
+
+log = logging.getLogger(__name__)
+
+SHARE_STATE_TOPIC = "__share_group_state"
+SHARE_STATE_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+EMPTY, STABLE, DEAD = "Empty", "Stable", "Dead"
+LEAVE_EPOCH = -1
+JOIN_EPOCH = 0
+
+
+@dataclass(frozen=True)
+class ShareSettings:
+    """Broker-level defaults (Kafka's ``group.share.*``); a group's own configs override the first five."""
+
+    record_lock_duration_ms: int = 30_000  # group.share.record.lock.duration.ms
+    delivery_count_limit: int = 5  # group.share.delivery.count.limit
+    session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
+    heartbeat_interval_ms: int = 5_000  # group.share.heartbeat.interval.ms
+    auto_offset_reset: str = "latest"  # share.auto.offset.reset
+    isolation_level: str = "read_uncommitted"  # share.isolation.level
+    max_record_locks: int = 2_000  # group.share.partition.max.record.locks
+    max_size: int = 200  # group.share.max.size
+
+
+# group config name -> (settings field, parse, check): what IncrementalAlterConfigs may set on a GROUP
+GROUP_CONFIGS = {
+    "share.record.lock.duration.ms": ("record_lock_duration_ms", int, lambda v: 1_000 <= v <= 3_600_000),
+    "share.delivery.count.limit": ("delivery_count_limit", int, lambda v: 2 <= v <= 10),
+    "share.session.timeout.ms": ("session_timeout_ms", int, lambda v: 1_000 <= v <= 1_800_000),
+    "share.heartbeat.interval.ms": ("heartbeat_interval_ms", int, lambda v: 100 <= v <= 60_000),
+    "share.auto.offset.reset": ("auto_offset_reset", str, lambda v: v in ("earliest", "latest")),
+    "share.isolation.level": ("isolation_level", str, lambda v: v in ("read_uncommitted", "read_committed")),
+}
+
+
+class ShareGroupError(Exception):
+    def __init__(self, error_code: ErrorCode, message: str = "") -> None:
+        super().__init__(message or error_code.name)
+        self.error_code = error_code
+
+
+@dataclass
+class ShareMember:
+    member_id: str
+    epoch: int
+    client_id: str
+    client_host: str
+    rack_id: str | None
+    subscribed: tuple[str, ...]
+    last_seen: float = field(default_factory=time.monotonic)
+    previous_epoch: int = -1
+    sent_assignment: dict[str, tuple[int, ...]] | None = None
+
+
+@dataclass
+class ShareSession:
+    next_epoch: int
+    partitions: set[tuple[str, int]] = field(default_factory=set)  # (topic, partition)
+
+
+@dataclass
+class ShareGroup:
+    group_id: str
+    epoch: int = 0
+    members: dict[str, ShareMember] = field(default_factory=dict)
+    sessions: dict[str, ShareSession] = field(default_factory=dict)
+    partitions: dict[tuple[str, int], SharePartition] = field(default_factory=dict)
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        return STABLE if self.members else EMPTY
+
+    def subscribed_topics(self) -> set[str]:
+        return {t for m in self.members.values() for t in m.subscribed}
+
+
+class ShareGroupCoordinator:
+    def __init__(self, registry: TopicRegistry, settings: ShareSettings | None = None) -> None:
+        self.registry = registry
+        self.settings = settings or ShareSettings()
+        self.groups: dict[str, ShareGroup] = {}
+        self.state = registry.internal_topic(SHARE_STATE_TOPIC, SHARE_STATE_TOPIC_CONFIGS).partitions[0]
+        self._tasks: list[asyncio.Task] = []
+        self._available: list[asyncio.Future] = []
+        self.on_append = lambda partition: None  # the broker's group commit: appended state gets fsync'd
+        self._replay()
+
+    # -- settings ---------------------------------------------------------------------------
+
+    def setting(self, group: ShareGroup | None, name: str):
+        if group is not None:
+            for key, (attr, parse, _) in GROUP_CONFIGS.items():
+                if attr == name and key in group.configs:
+                    return parse(group.configs[key])
+        return getattr(self.settings, name)
+
+    @staticmethod
+    def validate_config(name: str, value: str | None) -> None:
+        if name not in GROUP_CONFIGS:
+            raise ShareGroupError(ErrorCode.invalid_config, f"unknown group config {name!r}")
+        if value is None:
+            return
+        _, parse, ok = GROUP_CONFIGS[name]
+        try:
+            parsed = parse(value)
+        except ValueError:
+            raise ShareGroupError(ErrorCode.invalid_config, f"{name}={value!r} is not valid") from None
+        if not ok(parsed):
+            raise ShareGroupError(ErrorCode.invalid_config, f"{name}={value!r} is out of range")
+
+    def alter_configs(self, group_id: str, changes: dict[str, str | None]) -> int:
+        """Set (None: remove) group configs; returns the offset to wait on. Validate first."""
+        group = self.group(group_id, create=True)
+        for name, value in changes.items():
+            if value is None:
+                group.configs.pop(name, None)
+            else:
+                group.configs[name] = value
+        return self._write_group(group)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._expire(), name="share-group-timers")]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def group(self, group_id: str, create: bool = False) -> ShareGroup | None:
+        g = self.groups.get(group_id)
+        if g is None and create:
+            g = self.groups[group_id] = ShareGroup(group_id)
+        return g
+
+    def delete(self, group_id: str) -> int:
+        group = self.groups.get(group_id)
+        if group is None:
+            raise ShareGroupError(ErrorCode.group_id_not_found)
+        if group.members:
+            raise ShareGroupError(ErrorCode.non_empty_group)
+        del self.groups[group_id]
+        records = [(_partition_key(group_id, t, p), None) for (t, p) in group.partitions]
+        records.append((_group_key(group_id), None))
+        return self._append(records)
+
+    # -- membership (ShareGroupHeartbeat) ----------------------------------------------------
+
+    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, subscribed: tuple[str, ...] | None,
+                  rack_id: str | None, client_id: str, client_host: str) -> dict:
+        if not group_id:
+            raise ShareGroupError(ErrorCode.invalid_group_id, "the group id must not be empty")
+        if not member_id:
+            raise ShareGroupError(ErrorCode.invalid_request, "the member id must not be empty")
+        group = self.groups.get(group_id)
+        if member_epoch == LEAVE_EPOCH:
+            if group is not None and member_id in group.members:
+                self._remove_member(group, member_id)
+            return {"member_id": member_id, "member_epoch": LEAVE_EPOCH, "assignment": None}
+        if member_epoch == JOIN_EPOCH:
+            if not subscribed:
+                raise ShareGroupError(ErrorCode.invalid_request, "a joining member must subscribe to topics")
+            group = self.group(group_id, create=True)
+            assert group is not None
+            if member_id not in group.members and len(group.members) >= self.settings.max_size:
+                raise ShareGroupError(ErrorCode.group_max_size_reached)
+            old = group.members.get(member_id)
+            group.epoch += 1
+            member = ShareMember(member_id, group.epoch, client_id, client_host, rack_id, tuple(subscribed))
+            if old is not None:
+                self._release(group, member_id)
+            group.members[member_id] = member
+            self._write_group(group)  # the group exists from now on, across restarts too
+        else:
+            member = group.members.get(member_id) if group is not None else None
+            if group is None or member is None:
+                raise ShareGroupError(ErrorCode.unknown_member_id, f"{member_id} is not a member of {group_id}")
+            if member_epoch not in (member.epoch, member.previous_epoch):
+                raise ShareGroupError(ErrorCode.fenced_member_epoch,
+                                      f"epoch {member_epoch} is not the member's epoch {member.epoch}")
+            member.last_seen = time.monotonic()
+            if subscribed is not None and tuple(subscribed) != member.subscribed:
+                member.subscribed = tuple(subscribed)
+                group.epoch += 1
+                self._write_group(group)
+        assignment = self._assignment(member)
+        if member.epoch != group.epoch:
+            member.previous_epoch, member.epoch = member.epoch, group.epoch
+        body = {"member_id": member_id, "member_epoch": member.epoch, "assignment": None}
+        if assignment != member.sent_assignment or member_epoch == JOIN_EPOCH:
+            member.sent_assignment = assignment
+            body["assignment"] = assignment
+        return body
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self.setting(self.groups.get(group_id), "heartbeat_interval_ms")
+
+    def _assignment(self, member: ShareMember) -> dict[str, tuple[int, ...]]:
+        """Every partition of every subscribed topic that exists: members share partitions."""
+        out = {}
+        for name in member.subscribed:
+            topic = self.registry.get(name)
+            if topic is not None and not topic.internal:
+                out[name] = tuple(range(len(topic.partitions)))
+        return out
+
+    def _remove_member(self, group: ShareGroup, member_id: str) -> None:
+        del group.members[member_id]
+        group.sessions.pop(member_id, None)
+        group.epoch += 1
+        self._release(group, member_id)
+        self._write_group(group)
+
+    def _release(self, group: ShareGroup, member_id: str) -> None:
+        limit = self.setting(group, "delivery_count_limit")
+        changed = []
+        for key, sp in group.partitions.items():
+            if sp.release_member(member_id, limit):
+                changed.append(key)
+        if changed:
+            self._write_partitions(group, changed)
+            self.wake()
+
+    # -- share sessions ---------------------------------------------------------------------
+
+    def member(self, group_id: str | None, member_id: str | None) -> tuple[ShareGroup, ShareMember]:
+        if not group_id:
+            raise ShareGroupError(ErrorCode.invalid_group_id, "the group id must not be empty")
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id or "") if group is not None else None
+        if group is None or member is None:
+            raise ShareGroupError(ErrorCode.unknown_member_id, f"{member_id} is not a member of {group_id}")
+        member.last_seen = time.monotonic()
+        return group, member
+
+    def session(self, group: ShareGroup, member_id: str, epoch: int, opening_allowed: bool) -> ShareSession:
+        """The member's share session for a request at ``epoch`` (0 opens a new one); the epoch moves on."""
+        if epoch == JOIN_EPOCH:
+            if not opening_allowed:
+                raise ShareGroupError(ErrorCode.invalid_share_session_epoch, "ShareAcknowledge cannot open a session")
+            if member_id in group.sessions:
+                self._release(group, member_id)  # a new session: what the old one held comes back
+            session = group.sessions[member_id] = ShareSession(1)
+            return session
+        session = group.sessions.get(member_id)
+        if session is None:
+            raise ShareGroupError(ErrorCode.share_session_not_found, f"no share session for {member_id}")
+        if epoch != LEAVE_EPOCH:
+            if epoch != session.next_epoch:
+                raise ShareGroupError(ErrorCode.invalid_share_session_epoch,
+                                      f"epoch {epoch}, expected {session.next_epoch}")
+            session.next_epoch = 1 if session.next_epoch == 0x7FFFFFFF else session.next_epoch + 1
+        return session
+
+    def close_session(self, group: ShareGroup, member_id: str) -> None:
+        if group.sessions.pop(member_id, None) is not None:
+            self._release(group, member_id)
+
+    def share_partition(self, group: ShareGroup, topic: str, index: int) -> SharePartition | None:
+        key = (topic, index)
+        sp = group.partitions.get(key)
+        if sp is None:
+            log_partition = self.registry.partition(topic, index)
+            if log_partition is None:
+                return None
+            earliest = self.setting(group, "auto_offset_reset") == "earliest"
+            start = log_partition.log_start_offset if earliest else self.upper(group, log_partition)
+            sp = group.partitions[key] = SharePartition(log_partition, start)
+        return sp
+
+    def upper(self, group: ShareGroup, log_partition) -> int:
+        if self.setting(group, "isolation_level") == "read_committed":
+            return log_partition.last_stable_offset
+        return log_partition.high_watermark
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def _replay(self) -> None:
+        latest: dict[bytes, bytes | None] = {}
+        for header, batch in self.state.batches():
+            if header.is_control:
+                continue
+            for record in decode_records(batch):
+                if record.key is not None:
+                    latest[record.key] = record.value
+        for key, value in latest.items():
+            if value is None:
+                continue
+            try:
+                kind, *rest = orjson.loads(key)
+                data = orjson.loads(value)
+            except (orjson.JSONDecodeError, ValueError):
+                log.warning("skipping an unreadable record in %s", SHARE_STATE_TOPIC)
+                continue
+            group = self.group(rest[0], create=True)
+            assert group is not None
+            if kind == "group":
+                group.configs = dict(data.get("configs", {}))
+                group.epoch = max(group.epoch, int(data.get("epoch", 0)))
+            elif kind == "partition":
+                topic, index = rest[1], int(rest[2])
+                log_partition = self.registry.partition(topic, index)
+                if log_partition is not None:
+                    group.partitions[(topic, index)] = SharePartition.restore(log_partition, data)
+        for group in self.groups.values():
+            group.epoch += 1  # members rejoin after a restart: their old epochs are fenced
+            self._write_group(group)
+
+    def _append(self, records: list[tuple[bytes, bytes | None]]) -> int:
+        now = int(time.time() * 1000)
+        result = self.state.append(encode_batch([(k, v, now) for k, v in records]))
+        self.on_append(self.state)
+        return result.last_offset
+
+    def _write_group(self, group: ShareGroup) -> int:
+        """The group's configs and members as they are now (members for tools only: after a restart they rejoin)."""
+        members = [{"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+                    "member_epoch": m.epoch, "subscribed": list(m.subscribed)} for m in group.members.values()]
+        return self._append([(_group_key(group.group_id),
+                              orjson.dumps({"configs": group.configs, "epoch": group.epoch, "members": members}))])
+
+    def write_partitions(self, group: ShareGroup, keys) -> int:
+        return self._write_partitions(group, keys)
+
+    def forget_partitions(self, group: ShareGroup, keys) -> int:
+        """DeleteShareGroupOffsets: the share-partitions start afresh (by share.auto.offset.reset) next time."""
+        for key in keys:
+            del group.partitions[key]
+        return self._append([(_partition_key(group.group_id, t, p), None) for t, p in keys])
+
+    def _write_partitions(self, group: ShareGroup, keys) -> int:
+        return self._append([(_partition_key(group.group_id, t, p),
+                              orjson.dumps(group.partitions[(t, p)].snapshot())) for t, p in keys])
+
+    # -- waking long polls, timers -------------------------------------------------------------
+
+    def records_available(self) -> asyncio.Future:
+        """A future done when records come back (released, lock expired, member gone)."""
+        fut = asyncio.get_running_loop().create_future()
+        self._available.append(fut)
+        return fut
+
+    def wake(self) -> None:
+        waiters, self._available = self._available, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def _expire(self) -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            try:
+                self.expire(time.monotonic())
+            except Exception:
+                log.exception("share-group timers failed")
+
+    def expire(self, now: float) -> None:
+        """Members silent past their session timeout leave; record locks past their deadline let go."""
+        for group in list(self.groups.values()):
+            timeout = self.setting(group, "session_timeout_ms") / 1000
+            for member in list(group.members.values()):
+                if now - member.last_seen > timeout:
+                    log.info("share group %s: member %s timed out", group.group_id, member.member_id)
+                    self._remove_member(group, member.member_id)
+            limit = self.setting(group, "delivery_count_limit")
+            changed = [key for key, sp in group.partitions.items() if sp.expire_locks(now, limit)]
+            if changed:
+                self._write_partitions(group, changed)
+                self.wake()
+
+
+def _group_key(group_id: str) -> bytes:
+    return orjson.dumps(["group", group_id])
+
+
+def _partition_key(group_id: str, topic: str, partition: int) -> bytes:
+    return orjson.dumps(["partition", group_id, topic, partition])
