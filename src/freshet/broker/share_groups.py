@@ -85,6 +85,7 @@ class ShareMember:
 class ShareSession:
     next_epoch: int
     partitions: set[tuple[str, int]] = field(default_factory=set)  # (topic, partition)
+    rotation: int = 0  # where the next fetch starts in the sorted partitions
 
 
 @dataclass

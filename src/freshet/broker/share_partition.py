@@ -67,6 +67,7 @@ class SharePartition:
         self.records: dict[int, InFlight] = {}
         self.available: list[int] = []  # sorted offsets in the window that are AVAILABLE again
         self.earliest_deadline = float("inf")
+        self.archived_total = 0  # records ever archived: rejected, or past the delivery count limit
 
     # -- what the state is -----------------------------------------------------------------
 
@@ -86,13 +87,15 @@ class SharePartition:
                 runs[-1][1] = offset
             else:
                 runs.append([offset, offset, r.state, r.delivery_count])
-        return {"start_offset": self.start_offset, "end_offset": self.end_offset, "runs": runs}
+        return {"start_offset": self.start_offset, "end_offset": self.end_offset, "runs": runs,
+                "archived_total": self.archived_total}
 
     @classmethod
     def restore(cls, log: Partition, snapshot: dict) -> "SharePartition":
         """After a restart: what was acquired is available again (its lock died with the broker)."""
         sp = cls(log, int(snapshot["start_offset"]))
         sp.end_offset = max(int(snapshot.get("end_offset", sp.start_offset)), sp.start_offset)
+        sp.archived_total = int(snapshot.get("archived_total", 0))
         for first, last, state, count in snapshot.get("runs", ()):
             if state == ACQUIRED:
                 state = AVAILABLE
@@ -224,6 +227,7 @@ class SharePartition:
                     r.state, r.member = ACKNOWLEDGED, None
                 elif kind in (REJECT, GAP):
                     r.state, r.member = ARCHIVED, None
+                    self.archived_total += kind == REJECT
                 elif kind == RELEASE:
                     self._release(offset, r, delivery_count_limit)
                 else:  # RENEW: the lock starts again
@@ -265,6 +269,7 @@ class SharePartition:
         r.member = None
         if r.delivery_count >= delivery_count_limit:
             r.state = ARCHIVED  # the poison-message rule: delivered too often, never again
+            self.archived_total += 1
         else:
             r.state = AVAILABLE
             insort(self.available, offset)

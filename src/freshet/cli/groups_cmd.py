@@ -63,13 +63,14 @@ def _describe_share_group(info: ShareGroupInfo) -> None:
     table = Table(title=f"share group {info.group_id} ({info.state}, {len(info.members)} members, "
                         f"backlog {info.backlog})")
     for col, justify in (("topic", "left"), ("part", "right"), ("start", "right"), ("end", "right"),
-                         ("acquired", "right"), ("redeliver", "right"), ("acked", "right"), ("archived", "right"),
-                         ("backlog", "right")):
+                         ("acquired", "right"), ("again", "right"), ("archived", "right"), ("backlog", "right")):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for p in info.partitions:
         table.add_row(p.topic, str(p.partition), str(p.start_offset), str(p.high_watermark), str(p.acquired),
-                      str(p.available), str(p.acknowledged), str(p.archived), str(p.backlog))
+                      str(p.available), str(p.archived_total), str(p.backlog))
     console.print(table)
+    console.print("acquired: in flight, locked to a consumer; again: given back, to be delivered again; "
+                  "archived: rejected or delivered too often, ever; backlog: not yet done, from the start offset")
     for m in info.members:
         console.print(f"member {m['member_id']} client {m['client_id']} at {m['client_host']}, "
                       f"subscribed to {', '.join(m['subscribed'])}")

@@ -12,6 +12,7 @@ from .demo_cep import alerts_demo, intrusion_demo
 from .demo_cmd import demo
 from .demo_enrollment import enrollment_demo
 from .demo_ingest import ingest_demo
+from .demo_redelivery import redelivery_demo
 from .es_cmd import es
 from .gen_cmd import gen
 from .groups_cmd import groups
@@ -41,6 +42,7 @@ demo.add_command(enrollment_demo)
 demo.add_command(ingest_demo)
 demo.add_command(intrusion_demo)
 demo.add_command(alerts_demo)
+demo.add_command(redelivery_demo)
 cli.add_command(demo)
 cli.add_command(run)
 cli.add_command(cdc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import click
 
@@ -27,12 +28,15 @@ def queue() -> None:
 @click.option("--reject-on-failure", is_flag=True, help="A failed --exec rejects (archives) the record.")
 @click.option("--from-beginning", is_flag=True,
               help="A new group starts at each partition's log start (share.auto.offset.reset=earliest).")
+@click.option("--batch", type=int, default=None,
+              help="Records one fetch may lock for this consumer (max.poll.records, 500 by default).")
+@click.option("--work-ms", type=float, default=0.0, help="Pretend each record takes this long to handle (demos).")
 @click.option("--max", "max_records", type=int, default=None, help="Stop after handling this many records.")
 @click.option("--idle", "idle_s", type=float, default=None, help="Stop after this many seconds without a record.")
 @bootstrap_option
 @one_line_errors
 def consume(topic: str, group: str, command: str | None, reject_on_failure: bool, from_beginning: bool,
-            max_records: int | None, idle_s: float | None, bootstrap: str) -> None:
+            batch: int | None, work_ms: float, max_records: int | None, idle_s: float | None, bootstrap: str) -> None:
     """Take records of TOPIC as one of GROUP's competing consumers; print each as
     partition, offset, delivery count, key, value (tab-separated), and acknowledge it."""
     if max_records is not None and max_records < 1:
@@ -46,6 +50,8 @@ def consume(topic: str, group: str, command: str | None, reject_on_failure: bool
         key = m.key() or b""
         out.write(b"%d\t%d\t%d\t%s\t%s\n" % (m.partition(), m.offset(), m.delivery_count(), key, m.value() or b""))
         out.flush()
+        if work_ms:
+            time.sleep(work_ms / 1000)
         if command is None:
             return ACCEPT
         done = subprocess.run(command, shell=True, input=m.value() or b"", stdout=sys.stderr)
@@ -53,7 +59,10 @@ def consume(topic: str, group: str, command: str | None, reject_on_failure: bool
             return ACCEPT
         return REJECT if reject_on_failure else RELEASE
 
-    handled = work_queue(bootstrap, group, [topic], handle, max_records=max_records, idle_s=idle_s)
+    if batch is not None and batch < 1:
+        raise ClientError("--batch must be 1 or more")
+    handled = work_queue(bootstrap, group, [topic], handle, max_records=max_records, idle_s=idle_s,
+                         overrides={"max.poll.records": batch} if batch else None)
     click.echo(f"{handled} records handled", err=True)
 
 

@@ -31,8 +31,9 @@ class SharePartitionInfo:
     high_watermark: int = -1
     acquired: int = 0  # in flight: locked to a consumer
     available: int = 0  # came back (released, lock expired, consumer gone): to be delivered again
-    acknowledged: int = 0
-    archived: int = 0  # rejected, or past the delivery count limit
+    acknowledged: int = 0  # in the window (records below the start offset are all done)
+    archived: int = 0  # in the window: rejected, or past the delivery count limit
+    archived_total: int = 0  # ever archived (the window's and those the start offset has passed)
 
     @property
     def backlog(self) -> int:
@@ -59,7 +60,8 @@ class ShareGroupInfo:
 
 
 def _partition_info(topic: str, partition: int, value: dict) -> SharePartitionInfo:
-    info = SharePartitionInfo(topic, partition, int(value["start_offset"]), int(value.get("end_offset", 0)))
+    info = SharePartitionInfo(topic, partition, int(value["start_offset"]), int(value.get("end_offset", 0)),
+                              archived_total=int(value.get("archived_total", 0)))
     for first, last, state, _count in value.get("runs", ()):
         n = last - max(first, info.start_offset) + 1
         if n <= 0:

@@ -66,7 +66,7 @@ def test_release_redelivers_with_a_higher_delivery_count_and_the_limit_archives(
         assert values(data, ranges) == [b"0"]
         sp.acknowledge(f"m{delivery}", [(0, 0, (RELEASE,))], LIMIT, LOCK_MS, 0)
     # delivered LIMIT times and released again: archived (the poison-message rule); the next record is next
-    assert sp.start_offset == 1 and 0 not in sp.records
+    assert sp.start_offset == 1 and 0 not in sp.records and sp.archived_total == 1
     ranges, _ = acquire(sp, "late")
     assert [(r.first_offset, r.delivery_count) for r in ranges] == [(1, 1)]
 
@@ -152,7 +152,7 @@ def test_snapshot_restore_brings_acquired_records_back_and_keeps_the_rest(tmp_pa
     acquire(sp, "a")
     sp.acknowledge("a", [(0, 0, (ACCEPT,)), (2, 3, (REJECT, ACCEPT)), (4, 4, (RELEASE,))], LIMIT, LOCK_MS, 0)
     restored = SharePartition.restore(log, sp.snapshot())
-    assert restored.start_offset == 1 and restored.end_offset == 6
+    assert restored.start_offset == 1 and restored.end_offset == 6 and restored.archived_total == 1
     assert {o: (r.state, r.delivery_count) for o, r in restored.records.items()} == {
         1: (AVAILABLE, 1), 2: (ARCHIVED, 1), 3: (ACKNOWLEDGED, 1), 4: (AVAILABLE, 1), 5: (AVAILABLE, 1)}
     ranges, _ = acquire(restored, "b")

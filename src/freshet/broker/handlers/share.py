@@ -181,8 +181,13 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
                 entry["acknowledge_error_message"] = message
         if epoch != -1 and max_records:
             budget = request.max_bytes if request.max_bytes > 0 else 1 << 30
+            records_left = max_records  # max_records holds for the whole request, as Kafka's does
             now = time.monotonic()
-            for name, index in sorted(session.partitions):
+            partitions = sorted(session.partitions)
+            if partitions:  # each request starts at the next partition: none is always served last
+                session.rotation = (session.rotation + 1) % len(partitions)
+                partitions = partitions[session.rotation:] + partitions[:session.rotation]
+            for name, index in partitions:
                 topic = broker.registry.get(name)
                 if topic is None:
                     continue
@@ -191,7 +196,7 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
                     entry = _partition_entry(by_topic, topic.topic_id, index, ctx)
                     entry["error_code"] = ErrorCode.unknown_topic_or_partition
                     continue
-                ranges, data = sp.acquire(member.member_id, max_records, budget, lock_ms,
+                ranges, data = sp.acquire(member.member_id, records_left, budget, lock_ms,
                                           coordinator.settings.max_record_locks,
                                           coordinator.upper(group, sp.log), now)
                 if not ranges:
@@ -204,7 +209,8 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
                     {"first_offset": r.first_offset, "last_offset": r.last_offset, "delivery_count": r.delivery_count}
                     for r in ranges]
                 budget -= len(data)
-                if budget <= 0:
+                records_left -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
+                if budget <= 0 or records_left <= 0:
                     break
         body = {"throttle_time": 0, "error_code": ErrorCode.none, "acquisition_lock_timeout": lock_ms,
                 "responses": [{"topic_id": tid, "partitions": list(parts.values())} for tid, parts in by_topic.items()],
