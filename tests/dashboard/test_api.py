@@ -211,3 +211,39 @@ def test_event_sourced_applications_show_event_counts_and_projection_lag(broker,
     finally:
         processor.stop()
         thread.join(30)
+
+
+def test_share_groups_with_their_backlog(broker):
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    from freshet.client.queue import set_group_configs
+
+    create_topic(broker.bootstrap, "dash-queue", 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(30):
+        producer.produce("dash-queue", b"job-%d" % i)
+    producer.flush(10)
+    set_group_configs(broker.bootstrap, "dash-workers", {"share.auto.offset.reset": "earliest"})
+    worker = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": "dash-workers", "log_level": 3,
+                            "share.acknowledgement.mode": "explicit", "max.poll.records": 10})
+    worker.subscribe(["dash-queue"])
+    try:
+        taken = []
+        deadline = time.monotonic() + 20
+        while len(taken) < 10 and time.monotonic() < deadline:
+            taken += worker.poll(0.5)
+        for m in taken[:6]:
+            worker.acknowledge(m, AcknowledgeType.ACCEPT)
+        for m in taken[6:]:
+            worker.acknowledge(m, AcknowledgeType.REJECT)
+        worker.commit_sync(10)
+        collector = Collector(broker.bootstrap, lag_threshold=10)
+        collector.collect()
+        client = TestClient(create_app(collector))
+        o = client.get("/api/overview").json()["groups"]["dash-workers"]
+        assert (o["type"], o["state"], o["members"], o["total_lag"], o["alert"]) == ("share", "Stable", 1, 20, True)
+        g = client.get("/api/groups/dash-workers").json()
+        assert [(p["start_offset"], p["end_offset"], p["acquired"], p["archived"], p["backlog"])
+                for p in g["partitions"]] == [(10, 30, 0, 4, 20)]
+    finally:
+        worker.close()

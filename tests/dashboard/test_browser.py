@@ -216,3 +216,40 @@ def test_rules_tab_shows_stored_rules_and_queries_and_follows_changes(broker, pa
         page.wait_for_selector(f".rule[data-name='{name}']", state="detached", timeout=30_000)
     finally:
         dash.terminate()
+
+
+def test_groups_tab_shows_a_share_group_with_its_backlog(broker, page, tmp_path):
+    import uuid
+
+    from confluent_kafka import Producer
+
+    from freshet.testing.topics import create_topic
+
+    topic, group = f"queue-{uuid.uuid4().hex[:6]}", f"workers-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(40):
+        producer.produce(topic, b"job-%d" % i, partition=i % 2)
+    producer.flush(10)
+    took = subprocess.run([sys.executable, "-m", "freshet.cli.main", "queue", "consume", topic, "-g", group,
+                           "--from-beginning", "--max", "10", "--bootstrap", broker.bootstrap],
+                          capture_output=True, text=True, timeout=60)
+    assert took.returncode == 0, took.stderr
+    port = free_port()
+    dash = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "dashboard", "--port", str(port)],
+                            env={**os.environ, "FRESHET_BOOTSTRAP": broker.bootstrap},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        open_dashboard(page, port)
+        page.click("nav a[data-tab='groups']")
+        page.wait_for_selector(f"[data-group='{group}']", timeout=30_000)
+        row = page.inner_text(f"#group-list tr:has([data-group='{group}'])")
+        assert "share" in row and "30" in row  # 40 jobs, 10 done: a backlog of 30
+        page.click(f"[data-group='{group}']")
+        page.wait_for_selector("table.share-partitions tbody tr", timeout=30_000)
+        backlogs = [int(page.inner_text(f"table.share-partitions tbody tr:nth-child({i}) td:last-child")) for i in (1, 2)]
+        assert sum(backlogs) == 30
+        page.screenshot(path=os.path.join(ARTIFACTS, "dashboard-share-group.png"))
+    finally:
+        dash.terminate()
+        dash.wait(30)

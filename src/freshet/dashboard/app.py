@@ -47,7 +47,8 @@ def create_app(collector: Collector, token: str | None = None) -> FastAPI:
         return {"at": snap["at"], "brokers": snap["brokers"], "error": snap["error"],
                 "topics": {n: {k: t[k] for k in ("messages", "size_bytes", "rate_in", "rate_out", "internal")} | {"partitions": len(t["partitions"])}
                            for n, t in snap["topics"].items()},
-                "groups": {g: {"state": x["state"], "total_lag": x["total_lag"], "alert": x["alert"],
+                "groups": {g: {"type": x.get("type", "classic"), "state": x["state"], "total_lag": x["total_lag"],
+                               "alert": x["alert"],
                                "members": len(x["members"])} for g, x in snap["groups"].items()},
                 "pipelines": {n: {"status": p.get("status"), "progress": p.get("progress")}
                               for n, p in snap["pipelines"].items()}}

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from freshet.client import admin_config, consumer_config
 from freshet.client.groups import GroupAdmin
+from freshet.client.share_groups import read_share_groups
 
 HISTORY = 300  # samples kept per series
 
@@ -23,7 +24,7 @@ class Snapshot:
     at: float = 0.0
     brokers: list = field(default_factory=list)
     topics: dict = field(default_factory=dict)  # name -> {partitions: [...], messages, rate_in}
-    groups: dict = field(default_factory=dict)  # id -> {state, members, total_lag, partitions: [...]}
+    groups: dict = field(default_factory=dict)  # id -> {type, state, members, total_lag, partitions: [...]}
     pipelines: dict = field(default_factory=dict)
     applications: dict = field(default_factory=dict)  # event-sourced: aggregates' event counts, projections
     ingest: dict = field(default_factory=dict)  # ingest servers: endpoints, policies, counters
@@ -116,6 +117,7 @@ class Collector:
             except Exception:
                 continue
             snap.groups[group_id] = {
+                "type": "classic",
                 "state": info.state, "members": [{"member_id": m, "client_id": c, "host": h} for m, c, h in info.members],
                 "total_lag": info.total_lag, "threshold": self.group_thresholds.get(group_id, self.lag_threshold),
                 "alert": any(p.lag > self.group_thresholds.get(group_id, self.lag_threshold) for p in info.partitions),
@@ -126,6 +128,7 @@ class Collector:
             for p in info.partitions:
                 if p.committed >= 0:
                     consumed[p.topic] = consumed.get(p.topic, 0) + p.committed
+        self._collect_share_groups(snap, now)
         for topic, total in consumed.items():  # messages out: what consumer groups committed, per second
             previous = self._previous.get(f"out:{topic}")
             rate = 0.0
@@ -149,6 +152,25 @@ class Collector:
         with self._lock:
             self.snapshot = snap
         return snap
+
+    def _collect_share_groups(self, snap: Snapshot, now: float) -> None:
+        """Share groups (queues): their state topic read as a Kafka client; the backlog stands in for lag."""
+        try:
+            shared = read_share_groups(self.bootstrap, timeout_s=5)
+        except Exception:
+            return
+        for group_id, info in shared.items():
+            threshold = self.group_thresholds.get(group_id, self.lag_threshold)
+            snap.groups[group_id] = {
+                "type": "share", "state": info.state,
+                "members": [{"member_id": m["member_id"], "client_id": m["client_id"], "host": m["client_host"]}
+                            for m in info.members],
+                "total_lag": info.backlog, "threshold": threshold, "alert": info.backlog > threshold,
+                "partitions": [{"topic": p.topic, "partition": p.partition, "start_offset": p.start_offset,
+                                "end_offset": p.high_watermark, "acquired": p.acquired, "available": p.available,
+                                "archived": p.archived_total, "backlog": p.backlog} for p in info.partitions],
+            }
+            self._record(f"lag:{group_id}", now, info.backlog)
 
     def _applications(self, topics: dict, now: float) -> dict:
         """Each event-sourced application in ``__freshet_applications``: events per aggregate type (counted
