@@ -245,5 +245,8 @@ def test_share_groups_with_their_backlog(broker):
         g = client.get("/api/groups/dash-workers").json()
         assert [(p["start_offset"], p["end_offset"], p["acquired"], p["archived"], p["backlog"])
                 for p in g["partitions"]] == [(10, 30, 0, 4, 20)]
+        metrics = client.get("/metrics").text
+        assert 'freshet_share_group_backlog{group="dash-workers",topic="dash-queue",partition="0"} 20' in metrics
+        assert 'freshet_share_group_archived{group="dash-workers",topic="dash-queue",partition="0"} 4' in metrics
     finally:
         worker.close()

@@ -16,11 +16,16 @@ This object owns the queue's one guarantee: a record is ACQUIRED by at most one 
 acknowledgement that names anything else (an offset outside the window, a record another member holds,
 one in another state) changes nothing and is answered INVALID_RECORD_STATE. It does no I/O of its own
 beyond reading batches from the log partition; the coordinator persists ``snapshot()`` after changes.
+
+The window is kept as parallel arrays indexed by ``offset - start_offset`` (states and delivery counts in
+bytearrays, owners and lock deadlines in lists), so that acquiring, acknowledging and sliding a run of
+records are slice operations rather than a Python step per record, and a snapshot is two byte strings.
+Offsets in the window that hold no record (transaction markers, gaps a compaction left) are ARCHIVED.
 """
 
 from __future__ import annotations
 
-from bisect import insort
+import base64
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -33,6 +38,7 @@ STATE_NAMES = {AVAILABLE: "available", ACQUIRED: "acquired", ACKNOWLEDGED: "ackn
 GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 ACK_TYPES = (GAP, ACCEPT, RELEASE, REJECT, RENEW)
 _READ_BYTES = 1 << 20
+_COVER_BYTES = 1 << 16  # reads for redelivered records: usually a batch or two each
 _FINAL = (ACKNOWLEDGED, ARCHIVED)
 
 
@@ -42,14 +48,13 @@ class AcknowledgeError(Exception):
         self.error_code = error_code
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class InFlight:
-    """One record in the window. ``member``/``deadline`` only while ACQUIRED."""
+    """One record of the window, as ``SharePartition.record`` shows it. ``member`` only while ACQUIRED."""
 
     state: int
-    delivery_count: int = 0
-    member: str | None = None
-    deadline: float = 0.0
+    delivery_count: int
+    member: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,51 +64,55 @@ class Acquired:
     delivery_count: int
 
 
+_BYTE = [bytes([i]) for i in range(256)]
+_TO_AVAILABLE = bytes(AVAILABLE if i == ACQUIRED else i for i in range(256))  # translate table for recovery
+
+
 class SharePartition:
     def __init__(self, log: Partition, start_offset: int) -> None:
         self.log = log
         self.start_offset = start_offset
         self.end_offset = start_offset
-        self.records: dict[int, InFlight] = {}
-        self.available: list[int] = []  # sorted offsets in the window that are AVAILABLE again
+        self._state = bytearray()  # per offset in [start, end)
+        self._count = bytearray()  # delivery counts (at most 255: the limit is 10 at most)
+        self._owner: list[str | None] = []
+        self._deadline: list[float] = []
+        self._available = 0  # how many AVAILABLE records the window holds (released, expired)
         self.earliest_deadline = float("inf")
         self.archived_total = 0  # records ever archived: rejected, or past the delivery count limit
 
     # -- what the state is -----------------------------------------------------------------
 
+    def record(self, offset: int) -> InFlight | None:
+        i = offset - self.start_offset
+        if not 0 <= i < len(self._state):
+            return None
+        state = self._state[i]
+        return InFlight(state, self._count[i], self._owner[i] if state == ACQUIRED else None)
+
     def counts(self) -> dict[str, int]:
-        out = {name: 0 for name in STATE_NAMES.values()}
-        for r in self.records.values():
-            out[STATE_NAMES[r.state]] += 1
-        return out
+        return {name: self._state.count(_BYTE[state]) for state, name in STATE_NAMES.items()}
 
     def snapshot(self) -> dict:
-        """Durable form: start/end offsets and runs ``[first, last, state, delivery_count]`` of the window's
-        records (ACQUIRED is kept as such so that tools can see what is in flight; on recovery it is AVAILABLE)."""
-        runs: list[list[int]] = []
-        for offset in sorted(self.records):
-            r = self.records[offset]
-            if runs and runs[-1][1] == offset - 1 and runs[-1][2] == r.state and runs[-1][3] == r.delivery_count:
-                runs[-1][1] = offset
-            else:
-                runs.append([offset, offset, r.state, r.delivery_count])
-        return {"start_offset": self.start_offset, "end_offset": self.end_offset, "runs": runs,
+        """Durable form: the window's offsets, each record's state and delivery count (base64 bytes, one per
+        offset). ACQUIRED is kept as such so that tools can see what is in flight; on recovery it is AVAILABLE."""
+        return {"start_offset": self.start_offset, "end_offset": self.end_offset,
+                "states": base64.b64encode(self._state).decode(), "counts": base64.b64encode(self._count).decode(),
                 "archived_total": self.archived_total}
 
     @classmethod
     def restore(cls, log: Partition, snapshot: dict) -> "SharePartition":
         """After a restart: what was acquired is available again (its lock died with the broker)."""
         sp = cls(log, int(snapshot["start_offset"]))
-        sp.end_offset = max(int(snapshot.get("end_offset", sp.start_offset)), sp.start_offset)
+        states = base64.b64decode(snapshot.get("states", "")).translate(_TO_AVAILABLE)
+        counts = base64.b64decode(snapshot.get("counts", ""))
+        if len(counts) != len(states):
+            raise ValueError("a share-partition snapshot whose states and counts differ in length")
+        sp._state, sp._count = bytearray(states), bytearray(counts)
+        sp._owner, sp._deadline = [None] * len(states), [0.0] * len(states)
+        sp.end_offset = sp.start_offset + len(states)
+        sp._available = states.count(_BYTE[AVAILABLE])
         sp.archived_total = int(snapshot.get("archived_total", 0))
-        for first, last, state, count in snapshot.get("runs", ()):
-            if state == ACQUIRED:
-                state = AVAILABLE
-            for offset in range(max(first, sp.start_offset), last + 1):
-                sp.records[offset] = InFlight(state, count)
-                if state == AVAILABLE:
-                    sp.available.append(offset)
-        sp.available.sort()
         sp._advance()
         return sp
 
@@ -115,20 +124,14 @@ class SharePartition:
         offset order (whole batches: the client keeps the acquired offsets). ``upper``: the high watermark or LSO."""
         self._skip_deleted()
         deadline = now + lock_ms / 1000
-        acquired: list[tuple[int, int]] = []  # (offset, delivery count)
+        ranges: list[Acquired] = []
         batches: dict[int, bytes] = {}
-        # records that came back first: their order in the log is kept
-        if self.available and max_records > 0:
-            take, self.available = self.available[:max_records], self.available[max_records:]
-            for offset in take:
-                r = self.records[offset]
-                r.state, r.member, r.deadline = ACQUIRED, member, deadline
-                r.delivery_count += 1
-                acquired.append((offset, r.delivery_count))
-            self._read_covering([o for o, _ in acquired], upper, batches)
-        # then new records from the end offset, whole batches
+        taken = 0
+        if self._available and max_records > 0:  # records that came back first, in log order
+            taken = self._reacquire(member, max_records, deadline, ranges)
+            self._read_covering(ranges, upper, batches)
         read_bytes = 0
-        while (len(acquired) < max_records and self.end_offset < upper
+        while (taken < max_records and self.end_offset < upper
                and self.end_offset - self.start_offset < max_record_locks and read_bytes < max_bytes):
             try:
                 data = self.log.read(self.end_offset, min(_READ_BYTES, max_bytes - read_bytes), upper)
@@ -140,62 +143,87 @@ class SharePartition:
                 last = header.last_offset
                 if last < self.end_offset:
                     continue
+                if header.base_offset > self.end_offset:  # offsets no batch holds (compacted away)
+                    self._extend(header.base_offset - self.end_offset, ARCHIVED, 0, None, 0.0)
                 first = max(header.base_offset, self.end_offset)
                 if header.is_control:  # transaction markers are nobody's record
-                    for offset in range(first, last + 1):
-                        self.records[offset] = InFlight(ARCHIVED)
+                    self._extend(last - first + 1, ARCHIVED, 0, None, 0.0)
                 else:
                     # at most max_records: a batch may be cut (the client keeps only the acquired offsets of it)
-                    last = min(last, first + max_records - len(acquired) - 1,
-                               self.start_offset + max_record_locks - 1)
-                    for offset in range(first, last + 1):
-                        self.records[offset] = InFlight(ACQUIRED, 1, member, deadline)
-                        acquired.append((offset, 1))
+                    last = min(last, first + max_records - taken - 1, self.start_offset + max_record_locks - 1)
+                    n = last - first + 1
+                    self._extend(n, ACQUIRED, 1, member, deadline)
+                    if ranges and ranges[-1].last_offset == first - 1 and ranges[-1].delivery_count == 1:
+                        ranges[-1] = Acquired(ranges[-1].first_offset, last, 1)
+                    else:
+                        ranges.append(Acquired(first, last, 1))
+                    taken += n
                     batches[header.base_offset] = bytes(batch)
                     read_bytes += len(batch)
                 self.end_offset = last + 1
-                if (len(acquired) >= max_records or self.end_offset - self.start_offset >= max_record_locks
-                        or read_bytes >= max_bytes):
+                if taken >= max_records or self.end_offset - self.start_offset >= max_record_locks \
+                        or read_bytes >= max_bytes:
                     break
-        if acquired:
+        if ranges:
             self.earliest_deadline = min(self.earliest_deadline, deadline)
         self._advance()
-        ranges = _ranges(sorted(acquired))
         return ranges, b"".join(batches[base] for base in sorted(batches))
 
-    def _read_covering(self, offsets: list[int], upper: int, batches: dict[int, bytes]) -> None:
-        """The batches that hold ``offsets`` (sorted), each once."""
-        i = 0
-        while i < len(offsets):
-            offset = offsets[i]
-            try:
-                data = self.log.read(offset, _READ_BYTES, upper)
-            except OffsetOutOfRangeError:
-                return
-            if not data:
-                return
-            last_read = offset
-            for header, batch in iter_batches(data):
-                if header.last_offset < offset:
-                    continue
-                if not header.is_control:
-                    batches.setdefault(header.base_offset, bytes(batch))
-                last_read = header.last_offset
-                while i < len(offsets) and offsets[i] <= last_read:
-                    i += 1
-                if i >= len(offsets):
+    def _extend(self, n: int, state: int, count: int, member: str | None, deadline: float) -> None:
+        self._state += _BYTE[state] * n
+        self._count += _BYTE[count] * n
+        self._owner += [member] * n
+        self._deadline += [deadline] * n
+
+    def _reacquire(self, member: str, max_records: int, deadline: float, ranges: list[Acquired]) -> int:
+        state, count = self._state, self._count
+        available = _BYTE[AVAILABLE]
+        taken = 0
+        i = state.find(available)
+        while i >= 0 and taken < max_records:
+            state[i] = ACQUIRED
+            count[i] = min(count[i] + 1, 255)
+            self._owner[i] = member
+            self._deadline[i] = deadline
+            offset = self.start_offset + i
+            if ranges and ranges[-1].last_offset == offset - 1 and ranges[-1].delivery_count == count[i]:
+                ranges[-1] = Acquired(ranges[-1].first_offset, offset, count[i])
+            else:
+                ranges.append(Acquired(offset, offset, count[i]))
+            taken += 1
+            i = state.find(available, i + 1)
+        self._available -= taken
+        return taken
+
+    def _read_covering(self, ranges: list[Acquired], upper: int, batches: dict[int, bytes]) -> None:
+        """The batches that hold ``ranges`` (in offset order), each once."""
+        for r in ranges:
+            offset = r.first_offset
+            while offset <= r.last_offset:
+                try:
+                    data = self.log.read(offset, _COVER_BYTES, upper)
+                except OffsetOutOfRangeError:
                     return
-                if offsets[i] > header.last_offset + 1:
-                    break  # jump ahead instead of reading every batch in between
-            while i < len(offsets) and offsets[i] <= last_read:
-                i += 1
+                if not data:
+                    return
+                for header, batch in iter_batches(data):
+                    if header.last_offset < offset:
+                        continue
+                    if header.base_offset > r.last_offset:
+                        break
+                    if not header.is_control:
+                        batches.setdefault(header.base_offset, bytes(batch))
+                    offset = header.last_offset + 1
+                    if offset > r.last_offset:
+                        break
 
     # -- acknowledging ---------------------------------------------------------------------
 
     def check(self, member: str, batches: list[tuple[int, int, tuple[int, ...]]]) -> None:
         """Raise AcknowledgeError unless every record ``batches`` names is ACQUIRED by ``member`` (nothing changes)."""
-        seen: set[int] = set()
-        for first, last, types in batches:
+        previous_last = -1
+        acquired = _BYTE[ACQUIRED]
+        for first, last, types in sorted(batches):
             if first < 0 or last < first:
                 raise AcknowledgeError(ErrorCode.invalid_request, f"bad acknowledgement range {first}..{last}")
             if not types or (len(types) != 1 and len(types) != last - first + 1):
@@ -203,44 +231,54 @@ class SharePartition:
                                        f"{len(types)} acknowledge types for {last - first + 1} records")
             if any(t not in ACK_TYPES for t in types):
                 raise AcknowledgeError(ErrorCode.invalid_request, f"unknown acknowledge type in {list(types)}")
-            for offset in range(first, last + 1):
-                if offset in seen:
-                    raise AcknowledgeError(ErrorCode.invalid_request, f"offset {offset} acknowledged twice")
-                seen.add(offset)
-                r = self.records.get(offset)
-                if r is None or r.state != ACQUIRED:
-                    state = "not in flight" if r is None else STATE_NAMES[r.state]
-                    raise AcknowledgeError(ErrorCode.invalid_record_state, f"record {offset} is {state}")
-                if r.member != member:
-                    raise AcknowledgeError(ErrorCode.invalid_record_state,
-                                           f"record {offset} is acquired by another member")
+            if first <= previous_last:
+                raise AcknowledgeError(ErrorCode.invalid_request, f"offset {first} acknowledged twice")
+            previous_last = last
+            i, j = first - self.start_offset, last - self.start_offset + 1
+            if i < 0 or j > len(self._state) or self._state.count(acquired, i, j) != j - i:
+                raise AcknowledgeError(ErrorCode.invalid_record_state,
+                                       f"records {first}..{last} are not all in flight and acquired")
+            if self._owner[i:j].count(member) != j - i:
+                raise AcknowledgeError(ErrorCode.invalid_record_state,
+                                       f"records {first}..{last} are not all acquired by this member")
 
     def acknowledge(self, member: str, batches: list[tuple[int, int, tuple[int, ...]]], delivery_count_limit: int,
                     lock_ms: int, now: float) -> None:
         """Apply acknowledgements, all or nothing (``check`` first)."""
         self.check(member, batches)
         for first, last, types in batches:
-            for offset in range(first, last + 1):
-                kind = types[0] if len(types) == 1 else types[offset - first]
-                r = self.records[offset]
-                if kind == ACCEPT:
-                    r.state, r.member = ACKNOWLEDGED, None
-                elif kind in (REJECT, GAP):
-                    r.state, r.member = ARCHIVED, None
-                    self.archived_total += kind == REJECT
-                elif kind == RELEASE:
-                    self._release(offset, r, delivery_count_limit)
-                else:  # RENEW: the lock starts again
-                    r.deadline = now + lock_ms / 1000
-                    self.earliest_deadline = min(self.earliest_deadline, r.deadline)
+            i, j = first - self.start_offset, last - self.start_offset + 1
+            if len(types) == 1:
+                self._apply(i, j, types[0], delivery_count_limit, lock_ms, now)
+            else:
+                for k, kind in enumerate(types):
+                    self._apply(i + k, i + k + 1, kind, delivery_count_limit, lock_ms, now)
         self._advance()
+
+    def _apply(self, i: int, j: int, kind: int, delivery_count_limit: int, lock_ms: int, now: float) -> None:
+        n = j - i
+        if kind == ACCEPT:
+            self._state[i:j] = _BYTE[ACKNOWLEDGED] * n
+            self._owner[i:j] = [None] * n
+        elif kind in (REJECT, GAP):
+            self._state[i:j] = _BYTE[ARCHIVED] * n
+            self._owner[i:j] = [None] * n
+            if kind == REJECT:
+                self.archived_total += n
+        elif kind == RELEASE:
+            for k in range(i, j):
+                self._release(k, delivery_count_limit)
+        else:  # RENEW: the lock starts again
+            deadline = now + lock_ms / 1000
+            self._deadline[i:j] = [deadline] * n
+            self.earliest_deadline = min(self.earliest_deadline, deadline)
 
     def release_member(self, member: str, delivery_count_limit: int) -> int:
         """Everything ``member`` holds becomes available again (it left, or its session ended)."""
         released = 0
-        for offset, r in self.records.items():
-            if r.state == ACQUIRED and r.member == member:
-                self._release(offset, r, delivery_count_limit)
+        for i, owner in enumerate(self._owner):
+            if owner == member and self._state[i] == ACQUIRED:
+                self._release(i, delivery_count_limit)
                 released += 1
         if released:
             self._advance()
@@ -252,70 +290,61 @@ class SharePartition:
             return 0
         expired = 0
         earliest = float("inf")
-        for offset, r in self.records.items():
-            if r.state != ACQUIRED:
-                continue
-            if r.deadline <= now:
-                self._release(offset, r, delivery_count_limit)
+        acquired = _BYTE[ACQUIRED]
+        i = self._state.find(acquired)
+        while i >= 0:
+            if self._deadline[i] <= now:
+                self._release(i, delivery_count_limit)
                 expired += 1
             else:
-                earliest = min(earliest, r.deadline)
+                earliest = min(earliest, self._deadline[i])
+            i = self._state.find(acquired, i + 1)
         self.earliest_deadline = earliest
         if expired:
             self._advance()
         return expired
 
-    def _release(self, offset: int, r: InFlight, delivery_count_limit: int) -> None:
-        r.member = None
-        if r.delivery_count >= delivery_count_limit:
-            r.state = ARCHIVED  # the poison-message rule: delivered too often, never again
+    def _release(self, i: int, delivery_count_limit: int) -> None:
+        self._owner[i] = None
+        if self._count[i] >= delivery_count_limit:
+            self._state[i] = ARCHIVED  # the poison-message rule: delivered too often, never again
             self.archived_total += 1
         else:
-            r.state = AVAILABLE
-            insort(self.available, offset)
+            self._state[i] = AVAILABLE
+            self._available += 1
 
     # -- moving the window -----------------------------------------------------------------
 
     def reset(self, start_offset: int) -> None:
         """AlterShareGroupOffsets (the group has no members): the window starts afresh at ``start_offset``."""
         self.start_offset = self.end_offset = start_offset
-        self.records.clear()
-        self.available.clear()
+        self._drop(len(self._state))
         self.earliest_deadline = float("inf")
 
     def _skip_deleted(self) -> None:
         """Retention deleted records below the log start: they leave the window unread."""
         log_start = self.log.log_start_offset
         if self.start_offset < log_start:
-            for offset in [o for o in self.records if o < log_start]:
-                del self.records[offset]
-            self.available = [o for o in self.available if o >= log_start]
+            self._drop(min(log_start - self.start_offset, len(self._state)))
+            self._available = self._state.count(_BYTE[AVAILABLE])
             self.start_offset = log_start
             self.end_offset = max(self.end_offset, log_start)
 
+    def _drop(self, k: int) -> None:
+        del self._state[:k], self._count[:k], self._owner[:k], self._deadline[:k]
+
     def _advance(self) -> None:
-        records = self.records
-        start = self.start_offset
-        while start < self.end_offset:
-            r = records.get(start)
-            if r is not None:
-                if r.state not in _FINAL:
-                    break
-                del records[start]
-            start += 1
-        self.start_offset = start
+        """The start offset moves past the acknowledged and archived records at the front of the window."""
+        state = self._state
+        k = len(state)
+        for pending in (_BYTE[AVAILABLE], _BYTE[ACQUIRED]):
+            found = state.find(pending, 0, k)
+            if found >= 0:
+                k = found
+        if k:
+            self._drop(k)
+            self.start_offset += k
 
     @property
     def in_flight(self) -> int:
         return self.end_offset - self.start_offset
-
-
-def _ranges(acquired: list[tuple[int, int]]) -> list[Acquired]:
-    """Consecutive offsets with one delivery count, as ranges."""
-    out: list[Acquired] = []
-    for offset, count in acquired:
-        if out and out[-1].last_offset == offset - 1 and out[-1].delivery_count == count:
-            out[-1] = Acquired(out[-1].first_offset, offset, count)
-        else:
-            out.append(Acquired(offset, offset, count))
-    return out

@@ -4,12 +4,13 @@ or archived (rejected, or delivered too often), and the backlog nobody has finis
 
 The broker keeps each share group's state in the compacted topic ``__share_group_state`` (JSON keys and
 values: ``["group", G]`` → configs and members, ``["partition", G, topic, partition]`` → the window's start and
-end offsets and runs ``[first, last, state, delivery count]``), so this reads it with a Kafka client alone, as
-the other registries are read. librdkafka has no admin call for share groups yet.
+end offsets, and base64 bytes with each offset's state and delivery count), so this reads it with a Kafka client
+alone, as the other registries are read. librdkafka has no admin call for share groups yet.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
 
@@ -60,21 +61,12 @@ class ShareGroupInfo:
 
 
 def _partition_info(topic: str, partition: int, value: dict) -> SharePartitionInfo:
-    info = SharePartitionInfo(topic, partition, int(value["start_offset"]), int(value.get("end_offset", 0)),
+    """A share-partition's record: its window and one state byte per offset in it (base64)."""
+    states = base64.b64decode(value.get("states", ""))
+    return SharePartitionInfo(topic, partition, int(value["start_offset"]), int(value.get("end_offset", 0)),
+                              acquired=states.count(ACQUIRED), available=states.count(AVAILABLE),
+                              acknowledged=states.count(ACKNOWLEDGED), archived=states.count(ARCHIVED),
                               archived_total=int(value.get("archived_total", 0)))
-    for first, last, state, _count in value.get("runs", ()):
-        n = last - max(first, info.start_offset) + 1
-        if n <= 0:
-            continue
-        if state == ACQUIRED:
-            info.acquired += n
-        elif state == AVAILABLE:
-            info.available += n
-        elif state == ACKNOWLEDGED:
-            info.acknowledged += n
-        elif state == ARCHIVED:
-            info.archived += n
-    return info
 
 
 def read_share_groups(bootstrap: str, timeout_s: float = 10.0) -> dict[str, ShareGroupInfo]:

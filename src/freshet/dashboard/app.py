@@ -183,6 +183,8 @@ def create_app(collector: Collector, token: str | None = None) -> FastAPI:
         lines = ["# TYPE freshet_topic_high_watermark gauge", "# TYPE freshet_topic_log_start_offset gauge",
                  "# TYPE freshet_topic_messages_in_per_second gauge", "# TYPE freshet_topic_log_segments gauge",
                  "# TYPE freshet_topic_log_size_bytes gauge", "# TYPE freshet_group_lag gauge",
+                 "# TYPE freshet_share_group_backlog gauge", "# TYPE freshet_share_group_in_flight gauge",
+                 "# TYPE freshet_share_group_archived counter",
                  "# TYPE freshet_pipeline_input_rows_per_second gauge",
                  "# TYPE freshet_pipeline_late_rows_dropped gauge", "# TYPE freshet_aggregate_events gauge",
                  "# TYPE freshet_projection_lag gauge", "# TYPE freshet_ingest_records gauge",
@@ -198,8 +200,13 @@ def create_app(collector: Collector, token: str | None = None) -> FastAPI:
                     lines.append(f"freshet_topic_log_size_bytes{{{labels}}} {p['size_bytes']}")
         for group_id, g in sorted(snap.groups.items()):
             for p in g["partitions"]:
-                lines.append(f'freshet_group_lag{{group="{group_id}",topic="{p["topic"]}",'
-                             f'partition="{p["partition"]}"}} {p["lag"]}')
+                labels = f'group="{group_id}",topic="{p["topic"]}",partition="{p["partition"]}"'
+                if g.get("type") == "share":  # a queue: what is not done yet, and what is locked to consumers
+                    lines.append(f"freshet_share_group_backlog{{{labels}}} {p['backlog']}")
+                    lines.append(f"freshet_share_group_in_flight{{{labels}}} {p['acquired']}")
+                    lines.append(f"freshet_share_group_archived{{{labels}}} {p['archived']}")
+                else:
+                    lines.append(f"freshet_group_lag{{{labels}}} {p['lag']}")
         for name, p in sorted(snap.pipelines.items()):
             progress = p.get("progress") or {}
             lines.append(f'freshet_pipeline_input_rows_per_second{{pipeline="{name}"}} '

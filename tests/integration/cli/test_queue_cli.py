@@ -12,7 +12,8 @@ def freshet(broker, *args, input=None, timeout=90):
 def test_a_work_queue_with_a_failing_job(broker, topic_name):
     group = f"{topic_name}-workers"
     assert freshet(broker, "topic", "create", topic_name, "--partitions", "2").returncode == 0
-    freshet(broker, "produce", topic_name, input="".join(f"job-{i}\n" for i in range(10)))
+    for p in (0, 1):
+        freshet(broker, "produce", topic_name, "--partition", str(p), input="".join(f"job-{i}\n" for i in range(p, 10, 2)))
     r = freshet(broker, "queue", "config", group, "share.delivery.count.limit=2")
     assert r.returncode == 0 and r.stdout == f"{group}\tshare.delivery.count.limit=2\n"
     # the command fails on job-3 every time: it is released, redelivered once more, then archived

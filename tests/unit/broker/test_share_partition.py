@@ -54,7 +54,7 @@ def test_accept_moves_the_start_offset_and_nothing_accepted_comes_back(tmp_path)
     sp = SharePartition(log_with(tmp_path, [2, 2]), 0)
     acquire(sp, "a")
     sp.acknowledge("a", [(0, 1, (ACCEPT,)), (2, 3, (ACCEPT, REJECT))], LIMIT, LOCK_MS, 0)
-    assert (sp.start_offset, sp.end_offset, sp.records) == (4, 4, {})
+    assert (sp.start_offset, sp.end_offset, sp.in_flight) == (4, 4, 0)
     assert acquire(sp, "b") == ([], b"")
 
 
@@ -66,7 +66,7 @@ def test_release_redelivers_with_a_higher_delivery_count_and_the_limit_archives(
         assert values(data, ranges) == [b"0"]
         sp.acknowledge(f"m{delivery}", [(0, 0, (RELEASE,))], LIMIT, LOCK_MS, 0)
     # delivered LIMIT times and released again: archived (the poison-message rule); the next record is next
-    assert sp.start_offset == 1 and 0 not in sp.records and sp.archived_total == 1
+    assert sp.start_offset == 1 and sp.record(0) is None and sp.archived_total == 1
     ranges, _ = acquire(sp, "late")
     assert [(r.first_offset, r.delivery_count) for r in ranges] == [(1, 1)]
 
@@ -87,7 +87,7 @@ def test_renew_keeps_the_lock(tmp_path):
     sp = SharePartition(log_with(tmp_path, [1]), 0)
     acquire(sp, "a", now=0.0)
     sp.acknowledge("a", [(0, 0, (RENEW,))], LIMIT, LOCK_MS, 25.0)
-    assert sp.expire_locks(31.0, LIMIT) == 0 and sp.records[0].state == ACQUIRED
+    assert sp.expire_locks(31.0, LIMIT) == 0 and sp.record(0).state == ACQUIRED
     assert sp.expire_locks(55.0, LIMIT) == 1
 
 
@@ -98,7 +98,7 @@ def test_a_member_that_leaves_gives_back_what_it_held(tmp_path):
     assert sp.release_member("a", LIMIT) == 2
     ranges, _ = acquire(sp, "c")
     assert [(r.first_offset, r.last_offset, r.delivery_count) for r in ranges] == [(0, 1, 2), (3, 3, 1)]
-    assert sp.records[2].member == "b"
+    assert sp.record(2).member == "b"
 
 
 @pytest.mark.parametrize("batches, code", [
@@ -153,7 +153,7 @@ def test_snapshot_restore_brings_acquired_records_back_and_keeps_the_rest(tmp_pa
     sp.acknowledge("a", [(0, 0, (ACCEPT,)), (2, 3, (REJECT, ACCEPT)), (4, 4, (RELEASE,))], LIMIT, LOCK_MS, 0)
     restored = SharePartition.restore(log, sp.snapshot())
     assert restored.start_offset == 1 and restored.end_offset == 6 and restored.archived_total == 1
-    assert {o: (r.state, r.delivery_count) for o, r in restored.records.items()} == {
+    assert {o: (restored.record(o).state, restored.record(o).delivery_count) for o in range(1, 6)} == {
         1: (AVAILABLE, 1), 2: (ARCHIVED, 1), 3: (ACKNOWLEDGED, 1), 4: (AVAILABLE, 1), 5: (AVAILABLE, 1)}
     ranges, _ = acquire(restored, "b")
     assert [(r.first_offset, r.last_offset, r.delivery_count) for r in ranges] == [(1, 1, 2), (4, 5, 2)]
@@ -211,5 +211,5 @@ def test_no_record_is_held_twice_or_delivered_after_it_was_accepted(tmp_path_fac
             holder.clear()
         states = sp.counts()
         assert states["acquired"] == len(holder)
-        assert all(sp.records[o].member == m for o, m in holder.items())
+        assert all(sp.record(o).member == m for o, m in holder.items())
         assert sp.start_offset <= min(holder, default=sp.start_offset)
