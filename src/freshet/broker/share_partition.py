@@ -119,9 +119,10 @@ class SharePartition:
     # -- acquiring -------------------------------------------------------------------------
 
     def acquire(self, member: str, max_records: int, max_bytes: int, lock_ms: int, max_record_locks: int,
-                upper: int, now: float) -> tuple[list[Acquired], bytes]:
+                upper: int, now: float, read_committed: bool = False) -> tuple[list[Acquired], bytes]:
         """Lock up to ``max_records`` for ``member``: the acquired ranges and the record batches that hold them, in
-        offset order (whole batches: the client keeps the acquired offsets). ``upper``: the high watermark or LSO."""
+        offset order (whole batches: the client keeps the acquired offsets). ``upper``: the high watermark, or
+        for ``read_committed`` the last stable offset (records of aborted transactions are then nobody's)."""
         self._skip_deleted()
         deadline = now + lock_ms / 1000
         ranges: list[Acquired] = []
@@ -146,7 +147,8 @@ class SharePartition:
                 if header.base_offset > self.end_offset:  # offsets no batch holds (compacted away)
                     self._extend(header.base_offset - self.end_offset, ARCHIVED, 0, None, 0.0)
                 first = max(header.base_offset, self.end_offset)
-                if header.is_control:  # transaction markers are nobody's record
+                if header.is_control or (read_committed and header.is_transactional and self._aborted(header)):
+                    # transaction markers are nobody's record, nor (read_committed) an aborted transaction's
                     self._extend(last - first + 1, ARCHIVED, 0, None, 0.0)
                 else:
                     # at most max_records: a batch may be cut (the client keeps only the acquired offsets of it)
@@ -168,6 +170,10 @@ class SharePartition:
             self.earliest_deadline = min(self.earliest_deadline, deadline)
         self._advance()
         return ranges, b"".join(batches[base] for base in sorted(batches))
+
+    def _aborted(self, header) -> bool:
+        return any(a.producer_id == header.producer_id and a.first_offset <= header.base_offset < a.last_offset
+                   for a in self.log.aborted_transactions(header.base_offset, header.last_offset + 1))
 
     def _extend(self, n: int, state: int, count: int, member: str | None, deadline: float) -> None:
         self._state += _BYTE[state] * n

@@ -136,6 +136,23 @@ def test_transaction_markers_are_nobodys_record(tmp_path):
     assert sp.start_offset == 3
 
 
+def test_read_committed_delivers_no_record_of_an_aborted_transaction(tmp_path):
+    p = Partition(str(tmp_path / "p"))
+    p.append(encode_batch([(None, b"aborted", 1)], producer_id=7, producer_epoch=0, base_sequence=0, attributes=0x10))
+    p.append(encode_batch([(None, b"plain", 2)]))
+    p.append_marker(7, 0, commit=False)
+    p.append(encode_batch([(None, b"committed", 3)], producer_id=8, producer_epoch=0, base_sequence=0,
+                          attributes=0x10))
+    p.append_marker(8, 0, commit=True)
+    p.flush()
+    committed = SharePartition(p, 0)
+    ranges, data = committed.acquire("a", 100, BIG, LOCK_MS, 2000, p.last_stable_offset, 0, read_committed=True)
+    assert values(data, ranges) == [b"plain", b"committed"]
+    everything = SharePartition(p, 0)
+    ranges, data = everything.acquire("a", 100, BIG, LOCK_MS, 2000, p.high_watermark, 0)
+    assert values(data, ranges) == [b"aborted", b"plain", b"committed"]
+
+
 def test_the_window_holds_at_most_max_record_locks(tmp_path):
     sp = SharePartition(log_with(tmp_path, [1] * 10), 0)
     ranges, _ = acquire(sp, "a", max_locks=4)

@@ -166,6 +166,7 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
                 for index in t.partitions:
                     session.partitions.discard((topic.name, index))
     lock_ms = coordinator.setting(group, "record_lock_duration_ms")
+    read_committed = coordinator.setting(group, "isolation_level") == "read_committed"
     unknown_ids = {t.topic_id for t in request.topics if broker.registry.by_id.get(t.topic_id) is None}
     max_records = request.max_records if request.max_records > 0 else 0
 
@@ -198,7 +199,7 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
                     continue
                 ranges, data = sp.acquire(member.member_id, records_left, budget, lock_ms,
                                           coordinator.settings.max_record_locks,
-                                          coordinator.upper(group, sp.log), now)
+                                          coordinator.upper(group, sp.log), now, read_committed)
                 if not ranges:
                     continue
                 acquired_any = True
