@@ -289,9 +289,20 @@ class ShareGroupCoordinator:
         if group.sessions.pop(member_id, None) is not None:
             self._release(group, member_id)
 
+    def existing_partition(self, group: ShareGroup, topic: str, index: int) -> SharePartition | None:
+        """The group's share-partition of ``topic``/``index`` if it has one for the topic as it is now (a topic
+        deleted, or deleted and created again, leaves state that belongs to no log: it is dropped)."""
+        sp = group.partitions.get((topic, index))
+        if sp is not None and sp.log is not self.registry.partition(topic, index):
+            del group.partitions[(topic, index)]
+            self._append([(_partition_key(group.group_id, topic, index), None)])
+            return None
+        return sp
+
     def share_partition(self, group: ShareGroup, topic: str, index: int) -> SharePartition | None:
+        """The group's share-partition, started (by share.auto.offset.reset) on first use."""
         key = (topic, index)
-        sp = group.partitions.get(key)
+        sp = self.existing_partition(group, topic, index)
         if sp is None:
             log_partition = self.registry.partition(topic, index)
             if log_partition is None:
@@ -333,7 +344,8 @@ class ShareGroupCoordinator:
             elif kind == "partition":
                 topic, index = rest[1], int(rest[2])
                 log_partition = self.registry.partition(topic, index)
-                if log_partition is not None:
+                live = self.registry.get(topic)
+                if log_partition is not None and data.get("topic_id") == str(live.topic_id):
                     group.partitions[(topic, index)] = SharePartition.restore(log_partition, data)
         for group in self.groups.values():
             group.epoch += 1  # members rejoin after a restart: their old epochs are fenced
@@ -362,8 +374,13 @@ class ShareGroupCoordinator:
         return self._append([(_partition_key(group.group_id, t, p), None) for t, p in keys])
 
     def _write_partitions(self, group: ShareGroup, keys) -> int:
-        return self._append([(_partition_key(group.group_id, t, p),
-                              orjson.dumps(group.partitions[(t, p)].snapshot())) for t, p in keys])
+        records = []
+        for t, p in keys:
+            topic = self.registry.get(t)
+            snapshot = group.partitions[(t, p)].snapshot()
+            snapshot["topic_id"] = str(topic.topic_id) if topic is not None else None
+            records.append((_partition_key(group.group_id, t, p), orjson.dumps(snapshot)))
+        return self._append(records)
 
     # -- waking long polls, timers -------------------------------------------------------------
 

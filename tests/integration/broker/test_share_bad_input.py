@@ -209,3 +209,23 @@ def test_share_group_offsets_can_be_moved_only_while_the_group_is_empty(queue):
         assert r.results[0].error_code == ErrorCode.none
         listed = conn.request(16, 5, {"states_filter": [], "types_filter": []})
         assert group not in {g.group_id for g in listed.groups}
+
+
+def test_a_topic_deleted_and_created_again_starts_its_queue_afresh(queue):
+    bootstrap, group, topic, old_tid = queue
+    with RawConnection(bootstrap) as conn:
+        assert share_ack(conn, group, "a", 1, old_tid, [(0, 4, (ACCEPT,))]).responses[0].partitions[0].error_code == 0
+        assert start_offset(conn, group, topic) == 5
+        r = conn.request(20, 6, {"topics": [{"name": topic, "topic_id": None}], "timeout": 5000})
+        assert r.responses[0].error_code == ErrorCode.none
+        # the old topic id is gone: acknowledgements for it are answered per partition, nothing breaks
+        r = share_ack(conn, group, "b", 1, old_tid, [(5, 9, (ACCEPT,))])
+        assert r.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_id
+        create_topic(bootstrap, topic, 1)
+        produce(conn, topic, 3)
+        new_tid = topic_id(conn, topic)
+        assert new_tid != old_tid
+        assert start_offset(conn, group, topic) == -1  # the old window belonged to the old topic
+        got = share_fetch(conn, group, "b", 2, new_tid)
+        assert [(x.first_offset, x.last_offset, x.delivery_count)
+                for x in got.responses[0].partitions[0].acquired_records] == [(0, 2, 1)]

@@ -93,7 +93,7 @@ def _acknowledge(ctx: RequestContext, group: ShareGroup, member_id: str, topics)
             if topic is None:
                 results[key] = (ErrorCode.unknown_topic_id, None)
                 continue
-            sp = group.partitions.get((topic.name, p.partition_index))
+            sp = coordinator.existing_partition(group, topic.name, p.partition_index)
             if sp is None:
                 code = (ErrorCode.unknown_topic_or_partition
                         if broker.registry.partition(topic.name, p.partition_index) is None
@@ -318,8 +318,8 @@ def describe_share_group_offsets(ctx: RequestContext, request: Request) -> dict:
                          "error_code": ErrorCode.none}
                 if topic is None or broker.registry.partition(name, index) is None:
                     entry["error_code"] = ErrorCode.unknown_topic_or_partition
-                elif (name, index) in group.partitions:
-                    entry["start_offset"] = group.partitions[(name, index)].start_offset
+                elif (sp := broker.share_groups.existing_partition(group, name, index)) is not None:
+                    entry["start_offset"] = sp.start_offset
                 parts.append(entry)
             topics_out.append({"topic_name": name, "topic_id": topic.topic_id if topic else None, "partitions": parts})
         groups_out.append({"group_id": g.group_id, "topics": topics_out, "error_code": ErrorCode.none})
