@@ -34,6 +34,15 @@ def page(tmp_path):
         context.close()
 
 
+def start_dashboard(bootstrap: str) -> tuple[subprocess.Popen, int]:
+    """``freshet dashboard`` on a free port, reading the log at ``bootstrap``."""
+    port = free_port()
+    dash = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "dashboard", "--port", str(port)],
+                            env={**os.environ, "FRESHET_BOOTSTRAP": bootstrap},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return dash, port
+
+
 def open_dashboard(page, port: int) -> None:
     deadline = time.monotonic() + 30
     while True:
@@ -126,10 +135,7 @@ def test_event_sourcing_tab_lists_aggregates_and_projection_lag(broker, page, tm
     runner = ProjectionRunner(app, Roster, f"sqlite:{tmp_path / 'views.db'}", broker.bootstrap)
     project = threading.Thread(target=runner.run, daemon=True)
     project.start()
-    port = free_port()
-    dash = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "dashboard", "--port", str(port)],
-                            env={**os.environ, "FRESHET_BOOTSTRAP": broker.bootstrap},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    dash, port = start_dashboard(broker.bootstrap)
     try:
         with CommandClient(app, broker.bootstrap) as commands:
             commands.execute("course/c1", OpenCourse("Streams", 5))
@@ -161,10 +167,7 @@ def test_ingest_tab_shows_endpoints_policies_and_counters(broker, page, tmp_path
     from freshet.testing.ingest import IngestProcess
 
     name = f"edge-{uuid.uuid4().hex[:6]}"
-    port = free_port()
-    dash = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "dashboard", "--port", str(port)],
-                            env={**os.environ, "FRESHET_BOOTSTRAP": broker.bootstrap},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    dash, port = start_dashboard(broker.bootstrap)
     try:
         with IngestProcess(broker.bootstrap, args=["--name", name], syslog_topic=f"syslog-{name}") as ingest:
             udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -200,10 +203,7 @@ def test_rules_tab_shows_stored_rules_and_queries_and_follows_changes(broker, pa
     rules = StoredDefinitions(broker.bootstrap, RULES_TOPIC)
     rules.put(name, f"RULE {name}\nPARTITION BY src_ip\nPATTERN (S{{6,}})\nWITHIN 3 MINUTES")
     StoredDefinitions(broker.bootstrap, WATCHES_TOPIC).put(f"{name}-q", "city = Delft AND price < 400000")
-    port = free_port()
-    dash = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "dashboard", "--port", str(port)],
-                            env={**os.environ, "FRESHET_BOOTSTRAP": broker.bootstrap},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    dash, port = start_dashboard(broker.bootstrap)
     try:
         open_dashboard(page, port)
         page.click("nav a[data-tab='rules']")
@@ -235,10 +235,7 @@ def test_groups_tab_shows_a_share_group_with_its_backlog(broker, page, tmp_path)
                            "--from-beginning", "--max", "10", "--bootstrap", broker.bootstrap],
                           capture_output=True, text=True, timeout=60)
     assert took.returncode == 0, took.stderr
-    port = free_port()
-    dash = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "dashboard", "--port", str(port)],
-                            env={**os.environ, "FRESHET_BOOTSTRAP": broker.bootstrap},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    dash, port = start_dashboard(broker.bootstrap)
     try:
         open_dashboard(page, port)
         page.click("nav a[data-tab='groups']")

@@ -101,7 +101,7 @@ class SharePartition:
                 "archived_total": self.archived_total}
 
     @classmethod
-    def restore(cls, log: Partition, snapshot: dict) -> "SharePartition":
+    def restore(cls, log: Partition, snapshot: dict) -> SharePartition:
         """After a restart: what was acquired is available again (its lock died with the broker)."""
         sp = cls(log, int(snapshot["start_offset"]))
         states = base64.b64decode(snapshot.get("states", "")).translate(_TO_AVAILABLE)

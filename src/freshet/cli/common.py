@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import signal
 import sys
 from contextlib import contextmanager
@@ -12,6 +13,7 @@ import click
 from confluent_kafka import KafkaException
 
 from freshet.client import DEFAULT_BOOTSTRAP, ClientError
+from freshet.local import BrokerProcess
 
 bootstrap_option = click.option(
     "--bootstrap", "-b", envvar="FRESHET_BOOTSTRAP", default=DEFAULT_BOOTSTRAP, show_default=True,
@@ -66,3 +68,12 @@ def stopping_on_signals(stop) -> None:
     or callback, mid-transaction or mid-rebalance, could leave the consumer's close waiting)."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop())
+
+
+def demo_broker(data_dir: str) -> BrokerProcess:
+    """A demo's own broker, started on a fresh ``data_dir`` (its log and broker.log inside)."""
+    shutil.rmtree(data_dir, ignore_errors=True)
+    os.makedirs(data_dir)
+    broker = BrokerProcess(data_dir=os.path.join(data_dir, "log"), log_path=os.path.join(data_dir, "broker.log"))
+    broker.start()
+    return broker

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 
 import click
@@ -24,9 +23,8 @@ from rich.table import Table
 from freshet.client import TopicAdmin
 from freshet.client.produce import produce_records
 from freshet.client.stored import RULES_TOPIC, WATCHES_TOPIC, StoredDefinitions
-from freshet.local import BrokerProcess
 
-from .common import stderr_to
+from .common import demo_broker, stderr_to
 from .demo_ingest import _records
 
 
@@ -80,14 +78,6 @@ def _run_available_now(pipeline: str, topic: str, sink_topic: str, bootstrap: st
     return time.monotonic() - began
 
 
-def _broker(data_dir: str) -> BrokerProcess:
-    shutil.rmtree(data_dir, ignore_errors=True)
-    os.makedirs(data_dir)
-    broker = BrokerProcess(data_dir=os.path.join(data_dir, "log"), log_path=os.path.join(data_dir, "broker.log"))
-    broker.start()
-    return broker
-
-
 @click.command("intrusion")
 @click.option("--data-dir", default="./demo-data/intrusion", show_default=True)
 @click.option("--events", default=20_000, show_default=True, help="Background security events.")
@@ -101,7 +91,7 @@ def intrusion_demo(data_dir: str, events: int, attacks: int) -> None:
     console = Console()
     steps = Steps(console)
     data_dir = os.path.abspath(data_dir)
-    broker = _broker(data_dir)
+    broker = demo_broker(data_dir)
     bootstrap = broker.bootstrap
     try:
         admin = TopicAdmin(bootstrap)
@@ -179,7 +169,7 @@ def alerts_demo(data_dir: str, count: int) -> None:
     console = Console()
     steps = Steps(console)
     data_dir = os.path.abspath(data_dir)
-    broker = _broker(data_dir)
+    broker = demo_broker(data_dir)
     bootstrap = broker.bootstrap
     try:
         admin = TopicAdmin(bootstrap)

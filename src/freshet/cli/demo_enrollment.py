@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import threading
 import time
 
@@ -30,7 +29,8 @@ from freshet.eventsourcing import (
     wait_for,
 )
 from freshet.eventsourcing.examples.enrollment import Cancel, Enroll, OpenCourse, Roster, WaitingList, app
-from freshet.local import BrokerProcess
+
+from .common import demo_broker
 
 COURSES = {"streams": ("Stream processing", 4), "logs": ("Logs and replication", 3),
            "cdc": ("Change data capture", 5)}
@@ -47,10 +47,7 @@ def enrollment_demo(students: int, clients: int, data_dir: str, seed: int) -> No
     """Event sourcing: commands, ordered decisions, projections, a projection added later, forgetting."""
     console = Console()
     data_dir = os.path.abspath(data_dir)
-    shutil.rmtree(data_dir, ignore_errors=True)
-    os.makedirs(data_dir)
-    broker = BrokerProcess(data_dir=os.path.join(data_dir, "log"), log_path=os.path.join(data_dir, "broker.log"))
-    broker.start()
+    broker = demo_broker(data_dir)
     bootstrap, database = broker.bootstrap, f"sqlite:{os.path.join(data_dir, 'views.db')}"
     processor_thread = None
     try:

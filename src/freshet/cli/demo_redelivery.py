@@ -15,7 +15,6 @@ order. Freshet's share groups are the first kind, its consumer groups the second
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -31,7 +30,8 @@ from freshet.client.admin import ClientError, TopicAdmin
 from freshet.client.config import consumer_config, producer_config
 from freshet.client.queue import set_group_configs
 from freshet.client.share_groups import describe_share_group
-from freshet.local import BrokerProcess
+
+from .common import demo_broker
 
 TOPIC = "jobs"
 GROUP = "workers"
@@ -89,10 +89,7 @@ def redelivery_demo(jobs: int, work_ms: float, data_dir: str) -> None:
     """Queues vs logs: competing consumers, one killed, its jobs redelivered out of order; a consumer group keeps order."""
     console = Console()
     data_dir = os.path.abspath(data_dir)
-    shutil.rmtree(data_dir, ignore_errors=True)
-    os.makedirs(data_dir)
-    broker = BrokerProcess(data_dir=os.path.join(data_dir, "log"), log_path=os.path.join(data_dir, "broker.log"))
-    broker.start()
+    broker = demo_broker(data_dir)
     workers: list[Worker] = []
     try:
         bootstrap = broker.bootstrap

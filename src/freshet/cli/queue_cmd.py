@@ -9,7 +9,7 @@ import time
 import click
 
 from freshet.client.admin import ClientError, TopicAdmin
-from freshet.client.queue import ACCEPT, RELEASE, REJECT, SHARE_GROUP_CONFIGS, set_group_configs, work_queue
+from freshet.client.queue import ACCEPT, REJECT, RELEASE, SHARE_GROUP_CONFIGS, set_group_configs, work_queue
 
 from .common import bootstrap_option, one_line_errors
 

@@ -11,7 +11,6 @@ not kept under redelivery, unlike a consumer group's.
 from __future__ import annotations
 
 import time
-
 from collections.abc import Callable
 
 from confluent_kafka import AcknowledgeType, KafkaException, Message, ShareConsumer

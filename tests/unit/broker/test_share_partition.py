@@ -6,12 +6,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
+from freshet.broker.share_partition import (
+    ACCEPT,
+    ACKNOWLEDGED,
+    ACQUIRED,
+    ARCHIVED,
+    AVAILABLE,
+    REJECT,
+    RELEASE,
+    RENEW,
+    AcknowledgeError,
+    SharePartition,
+)
 from freshet.log import Partition, decode_records, encode_batch
 from freshet.log.record_batch import iter_batches
-from freshet.log.transactions import marker_batch
-from freshet.broker.share_partition import (
-    ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, REJECT, RELEASE, RENEW, AcknowledgeError, SharePartition,
-)
 
 LOCK_MS = 30_000
 LIMIT = 5

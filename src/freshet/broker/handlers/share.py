@@ -168,7 +168,7 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
     lock_ms = coordinator.setting(group, "record_lock_duration_ms")
     read_committed = coordinator.setting(group, "isolation_level") == "read_committed"
     unknown_ids = {t.topic_id for t in request.topics if broker.registry.by_id.get(t.topic_id) is None}
-    max_records = request.max_records if request.max_records > 0 else 0
+    max_records = max(0, request.max_records)
 
     def read() -> tuple[dict, bool]:
         by_topic: dict = {}
