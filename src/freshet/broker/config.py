@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .listeners import Listener, SecurityConfig
 from .share_groups import ShareSettings
 
 
@@ -26,3 +27,8 @@ class BrokerConfig:
     producer_byte_rate: int = 0  # produce quota per client id, bytes/s (0: unlimited)
     metrics_port: int | None = None  # Prometheus GET /metrics on this port (0: a free one); None: off
     share: ShareSettings = field(default_factory=ShareSettings)  # group.share.* defaults for share groups
+    listeners: list[Listener] = field(default_factory=list)  # none given: one PLAINTEXT listener on host:port
+    security: SecurityConfig = field(default_factory=SecurityConfig)
+
+    def effective_listeners(self) -> list[Listener]:
+        return self.listeners or [Listener("PLAINTEXT", self.host, self.port)]

@@ -15,10 +15,29 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from .protocol import RequestHeader
 
 if TYPE_CHECKING:
+    from .listeners import Listener
+    from .sasl import SaslSession
     from .server import Broker
 
 Request: TypeAlias = Any  # a kio request dataclass, of the version in ``ctx.header.api_version``
 Response: TypeAlias = dict | None | Awaitable[dict | None]
+
+
+@dataclass
+class Connection:
+    """One client connection: the listener it came in on, and who it is (the principal ACLs are checked for)."""
+
+    listener: "Listener"
+    peer_host: str  # the client's address, without the leading "/"
+    sasl: "SaslSession | None" = None  # on SASL listeners
+    certificate_principal: str | None = None  # mutual TLS: User:CN=...
+    close_after_response: bool = False  # a failed authentication: answer, then close (as Kafka does)
+
+    @property
+    def principal(self) -> str:
+        if self.sasl is not None and self.sasl.principal is not None:
+            return self.sasl.principal
+        return self.certificate_principal or "User:ANONYMOUS"
 
 
 @dataclass
@@ -27,10 +46,19 @@ class RequestContext:
     header: RequestHeader
     peer_host: str = ""
     throttle_ms: int = 0  # set by a handler over quota: the connection is muted this long
+    connection: Connection | None = None
 
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    def allowed(self, operation: int, resource_type: int, name: str) -> bool:
+        """Whether this request's principal may do ``operation`` on the resource (always, without ACLs)."""
+        authorizer = self.broker.authorizer
+        if authorizer is None or self.connection is None:
+            return True
+        return authorizer.authorize(self.connection.principal, self.connection.peer_host, operation,
+                                    resource_type, name)
 
 
 Handler = Callable[[RequestContext, Request], Response]

@@ -13,7 +13,9 @@ byte that has not been fsync'd.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 from freshet.log import Partition, StorageError
@@ -114,3 +116,22 @@ class GroupCommit:
         for fut in listeners:
             if not fut.done():
                 fut.set_result(None)
+
+
+def write_json_atomically(path: str, data, private: bool = False) -> None:
+    """Replace the JSON file ``path`` with ``data`` so that a crash leaves the old file or the new one, both
+    fsync'd (the file, then its directory). ``private``: readable by the broker's user only (0600)."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o700 if private else 0o777, exist_ok=True)
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o666)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from freshet.log import Partition
 
+from .durability import write_json_atomically
 from .topic_config import InvalidConfigError, log_config, validate_configs
 
 log = logging.getLogger(__name__)
@@ -43,20 +44,6 @@ def check_topic_name(name: str | None) -> None:
         )
 
 
-def _write_json_atomically(path: str, data: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(os.path.dirname(path), os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 @dataclass
 class Topic:
     name: str
@@ -67,7 +54,7 @@ class Topic:
     internal: bool = False
 
     def save(self) -> None:
-        _write_json_atomically(
+        write_json_atomically(
             os.path.join(self.directory, "topic.json"),
             {"name": self.name, "id": str(self.topic_id), "partitions": len(self.partitions),
              "configs": self.configs},

@@ -8,6 +8,7 @@ read: responses are queued as futures and written in request order.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -20,16 +21,20 @@ from freshet.log.cleaner import clean
 
 from . import protocol
 from .config import BrokerConfig
-from .context import Handler, RequestContext
+from .acls import Authorizer
+from .context import Connection, Handler, RequestContext
+from .credentials import CredentialStore
 from .durability import GroupCommit
 from .fetch_encoding import FIRST_VERSION as FETCH_FIRST, LAST_VERSION as FETCH_LAST, encode_fetch_body
 from .framing import FrameError
 from .groups import GroupCoordinator
+from .listeners import Listener, principal_of_certificate
 from .metrics import MetricsServer
 from .offsets import OffsetStore
 from .protocol import RequestHeader
 from .quotas import ProduceQuota
 from .registry import TopicRegistry
+from .sasl import FailedLogins, SaslSession
 from .share_groups import ShareGroupCoordinator
 from .transactions import TransactionCoordinator
 
@@ -37,6 +42,8 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 FETCH_KEY = 1
+SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY = 17, 36
+BEFORE_AUTHENTICATION = {protocol.API_VERSIONS_KEY, SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY}
 
 
 def encode(header: RequestHeader, body: dict) -> bytes | list:
@@ -48,10 +55,10 @@ def encode(header: RequestHeader, body: dict) -> bytes | list:
 
 
 def _api_table() -> dict[int, tuple[int, int, Handler]]:
-    from .handlers import cluster, fetch, groups, produce, share, topics, transactions
+    from .handlers import cluster, fetch, groups, produce, security, share, topics, transactions
 
     table: dict[int, tuple[int, int, Handler]] = {}
-    for module in (cluster, topics, produce, fetch, groups, share, transactions):
+    for module in (cluster, topics, produce, fetch, groups, share, transactions, security):
         table.update(module.APIS)
     return table
 
@@ -67,6 +74,20 @@ class Broker:
         self.transactions = TransactionCoordinator(self)
         self.share_groups = ShareGroupCoordinator(self.registry, config.share)
         self.apis = _api_table()
+        self.listeners = config.effective_listeners()
+        security = config.security
+        security_dir = os.path.join(config.data_dir, "security")
+        self.credentials = CredentialStore(os.path.join(security_dir, "scram-credentials.json"))
+        self.failed_logins = FailedLogins(security.max_failed_authentications)
+        # ACLs are enforced once some listener authenticates its clients (SASL, or TLS with required certificates)
+        self.authorizer: Authorizer | None = None
+        if any(l.sasl for l in self.listeners) or (security.ssl_client_auth == "required"
+                                                    and any(l.tls for l in self.listeners)):
+            allow = security.allow_everyone_if_no_acl_found
+            self.authorizer = Authorizer(os.path.join(security_dir, "acls.json"), set(security.super_users),
+                                         bool(allow) if allow is not None else False)
+        self.bound: dict[Listener, int] = {}  # listener -> the port it is bound to
+        self._servers: list[asyncio.base_events.Server] = []
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task] = set()
         self._cleaner: asyncio.Task | None = None
@@ -77,7 +98,7 @@ class Broker:
 
     @property
     def advertised_host(self) -> str:
-        return self.config.advertised_host or self.config.host
+        return self.advertised(None)[0]
 
     async def start(self) -> None:
         self.group_commit = GroupCommit()
@@ -89,15 +110,28 @@ class Broker:
         self._cleaner = asyncio.get_running_loop().create_task(self._run_cleaner(), name="log-cleaner")
         if self.metrics:  # before the Kafka port: whoever sees that listening finds this too
             await self.metrics.start()
-        self._server = await asyncio.start_server(
-            self._serve, self.config.host, self.config.port, limit=1 << 20, reuse_address=True
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
-        log.info("broker listening on %s:%d, data in %s", self.config.host, self.port, self.config.data_dir)
+        for listener in self.listeners:
+            context = self.config.security.server_context() if listener.tls else None
+            server = await asyncio.start_server(
+                functools.partial(self._serve, listener=listener), listener.host, listener.port, limit=1 << 20,
+                reuse_address=True, ssl=context, ssl_handshake_timeout=self.config.frame_timeout_s if context else None)
+            self._servers.append(server)
+            self.bound[listener] = server.sockets[0].getsockname()[1]
+            log.info("broker listening on %s (port %d), data in %s", listener, self.bound[listener],
+                     self.config.data_dir)
+        self._server = self._servers[0]
+        self.port = self.bound[self.listeners[0]]
+
+    def advertised(self, listener: Listener | None) -> tuple[str, int]:
+        """The host and port a client of ``listener`` is told to connect to (the first listener's by default)."""
+        listener = listener or self.listeners[0]
+        host = self.config.advertised_host or (listener.host if listener.host not in ("0.0.0.0", "::")
+                                               else self.config.host)
+        return host, self.bound.get(listener, self.port)
 
     async def stop(self) -> None:
-        if self._server:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         if self.metrics:
             await self.metrics.stop()
         for task in list(self._connections):
@@ -130,12 +164,18 @@ class Broker:
 
     # -- connections ----------------------------------------------------------------------
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     listener: Listener | None = None) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
         peer_host = f"/{peer[0]}" if peer else ""
+        connection = Connection(listener or self.listeners[0], peer[0] if peer else "")
+        if connection.listener.sasl:
+            connection.sasl = SaslSession(self.credentials, self.config.security.sasl_mechanisms)
+        if connection.listener.tls:
+            connection.certificate_principal = principal_of_certificate(writer.get_extra_info("peercert"))
         queue: asyncio.Queue = asyncio.Queue(self.config.max_in_flight)
         sender = asyncio.create_task(self._send(queue, writer))
         try:
@@ -147,10 +187,20 @@ class Broker:
                                 peer, size, self.config.max_request_bytes)
                     break
                 frame = await asyncio.wait_for(reader.readexactly(size), self.config.frame_timeout_s)
-                ctx = RequestContext(self, protocol.read_request_header(frame), peer_host)
+                header = protocol.read_request_header(frame)
+                sasl = connection.sasl
+                if sasl is not None and header.api_key not in BEFORE_AUTHENTICATION and (
+                        not sasl.authenticated or sasl.expired()):
+                    # as Kafka: a request before authentication, or after the session expired, closes the connection
+                    log.info("closing %s: API key %d %s", peer, header.api_key,
+                             "after its session expired" if sasl.authenticated else "before authentication")
+                    break
+                ctx = RequestContext(self, header, peer_host, connection=connection)
                 response = self._dispatch(frame, ctx)
                 if response is not None:
                     await queue.put(response)
+                if connection.close_after_response:
+                    break
                 if ctx.throttle_ms:
                     await asyncio.sleep(ctx.throttle_ms / 1000)  # muted, as Kafka does over quota
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):

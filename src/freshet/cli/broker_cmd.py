@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import sys
 
 import click
 
 from freshet.broker.config import BrokerConfig
+from freshet.broker.listeners import ListenerError, SecurityConfig, parse_listener
+from freshet.broker.sasl import SUPPORTED
 from freshet.broker.share_groups import ShareSettings
 
 DEFAULTS = BrokerConfig(data_dir="./data")  # every default below is BrokerConfig's
@@ -47,17 +50,57 @@ def broker() -> None:
               help="Share groups: a member silent this long leaves and its records come back.")
 @click.option("--share-auto-offset-reset", default=DEFAULTS.share.auto_offset_reset, show_default=True,
               type=click.Choice(["earliest", "latest"]), help="Where a new share group starts in each partition.")
+@click.option("--listener", "listeners", multiple=True,
+              help="PLAINTEXT://127.0.0.1:9092, SSL://..., SASL_PLAINTEXT://..., SASL_SSL://0.0.0.0:9093 (repeat for "
+                   "several; default: PLAINTEXT on --host/--port).")
+@click.option("--ssl-certfile", default=None, help="The broker's certificate chain (PEM), for SSL / SASL_SSL.")
+@click.option("--ssl-keyfile", default=None, help="The broker's private key (PEM).")
+@click.option("--ssl-cafile", default=None, help="CAs trusted for client certificates (mutual TLS).")
+@click.option("--ssl-client-auth", default="none", show_default=True, type=click.Choice(["none", "requested", "required"]))
+@click.option("--sasl-mechanisms", default="SCRAM-SHA-256,SCRAM-SHA-512,PLAIN", show_default=True)
+@click.option("--super-user", "super_users", multiple=True, help="A principal allowed everything (User:admin).")
+@click.option("--allow-everyone-if-no-acl-found/--no-allow-everyone-if-no-acl-found", default=None,
+              help="Whether a resource no ACL names is open to all (default: no, once a listener authenticates).")
+@click.option("--reauth-ms", default=0, show_default=True, type=int,
+              help="connections.max.reauth.ms: SASL sessions expire after this and clients re-authenticate.")
+@click.option("--max-failed-authentications", default=30, show_default=True, type=int,
+              help="Failed logins per client address within a minute before its attempts are refused.")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto_create_topics: bool,
           default_partitions: int, cleaner_interval_ms: int, initial_rebalance_delay_ms: int, idle_timeout_ms: int,
           frame_timeout_ms: int, max_request_bytes: int, producer_byte_rate: int, metrics_port: int | None,
           share_record_lock_duration_ms: int, share_delivery_count_limit: int, share_session_timeout_ms: int,
-          share_auto_offset_reset: str, log_level: str) -> None:
+          share_auto_offset_reset: str, listeners: tuple[str, ...], ssl_certfile: str | None,
+          ssl_keyfile: str | None, ssl_cafile: str | None, ssl_client_auth: str, sasl_mechanisms: str,
+          super_users: tuple[str, ...], allow_everyone_if_no_acl_found: bool | None, reauth_ms: int,
+          max_failed_authentications: int, log_level: str) -> None:
     """Start a broker in the foreground (Ctrl-C stops it cleanly)."""
     from freshet.broker import run_broker
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        parsed = [parse_listener(spec) for spec in listeners]
+    except ListenerError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    mechanisms = tuple(m.strip().upper() for m in sasl_mechanisms.split(",") if m.strip())
+    unknown = sorted(set(mechanisms) - set(SUPPORTED))
+    if unknown or not mechanisms:
+        click.echo(f"error: --sasl-mechanisms takes {', '.join(SUPPORTED)}, not {', '.join(unknown) or 'nothing'}",
+                   err=True)
+        sys.exit(1)
+    security = SecurityConfig(ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_cafile=ssl_cafile,
+                              ssl_client_auth=ssl_client_auth, sasl_mechanisms=mechanisms,
+                              super_users=tuple(super_users),
+                              allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found, reauth_ms=reauth_ms,
+                              max_failed_authentications=max_failed_authentications)
+    if any(l.tls for l in parsed):
+        try:
+            security.server_context()
+        except (ListenerError, OSError, ssl.SSLError) as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
     config = BrokerConfig(
         data_dir=data_dir, host=host, port=port, advertised_host=advertised_host,
         auto_create_topics=auto_create_topics, default_partitions=default_partitions,
@@ -68,11 +111,15 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
         share=ShareSettings(record_lock_duration_ms=share_record_lock_duration_ms,
                             delivery_count_limit=share_delivery_count_limit,
                             session_timeout_ms=share_session_timeout_ms, auto_offset_reset=share_auto_offset_reset),
+        listeners=parsed, security=security,
     )
 
     def ready(b) -> None:
         # one line on stdout that scripts and tests wait for
         print(f"freshet broker listening on {b.advertised_host}:{b.port}", flush=True)
+        for listener in b.listeners[1:]:
+            host, port = b.advertised(listener)
+            print(f"freshet broker listener {listener.protocol} on {host}:{port}", flush=True)
         if b.metrics:
             print(f"freshet broker metrics on http://{b.config.host}:{b.metrics.port}/metrics", flush=True)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from .broker_cmd import broker
@@ -19,6 +21,7 @@ from .groups_cmd import groups
 from .ingest_cmd import ingest, webhook
 from .queue_cmd import queue
 from .records_cmd import consume, produce
+from .security_cmd import acl, security, users
 from .run_cmd import run
 from .timeline_cmd import timeline
 from .topic_cmd import topic
@@ -27,8 +30,13 @@ from .transactions_cmd import transactions
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="freshet")
-def cli() -> None:
+@click.option("--command-config", type=click.Path(dir_okay=False), default=None,
+              help="Client security settings for a secured cluster (security.protocol, sasl.*, ssl.*), as Kafka's "
+                   "tools take them; or FRESHET_SECURITY_PROTOCOL, FRESHET_SASL_USERNAME, ... variables.")
+def cli(command_config: str | None) -> None:
     """Freshet: stream processing on a Kafka-protocol log."""
+    if command_config:
+        os.environ["FRESHET_COMMAND_CONFIG"] = os.path.abspath(command_config)  # every client takes it from here
 
 
 cli.add_command(broker)
@@ -38,6 +46,9 @@ cli.add_command(consume)
 cli.add_command(gen)
 cli.add_command(groups)
 cli.add_command(queue)
+cli.add_command(users)
+cli.add_command(acl)
+cli.add_command(security)
 demo.add_command(enrollment_demo)
 demo.add_command(ingest_demo)
 demo.add_command(intrusion_demo)

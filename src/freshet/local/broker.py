@@ -22,14 +22,19 @@ class BrokerProcess:
     """``with BrokerProcess() as b: b.bootstrap`` starts a broker and always stops it."""
 
     def __init__(self, data_dir: str | None = None, port: int | None = None, extra_args: list[str] | None = None,
-                 log_path: str | None = None, metrics: bool = False) -> None:
+                 log_path: str | None = None, metrics: bool = False, listeners: list[str] | None = None) -> None:
+        """``listeners``: security protocols (``["PLAINTEXT", "SASL_SSL"]``), each on a port of its own on 127.0.0.1,
+        the first on ``port``; ``bootstrap_for(protocol)`` gives each one's address."""
         self._tmp = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="freshet-")
             data_dir = os.path.join(self._tmp.name, "data")
         self.data_dir = data_dir
         self.port = port or free_port()
+        self.ports = {protocol: (self.port if i == 0 else free_port()) for i, protocol in enumerate(listeners or [])}
         self.extra_args = list(extra_args or [])
+        for protocol, listener_port in self.ports.items():
+            self.extra_args += ["--listener", f"{protocol}://127.0.0.1:{listener_port}"]
         self.metrics_port = free_port() if metrics else None
         if self.metrics_port:
             self.extra_args += ["--metrics-port", str(self.metrics_port)]
@@ -43,6 +48,9 @@ class BrokerProcess:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def bootstrap_for(self, protocol: str) -> str:
+        return f"127.0.0.1:{self.ports[protocol]}"
 
     @property
     def pid(self) -> int:
@@ -79,8 +87,10 @@ class BrokerProcess:
                 self._close_log()
                 raise RuntimeError(f"broker exited with {code}; {self.log_path} ends:\n{self.log_tail()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
+                for port in self.ports.values() or [self.port]:
+                    with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                        pass
+                return self
             except OSError:
                 time.sleep(0.05)
         self.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from .. import protocol
+from ..acls import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
 from ..context import Request, RequestContext
 from ..registry import TopicError, check_topic_name
 
@@ -35,8 +36,10 @@ def unsupported_api_versions(broker, header) -> bytes:
     return protocol.encode_response(protocol.API_VERSIONS_KEY, 0, header.correlation_id, body)
 
 
-def _broker_nodes(broker, id_field: str) -> list[dict]:
-    return [{id_field: broker.config.node_id, "host": broker.advertised_host, "port": broker.port, "rack": None}]
+def _broker_nodes(ctx: RequestContext, id_field: str) -> list[dict]:
+    """This node, at the address of the listener the request came in on."""
+    host, port = ctx.broker.advertised(ctx.connection.listener if ctx.connection else None)
+    return [{id_field: ctx.broker.config.node_id, "host": host, "port": port, "rack": None}]
 
 
 def topic_metadata(broker, topic) -> dict:
@@ -67,7 +70,8 @@ def metadata(ctx: RequestContext, request: Request) -> dict:
     registry = broker.registry
     requested = request.topics
     if requested is None or (ctx.version == 0 and not requested):
-        topics = [topic_metadata(broker, t) for t in registry.topics.values()]
+        # all topics: those this principal may not describe are left out, as Kafka does
+        topics = [topic_metadata(broker, t) for t in registry.topics.values() if ctx.allowed(DESCRIBE, TOPIC, t.name)]
     else:
         allow_create = getattr(request, "allow_auto_topic_creation", True)
         topics = []
@@ -81,12 +85,18 @@ def metadata(ctx: RequestContext, request: Request) -> dict:
                                    "topic_id": topic_id, "partitions": []})
                     continue
                 name = topic.name
+            if not ctx.allowed(DESCRIBE, TOPIC, name):
+                topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name,
+                               "topic_id": protocol.ZERO_UUID, "partitions": []})
+                continue
             topic = registry.get(name)
             if topic is None:
                 try:
                     check_topic_name(name)
                     if not (broker.config.auto_create_topics and allow_create):
                         raise TopicError(ErrorCode.unknown_topic_or_partition, "unknown topic")
+                    if not (ctx.allowed(CREATE, CLUSTER, CLUSTER_NAME) or ctx.allowed(CREATE, TOPIC, name)):
+                        raise TopicError(ErrorCode.topic_authorization_failed, "may not create topics")
                     topic = registry.create(name, broker.config.default_partitions)
                 except TopicError as exc:
                     topics.append({"error_code": exc.error_code, "name": name,
@@ -95,7 +105,7 @@ def metadata(ctx: RequestContext, request: Request) -> dict:
             topics.append(topic_metadata(broker, topic))
     return {
         "throttle_time": 0,
-        "brokers": _broker_nodes(broker, "node_id"),
+        "brokers": _broker_nodes(ctx, "node_id"),
         "cluster_id": broker.config.cluster_id,
         "controller_id": broker.config.node_id,
         "topics": topics,
@@ -105,6 +115,9 @@ def metadata(ctx: RequestContext, request: Request) -> dict:
 
 def describe_cluster(ctx: RequestContext, request: Request) -> dict:
     broker = ctx.broker
+    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
+                "endpoint_type": 1, "cluster_id": broker.config.cluster_id, "controller_id": -1, "brokers": []}
     return {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
@@ -112,7 +125,7 @@ def describe_cluster(ctx: RequestContext, request: Request) -> dict:
         "endpoint_type": 1,
         "cluster_id": broker.config.cluster_id,
         "controller_id": broker.config.node_id,
-        "brokers": _broker_nodes(broker, "broker_id"),
+        "brokers": _broker_nodes(ctx, "broker_id"),
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
 

@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from freshet.log import OffsetOutOfRangeError
 
+from ..acls import DESCRIBE, READ, TOPIC
 from ..context import Request, RequestContext, Response
 
 LATEST = -1
@@ -28,12 +29,17 @@ def _read_all(ctx, request) -> tuple[dict, int, bool]:
     responses = []
     for t in request.topics:
         partitions = []
+        denied = not ctx.allowed(READ, TOPIC, t.topic)
         for p in t.partitions:
             entry = {"partition_index": p.partition, "error_code": ErrorCode.none, "high_watermark": -1,
                      "last_stable_offset": -1, "log_start_offset": -1,
                      "aborted_transactions": [] if read_committed else None,
                      "preferred_read_replica": -1, "records": b""}
             partitions.append(entry)
+            if denied:
+                entry["error_code"] = ErrorCode.topic_authorization_failed
+                any_error = True
+                continue
             partition = registry.partition(t.topic, p.partition)
             if partition is None:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
@@ -103,10 +109,14 @@ def list_offsets(ctx: RequestContext, request: Request) -> dict:
     topics = []
     for t in request.topics:
         partitions = []
+        denied = not ctx.allowed(DESCRIBE, TOPIC, t.name)
         for p in t.partitions:
             entry = {"partition_index": p.partition_index, "error_code": ErrorCode.none, "timestamp": -1,
                      "offset": -1, "leader_epoch": 0}
             partitions.append(entry)
+            if denied:
+                entry["error_code"] = ErrorCode.topic_authorization_failed
+                continue
             partition = registry.partition(t.name, p.partition_index)
             if partition is None:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition

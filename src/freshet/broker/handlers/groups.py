@@ -6,6 +6,7 @@ import time
 
 from kio.schema.errors import ErrorCode
 
+from ..acls import CLUSTER, CLUSTER_NAME, DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID
 from ..context import Request, RequestContext, Response
 from ..groups import COMPLETING, DEAD, EMPTY, PREPARING, GroupError
 from ..offsets import CommittedOffset
@@ -16,12 +17,21 @@ MAX_METADATA = 4096  # offset.metadata.max.bytes
 
 def find_coordinator(ctx: RequestContext, request: Request) -> dict:
     broker = ctx.broker
-    node = {"node_id": broker.config.node_id, "host": broker.advertised_host, "port": broker.port}
+    host, port = broker.advertised(ctx.connection.listener if ctx.connection else None)
+    node = {"node_id": broker.config.node_id, "host": host, "port": port}
     keys = getattr(request, "coordinator_keys", None)
+    key_type = getattr(request, "key_type", 0)
+    resource, refused = ((TRANSACTIONAL_ID, ErrorCode.transactional_id_authorization_failed) if key_type == 1
+                         else (GROUP, ErrorCode.group_authorization_failed))
+
+    def answer(key: str) -> dict:
+        if not ctx.allowed(DESCRIBE, resource, key):
+            return {"error_code": refused, "error_message": None, "node_id": -1, "host": "", "port": -1}
+        return {"error_code": ErrorCode.none, "error_message": None, **node}
+
     if keys is None:  # v0-3: one key
-        return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, **node}
-    return {"throttle_time": 0, "coordinators": [
-        {"key": key, "error_code": ErrorCode.none, "error_message": None, **node} for key in keys]}
+        return {"throttle_time": 0, **answer(request.key)}
+    return {"throttle_time": 0, "coordinators": [{"key": key, **answer(key)} for key in keys]}
 
 
 def _error_body(body: dict, exc: GroupError) -> dict:
@@ -31,6 +41,10 @@ def _error_body(body: dict, exc: GroupError) -> dict:
 
 def join_group(ctx: RequestContext, request: Request) -> Response:
     coordinator = ctx.broker.groups
+    if not ctx.allowed(READ, GROUP, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "generation_id": -1,
+                "protocol_type": None, "protocol_name": None, "leader": "", "member_id": request.member_id,
+                "members": []}
 
     async def run() -> dict:
         try:
@@ -53,6 +67,9 @@ def join_group(ctx: RequestContext, request: Request) -> Response:
 
 def sync_group(ctx: RequestContext, request: Request) -> Response:
     coordinator = ctx.broker.groups
+    if not ctx.allowed(READ, GROUP, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "protocol_type": None,
+                "protocol_name": None, "assignment": b""}
 
     async def run() -> dict:
         try:
@@ -68,12 +85,16 @@ def sync_group(ctx: RequestContext, request: Request) -> Response:
 
 
 def heartbeat(ctx: RequestContext, request: Request) -> dict:
+    if not ctx.allowed(READ, GROUP, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
     code = ctx.broker.groups.heartbeat(request.group_id, request.member_id,
                                        getattr(request, "group_instance_id", None), request.generation_id)
     return {"throttle_time": 0, "error_code": code}
 
 
 def leave_group(ctx: RequestContext, request: Request) -> dict:
+    if not ctx.allowed(READ, GROUP, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "members": []}
     if hasattr(request, "members"):
         wanted = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
@@ -94,6 +115,8 @@ def offset_commit(ctx: RequestContext, request: Request) -> Response:
     group_error = ErrorCode.none
     if not request.group_id:
         group_error = ErrorCode.invalid_group_id
+    elif not ctx.allowed(READ, GROUP, request.group_id):
+        group_error = ErrorCode.group_authorization_failed
     else:
         try:
             broker.groups.check_commit(request.group_id, request.member_id,
@@ -107,7 +130,9 @@ def offset_commit(ctx: RequestContext, request: Request) -> Response:
             code = group_error
             if code == ErrorCode.none:
                 metadata = p.committed_metadata or ""
-                if broker.registry.partition(t.name, p.partition_index) is None:
+                if not ctx.allowed(READ, TOPIC, t.name):
+                    code = ErrorCode.topic_authorization_failed
+                elif broker.registry.partition(t.name, p.partition_index) is None:
                     code = ErrorCode.unknown_topic_or_partition
                 elif len(metadata.encode()) > MAX_METADATA:
                     code = ErrorCode.offset_metadata_too_large
@@ -143,18 +168,27 @@ def answer_when_durable(broker, last_offset: int, body: dict):
     return when_durable()
 
 
-def _fetch_group(broker, group_id: str, topics, require_stable: bool = False) -> tuple[list[dict], int]:
+def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: bool = False) -> tuple[list[dict], int]:
+    broker = ctx.broker
+    if not ctx.allowed(DESCRIBE, GROUP, group_id):
+        return [], ErrorCode.group_authorization_failed
     committed = broker.offsets.committed(group_id)
     out = []
-    if topics is None:
+    if topics is None:  # every topic: those this principal may not describe are left out
         by_topic: dict[str, list] = {}
         for (topic, partition), c in sorted(committed.items()):
-            by_topic.setdefault(topic, []).append((partition, c))
+            if ctx.allowed(DESCRIBE, TOPIC, topic):
+                by_topic.setdefault(topic, []).append((partition, c))
         wanted = [(topic, [p for p, _ in parts]) for topic, parts in by_topic.items()]
     else:
         wanted = [(t.name, list(t.partition_indexes)) for t in topics]
     for topic, partitions in wanted:
         parts = []
+        if not ctx.allowed(DESCRIBE, TOPIC, topic):
+            out.append({"name": topic, "partitions": [
+                {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+                 "error_code": ErrorCode.topic_authorization_failed} for p in partitions]})
+            continue
         for p in partitions:
             c = committed.get((topic, p))
             # KIP-447: a consumer that asks for stable offsets waits while a transaction holds one back
@@ -172,10 +206,10 @@ def offset_fetch(ctx: RequestContext, request: Request) -> dict:
     if hasattr(request, "groups"):
         groups = []
         for g in request.groups:
-            topics, code = _fetch_group(broker, g.group_id, g.topics, getattr(request, "require_stable", False))
+            topics, code = _fetch_group(ctx, g.group_id, g.topics, getattr(request, "require_stable", False))
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"throttle_time": 0, "groups": groups}
-    topics, code = _fetch_group(broker, request.group_id, request.topics, getattr(request, "require_stable", False))
+    topics, code = _fetch_group(ctx, request.group_id, request.topics, getattr(request, "require_stable", False))
     return {"throttle_time": 0, "topics": topics, "error_code": code}
 
 
@@ -190,6 +224,10 @@ def describe_groups(ctx: RequestContext, request: Request) -> dict:
     out = []
     for group_id in request.groups:
         g = broker.groups.group(group_id)
+        if not ctx.allowed(DESCRIBE, GROUP, group_id):
+            out.append({"error_code": ErrorCode.group_authorization_failed, "group_id": group_id, "group_state": "",
+                        "protocol_type": "", "protocol_data": "", "members": []})
+            continue
         if group_id not in known and group_id in broker.share_groups.groups:
             # as Kafka: DescribeGroups answers for classic groups only (ShareGroupDescribe for the rest)
             out.append({"error_code": ErrorCode.group_id_not_found, "error_message": f"group {group_id} is a share group",
@@ -221,7 +259,12 @@ def list_groups(ctx: RequestContext, request: Request) -> dict:
     types = {t.lower() for t in (getattr(request, "types_filter", ()) or ())}
     out = []
     known = _known_groups(broker)
+    # a principal that may describe the cluster sees every group, others only those they may describe
+    visible = (lambda group_id: True) if ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME) else (
+        lambda group_id: ctx.allowed(DESCRIBE, GROUP, group_id))
     for group_id, g in known.items():
+        if not visible(group_id):
+            continue
         state = g.state if g else EMPTY
         if states and state not in states:
             continue
@@ -230,7 +273,8 @@ def list_groups(ctx: RequestContext, request: Request) -> dict:
         out.append({"group_id": group_id, "protocol_type": (g.protocol_type if g and g.protocol_type else "consumer"),
                     "group_state": state, "group_type": "classic"})
     for group_id, sg in sorted(broker.share_groups.groups.items()):
-        if group_id in known or (states and sg.state not in states) or (types and "share" not in types):
+        if group_id in known or (states and sg.state not in states) or (types and "share" not in types) \
+                or not visible(group_id):
             continue
         out.append({"group_id": group_id, "protocol_type": "share", "group_state": sg.state, "group_type": "share"})
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": out}
@@ -243,6 +287,9 @@ def delete_groups(ctx: RequestContext, request: Request) -> Response:
     known = _known_groups(broker)
     for group_id in request.groups_names:
         code = ErrorCode.none
+        if not ctx.allowed(DELETE, GROUP, group_id):
+            results.append({"group_id": group_id, "error_code": ErrorCode.group_authorization_failed})
+            continue
         if group_id not in known and group_id in broker.share_groups.groups:
             try:
                 waits.append((broker.share_groups.state, broker.share_groups.delete(group_id)))
@@ -273,6 +320,8 @@ def offset_delete(ctx: RequestContext, request: Request) -> Response:
     broker = ctx.broker
     group_id = request.group_id
     g = broker.groups.group(group_id)
+    if not ctx.allowed(DELETE, GROUP, group_id):
+        return {"error_code": ErrorCode.group_authorization_failed, "throttle_time": 0, "topics": []}
     if group_id not in _known_groups(broker):
         return {"error_code": ErrorCode.group_id_not_found, "throttle_time": 0, "topics": []}
     subscribed = set()
@@ -286,7 +335,9 @@ def offset_delete(ctx: RequestContext, request: Request) -> Response:
         parts = []
         for p in t.partitions:
             code = ErrorCode.none
-            if t.name in subscribed:
+            if not ctx.allowed(READ, TOPIC, t.name):
+                code = ErrorCode.topic_authorization_failed
+            elif t.name in subscribed:
                 code = ErrorCode.group_subscribed_to_topic
             elif broker.registry.partition(t.name, p.partition_index) is None:
                 code = ErrorCode.unknown_topic_or_partition

@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 from freshet.log import LogError, StorageError
 from freshet.log.record_batch import HEADER_SIZE, read_header
 
+from ..acls import CLUSTER, CLUSTER_NAME, IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRITE
 from ..context import Request, RequestContext, Response
 from ..errors import error_code_for
 from ..transactions import TransactionError
@@ -25,7 +26,10 @@ def produce(ctx: RequestContext, request: Request) -> Response:
     acks = request.acks
     responses = []
     waits: list[tuple[dict, asyncio.Future]] = []
+    txn_id = getattr(request, "transactional_id", None)
+    txn_denied = bool(txn_id) and not ctx.allowed(WRITE, TRANSACTIONAL_ID, txn_id)
     for topic_data in request.topic_data:
+        topic_denied = not ctx.allowed(WRITE, TOPIC, topic_data.name)
         partition_responses = []
         for pd in topic_data.partition_data:
             result = {"index": pd.index, "error_code": ErrorCode.none, "base_offset": -1,
@@ -34,6 +38,12 @@ def produce(ctx: RequestContext, request: Request) -> Response:
             partition_responses.append(result)
             if acks not in (-1, 0, 1):
                 result["error_code"] = ErrorCode.invalid_required_acks
+                continue
+            if txn_denied:
+                result["error_code"] = ErrorCode.transactional_id_authorization_failed
+                continue
+            if topic_denied:
+                result["error_code"] = ErrorCode.topic_authorization_failed
                 continue
             partition = registry.partition(topic_data.name, pd.index)
             if partition is not None and registry.topics[topic_data.name].internal:
@@ -104,7 +114,13 @@ def _transactional_refusal(broker, records, topic: str, index: int) -> tuple[Err
 
 def init_producer_id(ctx: RequestContext, request: Request) -> Response:
     if request.transactional_id:  # null or "": an idempotent producer only
+        if not ctx.allowed(WRITE, TRANSACTIONAL_ID, request.transactional_id):
+            return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed,
+                    "producer_id": -1, "producer_epoch": -1}
         return _init_transactional(ctx, request)
+    if not (ctx.allowed(IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME) or _may_write_somewhere(ctx)):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "producer_id": -1,
+                "producer_epoch": -1}
     ids = ctx.broker.registry.producer_ids
     producer_id = getattr(request, "producer_id", -1)
     epoch = getattr(request, "producer_epoch", -1)
@@ -113,6 +129,11 @@ def init_producer_id(ctx: RequestContext, request: Request) -> Response:
         return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": producer_id,
                 "producer_epoch": epoch + 1}
     return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": ids.allocate(), "producer_epoch": 0}
+
+
+def _may_write_somewhere(ctx: RequestContext) -> bool:
+    """Kafka 3+: an idempotent producer needs IDEMPOTENT_WRITE on the cluster, or WRITE on some topic."""
+    return ctx.broker.authorizer is None or any(ctx.allowed(WRITE, TOPIC, name) for name in ctx.broker.registry.topics)
 
 
 def _init_transactional(ctx: RequestContext, request: Request) -> Response:

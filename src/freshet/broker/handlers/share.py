@@ -9,6 +9,7 @@ import time
 
 from kio.schema.errors import ErrorCode
 
+from ..acls import DELETE, DESCRIBE, GROUP, READ, TOPIC
 from ..context import Request, RequestContext, Response
 from ..share_groups import ShareGroup, ShareGroupError
 from ..share_partition import AcknowledgeError
@@ -22,6 +23,9 @@ def _leader(ctx: RequestContext) -> dict:
 
 def share_group_heartbeat(ctx: RequestContext, request: Request) -> dict:
     coordinator = ctx.broker.share_groups
+    if not ctx.allowed(READ, GROUP, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "member_epoch": -1,
+                "heartbeat_interval": 0}
     if request.group_id in ctx.broker.groups.groups or request.group_id in ctx.broker.offsets.offsets:
         return {"throttle_time": 0, "error_code": ErrorCode.inconsistent_group_protocol,
                 "error_message": f"{request.group_id} is a consumer group, not a share group",
@@ -49,6 +53,10 @@ def share_group_describe(ctx: RequestContext, request: Request) -> dict:
     out = []
     for group_id in request.group_ids:
         group = broker.share_groups.groups.get(group_id)
+        if not ctx.allowed(DESCRIBE, GROUP, group_id):
+            out.append({"error_code": ErrorCode.group_authorization_failed, "group_id": group_id, "group_state": "",
+                        "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []})
+            continue
         if group is None:
             classic = group_id in broker.groups.groups or group_id in broker.offsets.offsets
             out.append({"error_code": ErrorCode.group_id_not_found, "group_id": group_id,
@@ -92,6 +100,9 @@ def _acknowledge(ctx: RequestContext, group: ShareGroup, member_id: str, topics)
             key = (t.topic_id, p.partition_index)
             if topic is None:
                 results[key] = (ErrorCode.unknown_topic_id, None)
+                continue
+            if not ctx.allowed(READ, TOPIC, topic.name):
+                results[key] = (ErrorCode.topic_authorization_failed, None)
                 continue
             sp = coordinator.existing_partition(group, topic.name, p.partition_index)
             if sp is None:
@@ -140,6 +151,8 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
     broker = ctx.broker
     coordinator = broker.share_groups
     epoch = request.share_session_epoch
+    if not ctx.allowed(READ, GROUP, request.group_id or ""):
+        return _error_response(ErrorCode.group_authorization_failed, "", fetch=True)
     if epoch == 0 and any(p.acknowledgement_batches for t in request.topics for p in t.partitions):
         # acknowledgements cannot ride on a request that opens a session (nothing is acquired in it)
         return _error_response(ErrorCode.invalid_request, "acknowledgements in a session-opening ShareFetch", True)
@@ -191,6 +204,10 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
             for name, index in partitions:
                 topic = broker.registry.get(name)
                 if topic is None:
+                    continue
+                if not ctx.allowed(READ, TOPIC, name):
+                    entry = _partition_entry(by_topic, topic.topic_id, index, ctx)
+                    entry["error_code"] = ErrorCode.topic_authorization_failed
                     continue
                 sp = coordinator.share_partition(group, name, index)
                 if sp is None:
@@ -266,6 +283,8 @@ def _partition_entry(by_topic: dict, topic_id, index: int, ctx: RequestContext) 
 def share_acknowledge(ctx: RequestContext, request: Request) -> Response:
     broker = ctx.broker
     coordinator = broker.share_groups
+    if not ctx.allowed(READ, GROUP, request.group_id or ""):
+        return _error_response(ErrorCode.group_authorization_failed, "", fetch=False)
     try:
         group, member = coordinator.member(request.group_id, request.member_id)
         coordinator.session(group, member.member_id, request.share_session_epoch, opening_allowed=False)
@@ -298,6 +317,9 @@ def describe_share_group_offsets(ctx: RequestContext, request: Request) -> dict:
     groups_out = []
     for g in request.groups:
         group = broker.share_groups.groups.get(g.group_id)
+        if not ctx.allowed(DESCRIBE, GROUP, g.group_id):
+            groups_out.append({"group_id": g.group_id, "topics": [], "error_code": ErrorCode.group_authorization_failed})
+            continue
         if group is None:
             groups_out.append({"group_id": g.group_id, "topics": [], "error_code": ErrorCode.group_id_not_found,
                                "error_message": f"share group {g.group_id} is not known"})
@@ -330,6 +352,8 @@ def alter_share_group_offsets(ctx: RequestContext, request: Request) -> Response
     broker = ctx.broker
     coordinator = broker.share_groups
     group = coordinator.groups.get(request.group_id)
+    if not ctx.allowed(READ, GROUP, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "responses": []}
     if group is None:
         return {"throttle_time": 0, "error_code": ErrorCode.group_id_not_found,
                 "error_message": f"share group {request.group_id} is not known", "responses": []}
@@ -367,6 +391,8 @@ def delete_share_group_offsets(ctx: RequestContext, request: Request) -> Respons
     broker = ctx.broker
     coordinator = broker.share_groups
     group = coordinator.groups.get(request.group_id)
+    if not ctx.allowed(DELETE, GROUP, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "responses": []}
     if group is None:
         return {"throttle_time": 0, "error_code": ErrorCode.group_id_not_found, "responses": []}
     if group.members:

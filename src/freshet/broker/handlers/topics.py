@@ -8,6 +8,7 @@ from kio.schema.errors import ErrorCode
 from freshet.log import LogError
 
 from .. import protocol
+from ..acls import ALTER, ALTER_CONFIGS, CLUSTER, CLUSTER_NAME, CREATE, DELETE, DESCRIBE_CONFIGS, GROUP, TOPIC
 from ..context import Request, RequestContext, Response
 from ..errors import error_code_for
 from ..registry import TopicError
@@ -67,6 +68,8 @@ def create_topics(ctx: RequestContext, request: Request) -> dict:
         result = {"name": t.name, "topic_id": protocol.ZERO_UUID, "error_code": ErrorCode.none,
                   "error_message": None, "num_partitions": -1, "replication_factor": -1, "configs": []}
         try:
+            if not (ctx.allowed(CREATE, CLUSTER, CLUSTER_NAME) or ctx.allowed(CREATE, TOPIC, t.name)):
+                raise TopicError(ErrorCode.topic_authorization_failed, f"may not create topic {t.name!r}")
             if names.count(t.name) > 1:
                 raise TopicError(ErrorCode.invalid_request, f"topic {t.name!r} appears more than once in the request")
             partitions = t.num_partitions
@@ -116,6 +119,8 @@ def delete_topics(ctx: RequestContext, request: Request) -> dict:
         try:
             if name is None:
                 raise TopicError(ErrorCode.unknown_topic_or_partition, f"no topic with id {topic_id}")
+            if not ctx.allowed(DELETE, TOPIC, name):
+                raise TopicError(ErrorCode.topic_authorization_failed, f"may not delete topic {name!r}")
             topic = registry.get(name)
             if topic is not None:
                 response["topic_id"] = topic.topic_id
@@ -134,6 +139,8 @@ def create_partitions(ctx: RequestContext, request: Request) -> dict:
     for t in request.topics:
         result = {"name": t.name, "error_code": ErrorCode.none, "error_message": None}
         try:
+            if not ctx.allowed(ALTER, TOPIC, t.name):
+                raise TopicError(ErrorCode.topic_authorization_failed, f"may not alter topic {t.name!r}")
             registry.add_partitions(t.name, t.count, validate_only=request.validate_only)
         except TopicError as exc:
             result.update(error_code=exc.error_code, error_message=str(exc))
@@ -160,7 +167,10 @@ def describe_configs(ctx: RequestContext, request: Request) -> dict:
         keys = set(resource.configuration_keys) if resource.configuration_keys is not None else None
         result = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
                   "resource_name": resource.resource_name, "configs": []}
-        if resource.resource_type == RESOURCE_TOPIC:
+        refused = _config_refusal(ctx, resource.resource_type, resource.resource_name, DESCRIBE_CONFIGS)
+        if refused is not None:
+            result["error_code"] = refused
+        elif resource.resource_type == RESOURCE_TOPIC:
             topic = broker.registry.get(resource.resource_name)
             if topic is None:
                 result.update(error_code=ErrorCode.unknown_topic_or_partition,
@@ -209,6 +219,10 @@ def incremental_alter_configs(ctx: RequestContext, request: Request) -> Response
         entry = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
                  "resource_name": resource.resource_name}
         responses.append(entry)
+        refused = _config_refusal(ctx, resource.resource_type, resource.resource_name, ALTER_CONFIGS)
+        if refused is not None:
+            entry["error_code"] = refused
+            continue
         if resource.resource_type != RESOURCE_GROUP:
             entry.update(error_code=ErrorCode.invalid_request,
                          error_message=f"resource type {resource.resource_type} is not alterable at run time here")
@@ -237,6 +251,17 @@ def incremental_alter_configs(ctx: RequestContext, request: Request) -> Response
     return broker.group_commit.answer_when_durable(body, (broker.share_groups.state, max(waits)))
 
 
+def _config_refusal(ctx: RequestContext, resource_type: int, name: str, operation: int) -> ErrorCode | None:
+    """The error for a principal that may not describe / alter this resource's configs (None: it may)."""
+    if resource_type == RESOURCE_TOPIC and not ctx.allowed(operation, TOPIC, name):
+        return ErrorCode.topic_authorization_failed
+    if resource_type == RESOURCE_GROUP and not ctx.allowed(operation, GROUP, name):
+        return ErrorCode.group_authorization_failed
+    if resource_type == RESOURCE_BROKER and not ctx.allowed(operation, CLUSTER, CLUSTER_NAME):
+        return ErrorCode.cluster_authorization_failed
+    return None
+
+
 def delete_records(ctx: RequestContext, request: Request) -> dict:
     registry = ctx.broker.registry
     topics = []
@@ -245,7 +270,9 @@ def delete_records(ctx: RequestContext, request: Request) -> dict:
         for p in t.partitions:
             entry = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": ErrorCode.none}
             partition = registry.partition(t.name, p.partition_index)
-            if partition is None:
+            if not ctx.allowed(DELETE, TOPIC, t.name):
+                entry["error_code"] = ErrorCode.topic_authorization_failed
+            elif partition is None:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
             else:
                 target = partition.high_watermark if p.offset == -1 else p.offset

@@ -8,6 +8,7 @@ import time
 
 from kio.schema.errors import ErrorCode
 
+from ..acls import DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE
 from ..context import Request, RequestContext, Response
 from ..groups import GroupError
 from ..offsets import CommittedOffset
@@ -40,6 +41,13 @@ def add_partitions_to_txn(ctx: RequestContext, request: Request) -> Response:
         return {"throttle_time": 0, "results_by_topic_v3_and_below": [
             {"name": topic, "results_by_partition": parts} for topic, parts in by_topic.items()]}
 
+    if not ctx.allowed(WRITE, TRANSACTIONAL_ID, transactional_id):
+        return answer({tp: ErrorCode.transactional_id_authorization_failed for tp in wanted})
+    denied = {tp for tp in wanted if not ctx.allowed(WRITE, TOPIC, tp[0])}
+    if denied:  # nothing is added: the denied partitions say why, the others were not attempted
+        return answer({tp: ErrorCode.topic_authorization_failed if tp in denied else ErrorCode.operation_not_attempted
+                       for tp in wanted})
+
     async def run() -> dict:
         try:
             codes = await ctx.broker.transactions.add_partitions(transactional_id, producer_id, epoch, wanted,
@@ -61,11 +69,17 @@ async def _error_code_of(step) -> dict:
 
 
 def add_offsets_to_txn(ctx: RequestContext, request: Request) -> Response:
+    if not ctx.allowed(WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
+    if not ctx.allowed(READ, GROUP, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
     return _error_code_of(ctx.broker.transactions.add_offsets(
         request.transactional_id, request.producer_id, request.producer_epoch, request.group_id, _fenced(ctx)))
 
 
 def end_txn(ctx: RequestContext, request: Request) -> Response:
+    if not ctx.allowed(WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
     return _error_code_of(ctx.broker.transactions.end_transaction(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed, _fenced(ctx)))
 
@@ -73,7 +87,13 @@ def end_txn(ctx: RequestContext, request: Request) -> Response:
 def txn_offset_commit(ctx: RequestContext, request: Request) -> Response:
     broker = ctx.broker
     code = ErrorCode.none
+    if not ctx.allowed(WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        code = ErrorCode.transactional_id_authorization_failed
+    elif not ctx.allowed(READ, GROUP, request.group_id):
+        code = ErrorCode.group_authorization_failed
     try:
+        if code != ErrorCode.none:
+            raise TransactionError(code)
         broker.transactions.check_offset_commit(request.transactional_id, request.producer_id,
                                                 request.producer_epoch, request.group_id, _fenced(ctx, 3))
         generation = getattr(request, "generation_id", -1)
@@ -91,7 +111,9 @@ def txn_offset_commit(ctx: RequestContext, request: Request) -> Response:
             part_code = code
             metadata = p.committed_metadata or ""
             if part_code == ErrorCode.none:
-                if broker.registry.partition(t.name, p.partition_index) is None:
+                if not ctx.allowed(READ, TOPIC, t.name):
+                    part_code = ErrorCode.topic_authorization_failed
+                elif broker.registry.partition(t.name, p.partition_index) is None:
                     part_code = ErrorCode.unknown_topic_or_partition
                 elif len(metadata.encode()) > MAX_METADATA:
                     part_code = ErrorCode.offset_metadata_too_large
@@ -118,7 +140,11 @@ def describe_transactions(ctx: RequestContext, request: Request) -> dict:
     states = []
     for tid in request.transactional_ids:
         meta = coordinator.transactions.get(tid)
-        if meta is None:
+        if not ctx.allowed(DESCRIBE, TRANSACTIONAL_ID, tid):
+            states.append({"error_code": ErrorCode.transactional_id_authorization_failed, "transactional_id": tid,
+                           "transaction_state": "", "transaction_timeout": 0, "transaction_start_time": -1,
+                           "producer_id": -1, "producer_epoch": -1, "topics": []})
+        elif meta is None:
             states.append({"error_code": ErrorCode.transactional_id_not_found, "transactional_id": tid,
                            "transaction_state": "", "transaction_timeout": 0, "transaction_start_time": -1,
                            "producer_id": -1, "producer_epoch": -1, "topics": []})
@@ -135,6 +161,8 @@ def list_transactions(ctx: RequestContext, request: Request) -> dict:
     now = int(time.time() * 1000)
     out = []
     for meta in ctx.broker.transactions.transactions.values():
+        if not ctx.allowed(DESCRIBE, TRANSACTIONAL_ID, meta.transactional_id):
+            continue
         if wanted_states and meta.state not in wanted_states:
             continue
         if pids and meta.producer_id not in pids:
@@ -155,6 +183,10 @@ def describe_producers(ctx: RequestContext, request: Request) -> dict:
         parts = []
         for index in t.partition_indexes:
             partition = ctx.broker.registry.partition(t.name, index)
+            if not ctx.allowed(READ, TOPIC, t.name):
+                parts.append({"partition_index": index, "error_code": ErrorCode.topic_authorization_failed,
+                              "error_message": None, "active_producers": []})
+                continue
             if partition is None:
                 parts.append({"partition_index": index, "error_code": ErrorCode.unknown_topic_or_partition,
                               "error_message": f"no partition {t.name}-{index}", "active_producers": []})

@@ -1,0 +1,260 @@
+"""SaslHandshake, SaslAuthenticate; DescribeUserScramCredentials, AlterUserScramCredentials; CreateAcls,
+DescribeAcls, DeleteAcls."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from kio.schema.errors import ErrorCode
+
+from ..acls import ALTER, CLUSTER, CLUSTER_NAME, DESCRIBE, AclBinding, AclError, AclFilter
+from ..context import Request, RequestContext, Response
+from ..credentials import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, ScramCredential
+from ..sasl import AuthenticationFailed
+
+log = logging.getLogger(__name__)
+
+
+# -- SASL --------------------------------------------------------------------------------------
+
+def sasl_handshake(ctx: RequestContext, request: Request) -> dict:
+    connection = ctx.connection
+    sasl = connection.sasl if connection else None
+    if sasl is None:  # not a SASL listener
+        return {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": []}
+    if not sasl.handshake(request.mechanism):
+        return {"error_code": ErrorCode.unsupported_sasl_mechanism, "mechanisms": list(sasl.enabled)}
+    return {"error_code": ErrorCode.none, "mechanisms": list(sasl.enabled)}
+
+
+def sasl_authenticate(ctx: RequestContext, request: Request) -> Response:
+    broker = ctx.broker
+    connection = ctx.connection
+    sasl = connection.sasl if connection else None
+    body = {"error_code": ErrorCode.none, "error_message": None, "auth_bytes": b"", "session_lifetime": 0}
+    if sasl is None or sasl.mechanism is None:
+        connection_close(ctx)
+        return {**body, "error_code": ErrorCode.illegal_sasl_state,
+                "error_message": "SaslAuthenticate before a SaslHandshake"}
+    host = connection.peer_host
+    if broker.failed_logins.blocked(host):
+        connection_close(ctx)
+        log.debug("refused an authentication from %s: too many failed attempts", host)
+        return _after_delay({**body, "error_code": ErrorCode.sasl_authentication_failed,
+                             "error_message": "too many failed authentication attempts from this address; "
+                                              "try again later"})
+    try:
+        answer, complete = sasl.authenticate(bytes(request.auth_bytes))
+    except AuthenticationFailed as exc:
+        if broker.failed_logins.failed(host):
+            log.warning("authentication failed from %s: %s; its attempts are refused for %.0f s", host, exc,
+                        broker.failed_logins.window_s)
+        else:
+            log.info("authentication failed from %s: %s", host, exc)
+        connection_close(ctx)
+        return _after_delay({**body, "error_code": ErrorCode.sasl_authentication_failed, "error_message": str(exc)})
+    body["auth_bytes"] = answer
+    if complete:
+        reauth_ms = broker.config.security.reauth_ms
+        sasl.expires_at = time.monotonic() + reauth_ms / 1000 if reauth_ms > 0 else None
+        body["session_lifetime"] = reauth_ms
+    return body
+
+
+FAILED_AUTHENTICATION_DELAY_S = 0.1  # Kafka's connection.failed.authentication.delay.ms
+
+
+async def _after_delay(body: dict) -> dict:
+    """A failed authentication is answered late: guessing passwords gets slower (as Kafka does)."""
+    await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)
+    return body
+
+
+def connection_close(ctx: RequestContext) -> None:
+    if ctx.connection is not None:
+        ctx.connection.close_after_response = True
+
+
+# -- SCRAM credentials -----------------------------------------------------------------------------
+
+def describe_user_scram_credentials(ctx: RequestContext, request: Request) -> dict:
+    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                "error_message": None, "results": []}
+    store = ctx.broker.credentials
+    names = sorted(store.users) if request.users is None else [u.name for u in request.users]
+    results = []
+    seen = set()
+    for name in names:
+        if name in seen:
+            results.append({"user": name, "error_code": ErrorCode.duplicate_resource,
+                            "error_message": "user named twice", "credential_infos": []})
+            continue
+        seen.add(name)
+        credentials = store.any_for(name)
+        if not credentials:
+            results.append({"user": name, "error_code": ErrorCode.resource_not_found,
+                            "error_message": f"no SCRAM credentials for {name!r}", "credential_infos": []})
+            continue
+        ids = {v: k for k, v in MECHANISMS.items()}
+        results.append({"user": name, "error_code": ErrorCode.none, "error_message": None, "credential_infos": [
+            {"mechanism": ids[c.mechanism], "iterations": c.iterations} for c in credentials]})
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "results": results}
+
+
+def alter_user_scram_credentials(ctx: RequestContext, request: Request) -> dict:
+    store = ctx.broker.credentials
+    allowed = ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME)
+    errors: dict[str, tuple[ErrorCode, str]] = {}
+    order: list[str] = []
+    touched: dict[tuple[str, int], int] = {}
+    for kind, items in (("delete", request.deletions), ("upsert", request.upsertions)):
+        for item in items:
+            if item.name not in order:
+                order.append(item.name)
+            touched[(item.name, item.mechanism)] = touched.get((item.name, item.mechanism), 0) + 1
+    upserts, deletes = [], []
+    for d in request.deletions:
+        if d.name in errors:
+            continue
+        if not allowed:
+            errors[d.name] = (ErrorCode.cluster_authorization_failed, "")
+        elif not d.name:
+            errors[d.name] = (ErrorCode.unacceptable_credential, "the user name must not be empty")
+        elif d.mechanism not in MECHANISMS:
+            errors[d.name] = (ErrorCode.unsupported_sasl_mechanism, f"unknown SCRAM mechanism {d.mechanism}")
+        elif touched[(d.name, d.mechanism)] > 1:
+            errors[d.name] = (ErrorCode.duplicate_resource, "a user's mechanism named twice in one request")
+        elif store.get(d.name, MECHANISMS[d.mechanism]) is None:
+            errors[d.name] = (ErrorCode.resource_not_found, f"{d.name!r} has no {MECHANISMS[d.mechanism]} credential")
+        else:
+            deletes.append((d.name, MECHANISMS[d.mechanism]))
+    for u in request.upsertions:
+        if u.name in errors:
+            continue
+        if not allowed:
+            errors[u.name] = (ErrorCode.cluster_authorization_failed, "")
+        elif not u.name:
+            errors[u.name] = (ErrorCode.unacceptable_credential, "the user name must not be empty")
+        elif u.mechanism not in MECHANISMS:
+            errors[u.name] = (ErrorCode.unsupported_sasl_mechanism, f"unknown SCRAM mechanism {u.mechanism}")
+        elif touched[(u.name, u.mechanism)] > 1:
+            errors[u.name] = (ErrorCode.duplicate_resource, "a user's mechanism named twice in one request")
+        elif not MIN_ITERATIONS <= u.iterations <= MAX_ITERATIONS:
+            errors[u.name] = (ErrorCode.unacceptable_credential,
+                              f"iterations must be {MIN_ITERATIONS}..{MAX_ITERATIONS}, not {u.iterations}")
+        elif not u.salt or not u.salted_password:
+            errors[u.name] = (ErrorCode.unacceptable_credential, "salt and salted password must not be empty")
+        else:
+            upserts.append((u.name, ScramCredential.from_salted_password(
+                MECHANISMS[u.mechanism], bytes(u.salt), u.iterations, bytes(u.salted_password))))
+    # a user with any error changes nothing at all
+    upserts = [(n, c) for n, c in upserts if n not in errors]
+    deletes = [(n, m) for n, m in deletes if n not in errors]
+    if upserts or deletes:
+        store.apply(upserts, deletes)
+    results = [{"user": name, "error_code": errors.get(name, (ErrorCode.none, ""))[0],
+                "error_message": errors.get(name, (None, None))[1] or None} for name in order]
+    return {"throttle_time": 0, "results": results}
+
+
+# -- ACLs ------------------------------------------------------------------------------------------
+
+def _security_disabled(ctx: RequestContext) -> bool:
+    return ctx.broker.authorizer is None
+
+
+_DISABLED = "no listener authenticates its clients, so there are no ACLs (add a SASL listener)"
+
+
+def create_acls(ctx: RequestContext, request: Request) -> dict:
+    authorizer = ctx.broker.authorizer
+    results = []
+    bindings = []
+    for c in request.creations:
+        if authorizer is None:
+            results.append({"error_code": ErrorCode.security_disabled, "error_message": _DISABLED})
+            continue
+        if not ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME):
+            results.append({"error_code": ErrorCode.cluster_authorization_failed, "error_message": None})
+            continue
+        binding = AclBinding(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
+                             c.operation, c.permission_type)
+        try:
+            binding.validate()
+        except AclError as exc:
+            results.append({"error_code": ErrorCode.invalid_request, "error_message": str(exc)})
+            continue
+        bindings.append(binding)
+        results.append({"error_code": ErrorCode.none, "error_message": None})
+    if bindings:
+        authorizer.create(bindings)
+    return {"throttle_time": 0, "results": results}
+
+
+def _filter(f, name_attr: str = "resource_name_filter") -> AclFilter:
+    return AclFilter(f.resource_type_filter, getattr(f, name_attr), f.pattern_type_filter, f.principal_filter,
+                     f.host_filter, f.operation, f.permission_type)
+
+
+def describe_acls(ctx: RequestContext, request: Request) -> dict:
+    authorizer = ctx.broker.authorizer
+    body = {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "resources": []}
+    if authorizer is None:
+        return {**body, "error_code": ErrorCode.security_disabled, "error_message": _DISABLED}
+    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
+        return {**body, "error_code": ErrorCode.cluster_authorization_failed}
+    f = _filter(request)
+    try:
+        f.validate()
+    except AclError as exc:
+        return {**body, "error_code": ErrorCode.invalid_request, "error_message": str(exc)}
+    grouped: dict[tuple, list] = {}
+    for b in authorizer.describe(f):
+        grouped.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(
+            {"principal": b.principal, "host": b.host, "operation": b.operation, "permission_type": b.permission})
+    body["resources"] = [{"resource_type": t, "resource_name": n, "pattern_type": p, "acls": acls}
+                         for (t, n, p), acls in grouped.items()]
+    return body
+
+
+def delete_acls(ctx: RequestContext, request: Request) -> dict:
+    authorizer = ctx.broker.authorizer
+    if authorizer is None or not ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME):
+        code = ErrorCode.security_disabled if authorizer is None else ErrorCode.cluster_authorization_failed
+        return {"throttle_time": 0, "filter_results": [
+            {"error_code": code, "error_message": _DISABLED if authorizer is None else None, "matching_acls": []}
+            for _ in request.filters]}
+    filters, results = [], []
+    for f in request.filters:
+        acl_filter = _filter(f)
+        try:
+            acl_filter.validate()
+        except AclError as exc:
+            results.append({"error_code": ErrorCode.invalid_request, "error_message": str(exc), "matching_acls": []})
+            filters.append(None)
+            continue
+        filters.append(acl_filter)
+        results.append(None)
+    matched = iter(authorizer.delete([f for f in filters if f is not None]))
+    for i, f in enumerate(filters):
+        if f is None:
+            continue
+        results[i] = {"error_code": ErrorCode.none, "error_message": None, "matching_acls": [
+            {"error_code": ErrorCode.none, "error_message": None, "resource_type": b.resource_type,
+             "resource_name": b.resource_name, "pattern_type": b.pattern_type, "principal": b.principal,
+             "host": b.host, "operation": b.operation, "permission_type": b.permission} for b in next(matched)]}
+    return {"throttle_time": 0, "filter_results": results}
+
+
+APIS = {
+    17: (1, 1, sasl_handshake),
+    36: (0, 2, sasl_authenticate),
+    50: (0, 0, describe_user_scram_credentials),
+    51: (0, 0, alter_user_scram_credentials),
+    29: (1, 3, describe_acls),
+    30: (1, 3, create_acls),
+    31: (1, 3, delete_acls),
+}
