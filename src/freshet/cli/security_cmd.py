@@ -208,7 +208,8 @@ def security_init(directory: str, hosts: tuple[str, ...], clients: tuple[str, ..
                f"--ssl-keyfile {os.path.join(directory, 'broker-key.pem')}")
 
 
-def _issue(common_name: str, issuer_key, issuer_cert, days: int, ca: bool = False, hosts=(), client: bool = False):
+def _issue(common_name: str, issuer_key, issuer_cert, days: int, ca: bool = False, hosts=(), client: bool = False,
+           start_days_ago: int = 0):
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -216,7 +217,7 @@ def _issue(common_name: str, issuer_key, issuer_cert, days: int, ca: bool = Fals
 
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=start_days_ago)
     builder = (x509.CertificateBuilder().subject_name(subject)
                .issuer_name(issuer_cert.subject if issuer_cert else subject)
                .public_key(key.public_key()).serial_number(x509.random_serial_number())

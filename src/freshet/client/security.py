@@ -35,7 +35,11 @@ def _admin(bootstrap: str | None) -> AdminClient:
 
 def _message(exc: KafkaException) -> str:
     err = exc.args[0]
-    return err.str() if hasattr(err, "str") else str(err)
+    text = err.str() if hasattr(err, "str") else str(err)
+    return "".join(c for c in text if c.isprintable())
+
+
+RESOURCE_NOT_FOUND = 91
 
 
 def add_user(bootstrap: str | None, user: str, password: str, mechanisms: list[str], iterations: int = 4096) -> None:
@@ -57,7 +61,8 @@ def delete_user(bootstrap: str | None, user: str) -> list[str]:
 
 def _alter(bootstrap: str | None, alterations: list, what: str) -> None:
     try:
-        for future in _admin(bootstrap).alter_user_scram_credentials(alterations).values():
+        admin = _admin(bootstrap)  # kept alive until the futures are done
+        for future in admin.alter_user_scram_credentials(alterations).values():
             future.result(15)
     except KafkaException as exc:
         raise ClientError(f"{what}: {_message(exc)}") from None
@@ -66,17 +71,18 @@ def _alter(bootstrap: str | None, alterations: list, what: str) -> None:
 def list_users(bootstrap: str | None, users: list[str] | None = None) -> dict[str, list[tuple[str, int]]]:
     """user -> [(mechanism, iterations)]."""
     try:
-        result = _admin(bootstrap).describe_user_scram_credentials(users)
+        admin = _admin(bootstrap)
+        result = admin.describe_user_scram_credentials(users)
         described = result.result(15) if users is None else {u: f.result(15) for u, f in result.items()}
     except KafkaException as exc:
-        if users is not None and "RESOURCE_NOT_FOUND" in _message(exc).upper().replace(" ", "_"):
+        if users is not None and getattr(exc.args[0], "code", lambda: None)() == RESOURCE_NOT_FOUND:
             return {}
         raise ClientError(f"cannot list users: {_message(exc)}") from None
     return {user: sorted((info.mechanism.name.replace("_", "-"), info.iterations)
                          for info in d.scram_credential_infos) for user, d in described.items()}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class Acl:
     permission: str  # ALLOW / DENY
     principal: str
@@ -100,7 +106,8 @@ def _binding(acl: Acl) -> AclBinding:
 
 def add_acls(bootstrap: str | None, acls: list[Acl]) -> None:
     try:
-        for future in _admin(bootstrap).create_acls([_binding(a) for a in acls]).values():
+        admin = _admin(bootstrap)
+        for future in admin.create_acls([_binding(a) for a in acls]).values():
             future.result(15)
     except KafkaException as exc:
         raise ClientError(f"cannot add the ACL: {_message(exc)}") from None
@@ -124,8 +131,8 @@ def _acl(b) -> Acl:
 def list_acls(bootstrap: str | None, resource_type: str | None = None, resource_name: str | None = None,
               principal: str | None = None) -> list[Acl]:
     try:
-        found = _admin(bootstrap).describe_acls(_filter(resource_type, resource_name, principal, None, None,
-                                                        None)).result(15)
+        admin = _admin(bootstrap)
+        found = admin.describe_acls(_filter(resource_type, resource_name, principal, None, None, None)).result(15)
     except KafkaException as exc:
         raise ClientError(f"cannot list ACLs: {_message(exc)}") from None
     return sorted(_acl(b) for b in found)
@@ -135,7 +142,8 @@ def remove_acls(bootstrap: str | None, resource_type: str | None, resource_name:
                 operation: str | None, permission: str | None, prefixed: bool | None) -> list[Acl]:
     acl_filter = _filter(resource_type, resource_name, principal, operation, permission, prefixed)
     try:
-        removed = [b for f in _admin(bootstrap).delete_acls([acl_filter]).values() for b in f.result(15)]
+        admin = _admin(bootstrap)
+        removed = [b for f in admin.delete_acls([acl_filter]).values() for b in f.result(15)]
     except KafkaException as exc:
         raise ClientError(f"cannot remove ACLs: {_message(exc)}") from None
     return sorted(_acl(b) for b in removed)

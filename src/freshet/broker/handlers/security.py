@@ -84,7 +84,7 @@ def describe_user_scram_credentials(ctx: RequestContext, request: Request) -> di
         return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
                 "error_message": None, "results": []}
     store = ctx.broker.credentials
-    names = sorted(store.users) if request.users is None else [u.name for u in request.users]
+    names = sorted(store.users) if not request.users else [u.name for u in request.users]  # null or empty: all
     results = []
     seen = set()
     for name in names:
