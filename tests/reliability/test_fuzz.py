@@ -122,3 +122,56 @@ def test_share_group_requests_fuzzed_against_a_live_queue_change_nothing_they_sh
                [(p.start_offset, p.available, p.acknowledged, p.archived) for p in before] == [(10, 10, 0, 0)]
         with open(b.log_path) as log:
             assert "Traceback" not in log.read()
+
+
+def test_sasl_handshakes_and_authenticated_connections_fuzzed(tmp_path):
+    """Mutated SASL exchanges on fresh connections, then every API's mutated frames on connections that
+    authenticated as a user without ACLs: the broker keeps serving, nobody authenticates by accident, and the
+    credentials, the ACLs and a canary topic stay as they were."""
+    import socket
+    import subprocess
+    import sys
+
+    from freshet.testing.raw_kafka import RawConnection
+
+    data = tmp_path / "d"
+    for user in ("admin", "fuzzer"):
+        subprocess.run([sys.executable, "-m", "freshet.cli.main", "users", "add", user, "--password", f"{user}-pw",
+                        "--data-dir", str(data)], check=True, capture_output=True)
+    with BrokerProcess(data_dir=str(data), listeners=["SASL_PLAINTEXT", "PLAINTEXT"],
+                       extra_args=["--super-user", "User:ANONYMOUS", "--max-failed-authentications", "0"]) as b:
+        plain = b.bootstrap_for("PLAINTEXT")  # the operator's door (ANONYMOUS is a super user here)
+        admin = AdminClient({"bootstrap.servers": plain})
+        admin.create_topics([NewTopic("fuzz-canary", 1)])["fuzz-canary"].result(10)
+        with RawConnection(plain) as conn:
+            produce(conn, "fuzz-canary", 0, encode_batch([(b"k", b"canary", int(time.time() * 1000))]))
+            before = fetch(conn, "fuzz-canary", 0, 0)
+        security_files = {name: (data / "security" / name).read_bytes() if (data / "security" / name).exists() else b""
+                          for name in ("scram-credentials.json", "acls.json")}
+        port = b.ports["SASL_PLAINTEXT"]
+        handshake = [encode_request(17, 1, {"mechanism": m}) for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")]
+        tokens = [encode_request(36, v, {"auth_bytes": t}) for v in (0, 1, 2)
+                  for t in (b"\0fuzzer\0wrong", b"n,,n=fuzzer,r=abcdefghijklmnop", b"c=biws,r=x,p=AAAA")]
+        report = fuzz_live("127.0.0.1", port, 2_000, seed=3, seeds=handshake + tokens)
+        assert report.frames == 2_000 and b.proc.poll() is None
+
+        def authenticated() -> socket.socket:
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            for frame in (encode_request(17, 1, {"mechanism": "PLAIN"}),
+                          encode_request(36, 2, {"auth_bytes": b"\0fuzzer\0fuzzer-pw"})):
+                s.sendall(struct.pack(">i", len(frame)) + frame)
+                size = struct.unpack(">i", s.recv(4))[0]
+                while size > 0:
+                    size -= len(s.recv(size))
+            return s
+
+        report = fuzz_live("127.0.0.1", port, 3_000, seed=4, connect=authenticated,
+                           skip_apis=set())  # destructive APIs too: the fuzzer's user may do nothing
+        assert report.frames == 3_000 and b.proc.poll() is None
+        with RawConnection(plain) as conn:
+            after = fetch(conn, "fuzz-canary", 0, 0)
+        assert (after.high_watermark, bytes(after.records)) == (before.high_watermark, bytes(before.records))
+        assert {name: (data / "security" / name).read_bytes() if (data / "security" / name).exists() else b""
+                for name in security_files} == security_files
+        with open(b.log_path) as log:
+            assert "Traceback" not in log.read()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from freshet.spark import kafka_security_options
 from freshet.spark.postgres import PostgresUpsertSink
 
 from .catalog import CATALOG, Pipeline, names
@@ -54,6 +55,7 @@ def source(spark, spec: PipelineSpec, topic: str | None = None) -> DataFrame:
     # sink's replayed batch) never reach a pipeline; on topics without transactions it changes nothing
     reader = (spark.readStream.format("freshet")
               .option("kafka.bootstrap.servers", spec.bootstrap)
+              .options(**kafka_security_options())
               .option("kafka.isolation.level", "read_committed")
               .option("subscribe", topic or spec.source_topic)
               .option("startingOffsets", spec.starting_offsets))
@@ -165,7 +167,8 @@ def _write(result: DataFrame, keys: list[str], final: bool, spec: PipelineSpec):
         rows = result.select(F.to_json(F.struct(*keys)).alias("key"), F.to_json(F.struct("*")).alias("value"))
         if mode == "append":
             writer = (rows.writeStream.outputMode(mode).format("freshet").option("exactlyOnce", "true")
-                      .option("kafka.bootstrap.servers", spec.bootstrap).option("topic", target))
+                      .option("kafka.bootstrap.servers", spec.bootstrap).options(**kafka_security_options())
+                      .option("topic", target))
         else:
             # a Python data source's stream writer takes append mode only (Spark: "freshet does not support
             # Update mode"); each microbatch's updated rows are written by the batch writer instead
@@ -188,7 +191,7 @@ class TopicBatchWriter:
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         (df.write.format("freshet").option("kafka.bootstrap.servers", self.bootstrap).option("topic", self.topic)
-         .option("exactlyOnce", "true").option("batchId", str(batch_id)).option("queryId", self.query_id)
+         .options(**kafka_security_options()).option("exactlyOnce", "true").option("batchId", str(batch_id)).option("queryId", self.query_id)
          .mode("append").save())
 
 

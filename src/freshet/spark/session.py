@@ -86,3 +86,11 @@ def stop_gracefully(queries, timeout_s: float = 20.0) -> None:
         time.sleep(0.05)
     for q in pending:
         q.stop()
+
+
+def kafka_security_options() -> dict[str, str]:
+    """This process's client security settings (``freshet --command-config``, FRESHET_* variables) as the
+    freshet source's and sink's ``kafka.*`` options, so a pipeline reads and writes a secured cluster."""
+    from freshet.client.config import security_config
+
+    return {f"kafka.{k}": v for k, v in security_config().items()}

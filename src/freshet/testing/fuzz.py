@@ -17,6 +17,7 @@ import socket
 import struct
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kio.serial import entity_writer
@@ -202,9 +203,11 @@ def fuzz_decoder(frames: int, seed: int = 1) -> FuzzReport:
 
 
 def fuzz_live(host: str, port: int, frames: int, seed: int = 1, burst: int = 50,
-              skip_apis: set[int] = DESTRUCTIVE_APIS, seeds: list[bytes] | None = None) -> FuzzReport:
+              skip_apis: set[int] = DESTRUCTIVE_APIS, seeds: list[bytes] | None = None,
+              connect: Callable[[], socket.socket] | None = None) -> FuzzReport:
     """Mutated frames over TCP, in bursts; reconnect whenever the broker closes on us. ``seeds``: the frames to
-    mutate (default: one request per supported API and version, see ``seed_corpus``)."""
+    mutate (default: one request per supported API and version, see ``seed_corpus``); ``connect``: how to open
+    a connection (e.g. one that has authenticated first)."""
     from freshet.broker.server import _api_table
 
     corpus = [f for f in (seeds or seed_corpus(_api_table())) if struct.unpack_from(">h", f)[0] not in skip_apis]
@@ -214,7 +217,7 @@ def fuzz_live(host: str, port: int, frames: int, seed: int = 1, burst: int = 50,
     sock = None
     while report.frames < frames:
         if sock is None:
-            sock = socket.create_connection((host, port), timeout=5)
+            sock = connect() if connect else socket.create_connection((host, port), timeout=5)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         payload = bytearray()
         for _ in range(min(burst, frames - report.frames)):
