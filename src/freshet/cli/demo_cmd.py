@@ -36,16 +36,24 @@ def demo() -> None:
               help="Run the Spark pipelines (needs Java and the spark extra).")
 @click.option("--data-dir", default="./demo-data", show_default=True)
 @click.option("--dashboard-port", default=8080, show_default=True, help="A free port is taken when this one is busy.")
+@click.option("--secure/--plaintext", default=True, show_default=True,
+              help="A SASL_SSL listener (SCRAM over TLS, a generated CA and user) that every client uses.")
 def access_logs(seconds: float, rate: float, time_scale: float, pipelines: bool, data_dir: str,
-                dashboard_port: int) -> None:
+                dashboard_port: int, secure: bool) -> None:
     """Broker, generated web access logs, Spark window pipelines: results shown live."""
     console = Console()
     data_dir = os.path.abspath(data_dir)
     os.makedirs(data_dir, exist_ok=True)
+    secured = _secure_demo(data_dir) if secure else None
     broker = BrokerProcess(data_dir=os.path.join(data_dir, "log"), log_path=os.path.join(data_dir, "broker.log"),
-                           metrics=True)
+                           metrics=True, listeners=["SASL_SSL"] if secured else None,
+                           extra_args=secured["broker_args"] if secured else None)
     broker.start()
     console.print(f"[bold]broker[/] listening on {broker.bootstrap} (data in {data_dir}/log, log in {broker.log_path})")
+    if secured:
+        os.environ.update(secured["client_env"])  # every client of this demo (and its children) authenticates
+        console.print(f"[bold]security[/] SASL_SSL: SCRAM-SHA-256 as user 'demo' over TLS (CA {secured['ca']}); "
+                      f"client settings in {secured['properties']} (freshet --command-config)")
     dashboard = _start_dashboard(broker.bootstrap, broker.metrics_url, data_dir, dashboard_port)
     console.print(f"[bold]dashboard[/] on {dashboard[1]}")
     stop = threading.Event()
@@ -82,6 +90,36 @@ def access_logs(seconds: float, rate: float, time_scale: float, pipelines: bool,
         dashboard[0].terminate()
         dashboard[0].wait(15)
         broker.stop()
+
+
+def _secure_demo(data_dir: str) -> dict:
+    """A CA and broker certificate, a user ``demo`` with a fresh password: what the demo's broker and clients use."""
+    import secrets
+
+    from freshet.broker.credentials import CredentialStore, ScramCredential
+
+    from .security_cmd import _issue, _write
+
+    security_dir = os.path.join(data_dir, "security")
+    os.makedirs(security_dir, exist_ok=True)
+    ca_key, ca_cert = _issue("Freshet demo CA", None, None, 30, ca=True)
+    _write(security_dir, "ca", ca_key, ca_cert)
+    key, cert = _issue("freshet-broker", ca_key, ca_cert, 30, hosts=("127.0.0.1", "localhost"))
+    _write(security_dir, "broker", key, cert)
+    password = secrets.token_urlsafe(12)
+    store = CredentialStore(os.path.join(data_dir, "log", "security", "scram-credentials.json"))
+    store.apply([("demo", ScramCredential.from_password(m, password)) for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")], [])
+    ca = os.path.join(security_dir, "ca.pem")
+    env = {"FRESHET_SECURITY_PROTOCOL": "SASL_SSL", "FRESHET_SASL_MECHANISM": "SCRAM-SHA-256",
+           "FRESHET_SASL_USERNAME": "demo", "FRESHET_SASL_PASSWORD": password, "FRESHET_SSL_CA_LOCATION": ca}
+    properties = os.path.join(security_dir, "client.properties")
+    fd = os.open(properties, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\nsasl.username=demo\n"
+                f"sasl.password={password}\nssl.ca.location={ca}\n")
+    return {"ca": ca, "properties": properties, "client_env": env,
+            "broker_args": ["--super-user", "User:demo", "--ssl-certfile", os.path.join(security_dir, "broker.pem"),
+                            "--ssl-keyfile", os.path.join(security_dir, "broker-key.pem")]}
 
 
 def _start_dashboard(bootstrap: str, metrics_url: str, data_dir: str, port: int):

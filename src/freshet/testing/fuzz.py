@@ -27,7 +27,8 @@ from freshet.broker.framing import FrameError
 from freshet.log import encode_batch
 
 INTERESTING = [0x00, 0x01, 0x7F, 0x80, 0xFF, 0xFE]
-DESTRUCTIVE_APIS = {20, 21, 42, 47, 91, 92}  # DeleteTopics, DeleteRecords, DeleteGroups, OffsetDelete, share offsets
+# DeleteTopics, DeleteRecords, DeleteGroups, OffsetDelete, share offsets, users, ACL changes
+DESTRUCTIVE_APIS = {20, 21, 42, 47, 91, 92, 51, 30, 31}
 
 
 def _seed_body(api_key: int, version: int) -> dict:
@@ -107,6 +108,18 @@ def _seed_body(api_key: int, version: int) -> dict:
              "topics": [{"topic_id": uuid.UUID(int=1), "partitions": [
                  {"partition_index": 0, "acknowledgement_batches": [
                      {"first_offset": 0, "last_offset": 1, "acknowledge_types": [1, 3]}]}]}]},
+        17: {"mechanism": "PLAIN"},
+        36: {"auth_bytes": b"\0fuzz-user\0fuzz-password"},
+        50: {"users": [{"name": "fuzz-user"}]},
+        51: {"deletions": [{"name": "fuzz-doomed-user", "mechanism": 1}], "upsertions": [
+            {"name": "fuzz-user", "mechanism": 2, "iterations": 4096, "salt": b"salt", "salted_password": b"x" * 64}]},
+        29: {"resource_type_filter": 2, "resource_name_filter": None, "pattern_type_filter": 1,
+             "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1},
+        30: {"creations": [{"resource_type": 2, "resource_name": topic, "resource_pattern_type": 3,
+                            "principal": "User:fuzz", "host": "*", "operation": 3, "permission_type": 3}]},
+        31: {"filters": [{"resource_type_filter": 2, "resource_name_filter": "fuzz-doomed", "pattern_type_filter": 3,
+                          "principal_filter": "User:fuzz", "host_filter": None, "operation": 1,
+                          "permission_type": 1}]},
         90: {"groups": [{"group_id": "fuzz-share", "topics": [{"topic_name": topic, "partitions": [0]}]}]},
         91: {"group_id": "fuzz-doomed-share", "topics": [{"topic_name": topic, "partitions": [
             {"partition_index": 0, "start_offset": 0}]}]},
