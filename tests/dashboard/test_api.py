@@ -250,3 +250,48 @@ def test_share_groups_with_their_backlog(broker):
         assert 'freshet_share_group_archived{group="dash-workers",topic="dash-queue",partition="0"} 4' in metrics
     finally:
         worker.close()
+
+
+def test_sign_in_with_a_kafka_user_on_a_secured_cluster(tmp_path, monkeypatch):
+    """The dashboard reads a SASL cluster with read-only credentials of its own; a browser signs in with a Kafka
+    user, checked against the cluster, and gets a session cookie."""
+    import subprocess
+    import sys
+
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+    from freshet.dashboard.login import COOKIE, KafkaLogin
+    from freshet.local import BrokerProcess
+
+    data = tmp_path / "data"
+    for user in ("admin", "dash", "viewer"):
+        subprocess.run([sys.executable, "-m", "freshet.cli.main", "users", "add", user, "--password", f"{user}-pw",
+                        "--data-dir", str(data)], check=True, capture_output=True)
+    with BrokerProcess(data_dir=str(data), listeners=["SASL_PLAINTEXT"], extra_args=["--super-user", "User:admin"]) as b:
+        conf = {"bootstrap.servers": b.bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                "sasl.username": "admin", "sasl.password": "admin-pw"}
+        admin = AdminClient(conf)
+        admin.create_topics([NewTopic("dash-secure", 1)])["dash-secure"].result(10)
+        for rtype in (ResourceType.TOPIC, ResourceType.GROUP):  # the dashboard's own user may only look
+            for f in admin.create_acls([AclBinding(rtype, "*", ResourcePatternType.LITERAL, "User:dash", "*",
+                                                   AclOperation.DESCRIBE, AclPermissionType.ALLOW)]).values():
+                f.result(10)
+        for variable, value in {"FRESHET_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "FRESHET_SASL_MECHANISM": "PLAIN",
+                                "FRESHET_SASL_USERNAME": "dash", "FRESHET_SASL_PASSWORD": "dash-pw"}.items():
+            monkeypatch.setenv(variable, value)
+        collector = Collector(b.bootstrap)
+        collector.collect()
+        client = TestClient(create_app(collector, login=KafkaLogin(b.bootstrap)))
+        first = client.get("/", follow_redirects=False)
+        assert first.status_code == 303 and first.headers["location"] == "/login"
+        assert client.get("/api/overview").status_code == 401
+        wrong = client.post("/login", content="username=viewer&password=nope",
+                            headers={"content-type": "application/x-www-form-urlencoded"}, follow_redirects=False)
+        assert wrong.status_code == 401 and "wrong user or password" in wrong.text
+        right = client.post("/login", content="username=viewer&password=viewer-pw",
+                            headers={"content-type": "application/x-www-form-urlencoded"}, follow_redirects=False)
+        assert right.status_code == 303 and COOKIE in right.cookies
+        overview = client.get("/api/overview")
+        assert overview.status_code == 200 and "dash-secure" in overview.json()["topics"]
+        client.post("/logout", follow_redirects=False)
+        assert client.get("/api/overview").status_code == 401

@@ -26,27 +26,38 @@ class AuthenticationFailed(Exception):
 
 
 class FailedLogins:
+    """Recent failed logins per (client address, user name), and per address. Past ``max_failures`` within
+    ``window_s`` for one user from one address — or ten times that for all users from one address (password
+    spraying) — attempts from there are refused, right password or not, until the window has passed. A
+    misconfigured client thus locks out its own user on its own host, not its neighbours."""
+
     def __init__(self, max_failures: int = 30, window_s: float = 60.0) -> None:
         self.max_failures = max_failures
         self.window_s = window_s
-        self._failures: dict[str, deque] = {}
+        self._failures: dict[tuple[str, str | None], deque] = {}
 
-    def _recent(self, host: str, now: float) -> deque:
-        failures = self._failures.setdefault(host, deque())
+    def _recent(self, key: tuple[str, str | None], now: float) -> deque:
+        failures = self._failures.setdefault(key, deque())
         while failures and now - failures[0] > self.window_s:
             failures.popleft()
         return failures
 
-    def blocked(self, host: str) -> bool:
-        return self.max_failures > 0 and len(self._recent(host, time.monotonic())) >= self.max_failures
+    def blocked(self, host: str, user: str | None) -> bool:
+        if self.max_failures <= 0:
+            return False
+        now = time.monotonic()
+        return (len(self._recent((host, user), now)) >= self.max_failures
+                or len(self._recent((host, None), now)) >= self.max_failures * 10)
 
-    def failed(self, host: str) -> bool:
-        """Count a failure; True when it is the one that blocks the host."""
-        recent = self._recent(host, time.monotonic())
-        recent.append(time.monotonic())
+    def failed(self, host: str, user: str | None) -> bool:
+        """Count a failure; True when it is the one that blocks this user from this host."""
+        now = time.monotonic()
+        recent = self._recent((host, user), now)
+        recent.append(now)
+        self._recent((host, None), now).append(now)
         if len(self._failures) > 10_000:  # many hosts: forget the quiet ones
-            for h in [h for h, q in self._failures.items() if not q]:
-                del self._failures[h]
+            for key in [k for k, q in self._failures.items() if not q]:
+                del self._failures[key]
         return len(recent) == self.max_failures
 
 
@@ -59,6 +70,7 @@ class SaslSession:
         self.expires_at: float | None = None  # monotonic; None: never (re-authentication off)
         self._scram = None
         self._user: str | None = None
+        self.attempted_user: str | None = None  # the name the current exchange claims, once it is known
 
     @property
     def authenticated(self) -> bool:
@@ -89,6 +101,7 @@ class SaslSession:
             authzid, user, password = token.decode("utf-8").split("\0")
         except ValueError:
             raise AuthenticationFailed("malformed PLAIN token") from None
+        self.attempted_user = user
         if authzid and authzid != user:
             raise AuthenticationFailed("authorization id must be empty or the user name")
         credentials = self.credentials.any_for(user)
@@ -115,6 +128,7 @@ class SaslSession:
         return answer, True
 
     def _auth_info(self, user: str):
+        self.attempted_user = user
         credential = self.credentials.get(user, self.mechanism or "")
         if credential is None:
             raise KeyError(user)  # unknown users fail exactly as wrong passwords do

@@ -22,16 +22,26 @@ from .common import bootstrap_option, one_line_errors
 @click.option("--broker-metrics", "broker_metrics", multiple=True, metavar="URL",
               help="A broker's Prometheus endpoint (freshet broker start --metrics-port), for segment counts "
                    "and sizes per partition (repeatable).")
+@click.option("--login", is_flag=True,
+              help="Browsers sign in with a Kafka user (checked by SASL against the cluster); needs the dashboard's "
+                   "own connection to use SASL (FRESHET_SECURITY_PROTOCOL / --command-config).")
 @bootstrap_option
 def dashboard(port: int, host: str, token: str | None, lag_alert: int, group_alerts: tuple[str, ...],
-              broker_metrics: tuple[str, ...], bootstrap: str) -> None:
+              broker_metrics: tuple[str, ...], login: bool, bootstrap: str) -> None:
     """Serve the web dashboard: topics, groups and lag, pipelines, live charts, /metrics."""
     import uvicorn
 
     from freshet.dashboard.app import create_app
     from freshet.dashboard.collector import Collector
 
-    if host not in ("127.0.0.1", "localhost", "::1") and not token:
+    if login:
+        from freshet.client.config import security_config
+
+        if not str(security_config().get("security.protocol", "")).upper().startswith("SASL"):
+            click.echo("error: --login checks users against the cluster by SASL: give the dashboard SASL settings "
+                       "(FRESHET_SECURITY_PROTOCOL=SASL_SSL, ... or --command-config)", err=True)
+            sys.exit(1)
+    if host not in ("127.0.0.1", "localhost", "::1") and not token and not login:
         token = secrets.token_urlsafe(16)
     thresholds = {}
     for item in group_alerts:
@@ -50,7 +60,10 @@ def dashboard(port: int, host: str, token: str | None, lag_alert: int, group_ale
     click.echo(f"freshet dashboard on {url}", err=True)
     try:
         # live event streams stay open: do not let them hold a shutdown up for long
-        uvicorn.run(create_app(collector, token), host=host, port=port, log_level="warning",
+        from freshet.dashboard.login import KafkaLogin
+
+        uvicorn.run(create_app(collector, token, KafkaLogin(bootstrap) if login else None), host=host, port=port,
+                    log_level="warning",
                     timeout_graceful_shutdown=3)
     except OSError as exc:
         click.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)

@@ -8,28 +8,65 @@ import hmac
 import json
 import os
 from datetime import datetime
+from urllib.parse import parse_qs
 
 from fastapi import FastAPI, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 
 from .collector import Collector
+from .login import COOKIE, LOGIN_PAGE, KafkaLogin
 
 HERE = os.path.dirname(__file__)
 
 
-def create_app(collector: Collector, token: str | None = None) -> FastAPI:
+def create_app(collector: Collector, token: str | None = None, login: KafkaLogin | None = None) -> FastAPI:
+    """``token``: every request must carry it (scripts, or a dashboard bound beyond loopback); ``login``: browsers
+    sign in with a Kafka user (see ``login.py``); a request with the token needs no session."""
     app = FastAPI(title="Freshet dashboard", docs_url=None, redoc_url=None)
 
     @app.middleware("http")
     async def require_token(request: Request, call_next):
-        if token:
-            given = request.query_params.get("token") or request.headers.get("authorization", "").removeprefix(
-                "Bearer ")
-            if not hmac.compare_digest(given or "", token):
-                return JSONResponse({"error": "a token is required (?token=... or Authorization: Bearer ...)"},
-                                    status_code=401)
+        given = request.query_params.get("token") or request.headers.get("authorization", "").removeprefix("Bearer ")
+        has_token = bool(token) and hmac.compare_digest(given or "", token)
+        if login is not None:
+            if request.url.path in ("/login", "/logout") or has_token or login.user_of(request.cookies.get(COOKIE)):
+                return await call_next(request)
+            if request.url.path == "/":
+                return RedirectResponse("/login", status_code=303)
+            return JSONResponse({"error": "sign in first (/login), or give the token"}, status_code=401)
+        if token and not has_token:
+            return JSONResponse({"error": "a token is required (?token=... or Authorization: Bearer ...)"},
+                                status_code=401)
         return await call_next(request)
+
+    @app.get("/login", response_class=HTMLResponse)
+    async def login_page() -> str:
+        return LOGIN_PAGE.replace("{error}", "")
+
+    @app.post("/login")
+    async def sign_in(request: Request):
+        if login is None:
+            raise HTTPException(404, "this dashboard has no sign-in (start it with --login)")
+        form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        user, password = form.get("username", [""])[0], form.get("password", [""])[0]
+        address = request.client.host if request.client else ""
+        session = await asyncio.to_thread(login.sign_in, address, user, password)
+        if session is None:
+            message = ("too many failed sign-ins from this address; wait a minute" if login.blocked(address)
+                       else "wrong user or password")
+            return HTMLResponse(LOGIN_PAGE.replace("{error}", f'<p class="error">{message}</p>'), status_code=401)
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(COOKIE, session, httponly=True, samesite="strict", max_age=int(login.session_s))
+        return response
+
+    @app.post("/logout")
+    async def sign_out(request: Request):
+        if login is not None:
+            login.sign_out(request.cookies.get(COOKIE))
+        response = RedirectResponse("/login", status_code=303)
+        response.delete_cookie(COOKIE)
+        return response
 
     app.mount("/static", StaticFiles(directory=os.path.join(HERE, "static")), name="static")
 

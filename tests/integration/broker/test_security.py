@@ -381,6 +381,7 @@ def test_bad_credential_changes_are_refused_and_change_nothing(secured):
 def test_guessing_passwords_is_refused_after_the_limit_even_with_the_right_one(tmp_path):
     data = tmp_path / "data"
     freshet("users", "add", "victim", "--password", "right", "--data-dir", str(data))
+    freshet("users", "add", "bystander", "--password", "bystander-pw", "--data-dir", str(data))
     with BrokerProcess(data_dir=str(data), listeners=["SASL_PLAINTEXT"],
                        extra_args=["--max-failed-authentications", "5"]) as b:
         for i in range(5):
@@ -391,7 +392,9 @@ def test_guessing_passwords_is_refused_after_the_limit_even_with_the_right_one(t
             answer = _sasl_frames(conn, "PLAIN", [b"\0victim\0right"])[1]
             assert answer.error_code == ErrorCode.sasl_authentication_failed
             assert "too many failed" in answer.error_message
-        assert "its attempts are refused" in b.log_tail(50)
+        assert "its attempts from there are refused" in b.log_tail(50)
+        with RawConnection(b.bootstrap) as conn:  # other users on the same host are not locked out
+            assert _sasl_frames(conn, "PLAIN", [b"\0bystander\0bystander-pw"])[1].error_code == ErrorCode.none
 
 
 def test_an_expired_session_is_closed_unless_the_client_reauthenticates(tmp_path):

@@ -39,22 +39,23 @@ def sasl_authenticate(ctx: RequestContext, request: Request) -> Response:
         return {**body, "error_code": ErrorCode.illegal_sasl_state,
                 "error_message": "SaslAuthenticate before a SaslHandshake"}
     host = connection.peer_host
-    if broker.failed_logins.blocked(host):
-        connection_close(ctx)
-        log.debug("refused an authentication from %s: too many failed attempts", host)
-        return _after_delay({**body, "error_code": ErrorCode.sasl_authentication_failed,
-                             "error_message": "too many failed authentication attempts from this address; "
-                                              "try again later"})
     try:
         answer, complete = sasl.authenticate(bytes(request.auth_bytes))
     except AuthenticationFailed as exc:
-        if broker.failed_logins.failed(host):
-            log.warning("authentication failed from %s: %s; its attempts are refused for %.0f s", host, exc,
-                        broker.failed_logins.window_s)
+        user = sasl.attempted_user
+        if broker.failed_logins.blocked(host, user):
+            log.debug("refused an authentication of %s from %s: too many failed attempts", user, host)
+            return _refuse(ctx, body, "too many failed authentication attempts; try again later")
+        if broker.failed_logins.failed(host, user):
+            log.warning("authentication of %s failed from %s: %s; its attempts from there are refused for %.0f s",
+                        user, host, exc, broker.failed_logins.window_s)
         else:
-            log.info("authentication failed from %s: %s", host, exc)
-        connection_close(ctx)
-        return _after_delay({**body, "error_code": ErrorCode.sasl_authentication_failed, "error_message": str(exc)})
+            log.info("authentication of %s failed from %s: %s", user, host, exc)
+        return _refuse(ctx, body, str(exc))
+    if complete and broker.failed_logins.blocked(host, sasl.attempted_user):
+        # the right password, but this user is locked out from here for now: the same answer as a wrong one
+        sasl.principal = None
+        return _refuse(ctx, body, "too many failed authentication attempts; try again later")
     body["auth_bytes"] = answer
     if complete:
         reauth_ms = broker.config.security.reauth_ms
@@ -70,6 +71,11 @@ async def _after_delay(body: dict) -> dict:
     """A failed authentication is answered late: guessing passwords gets slower (as Kafka does)."""
     await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)
     return body
+
+
+def _refuse(ctx: RequestContext, body: dict, message: str) -> Response:
+    connection_close(ctx)
+    return _after_delay({**body, "error_code": ErrorCode.sasl_authentication_failed, "error_message": message})
 
 
 def connection_close(ctx: RequestContext) -> None:
