@@ -87,7 +87,8 @@ def test_three_sigkills_during_idempotent_produce(crash_broker, topic_name):
     assert report["duplicates"] == 0 and report["lost"] == 0 and report["out_of_order"] == 0, report
 
 
-def test_torn_write_is_cut_and_nothing_acknowledged_is_lost(own_broker, topic_name):
+def test_torn_write_is_cut_and_nothing_acknowledged_is_lost(crash_broker, topic_name):
+    own_broker = crash_broker
     create_topic(own_broker.bootstrap, topic_name, 6)
     producer = Producer(producer_config(own_broker.bootstrap))
     acked = []
@@ -110,11 +111,12 @@ def test_torn_write_is_cut_and_nothing_acknowledged_is_lost(own_broker, topic_na
     assert log.count(b"torn or corrupt tail") >= 6
 
 
-def test_committed_offsets_survive_sigkill(own_broker, topic_name):
+def test_committed_offsets_survive_sigkill(crash_broker, topic_name):
+    own_broker = crash_broker
     create_topic(own_broker.bootstrap, topic_name, 3)
     consumer = Consumer(consumer_config(own_broker.bootstrap, "crash-group"))
     offsets = [TopicPartition(topic_name, p, 100 + p) for p in range(3)]
-    producer = Producer({"bootstrap.servers": own_broker.bootstrap})
+    producer = Producer(producer_config(own_broker.bootstrap))
     for i in range(600):
         producer.produce(topic_name, b"x", partition=i % 3)
     producer.flush(10)
