@@ -197,3 +197,42 @@ def test_random_concurrent_workload_with_five_kill_9s(broker, postgres, db, tmp_
     proc.wait(30)
     assert errors == []
     assert state == expected
+
+
+def test_the_connector_on_a_secured_cluster_with_only_the_rights_it_needs(postgres, db, tmp_path, monkeypatch):
+    """SCRAM over SASL_PLAINTEXT, the connector's user allowed to create, write and read its own topics (prefixed
+    ACLs) and its state topic, nothing else: the snapshot and the stream arrive; a topic elsewhere is refused."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+    from freshet.client.admin import TopicAdmin
+    from freshet.local import BrokerProcess
+
+    data = tmp_path / "data"
+    for user in ("admin", "cdc"):
+        subprocess.run([sys.executable, "-m", "freshet.cli.main", "users", "add", user, "--password", f"{user}-pw",
+                        "--data-dir", str(data)], check=True, capture_output=True)
+    conn, schema = db
+    cur = conn.cursor()
+    cur.execute(f"CREATE TABLE {schema}.people (id int PRIMARY KEY, name text)")
+    cur.execute(f"INSERT INTO {schema}.people VALUES (1, 'ada'), (2, 'grace')")
+    prefix = unique("sec")
+    with BrokerProcess(data_dir=str(data), listeners=["SASL_PLAINTEXT"], extra_args=["--super-user", "User:admin"]) as b:
+        for variable, value in {"FRESHET_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "FRESHET_SASL_MECHANISM": "SCRAM-SHA-256",
+                                "FRESHET_SASL_USERNAME": "admin", "FRESHET_SASL_PASSWORD": "admin-pw"}.items():
+            monkeypatch.setenv(variable, value)
+        from freshet.client.security import Acl, add_acls
+
+        add_acls(b.bootstrap, [Acl("ALLOW", "User:cdc", "*", op, "topic", name, True)
+                               for op in ("CREATE", "WRITE", "READ", "DESCRIBE")
+                               for name in (prefix, "__freshet_cdc_state")])  # its topics, and where it keeps LSNs
+        monkeypatch.setenv("FRESHET_SASL_USERNAME", "cdc")
+        monkeypatch.setenv("FRESHET_SASL_PASSWORD", "cdc-pw")
+        config = CdcConfig(postgres.dsn, [f"{schema}.people"], prefix, b.bootstrap, slot=unique("slot"),
+                           publication=unique("pub"))
+        run_connector(config, lambda: cur.execute(f"UPDATE {schema}.people SET name = 'grace h' WHERE id = 2"),
+                      changes=1)
+        state, events = rebuild(b.bootstrap, f"{prefix}.{schema}.people")
+        assert state == {'{"id": 1}': {"id": 1, "name": "ada"}, '{"id": 2}': {"id": 2, "name": "grace h"}}
+        with pytest.raises(Exception, match="not authorized to create topic"):
+            TopicAdmin(b.bootstrap).create_topic("elsewhere", 1)

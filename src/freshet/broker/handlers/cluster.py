@@ -96,7 +96,7 @@ def metadata(ctx: RequestContext, request: Request) -> dict:
                     if not (broker.config.auto_create_topics and allow_create):
                         raise TopicError(ErrorCode.unknown_topic_or_partition, "unknown topic")
                     if not (ctx.allowed(CREATE, CLUSTER, CLUSTER_NAME) or ctx.allowed(CREATE, TOPIC, name)):
-                        raise TopicError(ErrorCode.topic_authorization_failed, "may not create topics")
+                        raise TopicError(ErrorCode.topic_authorization_failed, "not authorized to create topics")
                     topic = registry.create(name, broker.config.default_partitions)
                 except TopicError as exc:
                     topics.append({"error_code": exc.error_code, "name": name,

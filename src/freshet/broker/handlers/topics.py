@@ -69,7 +69,7 @@ def create_topics(ctx: RequestContext, request: Request) -> dict:
                   "error_message": None, "num_partitions": -1, "replication_factor": -1, "configs": []}
         try:
             if not (ctx.allowed(CREATE, CLUSTER, CLUSTER_NAME) or ctx.allowed(CREATE, TOPIC, t.name)):
-                raise TopicError(ErrorCode.topic_authorization_failed, f"may not create topic {t.name!r}")
+                raise TopicError(ErrorCode.topic_authorization_failed, f"not authorized to create topic {t.name!r}")
             if names.count(t.name) > 1:
                 raise TopicError(ErrorCode.invalid_request, f"topic {t.name!r} appears more than once in the request")
             partitions = t.num_partitions
@@ -120,7 +120,7 @@ def delete_topics(ctx: RequestContext, request: Request) -> dict:
             if name is None:
                 raise TopicError(ErrorCode.unknown_topic_or_partition, f"no topic with id {topic_id}")
             if not ctx.allowed(DELETE, TOPIC, name):
-                raise TopicError(ErrorCode.topic_authorization_failed, f"may not delete topic {name!r}")
+                raise TopicError(ErrorCode.topic_authorization_failed, f"not authorized to delete topic {name!r}")
             topic = registry.get(name)
             if topic is not None:
                 response["topic_id"] = topic.topic_id
@@ -140,7 +140,7 @@ def create_partitions(ctx: RequestContext, request: Request) -> dict:
         result = {"name": t.name, "error_code": ErrorCode.none, "error_message": None}
         try:
             if not ctx.allowed(ALTER, TOPIC, t.name):
-                raise TopicError(ErrorCode.topic_authorization_failed, f"may not alter topic {t.name!r}")
+                raise TopicError(ErrorCode.topic_authorization_failed, f"not authorized to alter topic {t.name!r}")
             registry.add_partitions(t.name, t.count, validate_only=request.validate_only)
         except TopicError as exc:
             result.update(error_code=exc.error_code, error_message=str(exc))
