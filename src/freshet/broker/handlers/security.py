@@ -110,44 +110,46 @@ def describe_user_scram_credentials(ctx: RequestContext, request: Request) -> di
     return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "results": results}
 
 
+def _credential_refusal(allowed: bool, name: str, mechanism: int, times_named: int) -> tuple[ErrorCode, str] | None:
+    """What deletions and upsertions alike are refused for (None: nothing)."""
+    if not allowed:
+        return ErrorCode.cluster_authorization_failed, ""
+    if not name:
+        return ErrorCode.unacceptable_credential, "the user name must not be empty"
+    if mechanism not in MECHANISMS:
+        return ErrorCode.unsupported_sasl_mechanism, f"unknown SCRAM mechanism {mechanism}"
+    if times_named > 1:
+        return ErrorCode.duplicate_resource, "a user's mechanism named twice in one request"
+    return None
+
+
 def alter_user_scram_credentials(ctx: RequestContext, request: Request) -> dict:
     store = ctx.broker.credentials
     allowed = ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME)
     errors: dict[str, tuple[ErrorCode, str]] = {}
     order: list[str] = []
     touched: dict[tuple[str, int], int] = {}
-    for kind, items in (("delete", request.deletions), ("upsert", request.upsertions)):
-        for item in items:
-            if item.name not in order:
-                order.append(item.name)
-            touched[(item.name, item.mechanism)] = touched.get((item.name, item.mechanism), 0) + 1
+    for item in (*request.deletions, *request.upsertions):
+        if item.name not in order:
+            order.append(item.name)
+        touched[(item.name, item.mechanism)] = touched.get((item.name, item.mechanism), 0) + 1
     upserts, deletes = [], []
     for d in request.deletions:
+        refusal = _credential_refusal(allowed, d.name, d.mechanism, touched[(d.name, d.mechanism)])
         if d.name in errors:
             continue
-        if not allowed:
-            errors[d.name] = (ErrorCode.cluster_authorization_failed, "")
-        elif not d.name:
-            errors[d.name] = (ErrorCode.unacceptable_credential, "the user name must not be empty")
-        elif d.mechanism not in MECHANISMS:
-            errors[d.name] = (ErrorCode.unsupported_sasl_mechanism, f"unknown SCRAM mechanism {d.mechanism}")
-        elif touched[(d.name, d.mechanism)] > 1:
-            errors[d.name] = (ErrorCode.duplicate_resource, "a user's mechanism named twice in one request")
+        if refusal is not None:
+            errors[d.name] = refusal
         elif store.get(d.name, MECHANISMS[d.mechanism]) is None:
             errors[d.name] = (ErrorCode.resource_not_found, f"{d.name!r} has no {MECHANISMS[d.mechanism]} credential")
         else:
             deletes.append((d.name, MECHANISMS[d.mechanism]))
     for u in request.upsertions:
+        refusal = _credential_refusal(allowed, u.name, u.mechanism, touched[(u.name, u.mechanism)])
         if u.name in errors:
             continue
-        if not allowed:
-            errors[u.name] = (ErrorCode.cluster_authorization_failed, "")
-        elif not u.name:
-            errors[u.name] = (ErrorCode.unacceptable_credential, "the user name must not be empty")
-        elif u.mechanism not in MECHANISMS:
-            errors[u.name] = (ErrorCode.unsupported_sasl_mechanism, f"unknown SCRAM mechanism {u.mechanism}")
-        elif touched[(u.name, u.mechanism)] > 1:
-            errors[u.name] = (ErrorCode.duplicate_resource, "a user's mechanism named twice in one request")
+        if refusal is not None:
+            errors[u.name] = refusal
         elif not MIN_ITERATIONS <= u.iterations <= MAX_ITERATIONS:
             errors[u.name] = (ErrorCode.unacceptable_credential,
                               f"iterations must be {MIN_ITERATIONS}..{MAX_ITERATIONS}, not {u.iterations}")
