@@ -188,6 +188,27 @@ class TopicRegistry:
         shutil.rmtree(trash, ignore_errors=True)
         log.info("deleted topic %s", name)
 
+    def alter_configs(self, name: str, overrides: dict[str, str], validate_only: bool = False) -> None:
+        """Replace ``name``'s config overrides (validated first; nothing changes on a bad one), persist them and
+        apply them to its partitions at once (segment size, max.message.bytes...; the cleaner reads retention
+        and cleanup.policy on its next pass)."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+        if topic.internal:
+            raise TopicError(ErrorCode.invalid_config, f"{name} is an internal topic: its configs are the broker's")
+        try:
+            normalized = validate_configs(dict(overrides))
+        except InvalidConfigError as exc:
+            raise TopicError(ErrorCode.invalid_config, str(exc)) from None
+        if validate_only:
+            return
+        topic.configs = normalized
+        topic.save()
+        config = log_config(normalized)
+        for partition in topic.partitions:
+            partition.config = config
+
     def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
         topic = self.topics.get(name)
         if topic is None:

@@ -91,6 +91,7 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task] = set()
         self._cleaner: asyncio.Task | None = None
+        self._background: set[asyncio.Task] = set()
         self.port = config.port
         self.metrics: MetricsServer | None = None
         if config.metrics_port is not None:
@@ -147,6 +148,23 @@ class Broker:
         if self.group_commit:
             await self.group_commit.stop()
         self.registry.close()  # fsyncs what is left
+
+    def clean_soon(self, topic_name: str) -> None:
+        """Retention and compaction for one topic now (its configs changed), not at the next cleaner round."""
+        async def run() -> None:
+            topic = self.registry.get(topic_name)
+            for partition in list(topic.partitions) if topic else []:
+                if self.registry.get(topic_name) is not topic:
+                    return
+                try:
+                    clean(partition)
+                except Exception:
+                    log.exception("cleaning %s failed", partition.directory)
+                await asyncio.sleep(0)
+
+        task = asyncio.get_running_loop().create_task(run(), name=f"clean-{topic_name}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _run_cleaner(self) -> None:
         """Retention and compaction, partition by partition, letting requests in between."""

@@ -27,8 +27,8 @@ from freshet.broker.framing import FrameError
 from freshet.log import encode_batch
 
 INTERESTING = [0x00, 0x01, 0x7F, 0x80, 0xFF, 0xFE]
-# DeleteTopics, DeleteRecords, DeleteGroups, OffsetDelete, share offsets, users, ACL changes
-DESTRUCTIVE_APIS = {20, 21, 42, 47, 91, 92, 51, 30, 31}
+# DeleteTopics, DeleteRecords, DeleteGroups, OffsetDelete, share offsets, users, ACL and config changes
+DESTRUCTIVE_APIS = {20, 21, 42, 47, 91, 92, 51, 30, 31, 33, 44}
 
 
 def _seed_body(api_key: int, version: int) -> dict:
@@ -108,6 +108,8 @@ def _seed_body(api_key: int, version: int) -> dict:
              "topics": [{"topic_id": uuid.UUID(int=1), "partitions": [
                  {"partition_index": 0, "acknowledgement_batches": [
                      {"first_offset": 0, "last_offset": 1, "acknowledge_types": [1, 3]}]}]}]},
+        33: {"resources": [{"resource_type": 2, "resource_name": topic, "configs": [
+            {"name": "retention.ms", "value": "604800000"}]}], "validate_only": True},
         17: {"mechanism": "PLAIN"},
         36: {"auth_bytes": b"\0fuzz-user\0fuzz-password"},
         50: {"users": [{"name": "fuzz-user"}]},

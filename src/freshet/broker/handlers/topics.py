@@ -210,8 +210,9 @@ def _group_configs(broker, group_id: str, keys: set[str] | None) -> list[dict]:
 
 
 def incremental_alter_configs(ctx: RequestContext, request: Request) -> Response:
-    """Group configs (share groups' ``share.*``), validated whole before any is applied. Topic and broker
-    configs are not alterable at run time yet: those resources answer INVALID_REQUEST."""
+    """Topic configs (applied at once: see ``TopicRegistry.alter_configs``) and group configs (share groups'
+    ``share.*``), each resource validated whole before anything of it is applied. The broker's own configs are
+    not alterable at run time yet: that resource answers INVALID_REQUEST."""
     broker = ctx.broker
     responses = []
     waits = []
@@ -222,6 +223,13 @@ def incremental_alter_configs(ctx: RequestContext, request: Request) -> Response
         refused = _config_refusal(ctx, resource.resource_type, resource.resource_name, ALTER_CONFIGS)
         if refused is not None:
             entry["error_code"] = refused
+            continue
+        if resource.resource_type == RESOURCE_TOPIC:
+            try:
+                _alter_topic(broker, resource.resource_name, [(c.name, c.config_operation, c.value)
+                                                             for c in resource.configs], request.validate_only)
+            except TopicError as exc:
+                entry.update(error_code=exc.error_code, error_message=str(exc))
             continue
         if resource.resource_type != RESOURCE_GROUP:
             entry.update(error_code=ErrorCode.invalid_request,
@@ -249,6 +257,74 @@ def incremental_alter_configs(ctx: RequestContext, request: Request) -> Response
     if not waits:
         return body
     return broker.group_commit.answer_when_durable(body, (broker.share_groups.state, max(waits)))
+
+
+CONFIG_APPEND, CONFIG_SUBTRACT = 2, 3
+_LIST_CONFIGS = {"cleanup.policy"}
+
+
+def _alter_topic(broker, name: str, changes: list[tuple[str, int, str | None]], validate_only: bool) -> None:
+    """Incremental changes (SET, DELETE, APPEND, SUBTRACT) applied to a topic's overrides, all or nothing."""
+    topic = broker.registry.get(name)
+    if topic is None:
+        raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+    overrides = dict(topic.configs)
+    seen = set()
+    for key, operation, value in changes:
+        if key in seen:
+            raise TopicError(ErrorCode.invalid_config, f"{key} is changed twice in one request")
+        seen.add(key)
+        if key not in CONFIG_DEFS:
+            raise TopicError(ErrorCode.invalid_config, f"unknown topic config {key!r}")
+        if operation == CONFIG_SET:
+            if value is None:
+                raise TopicError(ErrorCode.invalid_config, f"{key}: SET needs a value")
+            overrides[key] = value
+        elif operation == CONFIG_DELETE:
+            overrides.pop(key, None)
+        elif operation in (CONFIG_APPEND, CONFIG_SUBTRACT):
+            if key not in _LIST_CONFIGS:
+                raise TopicError(ErrorCode.invalid_config, f"{key} is not a list: APPEND and SUBTRACT do not apply")
+            items = [v for v in overrides.get(key, CONFIG_DEFS[key].default).split(",") if v]
+            for v in (value or "").split(","):
+                if operation == CONFIG_APPEND and v and v not in items:
+                    items.append(v)
+                elif operation == CONFIG_SUBTRACT and v in items:
+                    items.remove(v)
+            if not items:
+                raise TopicError(ErrorCode.invalid_config, f"{key} cannot be empty")
+            overrides[key] = ",".join(sorted(items))
+        else:
+            raise TopicError(ErrorCode.invalid_config, f"unknown config operation {operation}")
+    broker.registry.alter_configs(name, overrides, validate_only)
+    if not validate_only:
+        broker.clean_soon(name)
+
+
+def alter_configs(ctx: RequestContext, request: Request) -> dict:
+    """The legacy AlterConfigs: a topic's overrides replaced by the ones given (kcat-style tools use it)."""
+    broker = ctx.broker
+    responses = []
+    for resource in request.resources:
+        entry = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
+                 "resource_name": resource.resource_name}
+        responses.append(entry)
+        refused = _config_refusal(ctx, resource.resource_type, resource.resource_name, ALTER_CONFIGS)
+        if refused is not None:
+            entry["error_code"] = refused
+            continue
+        if resource.resource_type != RESOURCE_TOPIC:
+            entry.update(error_code=ErrorCode.invalid_request,
+                         error_message=f"resource type {resource.resource_type} is not alterable at run time here")
+            continue
+        try:
+            broker.registry.alter_configs(resource.resource_name, {c.name: c.value for c in resource.configs
+                                                                   if c.value is not None}, request.validate_only)
+            if not request.validate_only:
+                broker.clean_soon(resource.resource_name)
+        except TopicError as exc:
+            entry.update(error_code=exc.error_code, error_message=str(exc))
+    return {"throttle_time": 0, "responses": responses}
 
 
 def _config_refusal(ctx: RequestContext, resource_type: int, name: str, operation: int) -> ErrorCode | None:
@@ -292,4 +368,5 @@ APIS = {
     37: (0, 3, create_partitions),
     32: (1, 4, describe_configs),
     44: (0, 1, incremental_alter_configs),
+    33: (0, 2, alter_configs),
 }
