@@ -217,12 +217,9 @@ def incremental_alter_configs(ctx: RequestContext, request: Request) -> Response
     responses = []
     waits = []
     for resource in request.resources:
-        entry = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
-                 "resource_name": resource.resource_name}
+        entry = _alteration_entry(ctx, resource)
         responses.append(entry)
-        refused = _config_refusal(ctx, resource.resource_type, resource.resource_name, ALTER_CONFIGS)
-        if refused is not None:
-            entry["error_code"] = refused
+        if entry["error_code"] != ErrorCode.none:
             continue
         if resource.resource_type == RESOURCE_TOPIC:
             try:
@@ -306,12 +303,9 @@ def alter_configs(ctx: RequestContext, request: Request) -> dict:
     broker = ctx.broker
     responses = []
     for resource in request.resources:
-        entry = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
-                 "resource_name": resource.resource_name}
+        entry = _alteration_entry(ctx, resource)
         responses.append(entry)
-        refused = _config_refusal(ctx, resource.resource_type, resource.resource_name, ALTER_CONFIGS)
-        if refused is not None:
-            entry["error_code"] = refused
+        if entry["error_code"] != ErrorCode.none:
             continue
         if resource.resource_type != RESOURCE_TOPIC:
             entry.update(error_code=ErrorCode.invalid_request,
@@ -325,6 +319,14 @@ def alter_configs(ctx: RequestContext, request: Request) -> dict:
         except TopicError as exc:
             entry.update(error_code=exc.error_code, error_message=str(exc))
     return {"throttle_time": 0, "responses": responses}
+
+
+def _alteration_entry(ctx: RequestContext, resource) -> dict:
+    """A resource's answer to IncrementalAlterConfigs / AlterConfigs: refused up front if the principal may not
+    alter its configs."""
+    refused = _config_refusal(ctx, resource.resource_type, resource.resource_name, ALTER_CONFIGS)
+    return {"error_code": refused if refused is not None else ErrorCode.none, "error_message": None,
+            "resource_type": resource.resource_type, "resource_name": resource.resource_name}
 
 
 def _config_refusal(ctx: RequestContext, resource_type: int, name: str, operation: int) -> ErrorCode | None:
