@@ -101,9 +101,6 @@ class ShareGroup:
     def state(self) -> str:
         return STABLE if self.members else EMPTY
 
-    def subscribed_topics(self) -> set[str]:
-        return {t for m in self.members.values() for t in m.subscribed}
-
 
 class ShareGroupCoordinator:
     def __init__(self, registry: TopicRegistry, settings: ShareSettings | None = None) -> None:
@@ -251,7 +248,7 @@ class ShareGroupCoordinator:
             if sp.release_member(member_id, limit):
                 changed.append(key)
         if changed:
-            self._write_partitions(group, changed)
+            self.write_partitions(group, changed)
             self.wake()
 
     # -- share sessions ---------------------------------------------------------------------
@@ -364,16 +361,14 @@ class ShareGroupCoordinator:
         return self._append([(_group_key(group.group_id),
                               orjson.dumps({"configs": group.configs, "epoch": group.epoch, "members": members}))])
 
-    def write_partitions(self, group: ShareGroup, keys) -> int:
-        return self._write_partitions(group, keys)
-
     def forget_partitions(self, group: ShareGroup, keys) -> int:
         """DeleteShareGroupOffsets: the share-partitions start afresh (by share.auto.offset.reset) next time."""
         for key in keys:
             del group.partitions[key]
         return self._append([(_partition_key(group.group_id, t, p), None) for t, p in keys])
 
-    def _write_partitions(self, group: ShareGroup, keys) -> int:
+    def write_partitions(self, group: ShareGroup, keys) -> int:
+        """Append the share-partitions ``keys`` as they are now; returns the offset to wait on for durability."""
         records = []
         for t, p in keys:
             topic = self.registry.get(t)
@@ -415,7 +410,7 @@ class ShareGroupCoordinator:
             limit = self.setting(group, "delivery_count_limit")
             changed = [key for key, sp in group.partitions.items() if sp.expire_locks(now, limit)]
             if changed:
-                self._write_partitions(group, changed)
+                self.write_partitions(group, changed)
                 self.wake()
 
 

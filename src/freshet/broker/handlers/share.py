@@ -121,13 +121,18 @@ def _acknowledge(ctx: RequestContext, group: ShareGroup, member_id: str, topics)
     return results, changed
 
 
-def _when_durable(ctx: RequestContext, group: ShareGroup, changed: set, body: dict, on_failure) -> Response:
-    """Persist the changed share-partitions; the answer leaves once they are fsync'd."""
-    if not changed:
+def _when_durable(ctx: RequestContext, group: ShareGroup, changed: set, body: dict, on_failure,
+                  acquired: frozenset | set = frozenset()) -> Response:
+    """Persist the share-partitions acknowledgements (or an offset reset) ``changed``, and those ``acquired`` records
+    changed; the answer leaves once the ``changed`` ones are fsync'd (acquisitions are written, not waited on: a
+    crash only makes them available again)."""
+    if not changed and not acquired:
         return body
     broker = ctx.broker
-    broker.share_groups.wake()
-    last = broker.share_groups.write_partitions(group, sorted(changed))
+    last = broker.share_groups.write_partitions(group, sorted(changed | set(acquired)))
+    if not changed:
+        return body
+    broker.share_groups.wake()  # released records may be waiting for a long-polling fetch
     durable = broker.group_commit.durable(broker.share_groups.state, last)
 
     async def run() -> dict:
@@ -182,6 +187,7 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
     read_committed = coordinator.setting(group, "isolation_level") == "read_committed"
     unknown_ids = {t.topic_id for t in request.topics if broker.registry.by_id.get(t.topic_id) is None}
     max_records = max(0, request.max_records)
+    acquired: set[tuple[str, int]] = set()
 
     def read() -> tuple[dict, bool]:
         by_topic: dict = {}
@@ -220,7 +226,7 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
                 if not ranges:
                     continue
                 acquired_any = True
-                changed.add((name, index))
+                acquired.add((name, index))
                 entry = _partition_entry(by_topic, topic.topic_id, index, ctx)
                 entry["records"] = data
                 entry["acquired_records"] = [
@@ -244,7 +250,7 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
     body, acquired_any = read()
     max_wait_s = request.max_wait.total_seconds()
     if acquired_any or ack_results or epoch == -1 or not max_records or max_wait_s <= 0:
-        return _when_durable(ctx, group, changed, body, fail_acks)
+        return _when_durable(ctx, group, changed, body, fail_acks, acquired)
 
     async def long_poll() -> dict:
         deadline = time.monotonic() + max_wait_s
@@ -262,9 +268,8 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
             if member.member_id not in group.members or group.sessions.get(member.member_id) is not session:
                 break
             result, got = read()
-        if changed:
-            last = coordinator.write_partitions(group, sorted(changed))
-            broker.group_commit.durable(coordinator.state, last)  # acquisitions: written, not waited on
+        if acquired:  # a long poll carries no acknowledgements: nothing to wait for
+            coordinator.write_partitions(group, sorted(acquired))
         return result
 
     return long_poll()
@@ -348,18 +353,27 @@ def describe_share_group_offsets(ctx: RequestContext, request: Request) -> dict:
     return {"throttle_time": 0, "groups": groups_out}
 
 
+def _empty_share_group(ctx: RequestContext, group_id: str, operation: int) -> tuple[ShareGroup | None, dict | None]:
+    """The share group whose offsets Alter/DeleteShareGroupOffsets change, or the answer refusing it: the
+    principal may not, the group is not known, or it has members (offsets change only while it is empty)."""
+    group = ctx.broker.share_groups.groups.get(group_id)
+    if not ctx.allowed(operation, GROUP, group_id):
+        code, message = ErrorCode.group_authorization_failed, None
+    elif group is None:
+        code, message = ErrorCode.group_id_not_found, f"share group {group_id} is not known"
+    elif group.members:
+        code, message = ErrorCode.non_empty_group, "a share group's offsets change only while it has no members"
+    else:
+        return group, None
+    return None, {"throttle_time": 0, "error_code": code, "error_message": message, "responses": []}
+
+
 def alter_share_group_offsets(ctx: RequestContext, request: Request) -> Response:
     broker = ctx.broker
     coordinator = broker.share_groups
-    group = coordinator.groups.get(request.group_id)
-    if not ctx.allowed(READ, GROUP, request.group_id):
-        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "responses": []}
-    if group is None:
-        return {"throttle_time": 0, "error_code": ErrorCode.group_id_not_found,
-                "error_message": f"share group {request.group_id} is not known", "responses": []}
-    if group.members:
-        return {"throttle_time": 0, "error_code": ErrorCode.non_empty_group,
-                "error_message": "a share group's offsets change only while it has no members", "responses": []}
+    group, refusal = _empty_share_group(ctx, request.group_id, READ)
+    if refusal is not None:
+        return refusal
     plan = []
     responses = []
     for t in request.topics:
@@ -390,13 +404,9 @@ def alter_share_group_offsets(ctx: RequestContext, request: Request) -> Response
 def delete_share_group_offsets(ctx: RequestContext, request: Request) -> Response:
     broker = ctx.broker
     coordinator = broker.share_groups
-    group = coordinator.groups.get(request.group_id)
-    if not ctx.allowed(DELETE, GROUP, request.group_id):
-        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "responses": []}
-    if group is None:
-        return {"throttle_time": 0, "error_code": ErrorCode.group_id_not_found, "responses": []}
-    if group.members:
-        return {"throttle_time": 0, "error_code": ErrorCode.non_empty_group, "responses": []}
+    group, refusal = _empty_share_group(ctx, request.group_id, DELETE)
+    if refusal is not None:
+        return refusal
     responses = []
     removed = []
     for t in request.topics:
