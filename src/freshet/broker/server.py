@@ -88,7 +88,6 @@ class Broker:
                                          bool(allow) if allow is not None else False)
         self.bound: dict[Listener, int] = {}  # listener -> the port it is bound to
         self._servers: list[asyncio.base_events.Server] = []
-        self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task] = set()
         self._cleaner: asyncio.Task | None = None
         self._background: set[asyncio.Task] = set()
@@ -120,7 +119,6 @@ class Broker:
             self.bound[listener] = server.sockets[0].getsockname()[1]
             log.info("broker listening on %s (port %d), data in %s", listener, self.bound[listener],
                      self.config.data_dir)
-        self._server = self._servers[0]
         self.port = self.bound[self.listeners[0]]
 
     def advertised(self, listener: Listener | None) -> tuple[str, int]:
@@ -139,9 +137,10 @@ class Broker:
             task.cancel()
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._cleaner:
-            self._cleaner.cancel()
-            await asyncio.gather(self._cleaner, return_exceptions=True)
+        tasks = [t for t in (self._cleaner, *self._background) if t is not None]  # the cleaner and topic cleanings
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self.groups.stop()
         await self.share_groups.stop()
         await self.transactions.stop()
@@ -151,34 +150,30 @@ class Broker:
 
     def clean_soon(self, topic_name: str) -> None:
         """Retention and compaction for one topic now (its configs changed), not at the next cleaner round."""
-        async def run() -> None:
-            topic = self.registry.get(topic_name)
-            for partition in list(topic.partitions) if topic else []:
-                if self.registry.get(topic_name) is not topic:
-                    return
-                try:
-                    clean(partition)
-                except Exception:
-                    log.exception("cleaning %s failed", partition.directory)
-                await asyncio.sleep(0)
-
-        task = asyncio.get_running_loop().create_task(run(), name=f"clean-{topic_name}")
+        topic = self.registry.get(topic_name)
+        if topic is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._clean_topic(topic), name=f"clean-{topic_name}")
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
     async def _run_cleaner(self) -> None:
-        """Retention and compaction, partition by partition, letting requests in between."""
+        """Retention and compaction, topic by topic, at the cleaner interval."""
         while True:
             await asyncio.sleep(self.config.cleaner_interval_ms / 1000)
             for topic in list(self.registry.topics.values()):
-                for partition in list(topic.partitions):
-                    if self.registry.get(topic.name) is not topic:
-                        break  # deleted meanwhile
-                    try:
-                        clean(partition)
-                    except Exception:
-                        log.exception("cleaning %s failed", partition.directory)
-                    await asyncio.sleep(0)
+                await self._clean_topic(topic)
+
+    async def _clean_topic(self, topic) -> None:
+        """One cleaner pass over ``topic``, partition by partition, letting requests in between."""
+        for partition in list(topic.partitions):
+            if self.registry.get(topic.name) is not topic:
+                return  # deleted meanwhile
+            try:
+                clean(partition)
+            except Exception:
+                log.exception("cleaning %s failed", partition.directory)
+            await asyncio.sleep(0)
 
     # -- connections ----------------------------------------------------------------------
 
