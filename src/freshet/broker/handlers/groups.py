@@ -202,7 +202,6 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: boo
 
 
 def offset_fetch(ctx: RequestContext, request: Request) -> dict:
-    broker = ctx.broker
     if hasattr(request, "groups"):
         groups = []
         for g in request.groups:

@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from ..acls import ALTER, CLUSTER, CLUSTER_NAME, DESCRIBE, AclBinding, AclError, AclFilter
 from ..context import Request, RequestContext, Response
-from ..credentials import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, ScramCredential
+from ..credentials import MAX_ITERATIONS, MECHANISM_IDS, MECHANISMS, MIN_ITERATIONS, ScramCredential
 from ..sasl import AuthenticationFailed
 
 log = logging.getLogger(__name__)
@@ -104,9 +104,8 @@ def describe_user_scram_credentials(ctx: RequestContext, request: Request) -> di
             results.append({"user": name, "error_code": ErrorCode.resource_not_found,
                             "error_message": f"no SCRAM credentials for {name!r}", "credential_infos": []})
             continue
-        ids = {v: k for k, v in MECHANISMS.items()}
         results.append({"user": name, "error_code": ErrorCode.none, "error_message": None, "credential_infos": [
-            {"mechanism": ids[c.mechanism], "iterations": c.iterations} for c in credentials]})
+            {"mechanism": MECHANISM_IDS[c.mechanism], "iterations": c.iterations} for c in credentials]})
     return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "results": results}
 
 
@@ -170,10 +169,6 @@ def alter_user_scram_credentials(ctx: RequestContext, request: Request) -> dict:
 
 # -- ACLs ------------------------------------------------------------------------------------------
 
-def _security_disabled(ctx: RequestContext) -> bool:
-    return ctx.broker.authorizer is None
-
-
 _DISABLED = "no listener authenticates its clients, so there are no ACLs (add a SASL listener)"
 
 
@@ -202,8 +197,9 @@ def create_acls(ctx: RequestContext, request: Request) -> dict:
     return {"throttle_time": 0, "results": results}
 
 
-def _filter(f, name_attr: str = "resource_name_filter") -> AclFilter:
-    return AclFilter(f.resource_type_filter, getattr(f, name_attr), f.pattern_type_filter, f.principal_filter,
+def _filter(f) -> AclFilter:
+    """A DescribeAcls request or a DeleteAcls filter as an AclFilter (they share the field names)."""
+    return AclFilter(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter, f.principal_filter,
                      f.host_filter, f.operation, f.permission_type)
 
 
