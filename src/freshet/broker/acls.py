@@ -111,7 +111,7 @@ class AclFilter:
                     or (b.pattern_type == PREFIXED and self.resource_name.startswith(b.resource_name))):
                 return False
         else:
-            if self.pattern_type not in (ANY_PATTERN,) and b.pattern_type != self.pattern_type:
+            if self.pattern_type != ANY_PATTERN and b.pattern_type != self.pattern_type:
                 return False
             if self.resource_name is not None and b.resource_name != self.resource_name:
                 return False
@@ -140,6 +140,8 @@ class Authorizer:
         self.super_users = set(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self.bindings: set[AclBinding] = set()
+        # decisions already taken: every produce and fetch asks for each topic, and bindings change rarely
+        self._decisions: dict[tuple[str, str, int, int, str], bool] = {}
         if os.path.exists(path):
             with open(path) as f:
                 self.bindings = {AclBinding(**b) for b in json.load(f)}
@@ -147,6 +149,15 @@ class Authorizer:
     def authorize(self, principal: str, host: str, operation: int, resource_type: int, name: str) -> bool:
         if principal in self.super_users:
             return True
+        key = (principal, host, operation, resource_type, name)
+        decision = self._decisions.get(key)
+        if decision is None:
+            if len(self._decisions) >= 100_000:
+                self._decisions.clear()
+            decision = self._decisions[key] = self._decide(principal, host, operation, resource_type, name)
+        return decision
+
+    def _decide(self, principal: str, host: str, operation: int, resource_type: int, name: str) -> bool:
         relevant = [b for b in self.bindings if b.names_resource(resource_type, name)]
         if not relevant:
             return self.allow_everyone_if_no_acl_found
@@ -162,6 +173,7 @@ class Authorizer:
 
     def create(self, bindings: list[AclBinding]) -> None:
         self.bindings |= set(bindings)
+        self._decisions.clear()
         self._save()
 
     def delete(self, filters: list[AclFilter]) -> list[list[AclBinding]]:
@@ -169,6 +181,7 @@ class Authorizer:
         removed = {b for group in matched for b in group}
         if removed:
             self.bindings -= removed
+            self._decisions.clear()
             self._save()
         return matched
 
