@@ -22,7 +22,8 @@ bootstrap_option = click.option(
 
 
 def one_line_errors(fn):
-    """ClientError (and Ctrl-C) become one line on stderr and exit status 1."""
+    """ClientError, a Kafka error and a file that cannot be read or written become one line on stderr and exit
+    status 1 (Ctrl-C: 130)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -34,6 +35,10 @@ def one_line_errors(fn):
         except KafkaException as exc:
             err = exc.args[0] if exc.args else exc
             click.echo(f"error: {err.str() if hasattr(err, 'str') else err}", err=True)
+            sys.exit(1)
+        except OSError as exc:  # a file or directory the command was given cannot be read or written
+            where = f": {exc.filename}" if exc.filename else ""
+            click.echo(f"error: {exc.strerror or exc}{where}", err=True)
             sys.exit(1)
         except KeyboardInterrupt:
             sys.exit(130)

@@ -336,6 +336,10 @@ def test_acls_survive_a_restart_and_are_listed_and_removed_from_the_cli(secured,
     assert freshet("acl", "list", "--principal", "User:carol", env=env).stdout == ""
     bad = freshet("acl", "add", "--principal", "carol", "--operation", "read", "--topic", "x", env=env)
     assert bad.returncode == 1 and "principal" in bad.stderr.lower()
+    for args in (("security", "init", "--dir", "/proc/no-such-dir"),
+                 ("users", "add", "x", "--password", "p", "--data-dir", "/proc/no-such-dir")):
+        r = freshet(*args)
+        assert r.returncode == 1 and r.stderr.startswith("error: ") and len(r.stderr.strip().splitlines()) == 1, r
 
 
 def test_users_managed_over_the_protocol(secured, admin):
