@@ -21,9 +21,11 @@ test-deps:
 lint: install
 	$(BIN)/lint-imports
 
-# two workers: the Spark tests share one worker (and one SparkSession), everything else runs beside them
+# three workers: the Spark tests share one worker (one SparkSession, one Spark cluster), everything else runs on
+# the other two. Most tests wait (for JVMs, drivers killed and restarted, fsync, timeouts) more than they compute:
+# a third worker keeps the two cores busy
 test: install test-deps lint
-	$(BIN)/pytest -q -n 2 --dist loadgroup tests
+	$(BIN)/pytest -q -n 3 --dist loadgroup tests
 
 # the unit tier alone: no JVM, no sockets, seconds
 test-fast: install

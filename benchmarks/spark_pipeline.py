@@ -12,6 +12,11 @@ the end of the microbatch whose result includes it), p50 and p99.
 Prints one JSON object per result; each throughput result also says where the CPU went (cpu_s: seconds of
 CPU of the broker, the Spark JVM and Spark's Python workers while the query ran, from /proc on Linux).
 
+--compare-cluster runs (b) alone on local[2] and on a Spark standalone cluster of two one-core workers on this
+machine (freshet.local.spark_cluster, as `freshet spark start-cluster` starts it), --rounds alternating turns, each
+in a process of its own (one SparkContext per process), the topic loaded once; it prints the cluster's start-up
+time, each engine's session start and steady rows/s, and the medians' ratio.
+
 --ceiling adds two sources to (a), to show where the limit lies: `arrow_files`, a Python data source
 yielding the same rows as ready Arrow batches from memory-mapped files (what Spark's Python data
 source path costs with no reading at all), and `kafka_consume_only`, the freshet source with its read
@@ -247,6 +252,68 @@ def cpu_seconds(broker_pid: int) -> dict:
     return out
 
 
+def window_once(master: str, bootstrap: str, topic: str) -> None:
+    """One (b) run of the freshet source on ``master``, in this process: its JSON line."""
+    from freshet.spark import session
+
+    began = time.monotonic()
+    spark = session("bench-window", master=master, shuffle_partitions=4,
+                    extra={"spark.sql.streaming.numRecentProgressUpdates": "1000"})
+    session_s = time.monotonic() - began
+    work = tempfile.mkdtemp(prefix="freshet-bench-window-")
+    try:
+        raw = (spark.readStream.format("freshet").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+               .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", ROWS_PER_BATCH).load())
+        query = (windowed(raw).writeStream.outputMode("update").format("noop").trigger(availableNow=True)
+                 .option("checkpointLocation", os.path.join(work, "ck")).start())
+        result = measure(query)
+        print(json.dumps({"engine": master, "session_start_s": round(session_s, 1), **result}), flush=True)
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def compare_cluster(args, common: dict) -> None:
+    """(b) on local[2] and on a two-worker standalone cluster, alternating, each run a child process."""
+    import subprocess
+    import sys
+
+    from freshet.local.spark_cluster import SparkCluster
+
+    work = tempfile.mkdtemp(prefix="freshet-bench-cluster-")
+    broker = BrokerProcess().start()
+    try:
+        topic = f"bench-{uuid.uuid4().hex[:6]}"
+        AdminClient({"bootstrap.servers": broker.bootstrap}).create_topics([NewTopic(topic, 6)])[topic].result(30)
+        produce_all(broker.bootstrap, topic, make_values(args.events, 1_700_000_000_000), 6)
+        began = time.monotonic()
+        with SparkCluster(os.path.join(work, "cluster"), workers=2, cores=1, memory="2g") as cluster:
+            started_s = time.monotonic() - began
+            print(json.dumps({"result": "cluster_start", "workers": 2, "cores_per_worker": 1,
+                              "seconds": round(started_s, 1), **common}), flush=True)
+            runs: dict[str, list[dict]] = {"local[2]": [], cluster.master_url: []}
+            for round_ in range(1, args.rounds + 1):
+                for master, done in runs.items():
+                    out = subprocess.run([sys.executable, __file__, "--window-once", master, "--bootstrap",
+                                          broker.bootstrap, "--topic", topic], capture_output=True, text=True,
+                                         timeout=1800, check=False)
+                    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+                    if out.returncode != 0 or not lines:
+                        raise RuntimeError(f"the run on {master} failed: {out.stderr[-2000:]}")
+                    run = json.loads(lines[-1])
+                    done.append(run)
+                    print(json.dumps({"result": "parse_window_engine", "round": round_, **run, **common}), flush=True)
+        local, on_cluster = (statistics.median(r["rows_per_s"] for r in rs) for rs in runs.values())
+        print(json.dumps({"result": "parse_window_cluster_over_local", "ratio": round(on_cluster / local, 2),
+                          "local_rows_per_s": round(local), "cluster_rows_per_s": round(on_cluster),
+                          "rows_per_s_spread": {m: [r["rows_per_s"] for r in rs] for m, rs in runs.items()},
+                          "session_start_s": {m: [r["session_start_s"] for r in rs] for m, rs in runs.items()},
+                          **common}), flush=True)
+    finally:
+        broker.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--events", type=int, default=2_000_000)
@@ -262,8 +329,17 @@ def main() -> None:
     ap.add_argument("--ceiling", action="store_true",
                     help="also run (a) over ready Arrow batches from a Python data source (no reading at all) and "
                          "over confluent-kafka's consume() alone: where the limit of (a) lies")
+    ap.add_argument("--compare-cluster", action="store_true",
+                    help="(b) on local[2] and on a two-worker standalone cluster on this machine, alternating")
+    ap.add_argument("--window-once", metavar="MASTER", help=argparse.SUPPRESS)  # a child of --compare-cluster
+    ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    ap.add_argument("--topic", help=argparse.SUPPRESS)
     args = ap.parse_args()
     common = {"machine": f"{platform.machine()} {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d")}
+    if args.window_once:
+        return window_once(args.window_once, args.bootstrap, args.topic)
+    if args.compare_cluster:
+        return compare_cluster(args, common)
     work = tempfile.mkdtemp(prefix="freshet-bench-")
     broker = BrokerProcess().start()
     try:

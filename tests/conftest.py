@@ -71,8 +71,9 @@ def kcat():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`make test` runs two workers), every test that uses Spark goes to one worker,
-    so one SparkSession serves them all while the other worker runs the rest."""
+    """Under pytest-xdist (`make test` runs three workers), every test that uses Spark in this process (the
+    shared SparkSession, the Spark cluster, or either as an `engine`) goes to one worker, so one session and one
+    cluster serve them all while the other workers run the rest."""
     for item in items:
-        if "spark" in getattr(item, "fixturenames", ()):
+        if {"spark", "engine", "spark_cluster"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group("spark"))

@@ -1,5 +1,7 @@
-import pytest
+import subprocess
+import sys
 
+import pytest
 
 
 @pytest.fixture(scope="session")
@@ -10,3 +12,42 @@ def spark():
     s = session("freshet-tests", shuffle_partitions=2)
     yield s
     s.stop()
+
+
+def freshet(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "freshet.cli.main", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """A Spark standalone cluster started as a user starts one (freshet spark start-cluster): two workers of two
+    cores and 3 GB each (what the master hands out, not what is used), and a Spark Connect server holding one
+    core and one 1 GB executor on each; the rest is left for `freshet run --master` drivers. Stopped with
+    stop-cluster."""
+    from freshet.local.spark_cluster import SparkCluster
+
+    directory = str(tmp_path_factory.mktemp("spark-cluster"))
+    where = ("--dir", directory)
+    started = freshet("spark", "start-cluster", "--workers", "2", "--cores", "2", "--memory", "3g", "--port", "0",
+                      "--ui-port", "0", *where)
+    assert started.returncode == 0, started.stderr
+    try:
+        connect = freshet("spark", "start-connect", "--port", "0", "--cores", "2", *where)
+        assert connect.returncode == 0, connect.stderr
+        cluster = SparkCluster(directory)
+        assert cluster.attach()
+        yield cluster
+    finally:
+        stopped = freshet("spark", "stop-cluster", *where)
+        assert stopped.returncode == 0, stopped.stderr
+
+
+@pytest.fixture(params=["local", "cluster"])
+def engine(request):
+    """Where a scenario runs: the shared local session, or the cluster through Spark Connect."""
+    from freshet.testing.spark_engines import ConnectEngine, LocalEngine
+
+    if request.param == "local":
+        return LocalEngine(request.getfixturevalue("spark"))
+    return ConnectEngine(request.getfixturevalue("spark_cluster").connect_url)

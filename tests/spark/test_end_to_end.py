@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from datetime import datetime, timezone
 from itertools import islice
@@ -13,10 +14,11 @@ import psycopg
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from freshet.client.pipeline_registry import read_pipelines
 from freshet.client.produce import produce_records
 from freshet.gen.access_logs import AccessLogGenerator
-from freshet.pipelines.runner import PipelineSpec, start
-from freshet.testing.crash import kill_mid_stream
+from freshet.pipelines.runner import PipelineSpec
+from freshet.testing.crash import committed_batches, kill_mid_stream
 from freshet.testing.parquet import committed_rows
 from freshet.testing.topics import create_topic, read_to_end
 
@@ -31,9 +33,9 @@ def generate(n, seed):
     return list(islice(gen.events(), n))
 
 
-def load(broker, topic, events, partitions=3):
-    create_topic(broker.bootstrap, topic, partitions)
-    produce_records(broker.bootstrap, topic, ((e.client_ip.encode(), e.line.encode(), e.timestamp_ms)
+def load(bootstrap, topic, events, partitions=3):
+    create_topic(bootstrap, topic, partitions)
+    produce_records(bootstrap, topic, ((e.client_ip.encode(), e.line.encode(), e.timestamp_ms)
                                               for e in events))
 
 
@@ -56,24 +58,25 @@ def closed_windows(events, counts):
     return {w: c for w, c in counts.items() if (w.replace(tzinfo=timezone.utc).timestamp() + 60) * 1000 <= watermark}
 
 
-def test_generated_logs_to_parquet_and_postgres_match_an_independent_count(spark, broker, postgres, topic_name,
+def test_generated_logs_to_parquet_and_postgres_match_an_independent_count(engine, broker, postgres, topic_name,
                                                                           tmp_path):
+    """requests-per-minute into the three sinks and unique-users, on the local session and on the cluster."""
     events = generate(12_000, seed=3)
-    load(broker, topic_name, events)
+    load(broker.bootstrap, topic_name, events)
     counts = expected_counts(events)
     out_topic = f"{topic_name}-rpm"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(out_topic, 1)])[out_topic].result(10)
-    for sink in (f"parquet:{tmp_path / 'rpm'}", "postgres:rpm_e2e", f"topic:{out_topic}"):
-        spec = PipelineSpec("requests-per-minute", topic_name, sink, broker.bootstrap,
-                            str(tmp_path / f"ck-{sink[:4]}"), available_now=True, pg_dsn=postgres.dsn)
-        query = start(spark, spec)
-        query.awaitTermination(600)
-        assert query.exception() is None
-    parquet = {r.window_start: r.requests for r in spark.read.parquet(str(tmp_path / "rpm")).collect()}
+    rpm_table, uu_table = f"rpm_e2e_{engine.name}", f"unique_users_e2e_{engine.name}"
+    for sink in (f"parquet:{tmp_path / 'rpm'}", f"postgres:{rpm_table}", f"topic:{out_topic}"):
+        engine.run(PipelineSpec("requests-per-minute", topic_name, sink, broker.bootstrap,
+                                str(tmp_path / f"ck-{sink[:4]}"), available_now=True, pg_dsn=postgres.dsn))
+    rows = committed_rows(str(tmp_path / "rpm"))
+    parquet = {r.window_start: r.requests for r in rows}
+    assert len(parquet) == len(rows), "a window was written twice"
     assert parquet == closed_windows(events, counts)
     with psycopg.connect(postgres.dsn) as conn:
-        rows = conn.execute("SELECT window_start AT TIME ZONE 'UTC', requests FROM rpm_e2e").fetchall()
+        rows = conn.execute(f"SELECT window_start AT TIME ZONE 'UTC', requests FROM {rpm_table}").fetchall()
     assert dict(rows) == dict(counts)
     # the topic holds every update of a window (update mode), each batch's once: the last one per key counts
     latest = {}
@@ -81,17 +84,14 @@ def test_generated_logs_to_parquet_and_postgres_match_an_independent_count(spark
         latest[json.loads(key)["window_start"]] = json.loads(value)["requests"]
     assert {datetime.fromisoformat(w).replace(tzinfo=None): n for w, n in latest.items()} == dict(counts)
 
-    spec = PipelineSpec("unique-users", topic_name, "postgres:unique_users_e2e", broker.bootstrap,
-                        str(tmp_path / "ck-uu"), available_now=True, pg_dsn=postgres.dsn)
-    query = start(spark, spec)
-    query.awaitTermination(600)
-    assert query.exception() is None
+    engine.run(PipelineSpec("unique-users", topic_name, f"postgres:{uu_table}", broker.bootstrap,
+                            str(tmp_path / "ck-uu"), available_now=True, pg_dsn=postgres.dsn))
     users_per_hour: dict = {}
     for e in events:
         users_per_hour.setdefault(minute(e.timestamp_ms).replace(minute=0), set()).add(e.client_ip)
     with psycopg.connect(postgres.dsn) as conn:
         rows = conn.execute("SELECT window_start AT TIME ZONE 'UTC', unique_exact, unique_approx "
-                            "FROM unique_users_e2e").fetchall()
+                            f"FROM {uu_table}").fetchall()
     assert {w: exact for w, exact, _ in rows} == {w: len(ips) for w, ips in users_per_hour.items()}
     assert all(abs(approx - exact) <= 0.15 * exact for _, exact, approx in rows)
 
@@ -100,7 +100,7 @@ def test_generated_logs_to_parquet_and_postgres_match_an_independent_count(spark
 @pytest.mark.timeout(900)
 def test_exactly_once_under_kill_9_of_the_driver(broker, postgres, topic_name, tmp_path):
     events = generate(12_000, seed=9)
-    load(broker, topic_name, events)
+    load(broker.bootstrap, topic_name, events)
     counts = expected_counts(events)
     out = str(tmp_path)
     cmd = [sys.executable, os.path.join(HERE, "pipeline_driver.py"), broker.bootstrap, topic_name, out, postgres.dsn]
@@ -134,3 +134,45 @@ def test_run_says_why_a_query_failed_in_one_line_and_keeps_spark_output_in_its_l
                     f"does not read (more in {checkpoint}.spark.log)"), r.stderr
     assert "Traceback" not in r.stderr and "\tat " not in r.stderr and len(r.stderr.strip().splitlines()) == 3
     assert "startingOffsets names" in (tmp_path / "ck.spark.log").read_text()
+
+
+# one driver JVM start on the cluster (40-60 s on 2 cores) and a worker restart
+@pytest.mark.timeout(900)
+def test_a_worker_killed_mid_stream_the_query_finishes_with_every_window_once(spark_cluster, broker, topic_name,
+                                                                           tmp_path):
+    """`freshet run --master spark://...`: the driver here, one executor on each worker. Worker 0 and its
+    executor are killed -9 after two microbatches; Spark runs the lost tasks on the other executor, reloads the
+    state store from the checkpoint, and the query reads to the end with every closed window written once."""
+    events = generate(12_000, seed=21)
+    load(broker.bootstrap, topic_name, events)
+    out, checkpoint = str(tmp_path / "rpm"), str(tmp_path / "ck")
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "freshet.cli.main", "run", "requests-per-minute", "--from", topic_name,
+         "--to", f"parquet:{out}", "--checkpoint", checkpoint, "--available-now", "--max-offsets-per-trigger", "1000",
+         "--master", spark_cluster.master_url, "--spark-conf", "spark.cores.max=2",
+         "--spark-conf", "spark.executor.cores=1", "--bootstrap", broker.bootstrap],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while committed_batches(checkpoint) < 2 and time.monotonic() < deadline:
+            assert driver.poll() is None, driver.communicate()[1][-3000:]
+            time.sleep(0.2)
+        at_kill = committed_batches(checkpoint)
+        assert at_kill >= 2, "the query made no progress on the cluster"
+        spark_cluster.kill_worker(0)
+        _, err = driver.communicate(timeout=600)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        spark_cluster.restart_worker(0)
+    assert driver.returncode == 0, err[-3000:]
+    assert at_kill < committed_batches(checkpoint), "the worker died after the query had finished"
+    assert "running requests-per-minute" in err and "2 task slots" in err, err
+    rows = committed_rows(out)
+    windows = [r.window_start for r in rows]
+    assert len(windows) == len(set(windows)), "a window was written twice"
+    assert {r.window_start: r.requests for r in rows} == closed_windows(events, expected_counts(events))
+    # the dashboard's pipeline registry says where it ran and links to the application's Spark UI
+    announced = read_pipelines(broker.bootstrap)["requests-per-minute-to-parquet"]
+    assert announced["engine"] == spark_cluster.master_url and announced["spark_ui"].startswith("http://")
+    assert os.path.isdir(os.path.join(checkpoint, "state")), "the stateful stage kept its state in the checkpoint"

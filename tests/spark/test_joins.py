@@ -61,21 +61,17 @@ def load_search_clicks(broker, searches_topic, clicks_topic, n, seed):
     return searches, clicks
 
 
-def test_click_through_streaming_matches_an_independent_count(spark, broker, tmp_path):
-    searches, clicks = load_search_clicks(broker, "searches", "clicks", n=4000, seed=5)
+def test_click_through_streaming_matches_an_independent_count(engine, broker, tmp_path):
+    """The click-through pipeline over two topics, on the local session and on the cluster."""
+    from freshet.pipelines.runner import PipelineSpec
+    from freshet.testing.parquet import committed_rows
 
-    def stream(topic):
-        return (spark.readStream.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
-                .option("subscribe", topic).option("startingOffsets", "earliest").load())
-
-    result = joins.click_through(joins.parse_json(stream("searches"), joins.SEARCH_SCHEMA, "search_time"),
-                                 joins.parse_json(stream("clicks"), joins.CLICK_SCHEMA, "click_time"))
+    searches_topic, clicks_topic = f"searches-{engine.name}", f"clicks-{engine.name}"
+    searches, clicks = load_search_clicks(broker, searches_topic, clicks_topic, n=4000, seed=5)
     out = str(tmp_path / "ctr")
-    query = (result.writeStream.outputMode("append").format("parquet").option("path", out)
-             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
-    query.awaitTermination(600)
-    assert query.exception() is None
-    check_ctr(spark.read.parquet(out).collect(), searches, clicks)
+    engine.run(PipelineSpec("click-through", f"{searches_topic},{clicks_topic}", f"parquet:{out}", broker.bootstrap,
+                            str(tmp_path / "ck"), lateness="10 minutes", available_now=True))
+    check_ctr(committed_rows(out), searches, clicks)
 
 
 def check_ctr(rows, searches, clicks):

@@ -14,6 +14,7 @@ from confluent_kafka import KafkaException
 
 from freshet.client import DEFAULT_BOOTSTRAP, ClientError
 from freshet.local import BrokerProcess
+from freshet.local.spark_cluster import SparkClusterError
 
 bootstrap_option = click.option(
     "--bootstrap", "-b", envvar="FRESHET_BOOTSTRAP", default=DEFAULT_BOOTSTRAP, show_default=True,
@@ -22,14 +23,14 @@ bootstrap_option = click.option(
 
 
 def one_line_errors(fn):
-    """ClientError, a Kafka error and a file that cannot be read or written become one line on stderr and exit
-    status 1 (Ctrl-C: 130)."""
+    """ClientError, a Kafka error, a Spark cluster that cannot be started or found, and a file that cannot be
+    read or written become one line on stderr and exit status 1 (Ctrl-C: 130)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except ClientError as exc:
+        except (ClientError, SparkClusterError) as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
         except KafkaException as exc:

@@ -23,6 +23,7 @@ from .queue_cmd import queue
 from .records_cmd import consume, produce
 from .security_cmd import acl, security, users
 from .run_cmd import run
+from .spark_cmd import spark
 from .timeline_cmd import timeline
 from .topic_cmd import topic
 from .transactions_cmd import transactions
@@ -56,6 +57,7 @@ demo.add_command(alerts_demo)
 demo.add_command(redelivery_demo)
 cli.add_command(demo)
 cli.add_command(run)
+cli.add_command(spark)
 cli.add_command(cdc)
 cli.add_command(search)
 cli.add_command(dashboard)

@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 
 from freshet.spark import kafka_security_options
 from freshet.spark.postgres import PostgresUpsertSink
+from freshet.spark.session import task_slots
 
 from .catalog import CATALOG, Pipeline, names
 from .stateful import DEFAULT_LATENESS
@@ -61,7 +62,16 @@ def source(spark, spec: PipelineSpec, topic: str | None = None) -> DataFrame:
               .option("startingOffsets", spec.starting_offsets))
     if spec.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", spec.max_offsets_per_trigger)
+    slots = task_slots(spark)
+    if slots:  # a microbatch is read in as many tasks as the executors run at once (a cluster: its cores)
+        reader = reader.option("maxPartitions", str(slots))
     return reader.load()
+
+
+def shared_path(path: str) -> str:
+    """A checkpoint or output path as every process of the query sees it: executors run in their workers'
+    directories, so a relative path becomes absolute; URIs (hdfs://, s3a://, file:) stay as they are."""
+    return path if re.match(r"^[a-zA-Z][\w+.-]*:", path) else os.path.abspath(path)
 
 
 SINK_KINDS = ("console", "parquet", "postgres", "topic")
@@ -159,7 +169,7 @@ def _write(result: DataFrame, keys: list[str], final: bool, spec: PipelineSpec):
     if kind == "console":
         writer = result.writeStream.outputMode(mode).format("console").option("truncate", False)
     elif kind == "parquet":
-        writer = result.writeStream.outputMode("append").format("parquet").option("path", target)
+        writer = result.writeStream.outputMode("append").format("parquet").option("path", shared_path(target))
     elif kind == "postgres":
         writer = result.writeStream.outputMode(mode).foreachBatch(
             PostgresUpsertSink(spec.pg_dsn, target, keys, _sink_id(spec)))
@@ -196,7 +206,7 @@ class TopicBatchWriter:
 
 
 def _start(writer, spec: PipelineSpec):
-    writer = writer.option("checkpointLocation", spec.checkpoint).queryName(_name(spec))
+    writer = writer.option("checkpointLocation", shared_path(spec.checkpoint)).queryName(_name(spec))
     if spec.available_now:
         writer = writer.trigger(availableNow=True)
     else:

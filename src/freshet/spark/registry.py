@@ -40,9 +40,14 @@ def dataflow(query) -> list[str]:
 class PipelineReporter(StreamingQueryListener):
     """Publishes each progress report of the named queries; stops a query when asked to."""
 
-    def __init__(self, bootstrap: str, spark, command: list[str] | None = None) -> None:
+    def __init__(self, bootstrap: str, spark, command: list[str] | None = None, engine: str | None = None,
+                 spark_ui: str | None = None) -> None:
+        """``engine``: where the queries run (local, spark://..., sc://...); ``spark_ui``: the application's
+        Spark UI, which the dashboard links to."""
         ensure_topics(bootstrap)
         self.command = command  # freshet CLI arguments that start this pipeline again (for restart)
+        self.engine = engine
+        self.spark_ui = spark_ui
         self.bootstrap = bootstrap
         self.spark = spark
         self.producer = Producer(producer_config(bootstrap, {"log_level": 0}))
@@ -60,7 +65,8 @@ class PipelineReporter(StreamingQueryListener):
         if status != "running":
             self._ended.add(name)
         value = {"name": name, "status": status, "host": self.host, "updated_ms": int(time.time() * 1000),
-                 "progress": progress or {}, "dataflow": dataflow_nodes or [], "command": self.command}
+                 "progress": progress or {}, "dataflow": dataflow_nodes or [], "command": self.command,
+                 "engine": self.engine, "spark_ui": self.spark_ui}
         self.producer.produce(PIPELINES_TOPIC, json.dumps(value).encode(), name.encode())
         self.producer.poll(0)
 
@@ -71,8 +77,12 @@ class PipelineReporter(StreamingQueryListener):
             self.publish(event.name, "running")
 
     def onQueryProgress(self, event) -> None:
-        p = json.loads(event.progress.json)
-        if not p.get("name"):
+        self.report_progress(json.loads(event.progress.json))
+
+    def report_progress(self, p: dict) -> None:
+        """Publish one progress report (Spark's StreamingQueryProgress as a dict): from the listener, or polled
+        from ``query.lastProgress`` where no listener runs (a Spark Connect client, see ``freshet run``)."""
+        if not p or not p.get("name"):
             return
         query = next((q for q in self.spark.streams.active if q.name == p["name"]), None)
         dropped = self._dropped.get(p["name"], 0) + sum(

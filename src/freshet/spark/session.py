@@ -18,13 +18,50 @@ def register(spark) -> None:
     spark.dataSource.register(FreshetDataSource)
 
 
+# SQL settings every Freshet session runs with, a local one or a Spark Connect client's (runtime settings: a
+# Connect client sets them on its server session)
+SQL_CONF = {
+    "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+    # a microbatch writes only the state changes (a changelog per partition) instead of uploading a
+    # snapshot of the RocksDB state to the checkpoint; snapshots are made in the background.
+    # Measured with the windowed count at 20k events/s: state commit 250 -> 110 ms per microbatch
+    # (with the checkpoint manager below: 106 -> 7 ms)
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+}
+
+
+def on_this_machine(master: str) -> bool:
+    """A local master, or a standalone cluster on this machine (whose checkpoints are local files)."""
+    return master.startswith("local") or master.split("://", 1)[-1].split(":")[0] in ("127.0.0.1", "localhost")
+
+
+def _sql_conf(master: str, shuffle_partitions: int) -> dict[str, str]:
+    conf = {**SQL_CONF, "spark.sql.shuffle.partitions": str(shuffle_partitions)}
+    if on_this_machine(master):
+        # Without Hadoop's native library (not in pip's PySpark), the default FileContext-based
+        # checkpoint manager forks `chmod` and `readlink` processes for every checkpoint file it writes
+        # (~20 forks per microbatch, ~40 ms per offset or commit log entry here). The FileSystem-based
+        # one writes a temporary file and renames it, which the local file system does atomically:
+        # offset and commit log entries 42-45 -> 12-13 ms, the live windowed count's median microbatch
+        # 0.67 -> 0.33 s. Left at Spark's default for a cluster elsewhere, whose checkpoints live on HDFS or S3.
+        conf["spark.sql.streaming.checkpointFileManagerClass"] = FILE_SYSTEM_CHECKPOINT_MANAGER
+    return conf
+
+
 def session(app_name: str = "freshet", master: str | None = None, shuffle_partitions: int = 4,
-            driver_memory: str = "2g", extra: dict | None = None):
+            driver_memory: str = "2g", extra: dict | None = None, remote: str | None = None):
     """Build (or get) a SparkSession: few shuffle partitions, RocksDB state store, quiet logs.
 
-    ``master`` defaults to $FRESHET_SPARK_MASTER or local[2]. Executors run this interpreter, so
-    they import Freshet as the driver does.
+    ``master`` defaults to $FRESHET_SPARK_MASTER or local[2] (``spark://HOST:PORT``: a standalone cluster,
+    whose Spark UI is then on). Executors run this interpreter, so they import Freshet as the driver does.
+    ``remote`` (``sc://HOST:PORT``, or $FRESHET_SPARK_REMOTE) makes a Spark Connect client session instead:
+    the queries run on the server, whose Python must have Freshet installed.
     """
+    remote = remote or os.environ.get("FRESHET_SPARK_REMOTE")
+    if remote:
+        return connect_session(remote, shuffle_partitions, extra)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -32,43 +69,83 @@ def session(app_name: str = "freshet", master: str | None = None, shuffle_partit
 
     log4j = os.path.join(os.path.dirname(__file__), "log4j2.properties")
     master = master or os.environ.get("FRESHET_SPARK_MASTER", "local[2]")
+    local = master.startswith("local")
     builder = (
         SparkSession.builder.appName(app_name)
         .master(master)
         .config("spark.driver.memory", driver_memory)
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
-        # a microbatch writes only the state changes (a changelog per partition) instead of uploading a
-        # snapshot of the RocksDB state to the checkpoint; snapshots are made in the background.
-        # Measured with the windowed count at 20k events/s: state commit 250 -> 110 ms per microbatch
-        # (with the checkpoint manager below: 106 -> 7 ms)
-        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
+        # on a cluster the dashboard links to the application's UI (its executors, tasks, lost workers)
+        .config("spark.ui.enabled", "false" if local else "true")
         # a deep regex backtrack in a stream thread overflowed the default 1 MB stack when queries stopped
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j} -Xss16m")
         .config("spark.sql.warehouse.dir", os.path.join(tempfile.gettempdir(), "freshet-spark-warehouse"))
-        .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
         # the JVM talks to its Python workers over Unix domain sockets instead of loopback TCP: a
         # Python task (a source read, a foreachBatch, a stateful operator) starts in ~18 ms
         # instead of ~55 ms here, which every microbatch pays per task
         .config("spark.python.unix.domain.socket.enabled", "true")
     )
-    if master.startswith("local"):
-        # Without Hadoop's native library (not in pip's PySpark), the default FileContext-based
-        # checkpoint manager forks `chmod` and `readlink` processes for every checkpoint file it writes
-        # (~20 forks per microbatch, ~40 ms per offset or commit log entry here). The FileSystem-based
-        # one writes a temporary file and renames it, which the local file system does atomically:
-        # offset and commit log entries 42-45 -> 12-13 ms, the live windowed count's median microbatch
-        # 0.67 -> 0.33 s. Left at Spark's default on a cluster, where checkpoints live on HDFS or S3.
-        builder = builder.config("spark.sql.streaming.checkpointFileManagerClass", FILE_SYSTEM_CHECKPOINT_MANAGER)
-    for key, value in (extra or {}).items():
+    for key, value in {**_sql_conf(master, shuffle_partitions), **(extra or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
+    if not local:
+        _wait_for_executors(spark)
     return spark
+
+
+def _wait_for_executors(spark, timeout_s: float = 60.0) -> None:
+    """On a cluster, wait until the scheduler counts enough executors (Spark's own test: the cores of
+    spark.cores.max times spark.scheduler.minRegisteredResourcesRatio, or its maxRegisteredResourcesWaitingTime),
+    so that ``task_slots`` sees the cluster's cores rather than the 2 it reports while none have registered."""
+    import time
+
+    backend = spark.sparkContext._jsc.sc().schedulerBackend()
+    deadline = time.monotonic() + timeout_s
+    while not backend.isReady() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def registered_executors(spark) -> int:
+    """How many executors a cluster session has now (0: the cluster has given it none yet)."""
+    if is_connect(spark) or spark.sparkContext.master.startswith("local"):
+        return 1
+    return max(0, int(spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size()) - 1)  # less the driver
+
+
+def connect_session(url: str, shuffle_partitions: int = 4, extra: dict | None = None):
+    """A Spark Connect client session on ``url`` with Freshet's settings and the freshet source registered
+    (the source's class travels to the server pickled; the server's Python workers import Freshet)."""
+    if not url.startswith("sc://"):
+        raise ValueError(f"a Spark Connect URL starts with sc://, got {url!r}")
+    # PySpark's builder puts the whole process in Connect mode (its column functions then build Connect
+    # expressions), so a process holds either local sessions or Connect ones: it refuses a remote session beside
+    # a local one
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    on_server_machine = url[len("sc://"):].split(":")[0].split("/")[0] in ("127.0.0.1", "localhost")
+    for key, value in {**_sql_conf("local" if on_server_machine else url, shuffle_partitions),
+                       **(extra or {})}.items():
+        spark.conf.set(key, value)
+    register(spark)
+    return spark
+
+
+def is_connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect client session (no SparkContext, no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def task_slots(spark) -> int:
+    """How many tasks the session's executors run at once: the source deals a microbatch into that many.
+    A local session: its threads; a cluster: its executors' cores; over Spark Connect: the server's
+    spark.default.parallelism (``freshet spark start-connect`` sets it to the cores it holds)."""
+    if is_connect(spark):
+        value = spark.conf.get("spark.default.parallelism", None)
+        return int(value) if value and value.isdigit() and int(value) > 0 else 0
+    return int(spark.sparkContext.defaultParallelism)
 
 
 def stop_gracefully(queries, timeout_s: float = 20.0) -> None:
