@@ -21,9 +21,8 @@ test-deps:
 lint: install
 	$(BIN)/lint-imports
 
-# three workers: the Spark tests share one worker (one SparkSession, one Spark cluster), everything else runs on
-# the other two. Most tests wait (for JVMs, drivers killed and restarted, fsync, timeouts) more than they compute:
-# a third worker keeps the two cores busy
+# three workers: the tests of the shared SparkSession run on one, those of the Spark cluster on another (see
+# tests/conftest.py), everything else fills the workers
 test: install test-deps lint
 	$(BIN)/pytest -q -n 3 --dist loadgroup tests
 

@@ -71,9 +71,15 @@ def kcat():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`make test` runs three workers), every test that uses Spark in this process (the
-    shared SparkSession, the Spark cluster, or either as an `engine`) goes to one worker, so one session and one
-    cluster serve them all while the other workers run the rest."""
+    """Under pytest-xdist (`make test` runs three workers), every test that uses the shared SparkSession goes to
+    one worker (group "spark"), so one session serves them all; every test that uses the Spark cluster (directly,
+    or as the `cluster` engine of a scenario) goes to another (group "spark-cluster"), so one cluster serves them
+    while the local session's tests run beside them; the rest share the workers."""
     for item in items:
-        if {"spark", "engine", "spark_cluster"} & set(getattr(item, "fixturenames", ())):
+        names = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        engine = callspec.params.get("engine") if callspec else None
+        if "spark_cluster" in names or engine == "cluster":
+            item.add_marker(pytest.mark.xdist_group("spark-cluster"))
+        elif names & {"spark", "engine"}:
             item.add_marker(pytest.mark.xdist_group("spark"))

@@ -22,7 +22,7 @@ Each microbatch is split into topic-partition ranges, read in the executors with
 Python task costs 20-90 ms here whatever it reads, so ranges shorter than
 ``minRecordsPerPartition`` (default 5000) are packed together, and the ranges are dealt into at
 most ``maxPartitions`` tasks (default: this machine's cores, which is what local mode runs at
-once; set it to the cluster's cores elsewhere).
+once; ``freshet run`` sets it to the session's task slots, on a cluster its executors' cores).
 """
 
 from __future__ import annotations
@@ -404,7 +404,8 @@ MIN_RECORDS_PER_PARTITION = 5000
 
 
 def default_max_partitions() -> int:
-    """The cores of this machine: what local mode runs at once. On a cluster, set maxPartitions."""
+    """The cores of this machine: what local mode runs at once. On a cluster, set maxPartitions
+    (``freshet.spark.session.task_slots``)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
