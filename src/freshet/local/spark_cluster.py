@@ -86,6 +86,16 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def _spark_jvm(pid: int) -> bool:
+    """Whether ``pid`` is still one of Spark's JVMs (a pid in cluster.json may have been reused since, e.g. after a
+    reboot: such a process is neither waited for nor signalled)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"org.apache.spark" in f.read() and _alive(pid)
+    except OSError:
+        return False
+
+
 def _port_open(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5):
@@ -224,9 +234,10 @@ class SparkCluster:
             state = ClusterState.load(self.state_path)
         except (OSError, ValueError, TypeError) as exc:
             raise SparkClusterError(f"{self.state_path} cannot be read: {exc}") from None
-        if not _alive(state.master_pid):
+        if not _spark_jvm(state.master_pid):
             for pid in [w.pid for w in state.workers] + ([state.connect_pid] if state.connect_pid else []):
-                _terminate(pid)
+                if _spark_jvm(pid):
+                    _terminate(pid)
             os.remove(self.state_path)
             return False
         self.state = state
@@ -328,7 +339,7 @@ class SparkCluster:
         cluster's cores (default all: an application keeps its cores while it runs, so leave some for
         ``freshet run --master`` jobs); its ``sc://`` URL."""
         state = self._require()
-        if state.connect_pid and _alive(state.connect_pid):
+        if state.connect_pid and _spark_jvm(state.connect_pid):
             raise SparkClusterError(f"a Spark Connect server already runs at {state.connect_url}")
         port = port or free_port()
         if _port_open(port):
@@ -354,7 +365,7 @@ class SparkCluster:
 
     def stop_connect(self) -> None:
         state = self._require()
-        if state.connect_pid:
+        if state.connect_pid and _spark_jvm(state.connect_pid):
             _terminate(state.connect_pid)
         state.connect_pid = state.connect_port = state.connect_ui_port = None
         state.save(self.state_path)
@@ -364,10 +375,10 @@ class SparkCluster:
         if self.state is None and not self.attach():
             return
         state = self._require()
-        pids = ([state.connect_pid] if state.connect_pid else []) + [w.pid for w in state.workers]
+        pids = ([state.connect_pid] if state.connect_pid else []) + [w.pid for w in state.workers] + [state.master_pid]
         for pid in pids:
-            _terminate(pid)
-        _terminate(state.master_pid)
+            if _spark_jvm(pid):
+                _terminate(pid)
         try:
             os.remove(self.state_path)
         except FileNotFoundError:
