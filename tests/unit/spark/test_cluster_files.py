@@ -7,7 +7,13 @@ import sys
 
 import pytest
 
-from freshet.local.spark_cluster import ClusterState, SparkCluster, SparkClusterError, WorkerState, connect_server_conf
+from freshet.local.spark_cluster import (
+    ClusterState,
+    SparkCluster,
+    SparkClusterError,
+    WorkerState,
+    connect_server_conf,
+)
 from freshet.pipelines.runner import shared_path
 
 
