@@ -96,7 +96,7 @@ def test_generated_logs_to_parquet_and_postgres_match_an_independent_count(engin
     assert all(abs(approx - exact) <= 0.15 * exact for _, exact, approx in rows)
 
 
-# a Spark driver started three or four times (two killed mid-stream): 20-60 s each on 2 cores
+# a Spark driver started two or three times (one killed mid-stream): 20-60 s each on 2 cores
 @pytest.mark.timeout(900)
 def test_exactly_once_under_kill_9_of_the_driver(broker, postgres, topic_name, tmp_path):
     events = generate(12_000, seed=9)
@@ -104,7 +104,7 @@ def test_exactly_once_under_kill_9_of_the_driver(broker, postgres, topic_name, t
     counts = expected_counts(events)
     out = str(tmp_path)
     cmd = [sys.executable, os.path.join(HERE, "pipeline_driver.py"), broker.bootstrap, topic_name, out, postgres.dsn]
-    assert kill_mid_stream(cmd, os.path.join(out, "ck-parquet"), targets=(1, 2)) == 2
+    assert kill_mid_stream(cmd, os.path.join(out, "ck-parquet"), targets=(2,)) == 1
     final = subprocess.run(cmd + ["--available-now"], capture_output=True, text=True, timeout=600)
     assert final.returncode == 0, final.stderr[-3000:]
 
