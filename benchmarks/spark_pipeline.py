@@ -15,7 +15,8 @@ CPU of the broker, the Spark JVM and Spark's Python workers while the query ran,
 --compare-cluster runs (b) alone on local[2] and on a Spark standalone cluster of two one-core workers on this
 machine (freshet.local.spark_cluster, as `freshet spark start-cluster` starts it), --rounds alternating turns, each
 in a process of its own (one SparkContext per process), the topic loaded once; it prints the cluster's start-up
-time, each engine's session start and steady rows/s, and the medians' ratio.
+time, each engine's session start and steady rows/s, and the medians' ratio. --master spark://HOST:PORT compares
+with a cluster that runs already instead.
 
 --ceiling adds two sources to (a), to show where the limit lies: `arrow_files`, a Python data source
 yielding the same rows as ready Arrow batches from memory-mapped files (what Spark's Python data
@@ -26,6 +27,7 @@ cut down to confluent-kafka's consume() of the same ranges (the floor of any rea
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -287,19 +289,23 @@ def compare_cluster(args, common: dict) -> None:
         AdminClient({"bootstrap.servers": broker.bootstrap}).create_topics([NewTopic(topic, 6)])[topic].result(30)
         produce_all(broker.bootstrap, topic, make_values(args.events, 1_700_000_000_000), 6)
         began = time.monotonic()
-        with SparkCluster(os.path.join(work, "cluster"), workers=2, cores=1, memory="2g") as cluster:
-            started_s = time.monotonic() - began
-            print(json.dumps({"result": "cluster_start", "workers": 2, "cores_per_worker": 1,
-                              "seconds": round(started_s, 1), **common}), flush=True)
-            runs: dict[str, list[dict]] = {"local[2]": [], cluster.master_url: []}
+        with contextlib.ExitStack() as stack:
+            if args.master:  # a cluster that runs already
+                master = args.master
+            else:
+                master = stack.enter_context(SparkCluster(os.path.join(work, "cluster"), workers=2, cores=1,
+                                                          memory="2g")).master_url
+                print(json.dumps({"result": "cluster_start", "workers": 2, "cores_per_worker": 1,
+                                  "seconds": round(time.monotonic() - began, 1), **common}), flush=True)
+            runs: dict[str, list[dict]] = {"local[2]": [], master: []}
             for round_ in range(1, args.rounds + 1):
-                for master, done in runs.items():
-                    out = subprocess.run([sys.executable, __file__, "--window-once", master, "--bootstrap",
+                for engine, done in runs.items():
+                    out = subprocess.run([sys.executable, __file__, "--window-once", engine, "--bootstrap",
                                           broker.bootstrap, "--topic", topic], capture_output=True, text=True,
                                          timeout=1800, check=False)
                     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
                     if out.returncode != 0 or not lines:
-                        raise RuntimeError(f"the run on {master} failed: {out.stderr[-2000:]}")
+                        raise RuntimeError(f"the run on {engine} failed: {out.stderr[-2000:]}")
                     run = json.loads(lines[-1])
                     done.append(run)
                     print(json.dumps({"result": "parse_window_engine", "round": round_, **run, **common}), flush=True)
@@ -331,6 +337,8 @@ def main() -> None:
                          "over confluent-kafka's consume() alone: where the limit of (a) lies")
     ap.add_argument("--compare-cluster", action="store_true",
                     help="(b) on local[2] and on a two-worker standalone cluster on this machine, alternating")
+    ap.add_argument("--master", help="with --compare-cluster: a running cluster's spark://HOST:PORT instead of "
+                                     "starting one")
     ap.add_argument("--window-once", metavar="MASTER", help=argparse.SUPPRESS)  # a child of --compare-cluster
     ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
     ap.add_argument("--topic", help=argparse.SUPPRESS)
@@ -338,7 +346,7 @@ def main() -> None:
     common = {"machine": f"{platform.machine()} {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d")}
     if args.window_once:
         return window_once(args.window_once, args.bootstrap, args.topic)
-    if args.compare_cluster:
+    if args.compare_cluster or args.master:
         return compare_cluster(args, common)
     work = tempfile.mkdtemp(prefix="freshet-bench-")
     broker = BrokerProcess().start()
