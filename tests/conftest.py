@@ -70,6 +70,7 @@ def kcat():
     return path
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups (else every worker gets Spark tests)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`make test` runs three workers), every test that uses the shared SparkSession goes to
     one worker (group "spark"), so one session serves them all; every test that uses the Spark cluster (directly,
