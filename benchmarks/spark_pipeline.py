@@ -286,7 +286,8 @@ def compare_cluster(args, common: dict) -> None:
     broker = BrokerProcess().start()
     try:
         topic = f"bench-{uuid.uuid4().hex[:6]}"
-        AdminClient({"bootstrap.servers": broker.bootstrap}).create_topics([NewTopic(topic, 6)])[topic].result(30)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # held: a dropped client cancels its requests
+        admin.create_topics([NewTopic(topic, 6)])[topic].result(30)
         produce_all(broker.bootstrap, topic, make_values(args.events, 1_700_000_000_000), 6)
         began = time.monotonic()
         with contextlib.ExitStack() as stack:

@@ -305,6 +305,8 @@ class SparkCluster:
                 return json.load(r)
         except OSError as exc:
             raise SparkClusterError(f"the master's UI at {state.master_ui} does not answer: {exc}") from None
+        except ValueError:  # a master still starting may answer before its page is ready
+            raise SparkClusterError(f"the master's UI at {state.master_ui} answered no status yet") from None
 
     def _alive_worker_ports(self) -> set[int]:
         """The UI ports of the workers the master counts as alive (a worker killed a moment ago may still be
