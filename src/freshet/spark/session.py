@@ -33,8 +33,10 @@ SQL_CONF = {
 
 
 def on_this_machine(master: str) -> bool:
-    """A local master, or a standalone cluster on this machine (whose checkpoints are local files)."""
-    return master.startswith("local") or master.split("://", 1)[-1].split(":")[0] in ("127.0.0.1", "localhost")
+    """A local master, or a standalone cluster or Spark Connect server on this machine (whose checkpoints are
+    local files)."""
+    host = master.split("://", 1)[-1].split("/")[0].split(":")[0]
+    return master.startswith("local") or host in ("127.0.0.1", "localhost")
 
 
 def _sql_conf(master: str, shuffle_partitions: int) -> dict[str, str]:
@@ -125,9 +127,7 @@ def connect_session(url: str, shuffle_partitions: int = 4, extra: dict | None = 
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.remote(url).getOrCreate()
-    on_server_machine = url[len("sc://"):].split(":")[0].split("/")[0] in ("127.0.0.1", "localhost")
-    for key, value in {**_sql_conf("local" if on_server_machine else url, shuffle_partitions),
-                       **(extra or {})}.items():
+    for key, value in {**_sql_conf(url, shuffle_partitions), **(extra or {})}.items():
         spark.conf.set(key, value)
     register(spark)
     return spark

@@ -70,3 +70,12 @@ def test_paths_every_process_of_a_query_sees():
     assert shared_path("checkpoints/x") == os.path.join(os.getcwd(), "checkpoints/x")
     for uri in ("s3a://bucket/ck", "hdfs://nn:8020/ck", "file:/tmp/ck", "/abs/ck"):
         assert shared_path(uri) == uri
+
+
+def test_which_engines_are_on_this_machine():
+    from freshet.spark.session import on_this_machine
+
+    for here in ("local[2]", "spark://127.0.0.1:7077", "sc://localhost:15002", "sc://127.0.0.1/;token=x"):
+        assert on_this_machine(here), here
+    for elsewhere in ("spark://10.0.0.5:7077", "sc://spark.example.com:15002", "yarn"):
+        assert not on_this_machine(elsewhere), elsewhere
