@@ -1,4 +1,5 @@
-"""The freshet source against a real broker: streaming, resume, admission control, data loss, batch reads."""
+"""The freshet source against a real broker: streaming, resume, admission control, data loss, batch reads.
+The tests that read records run with both readers (``reader``: the columnar one and librdkafka)."""
 
 import json
 
@@ -12,6 +13,9 @@ from freshet.testing.topics import create_topic
 
 def numbered(start, stop, partitions):
     return ((b"k%d" % (i % 7), b"%d" % i, None) for i in range(start, stop))
+
+
+READERS = pytest.mark.parametrize("reader", ["columnar", "librdkafka"])
 
 
 def stream(spark, broker, topic, **options):
@@ -30,17 +34,18 @@ def run_available_now(df, path, checkpoint):
     return query
 
 
-def test_stream_resumes_from_checkpoint_with_no_duplicates(spark, broker, topic_name, tmp_path):
+@READERS
+def test_stream_resumes_from_checkpoint_with_no_duplicates(spark, broker, reader, topic_name, tmp_path):
     create_topic(broker.bootstrap, topic_name, 3)
     for p in range(3):
         produce_records(broker.bootstrap, topic_name, numbered(p * 1000, p * 1000 + 1000, 3), partition=p)
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
-    df = stream(spark, broker, topic_name, startingOffsets="earliest", maxOffsetsPerTrigger=700)
+    df = stream(spark, broker, topic_name, reader=reader, startingOffsets="earliest", maxOffsetsPerTrigger=700)
     first = run_available_now(df, out, ck)
     assert len([p for p in first.recentProgress if p["numInputRows"]]) >= 4  # admission control split the work
     assert all(p["numInputRows"] <= 700 + 3 for p in first.recentProgress)
     produce_records(broker.bootstrap, topic_name, numbered(3000, 3600, 3))
-    run_available_now(stream(spark, broker, topic_name, startingOffsets="earliest", maxOffsetsPerTrigger=700), out, ck)
+    run_available_now(stream(spark, broker, topic_name, reader=reader, startingOffsets="earliest", maxOffsetsPerTrigger=700), out, ck)
     rows = spark.read.parquet(out).collect()
     assert len(rows) == 3600
     assert len({(r.partition, r.offset) for r in rows}) == 3600  # every record once
@@ -50,37 +55,40 @@ def test_stream_resumes_from_checkpoint_with_no_duplicates(spark, broker, topic_
     assert last == {topic_name: {"0": 1000, "1": 1000, "2": 1000}}
 
 
-def test_new_partitions_are_picked_up(spark, broker, topic_name, tmp_path):
+@READERS
+def test_new_partitions_are_picked_up(spark, broker, reader, topic_name, tmp_path):
     admin = create_topic(broker.bootstrap, topic_name, 1)
     produce_records(broker.bootstrap, topic_name, numbered(0, 10, 1))
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
-    run_available_now(stream(spark, broker, topic_name, startingOffsets="earliest"), out, ck)
+    run_available_now(stream(spark, broker, topic_name, reader=reader, startingOffsets="earliest"), out, ck)
     admin.create_partitions([NewPartitions(topic_name, 2)])[topic_name].result(10)
     produce_records(broker.bootstrap, topic_name, numbered(10, 15, 1), partition=1)
-    run_available_now(stream(spark, broker, topic_name, startingOffsets="earliest"), out, ck)
+    run_available_now(stream(spark, broker, topic_name, reader=reader, startingOffsets="earliest"), out, ck)
     rows = spark.read.parquet(out).collect()
     assert sorted((r.partition, int(r.value)) for r in rows) == [(0, i) for i in range(10)] + [(1, i) for i in
                                                                                                range(10, 15)]
 
 
-def test_fail_on_data_loss(spark, broker, topic_name, tmp_path):
+@READERS
+def test_fail_on_data_loss(spark, broker, reader, topic_name, tmp_path):
     admin = create_topic(broker.bootstrap, topic_name, 1)
     produce_records(broker.bootstrap, topic_name, numbered(0, 100, 1))
     tp = TopicPartition(topic_name, 0, 50)
     admin.delete_records([tp])[tp].result(10)
     start = json.dumps({topic_name: {"0": 0}})
-    query = (stream(spark, broker, topic_name, startingOffsets=start).writeStream.format("noop")
+    query = (stream(spark, broker, topic_name, reader=reader, startingOffsets=start).writeStream.format("noop")
              .option("checkpointLocation", str(tmp_path / "ck1")).trigger(availableNow=True).start())
     with pytest.raises(Exception) as err:
         query.awaitTermination(300)
     assert "were deleted" in str(err.value) and "failOnDataLoss" in str(err.value)
     out = str(tmp_path / "out")
-    run_available_now(stream(spark, broker, topic_name, startingOffsets=start, failOnDataLoss="false"), out,
+    run_available_now(stream(spark, broker, topic_name, reader=reader, startingOffsets=start, failOnDataLoss="false"), out,
                       str(tmp_path / "ck2"))
     assert sorted(int(r.value) for r in spark.read.parquet(out).collect()) == list(range(50, 100))
 
 
-def test_a_recreated_topic_fails_the_query_or_goes_on_per_fail_on_data_loss(spark, broker, topic_name, tmp_path):
+@READERS
+def test_a_recreated_topic_fails_the_query_or_goes_on_per_fail_on_data_loss(spark, broker, reader, topic_name, tmp_path):
     """The topic is deleted and created again under the query: its offsets start over below where the
     checkpoint stands. Spark's Kafka source fails (failOnDataLoss) or goes on from the new end."""
     import time
@@ -88,7 +96,7 @@ def test_a_recreated_topic_fails_the_query_or_goes_on_per_fail_on_data_loss(spar
     admin = create_topic(broker.bootstrap, topic_name, 1)
     produce_records(broker.bootstrap, topic_name, numbered(0, 10, 1))
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
-    run_available_now(stream(spark, broker, topic_name, startingOffsets="earliest"), out, ck)
+    run_available_now(stream(spark, broker, topic_name, reader=reader, startingOffsets="earliest"), out, ck)
     admin.delete_topics([topic_name])[topic_name].result(10)
     deadline = time.monotonic() + 30
     while True:  # the name is free once the deletion has gone through
@@ -100,7 +108,7 @@ def test_a_recreated_topic_fails_the_query_or_goes_on_per_fail_on_data_loss(spar
                 raise
             time.sleep(0.2)
     produce_records(broker.bootstrap, topic_name, numbered(100, 103, 1))
-    query = (stream(spark, broker, topic_name, startingOffsets="earliest").select("partition", "offset", "value")
+    query = (stream(spark, broker, topic_name, reader=reader, startingOffsets="earliest").select("partition", "offset", "value")
              .writeStream.format("parquet").option("path", out).option("checkpointLocation", ck)
              .trigger(availableNow=True).start())
     with pytest.raises(Exception) as err:
@@ -109,19 +117,20 @@ def test_a_recreated_topic_fails_the_query_or_goes_on_per_fail_on_data_loss(spar
     assert "failOnDataLoss=false" in str(err.value)
     # failOnDataLoss=false: the records between (0..2) are skipped, as Spark's Kafka source does, and
     # the query goes on from offset 3
-    run_available_now(stream(spark, broker, topic_name, startingOffsets="earliest", failOnDataLoss="false"), out, ck)
+    run_available_now(stream(spark, broker, topic_name, reader=reader, startingOffsets="earliest", failOnDataLoss="false"), out, ck)
     produce_records(broker.bootstrap, topic_name, numbered(103, 105, 1))
-    run_available_now(stream(spark, broker, topic_name, startingOffsets="earliest", failOnDataLoss="false"), out, ck)
+    run_available_now(stream(spark, broker, topic_name, reader=reader, startingOffsets="earliest", failOnDataLoss="false"), out, ck)
     assert sorted(int(r.value) for r in spark.read.parquet(out).collect()) == [*range(10), 103, 104]
 
 
-def test_batch_read_with_offset_range_and_headers(spark, broker, topic_name):
+@READERS
+def test_batch_read_with_offset_range_and_headers(spark, broker, reader, topic_name):
     create_topic(broker.bootstrap, topic_name, 2)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(20):
         producer.produce(topic_name, b"v%d" % i, b"k%d" % i, partition=i % 2, headers=[("source", b"test")])
     producer.flush(10)
-    df = (spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+    df = (spark.read.format("freshet").option("reader", reader).option("kafka.bootstrap.servers", broker.bootstrap)
           .option("subscribe", topic_name).option("includeHeaders", "true")
           .option("startingOffsets", json.dumps({topic_name: {"0": 2, "1": -2}}))
           .option("endingOffsets", json.dumps({topic_name: {"0": 5, "1": -1}})).load())
@@ -192,9 +201,10 @@ def test_offset_options_follow_spark_kafka_rules_with_clear_errors(spark, broker
              .option("checkpointLocation", str(tmp_path / "ck")).start().awaitTermination(60))
 
 
-def test_batch_reads_with_nothing_to_read_are_empty(spark, broker, topic_name):
+@READERS
+def test_batch_reads_with_nothing_to_read_are_empty(spark, broker, reader, topic_name):
     create_topic(broker.bootstrap, topic_name, 2)
-    reader = (spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+    reader = (spark.read.format("freshet").option("reader", reader).option("kafka.bootstrap.servers", broker.bootstrap)
               .option("subscribe", topic_name))
     assert reader.load().count() == 0  # an empty topic
     for p in range(2):
@@ -205,7 +215,8 @@ def test_batch_reads_with_nothing_to_read_are_empty(spark, broker, topic_name):
         "endingOffsets", everything).load().count() == 0  # a start at the end
 
 
-def test_one_task_reads_partitions_of_several_topics_at_once(spark, broker, topic_name, tmp_path):
+@READERS
+def test_one_task_reads_partitions_of_several_topics_at_once(spark, broker, reader, topic_name, tmp_path):
     """maxPartitions=1: every range of the microbatch in one task and one consumer, including a
     partition whose first records were deleted (skipped with failOnDataLoss=false)."""
     first, second = f"{topic_name}-a", f"{topic_name}-b"
@@ -220,7 +231,7 @@ def test_one_task_reads_partitions_of_several_topics_at_once(spark, broker, topi
     admin.delete_records([tp])[tp].result(10)
     expected -= {(first, 1, i) for i in range(1200)}
     start = json.dumps({first: {"0": 0, "1": 0, "2": 0}, second: {"0": 0, "1": 0}})
-    df = (spark.readStream.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+    df = (spark.readStream.format("freshet").option("reader", reader).option("kafka.bootstrap.servers", broker.bootstrap)
           .option("subscribePattern", f"{topic_name}-.*").option("startingOffsets", start)
           .option("failOnDataLoss", "false").option("maxPartitions", 1).load())
     out = str(tmp_path / "out")

@@ -15,12 +15,12 @@ Layout of the header (big-endian)::
 from __future__ import annotations
 
 import struct
-import zlib
 from dataclasses import dataclass
 from typing import Iterator, NamedTuple
 
-import cramjam
 import crc32c
+
+from freshet.compression import CorruptPayloadError, UnknownCodecError, decompress
 
 from .errors import CorruptBatchError, InvalidRecordError
 
@@ -249,41 +249,16 @@ def encode_batch(
     return struct.pack(">qiiBI", base_offset, batch_length, 0, MAGIC, crc) + after_crc
 
 
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-
-
-def _snappy(data: bytes) -> bytes:
-    if not data.startswith(_XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
-    # xerial framing (Java clients): 16-byte header, then [int32 length][raw snappy block]...
-    out = bytearray()
-    pos = 16
-    while pos < len(data):
-        (size,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        out += bytes(cramjam.snappy.decompress_raw(data[pos : pos + size]))
-        pos += size
-    return bytes(out)
-
-
 def _records_payload(batch: bytes | memoryview, header: BatchHeader) -> bytes | memoryview:
     """The records section of a batch, decompressed (gzip, snappy, lz4 frame, zstd)."""
     payload = memoryview(batch)[HEADER_SIZE : header.size]
-    codec = header.compression
-    if codec == 0:
-        return payload
     try:
-        if codec == 1:
-            return zlib.decompress(bytes(payload), 47)
-        if codec == 2:
-            return _snappy(bytes(payload))
-        if codec == 3:
-            return bytes(cramjam.lz4.decompress(bytes(payload)))
-        if codec == 4:
-            return bytes(cramjam.zstd.decompress(bytes(payload)))
-    except (zlib.error, ValueError, cramjam.DecompressionError) as exc:
+        out = decompress(header.compression, payload)
+    except CorruptPayloadError as exc:
         raise CorruptBatchError(f"batch does not decompress: {exc}") from None
-    raise InvalidRecordError(f"unknown compression codec {codec}")
+    except UnknownCodecError as exc:
+        raise InvalidRecordError(str(exc)) from None
+    return out if isinstance(out, (bytes, memoryview)) else bytes(out)
 
 
 def decode_records(batch: bytes | memoryview) -> Iterator[Record]:

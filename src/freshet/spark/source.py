@@ -17,8 +17,12 @@ Batch reads (``spark.read``) take ``startingOffsets`` (default earliest) and ``e
 a stream takes no ``endingOffsets``, and offset JSON may name only partitions the source reads
 (those it leaves out take the default).
 
-Each microbatch is split into topic-partition ranges, read in the executors with confluent-kafka
-(one consumer per task, all its ranges at once) and handed to Spark as Arrow record batches. A
+Each microbatch is split into topic-partition ranges, read in the executors and handed to Spark as
+Arrow record batches. The ``reader`` option picks how: ``columnar`` (the default where it covers the
+settings) sends Fetch requests to each partition's leader and decodes the record batches in C straight
+into Arrow buffers (``freshet.client.columnar``: no Python object per record); ``librdkafka`` uses a
+confluent-kafka consumer per task (all its ranges at once), for security settings and librdkafka
+properties the columnar reader does not cover (``auto``, the default, picks between them). A
 Python task costs 20-90 ms here whatever it reads, so ranges shorter than
 ``minRecordsPerPartition`` (default 5000) are packed together, and the ranges are dealt into at
 most ``maxPartitions`` tasks (default: this machine's cores, which is what local mode runs at
@@ -100,6 +104,7 @@ class TopicPartitionRange(InputPartition):
     include_headers: bool
     fail_on_data_loss: bool
     consumer_options: dict
+    reader: str = "librdkafka"  # or "columnar" (freshet.client.columnar)
 
     def __post_init__(self) -> None:
         super().__init__(None)
@@ -222,8 +227,7 @@ class RangeProgress:
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    if msg.offset() > self.position:
-                        self.position = msg.offset()  # a gap (compaction): nothing more below it
+                    self.position = max(self.position, msg.offset())  # a gap (compaction): nothing more below it
                     if msg.offset() >= split.end:
                         self.position = split.end
                     continue
@@ -283,6 +287,28 @@ def range_consumer(ranges: list[TopicPartitionRange]):
 
 
 def read_ranges(ranges: list[TopicPartitionRange], schema: StructType):
+    """Read ranges of distinct topic-partitions in an executor with the reader the driver chose; yield
+    pyarrow RecordBatches, one range each."""
+    if ranges[0].reader == "columnar":
+        return read_ranges_columnar(ranges, schema)
+    return read_ranges_librdkafka(ranges, schema)
+
+
+def read_ranges_columnar(ranges: list[TopicPartitionRange], schema: StructType):
+    """The columnar reader: Fetch requests to the partitions' leaders, record batches decoded in C straight
+    into Arrow buffers (freshet.client.columnar)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from freshet.client.columnar import RangeReader, ReadRange
+
+    first = ranges[0]
+    reader = RangeReader(first.bootstrap, [ReadRange(r.topic, r.partition, r.start, r.end) for r in ranges],
+                         to_arrow_schema(schema, timezone="UTC"), options=first.consumer_options,
+                         fail_on_data_loss=first.fail_on_data_loss)
+    return reader.batches()
+
+
+def read_ranges_librdkafka(ranges: list[TopicPartitionRange], schema: StructType):
     """Read ranges of distinct topic-partitions with one confluent-kafka consumer in an executor,
     all at once (librdkafka fetches them together); yield pyarrow RecordBatches, one range each."""
     from confluent_kafka import TopicPartition
@@ -379,6 +405,7 @@ class _Common:
         if not value.isdigit():
             raise SourceError(f"maxPartitions must be a whole number (0: no limit), got {value!r}")
         self.max_partitions = int(value)
+        self.reader = choose_reader(self.options.get("reader", "auto"), self.consumer_options)
 
     def _ranges(self, start: dict[tuple[str, int], int], end: dict[tuple[str, int], int]) -> list:
         ranges = []
@@ -386,8 +413,30 @@ class _Common:
             since = start.get(tp, 0)
             if until > since:
                 ranges.append(TopicPartitionRange(tp[0], tp[1], since, until, self.bootstrap, self.include_headers,
-                                                  self.fail_on_data_loss, self.consumer_options))
+                                                  self.fail_on_data_loss, self.consumer_options, self.reader))
         return pack_ranges(ranges, self.min_records, self.max_partitions)
+
+
+READERS = ("auto", "columnar", "librdkafka")
+
+
+def choose_reader(option: str, consumer_options: dict) -> str:
+    """The ``reader`` option: ``columnar`` (Fetch requests decoded straight into Arrow; the default where it
+    covers the settings: plaintext, and of the kafka.* options only those it knows), ``librdkafka`` (a
+    confluent-kafka consumer per task: any security setting or librdkafka property), or ``auto``."""
+    from freshet.client.columnar import covers
+
+    option = str(option).lower()
+    if option not in READERS:
+        raise SourceError(f"option reader takes {', '.join(READERS)}; got {option!r}")
+    if option == "librdkafka":
+        return option
+    problem = covers(consumer_options)
+    if problem is None:
+        return "columnar"
+    if option == "columnar":
+        raise SourceError(f"reader=columnar cannot serve this read: {problem}; use reader=librdkafka")
+    return "librdkafka"
 
 
 @dataclass

@@ -1,0 +1,493 @@
+"""Offset ranges of Kafka partitions read straight into Arrow columns: the Spark source's reader.
+
+A librdkafka consumer hands Python one Message object per record, which costs more than everything
+else a replay does. This reader is a small Kafka client of its own for one job: read the records of
+known ranges ``[start, end)`` of partitions, once, with no consumer group. It sends Fetch requests to
+each partition's leader (found with Metadata), and a C decoder (``_recordset``) appends the records of
+the record batches it gets to Arrow buffers: key, value, offset, timestamp, timestamp type and headers,
+no Python object per record. Python looks at each batch only when it needs a decision: compressed
+batches (gzip, snappy, lz4, zstd; decompressed with cramjam), control batches, and under
+``read_committed`` the batches of aborted transactions, skipped as a Java consumer skips them (the
+fetch response's aborted-transaction list, closed by each producer's abort marker).
+
+It covers a plaintext connection (``security.protocol`` PLAINTEXT) and the settings in
+``COVERED_OPTIONS``; anything else (SASL, TLS, librdkafka tuning) is for the librdkafka path, which
+``covers`` tells the caller.
+
+    reader = RangeReader("127.0.0.1:9092", [ReadRange("clicks", 0, 0, 1000)], arrow_schema)
+    for batch in reader.batches():   # pyarrow.RecordBatch, one range's records each
+        ...
+"""
+
+from __future__ import annotations
+
+import heapq
+import socket
+import struct
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v11 import request as fetch_request
+from kio.schema.fetch.v11 import response as fetch_response
+from kio.schema.list_offsets.v5 import request as list_offsets_request
+from kio.schema.list_offsets.v5 import response as list_offsets_response
+from kio.schema.metadata.v8 import request as metadata_request
+from kio.schema.metadata.v8 import response as metadata_response
+from kio.schema.types import BrokerId, TopicName
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i8, i32, i64
+
+from freshet.compression import decompress
+
+# kafka.* options this reader honours (librdkafka's names); any other sends a read to librdkafka
+COVERED_OPTIONS = frozenset({
+    "isolation.level", "client.id", "fetch.max.bytes", "max.partition.fetch.bytes", "fetch.wait.max.ms",
+    "socket.timeout.ms", "security.protocol",
+})
+ROWS_PER_ARROW_BATCH = 65536
+BYTES_PER_ARROW_BATCH = 64 << 20
+# a range that gets no further for this long fails its task (an open transaction holds the last stable
+# offset below the range's end at most transaction.max.timeout.ms, 15 minutes by default)
+STALL_TIMEOUT_S = 900.0
+
+_BATCH_HEADER = struct.Struct(">qiiBIhiqqqhii")  # see freshet.log.record_batch
+_HEADER_SIZE = _BATCH_HEADER.size
+_CONTROL_KEY = struct.Struct(">hh")  # version, type (0 abort, 1 commit)
+_RETRIABLE = {
+    ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available, ErrorCode.unknown_topic_or_partition,
+    ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch, ErrorCode.kafka_storage_error,
+    ErrorCode.request_timed_out, ErrorCode.not_coordinator, ErrorCode.offset_not_available,
+}
+
+
+class ReadError(RuntimeError):
+    """A range cannot be read: the broker refused, the records are gone, or they do not decode."""
+
+
+class ColumnarUnavailable(Exception):
+    """The settings ask for something this reader does not do (the caller uses librdkafka instead)."""
+
+
+def decoder():
+    """The C record-batch decoder's module, or ColumnarUnavailable when it was not built."""
+    try:
+        from . import _recordset
+    except ImportError as exc:  # an install without a C compiler
+        raise ColumnarUnavailable(f"the record-batch decoder was not built ({exc})") from None
+    return _recordset
+
+
+def covers(options: dict) -> str | None:
+    """None when this reader can serve a read with these kafka.* options (librdkafka's names, without
+    the ``kafka.`` prefix), else why not."""
+    try:
+        decoder()
+    except ColumnarUnavailable as exc:
+        return str(exc)
+    for key, value in options.items():
+        if key not in COVERED_OPTIONS:
+            return f"kafka.{key} is a librdkafka setting"
+        if key == "security.protocol" and str(value).lower() != "plaintext":
+            return f"security.protocol {value} (the columnar reader speaks plaintext only)"
+        if key == "isolation.level" and str(value).lower() not in ("read_committed", "read_uncommitted"):
+            return f"isolation.level {value!r} is neither read_committed nor read_uncommitted"
+    return None
+
+
+@dataclass(frozen=True)
+class ReadRange:
+    """Offsets [start, end) of one topic-partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+class BrokerConnection:
+    """One blocking connection to a broker: a request, then its response (kio entities)."""
+
+    def __init__(self, host: str, port: int, timeout: float, client_id: str) -> None:
+        self.address = f"{host}:{port}"
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise ReadError(f"cannot reach the broker at {self.address}: {exc.strerror or exc}") from None
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.client_id = client_id.encode()
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def request(self, entity, response_type):
+        self.correlation_id += 1
+        header = struct.pack(">hhih", entity.__api_key__, entity.__version__, self.correlation_id,
+                             len(self.client_id)) + self.client_id
+        body = _encode(entity)
+        try:
+            self.sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+            (size,) = struct.unpack(">i", self._read_exactly(4))
+            frame = self._read_exactly(size)
+        except (TimeoutError, OSError) as exc:
+            raise ReadError(f"lost the connection to {self.address}: {exc}") from None
+        (correlation_id,) = struct.unpack_from(">i", frame, 0)
+        if correlation_id != self.correlation_id:
+            raise ReadError(f"{self.address} answered request {correlation_id}, expected {self.correlation_id}")
+        result = entity_reader(response_type)(frame, 4)
+        return result[0] if isinstance(result, tuple) else result.value
+
+    def _read_exactly(self, n: int) -> memoryview:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            chunk = self.sock.recv_into(view[got:], n - got)
+            if not chunk:
+                raise ConnectionError("connection closed by the broker")
+            got += chunk
+        return view.toreadonly()
+
+
+def _encode(entity) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    entity_writer(type(entity))(buf, entity)
+    return buf.getvalue()
+
+
+class _Position:
+    """Where the reading of one range stands, and its columns so far."""
+
+    def __init__(self, read_range: ReadRange, columns) -> None:
+        self.range = read_range
+        self.offset = read_range.start
+        self.columns = columns
+        self.max_bytes = 0
+        self.last_progress = time.monotonic()
+
+    @property
+    def done(self) -> bool:
+        return self.offset >= self.range.end
+
+
+class RangeReader:
+    """Reads ``ranges`` (distinct topic-partitions) with Fetch requests to their leaders; ``batches()``
+    yields pyarrow RecordBatches in ``arrow_schema`` (key, value, topic, partition, offset, timestamp,
+    timestampType[, headers]), each holding records of one range in offset order."""
+
+    def __init__(self, bootstrap: str, ranges: list[ReadRange], arrow_schema, *, options: dict | None = None,
+                 fail_on_data_loss: bool = True) -> None:
+        options = dict(options or {})
+        problem = covers(options)
+        if problem:
+            raise ColumnarUnavailable(problem)
+        self.bootstrap = [_host_port(a) for a in bootstrap.split(",") if a.strip()]
+        self.ranges = ranges
+        self.arrow_schema = arrow_schema
+        self.with_headers = "headers" in arrow_schema.names
+        self.fail_on_data_loss = fail_on_data_loss
+        self.read_committed = str(options.get("isolation.level", "read_committed")).lower() == "read_committed"
+        self.client_id = str(options.get("client.id", "freshet-columnar"))
+        self.max_bytes = int(options.get("fetch.max.bytes", 64 << 20))
+        self.partition_max_bytes = int(options.get("max.partition.fetch.bytes", 4 << 20))
+        self.max_wait_ms = int(options.get("fetch.wait.max.ms", 500))
+        self.timeout = int(options.get("socket.timeout.ms", 60_000)) / 1000
+        self.connections: dict[tuple[str, int], BrokerConnection] = {}
+        self.leaders: dict[tuple[str, int], tuple[str, int]] = {}
+
+    # -- the read
+
+    def batches(self):
+        import pyarrow as pa  # noqa: F401 (fails early where the spark extra is missing)
+
+        columns_type = decoder().Columns
+        positions = [_Position(r, columns_type(headers=self.with_headers)) for r in self.ranges if r.end > r.start]
+        try:
+            self._find_leaders(positions)
+            while True:
+                open_positions = [p for p in positions if not p.done]
+                if not open_positions:
+                    break
+                by_leader: dict[tuple[str, int], list[_Position]] = {}
+                for p in open_positions:
+                    by_leader.setdefault(self.leaders[(p.range.topic, p.range.partition)], []).append(p)
+                stale = False
+                for leader, group in by_leader.items():
+                    stale |= self._fetch(leader, group)
+                if stale:
+                    time.sleep(0.1)
+                    self._find_leaders([p for p in positions if not p.done])
+                for p in positions:
+                    if p.columns.count >= ROWS_PER_ARROW_BATCH or p.columns.nbytes >= BYTES_PER_ARROW_BATCH or (
+                            p.done and p.columns.count):
+                        yield self._record_batch(p)
+                    elif not p.done and time.monotonic() - p.last_progress > STALL_TIMEOUT_S:
+                        raise ReadError(f"{p.range.topic}-{p.range.partition} got no further than offset {p.offset} "
+                                        f"in {STALL_TIMEOUT_S:.0f} s (range ends at {p.range.end})")
+        finally:
+            for connection in self.connections.values():
+                connection.close()
+            self.connections.clear()
+
+    def _connection(self, address: tuple[str, int]) -> BrokerConnection:
+        connection = self.connections.get(address)
+        if connection is None:
+            connection = self.connections[address] = BrokerConnection(*address, self.timeout, self.client_id)
+        return connection
+
+    def _drop(self, address: tuple[str, int]) -> None:
+        connection = self.connections.pop(address, None)
+        if connection is not None:
+            connection.close()
+
+    def _find_leaders(self, positions: list[_Position]) -> None:
+        topics = sorted({p.range.topic for p in positions})
+        request = metadata_request.MetadataRequest(
+            topics=tuple(metadata_request.MetadataRequestTopic(name=TopicName(t)) for t in topics),
+            allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+            include_topic_authorized_operations=False)
+        last_error = None
+        for address in self.bootstrap + [a for a in self.connections if a not in self.bootstrap]:
+            try:
+                response = self._connection(address).request(request, metadata_response.MetadataResponse)
+                break
+            except ReadError as exc:
+                self._drop(address)
+                last_error = exc
+        else:
+            raise ReadError(f"no broker answered a metadata request: {last_error}")
+        brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+        for topic in response.topics:
+            if topic.error_code != ErrorCode.none and topic.error_code not in _RETRIABLE:
+                raise ReadError(f"reading {topic.name}: {topic.error_code.name}")
+            for partition in topic.partitions:
+                if partition.leader_id in brokers:
+                    self.leaders[(topic.name, partition.partition_index)] = brokers[partition.leader_id]
+        missing = [p.range for p in positions if (p.range.topic, p.range.partition) not in self.leaders]
+        if missing:
+            r = missing[0]
+            raise ReadError(f"{r.topic}-{r.partition} has no leader (no such topic or partition?)")
+
+    def _fetch(self, leader: tuple[str, int], group: list[_Position]) -> bool:
+        """One Fetch for the group's partitions; True when a leader moved (metadata to refresh)."""
+        by_key = {(p.range.topic, p.range.partition): p for p in group}
+        topics: dict[str, list] = {}
+        for p in group:
+            topics.setdefault(p.range.topic, []).append(fetch_request.FetchPartition(
+                partition=i32(p.range.partition), fetch_offset=i64(p.offset),
+                partition_max_bytes=i32(p.max_bytes or self.partition_max_bytes)))
+        request = fetch_request.FetchRequest(
+            max_wait=timedelta(milliseconds=self.max_wait_ms), min_bytes=i32(1), max_bytes=i32(self.max_bytes),
+            isolation_level=i8(1 if self.read_committed else 0),
+            topics=tuple(fetch_request.FetchTopic(topic=TopicName(t), partitions=tuple(ps)) for t, ps in topics.items()),
+            forgotten_topics_data=())
+        try:
+            response = self._connection(leader).request(request, fetch_response.FetchResponse)
+        except ReadError:
+            self._drop(leader)
+            return True
+        if response.error_code != ErrorCode.none:
+            if response.error_code in _RETRIABLE:
+                return True
+            raise ReadError(f"fetch from {leader[0]}:{leader[1]}: {response.error_code.name}")
+        stale = False
+        for topic in response.responses:
+            for part in topic.partitions:
+                position = by_key.get((topic.topic, part.partition_index))
+                if position is None:
+                    continue
+                if part.error_code == ErrorCode.none:
+                    self._take(position, part)
+                elif part.error_code == ErrorCode.offset_out_of_range:
+                    self._skip_deleted(leader, position)
+                elif part.error_code in _RETRIABLE:
+                    stale = True
+                else:
+                    raise ReadError(f"reading {topic.topic}-{part.partition_index} at offset {position.offset}: "
+                                    f"{part.error_code.name}")
+        return stale
+
+    def _take(self, position: _Position, part) -> None:
+        records = part.records
+        before = position.offset
+        if records:
+            aborted = None
+            if self.read_committed and part.aborted_transactions:
+                aborted = _AbortedTransactions(part.aborted_transactions)
+            self._decode(position, records, aborted)
+        if position.offset > before:
+            position.last_progress = time.monotonic()
+            position.max_bytes = 0
+        elif records and len(records) >= (position.max_bytes or self.partition_max_bytes):
+            # only part of a batch bigger than the partition's share came: ask for more next time
+            position.max_bytes = min(2 * (position.max_bytes or self.partition_max_bytes), self.max_bytes)
+        high = part.last_stable_offset if self.read_committed and part.last_stable_offset >= 0 else part.high_watermark
+        if not records and position.offset < position.range.end <= high <= position.offset:
+            position.offset = position.range.end  # pragma: no cover (a range past what the partition holds)
+
+    def _decode(self, position: _Position, records: bytes, aborted) -> None:
+        columns = position.columns
+        end = position.range.end
+        pos = 0
+        size_left = len(records)
+        while position.offset < end:
+            if aborted is None:
+                try:
+                    pos, next_offset = columns.add_batches(records, pos, position.offset, end)
+                except ValueError as exc:
+                    raise ReadError(f"{position.range.topic}-{position.range.partition}: {exc}") from None
+                position.offset = max(position.offset, next_offset)
+                if position.offset >= end:
+                    return
+            if size_left - pos < _HEADER_SIZE:
+                return
+            (base_offset, batch_length, _epoch, magic, _crc, attributes, last_delta, base_ts, max_ts, producer_id,
+             _producer_epoch, _sequence, count) = _BATCH_HEADER.unpack_from(records, pos)
+            batch_end = pos + batch_length + 12
+            if batch_length < _HEADER_SIZE - 12:
+                raise ReadError(f"corrupt record batch at offset {base_offset} of "
+                                f"{position.range.topic}-{position.range.partition}")
+            if batch_end > size_left:
+                return  # a partial batch ends the fetch
+            if magic != 2:
+                raise ReadError(f"{position.range.topic}-{position.range.partition} holds message format v{magic} "
+                                f"at offset {base_offset}; the columnar reader reads v2 (Kafka 0.11+) only")
+            last_offset = base_offset + last_delta
+            skip = False
+            if aborted is not None:
+                aborted.reach(last_offset)
+                if attributes & 0x20:  # a control batch: its marker closes the producer's transaction
+                    if count and aborted.is_abort_marker(records, pos + _HEADER_SIZE, batch_end):
+                        aborted.close(producer_id)
+                    skip = True
+                elif attributes & 0x10 and producer_id in aborted.producers:
+                    skip = True
+            elif attributes & 0x20:
+                skip = True
+            if not skip and last_offset >= position.offset:
+                payload = _payload(records, pos, batch_end, attributes & 0x07, base_offset)
+                try:
+                    columns.add_records(payload, count, base_offset, base_ts, max_ts if attributes & 0x08 else -1,
+                                        position.offset, end)
+                except ValueError as exc:
+                    raise ReadError(f"{position.range.topic}-{position.range.partition}: {exc}") from None
+            pos = batch_end
+            position.offset = max(position.offset, last_offset + 1)
+
+    def _skip_deleted(self, leader: tuple[str, int], position: _Position) -> None:
+        """The range's next records were deleted (retention) before they were read: fail, or with
+        failOnDataLoss=false go on from the partition's new start."""
+        r = position.range
+        request = list_offsets_request.ListOffsetsRequest(
+            replica_id=BrokerId(-1), isolation_level=i8(1 if self.read_committed else 0),
+            topics=(list_offsets_request.ListOffsetsTopic(name=TopicName(r.topic), partitions=(
+                list_offsets_request.ListOffsetsPartition(partition_index=i32(r.partition), timestamp=i64(-2)),)),))
+        response = self._connection(leader).request(request, list_offsets_response.ListOffsetsResponse)
+        part = response.topics[0].partitions[0]
+        if part.error_code != ErrorCode.none:
+            raise ReadError(f"listing the start of {r.topic}-{r.partition}: {part.error_code.name}")
+        low = part.offset
+        if low <= position.offset:
+            raise ReadError(f"offset {position.offset} of {r.topic}-{r.partition} is past its end")
+        if self.fail_on_data_loss:
+            raise ReadError(f"offsets {position.offset}..{low - 1} of {r.topic}-{r.partition} were deleted "
+                            "(retention) before they were read; set failOnDataLoss=false to skip them")
+        position.offset = min(low, r.end)
+        position.last_progress = time.monotonic()
+
+    # -- Arrow
+
+    def _record_batch(self, position: _Position):
+        import pyarrow as pa
+
+        taken = position.columns.take()
+        n = taken["count"]
+        schema = self.arrow_schema
+        columns = [
+            _binary(taken["keys"], n, pa.binary()), _binary(taken["values"], n, pa.binary()),
+            pa.repeat(pa.scalar(position.range.topic, pa.string()), n),
+            pa.repeat(pa.scalar(position.range.partition, pa.int32()), n),
+            pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(taken["offsets"])]),
+            pa.Array.from_buffers(schema.field("timestamp").type, n, [None, pa.py_buffer(taken["timestamps"])]),
+            pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(taken["timestamp_types"])]),
+        ]
+        if self.with_headers:
+            header_keys = _binary(taken["header_keys"], None, pa.string())
+            header_values = _binary(taken["header_values"], None, pa.binary())
+            header_type = schema.field("headers").type
+            entries = pa.StructArray.from_arrays([header_keys, header_values], fields=list(header_type.value_type))
+            columns.append(pa.ListArray.from_arrays(
+                pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(taken["header_offsets"])]), entries,
+                type=header_type))
+        return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _binary(parts: tuple, n: int | None, arrow_type):
+    import pyarrow as pa
+
+    offsets, data, validity, nulls = parts
+    count = len(offsets) // 4 - 1 if n is None else n
+    return pa.Array.from_buffers(arrow_type, count, [pa.py_buffer(validity) if validity is not None else None,
+                                                     pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls)
+
+
+class _AbortedTransactions:
+    """A fetch's aborted transactions, as a Java consumer keeps them: a producer's batches are skipped from
+    the first offset of its aborted transaction until its abort marker."""
+
+    def __init__(self, listed) -> None:
+        self.pending = [(int(t.first_offset), int(t.producer_id)) for t in listed]
+        heapq.heapify(self.pending)
+        self.producers: set[int] = set()
+
+    def reach(self, last_offset: int) -> None:
+        while self.pending and self.pending[0][0] <= last_offset:
+            self.producers.add(heapq.heappop(self.pending)[1])
+
+    def close(self, producer_id: int) -> None:
+        self.producers.discard(producer_id)
+
+    @staticmethod
+    def is_abort_marker(records: bytes, start: int, end: int) -> bool:
+        """The control record's key is (version, type): type 0 is an abort marker."""
+        view = memoryview(records)[start:end]
+        _length, pos = _varint(view, 0)
+        pos += 1  # attributes
+        _ts, pos = _varint(view, pos)
+        _delta, pos = _varint(view, pos)
+        key_length, pos = _varint(view, pos)
+        if key_length < 4 or pos + 4 > len(view):
+            return False
+        return _CONTROL_KEY.unpack_from(view, pos)[1] == 0
+
+
+def _varint(buf, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise ReadError("corrupt control record")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+
+
+def _payload(records: bytes, start: int, end: int, codec: int, base_offset: int):
+    """The records section of the batch at ``records[start:end]``, decompressed."""
+    try:
+        return decompress(codec, memoryview(records)[start + _HEADER_SIZE:end])
+    except ValueError as exc:
+        raise ReadError(f"the record batch at offset {base_offset} does not decompress: {exc}") from None
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.strip().rpartition(":")
+    if not host or not port.isdigit():
+        raise ReadError(f"bad bootstrap address {address!r} (want host:port)")
+    return host.strip("[]"), int(port)

@@ -1,0 +1,53 @@
+"""Kafka's record-batch compression codecs (the low three bits of a batch's attributes), undone with
+cramjam. Shared by the log (compaction, timestamp lookups) and the columnar range reader; it imports
+nothing of Freshet's."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import cramjam
+
+CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+
+class UnknownCodecError(ValueError):
+    """The attributes name a codec Kafka does not have."""
+
+
+class CorruptPayloadError(ValueError):
+    """The records section does not decompress with its codec."""
+
+
+def decompress(codec: int, payload: bytes | memoryview):
+    """The records section of a batch, decompressed (a bytes-like object; ``payload`` itself for codec 0)."""
+    if codec == 0:
+        return payload
+    try:
+        if codec == 1:
+            return zlib.decompress(payload, 47)  # gzip or zlib header
+        if codec == 2:
+            return _snappy(bytes(payload))
+        if codec == 3:
+            return cramjam.lz4.decompress(payload)  # the LZ4 frame format
+        if codec == 4:
+            return cramjam.zstd.decompress(payload)
+    except (zlib.error, ValueError, cramjam.DecompressionError) as exc:
+        raise CorruptPayloadError(str(exc) or type(exc).__name__) from None
+    raise UnknownCodecError(f"unknown compression codec {codec}")
+
+
+def _snappy(data: bytes):
+    if not data.startswith(_XERIAL_MAGIC):
+        return cramjam.snappy.decompress_raw(data)
+    # xerial framing (Java clients): 16-byte header, then [int32 length][raw snappy block]...
+    out = bytearray()
+    pos = 16
+    while pos < len(data):
+        (size,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        out += bytes(cramjam.snappy.decompress_raw(data[pos:pos + size]))
+        pos += size
+    return out

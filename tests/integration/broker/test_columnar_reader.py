@@ -1,0 +1,137 @@
+"""The Spark source's two readers against a real broker, record for record: the columnar reader
+(Fetch requests, C decoder, freshet.client.columnar) and librdkafka (a confluent-kafka consumer), on
+every codec a producer writes, headers and null keys, transactions committed and aborted under both
+isolation levels, records deleted before they are read, and ranges that start and end
+inside batches. No Spark session: the source's read functions are called as an executor calls them."""
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from freshet.client.columnar import ColumnarUnavailable, RangeReader, ReadRange
+from freshet.spark.source import (
+    TopicPartitionRange,
+    choose_reader,
+    read_ranges,
+    source_schema,
+)
+from freshet.testing.topics import create_topic
+
+SCHEMA = source_schema(include_headers=True)
+ARROW_SCHEMA = to_arrow_schema(SCHEMA, timezone="UTC")
+
+
+def end_offsets(bootstrap, topic, partitions, isolation="read_uncommitted"):
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends", "isolation.level": isolation})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
+def read_both(bootstrap, topic, spans, options=None, fail_on_data_loss=True):
+    """The rows each reader yields for ``spans`` [(partition, start, end)], sorted the same way."""
+    out = {}
+    for reader in ("columnar", "librdkafka"):
+        ranges = [TopicPartitionRange(topic, p, start, end, bootstrap, True, fail_on_data_loss, dict(options or {}),
+                                      reader) for p, start, end in spans]
+        rows = []
+        for batch in read_ranges(ranges, SCHEMA):
+            rows += batch.to_pylist()
+        for row in rows:
+            row["headers"] = [(h["key"], h["value"]) for h in row["headers"]]
+        out[reader] = sorted(rows, key=lambda r: (r["partition"], r["offset"]))
+    return out["columnar"], out["librdkafka"]
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_both_readers_read_the_same_records_of_every_codec(broker, topic_name, codec):
+    create_topic(broker.bootstrap, topic_name, 3)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 20})
+    for i in range(3000):
+        producer.produce(topic_name, value=b"value %d " % i * (i % 7), key=None if i % 4 == 0 else b"k%d" % i,
+                         partition=i % 3, headers=[("h", b"%d" % i), ("empty", None)] if i % 5 == 0 else None)
+    producer.flush(30)
+    columnar, librdkafka = read_both(broker.bootstrap, topic_name, [(0, 0, 1000), (1, 17, 933), (2, 500, 501)])
+    assert len(columnar) == 1000 + 916 + 1
+    assert columnar == librdkafka
+    assert [(r["partition"], r["offset"]) for r in columnar][:2] == [(0, 0), (0, 1)]
+    assert any(r["key"] is None for r in columnar) and any(r["headers"] for r in columnar)
+
+
+def test_both_readers_skip_aborted_transactions_under_read_committed(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 2)
+    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    txn = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"{topic_name}-tx"})
+    txn.init_transactions(30)
+    for round_ in range(4):
+        txn.begin_transaction()
+        for i in range(50):
+            txn.produce(topic_name, b"txn %d %d" % (round_, i), partition=i % 2)
+        plain.produce(topic_name, b"plain %d" % round_, partition=round_ % 2)
+        plain.flush(10)
+        txn.flush(10)  # an abort drops what was not sent: the aborted records are to be in the log
+        (txn.commit_transaction if round_ % 2 else txn.abort_transaction)(30)
+    ends = end_offsets(broker.bootstrap, topic_name, 2)
+    spans = [(p, 0, ends[p]) for p in range(2)]
+    committed, librdkafka = read_both(broker.bootstrap, topic_name, spans, {"isolation.level": "read_committed"})
+    assert committed == librdkafka
+    values = sorted(r["value"] for r in committed)
+    assert values == sorted([b"plain %d" % r for r in range(4)] + [b"txn %d %d" % (r, i) for r in (1, 3)
+                                                                    for i in range(50)])
+    uncommitted, librdkafka = read_both(broker.bootstrap, topic_name, spans, {"isolation.level": "read_uncommitted"})
+    assert uncommitted == librdkafka and len(uncommitted) == 4 + 200
+
+
+def test_deleted_records_fail_the_read_or_are_skipped(broker, topic_name):
+    admin = create_topic(broker.bootstrap, topic_name, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(100):
+        producer.produce(topic_name, b"%d" % i)
+    producer.flush(10)
+    tp = TopicPartition(topic_name, 0, 60)
+    admin.delete_records([tp])[tp].result(10)
+    for reader in ("columnar", "librdkafka"):
+        ranges = [TopicPartitionRange(topic_name, 0, 10, 100, broker.bootstrap, True, True, {}, reader)]
+        with pytest.raises(RuntimeError, match=r"offsets 10\.\.59 .* were deleted"):
+            list(read_ranges(ranges, SCHEMA))
+    columnar, librdkafka = read_both(broker.bootstrap, topic_name, [(0, 10, 100)], fail_on_data_loss=False)
+    assert columnar == librdkafka and [r["offset"] for r in columnar] == list(range(60, 100))
+
+
+def test_settings_the_columnar_reader_does_not_cover_go_to_librdkafka():
+    assert choose_reader("auto", {}) == "columnar"
+    assert choose_reader("auto", {"isolation.level": "read_committed"}) == "columnar"
+    assert choose_reader("auto", {"security.protocol": "SASL_SSL"}) == "librdkafka"
+    assert choose_reader("auto", {"queued.min.messages": "5"}) == "librdkafka"
+    assert choose_reader("librdkafka", {}) == "librdkafka"
+    from freshet.spark.offsets import SourceError
+
+    with pytest.raises(SourceError, match="reader=columnar cannot serve this read: security.protocol SASL_SSL"):
+        choose_reader("columnar", {"security.protocol": "SASL_SSL"})
+    with pytest.raises(SourceError, match="option reader takes auto, columnar, librdkafka"):
+        choose_reader("fast", {})
+    with pytest.raises(ColumnarUnavailable):
+        RangeReader("127.0.0.1:1", [], ARROW_SCHEMA, options={"sasl.mechanism": "PLAIN"})
+
+
+def test_a_broker_that_is_not_there_is_a_clear_error(topic_name):
+    from freshet.client.columnar import ReadError
+    from freshet.local.broker import free_port
+
+    reader = RangeReader(f"127.0.0.1:{free_port()}", [ReadRange(topic_name, 0, 0, 10)], ARROW_SCHEMA)
+    with pytest.raises(ReadError, match="no broker answered a metadata request: cannot reach the broker"):
+        list(reader.batches())
+
+
+def test_a_topic_that_does_not_exist_is_a_clear_error(broker, topic_name):
+    from freshet.client.columnar import ReadError
+
+    reader = RangeReader(broker.bootstrap, [ReadRange(topic_name, 0, 0, 10)], ARROW_SCHEMA)
+    with pytest.raises(ReadError, match=f"{topic_name}-0 has no leader"):
+        list(reader.batches())
