@@ -2,8 +2,9 @@
 
 What a Kafka Streams / Quix Streams / Faust application does to its broker, with confluent-kafka clients
 in this process (threads):
-  - ``--producers`` producers write ``--records`` small JSON events (about 60 B, keyed by one of 10,000
-    users) to ``events`` (6 partitions) with linger.ms=2: many small produce requests;
+  - ``--producers`` producers write small JSON events (about 60 B, keyed by one of 10,000 users) to
+    ``events`` (6 partitions) at ``--rate`` events/s between them for ``--seconds``, with linger.ms=2:
+    many small produce requests, as a live source sends them;
   - ``--consumers`` consumers in one group read ``events``; for every event they write the user's running
     count to ``changelog`` (6 partitions, cleanup.policy=compact: the state store's changelog) and, for
     every tenth, a result to ``results``; they commit their offsets every 100 ms;
@@ -27,7 +28,10 @@ import json
 import os
 import platform
 import statistics
+import shutil
+import signal
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -76,7 +80,7 @@ def create_topics(bootstrap: str, suffix: str) -> dict[str, str]:
 
 def workload(bootstrap: str, args, counter: RequestCounter, suffix: str) -> dict:
     topics = create_topics(bootstrap, suffix)
-    per_producer = args.records // args.producers
+    per_producer = args.rate * args.seconds // args.producers
     total = per_producer * args.producers
     processed = [0]
     lock = threading.Lock()
@@ -86,7 +90,13 @@ def workload(bootstrap: str, args, counter: RequestCounter, suffix: str) -> dict
     def produce(n: int, seed: int) -> None:
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "acks": "all",
                              "client.id": f"producer-{seed}", **counter.config()})
+        rate = args.rate / args.producers
+        begin = time.monotonic()
         for i in range(n):
+            if i % 10 == 0:  # paced: ten events at a time
+                wait = begin + i / rate - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
             user = (i * 7919 + seed) % USERS
             while True:
                 try:
@@ -185,7 +195,8 @@ def one_run(name: str, args, round_no: int, baseline_src: str | None = None) -> 
                 os.environ["PYTHONPATH"] = saved
         stop = lambda *exc: server.close()  # noqa: E731
         if args.profile and name == "freshet" and round_no == 0:
-            profile = subprocess.Popen(["py-spy", "record", "-o", args.profile, "-r", "200", "-f", "speedscope",
+            py_spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+            profile = subprocess.Popen([py_spy, "record", "-o", args.profile, "-r", "200", "-f", "speedscope",
                                         "-p", str(server.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
     try:
@@ -194,7 +205,7 @@ def one_run(name: str, args, round_no: int, baseline_src: str | None = None) -> 
         cpu = cpu_seconds(server.pid) - cpu0
     finally:
         if profile:
-            profile.terminate()
+            profile.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
             profile.wait(60)
         stop(None, None, None)
     requests = counter.total
@@ -207,7 +218,8 @@ def one_run(name: str, args, round_no: int, baseline_src: str | None = None) -> 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=200_000, help="events in all")
+    ap.add_argument("--rate", type=int, default=10_000, help="events/s, all producers together")
+    ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--producers", type=int, default=4)
     ap.add_argument("--consumers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
@@ -227,7 +239,7 @@ def main() -> None:
     def median(name: str, key: str) -> float:
         return statistics.median(row[key] for row in rows[name])
 
-    summary = {"summary": True, "rounds": args.rounds, "events": args.records, "producers": args.producers,
+    summary = {"summary": True, "rounds": args.rounds, "events": args.rate * args.seconds, "rate": args.rate, "producers": args.producers,
                "consumers": args.consumers, "machine": f"{platform.machine()} {os.cpu_count()} cores",
                "date": time.strftime("%Y-%m-%d")}
     for name in names:

@@ -191,32 +191,39 @@ class Broker:
             connection.certificate_principal = principal_of_certificate(writer.get_extra_info("peercert"))
         queue: asyncio.Queue = asyncio.Queue(self.config.max_in_flight)
         sender = asyncio.create_task(self._send(queue, writer))
+        loop = asyncio.get_running_loop()
+        idle_timeout, frame_timeout = self.config.idle_timeout_s, self.config.frame_timeout_s
         try:
-            while True:
-                size_bytes = await asyncio.wait_for(reader.readexactly(4), self.config.idle_timeout_s)
-                (size,) = _SIZE.unpack(size_bytes)
-                if size < 0 or size > self.config.max_request_bytes:
-                    log.warning("closing %s: frame of %d bytes exceeds socket.request.max.bytes=%d",
-                                peer, size, self.config.max_request_bytes)
-                    break
-                frame = await asyncio.wait_for(reader.readexactly(size), self.config.frame_timeout_s)
-                header = protocol.read_request_header(frame)
-                sasl = connection.sasl
-                if sasl is not None and header.api_key not in BEFORE_AUTHENTICATION and (
-                        not sasl.authenticated or sasl.expired()):
-                    # as Kafka: a request before authentication, or after the session expired, closes the connection
-                    log.info("closing %s: API key %d %s", peer, header.api_key,
-                             "after its session expired" if sasl.authenticated else "before authentication")
-                    break
-                ctx = RequestContext(self, header, peer_host, connection=connection)
-                response = self._dispatch(frame, ctx)
-                if response is not None:
-                    await queue.put(response)
-                if connection.close_after_response:
-                    break
-                if ctx.throttle_ms:
-                    await asyncio.sleep(ctx.throttle_ms / 1000)  # muted, as Kafka does over quota
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
+            # one timeout for the connection's life, moved for each read: a wait_for per read costs a task
+            async with asyncio.timeout(None) as deadline:
+                while True:
+                    deadline.reschedule(loop.time() + idle_timeout)
+                    size_bytes = await reader.readexactly(4)
+                    (size,) = _SIZE.unpack(size_bytes)
+                    if size < 0 or size > self.config.max_request_bytes:
+                        log.warning("closing %s: frame of %d bytes exceeds socket.request.max.bytes=%d",
+                                    peer, size, self.config.max_request_bytes)
+                        break
+                    deadline.reschedule(loop.time() + frame_timeout)
+                    frame = await reader.readexactly(size)
+                    deadline.reschedule(None)
+                    header = protocol.read_request_header(frame)
+                    sasl = connection.sasl
+                    if sasl is not None and header.api_key not in BEFORE_AUTHENTICATION and (
+                            not sasl.authenticated or sasl.expired()):
+                        # as Kafka: a request before authentication, or after the session expired, closes the connection
+                        log.info("closing %s: API key %d %s", peer, header.api_key,
+                                 "after its session expired" if sasl.authenticated else "before authentication")
+                        break
+                    ctx = RequestContext(self, header, peer_host, connection=connection)
+                    response = self._dispatch(frame, ctx)
+                    if response is not None:
+                        await queue.put(response)
+                    if connection.close_after_response:
+                        break
+                    if ctx.throttle_ms:
+                        await asyncio.sleep(ctx.throttle_ms / 1000)  # muted, as Kafka does over quota
+        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
             pass
         except FrameError as exc:
             log.debug("closing %s: %s", peer, exc)  # what Kafka does with a request it cannot parse
