@@ -206,6 +206,7 @@ static Py_ssize_t decode_records(Columns *self, const unsigned char *p, const un
                                  int64_t base_offset, int64_t base_ts, int64_t log_append_ts, int64_t lo, int64_t hi) {
     Py_ssize_t start_count = self->count, start_headers = self->header_keys.count;
     int32_t ts_type = log_append_ts >= 0 ? 1 : 0;
+    int64_t previous_delta = -1;
     for (int32_t i = 0; i < count; i++) {
         int64_t length, ts_delta, off_delta, klen, vlen, nheaders;
         if (read_varlong(&p, end, &length) < 0 || length < 0 || length > end - p) {
@@ -228,6 +229,11 @@ static Py_ssize_t decode_records(Columns *self, const unsigned char *p, const un
             corrupt("bad header count", base_offset);
             goto fail;
         }
+        if (off_delta <= previous_delta) {
+            corrupt("offsets do not rise within the batch", base_offset);
+            goto fail;
+        }
+        previous_delta = off_delta;
         int64_t offset = base_offset + off_delta;
         int keep = offset >= lo && offset < hi;
         for (int64_t h = 0; h < nheaders; h++) {

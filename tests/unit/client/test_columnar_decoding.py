@@ -218,3 +218,9 @@ def test_a_record_whose_length_runs_past_its_batch_is_refused_whole():
     with pytest.raises(ReadError, match="corrupt record batch at offset 3"):
         reader._decode(position, good + bytes(bad), None)
     assert position.columns.count == 0 and position.offset == 0  # the call is taken back whole
+
+
+def test_offsets_that_go_back_within_a_batch_are_refused():
+    record_set = batch([(b"k", b"a", T0), (b"k", b"b", T0), (b"k", b"c", T0)], 0, deltas=[0, 2, 1])
+    with pytest.raises(ReadError, match="offsets do not rise within the batch"):
+        read(record_set)
