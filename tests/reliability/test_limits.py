@@ -92,6 +92,22 @@ def test_slow_client_is_cut_off_without_affecting_others(tmp_path):
         slow.close()
 
 
+def test_an_idle_connection_is_closed_and_a_busy_one_is_not(tmp_path):
+    """connections.max.idle.ms: a connection that sends nothing for that long is closed; one that keeps
+    sending requests, each within it, stays open however long it lives."""
+    with BrokerProcess(data_dir=str(tmp_path / "d"), extra_args=["--idle-timeout-ms", "800"]) as b:
+        create_topic(b.bootstrap, "idle")
+        idle = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+        with RawConnection(b.bootstrap) as busy:
+            started = time.monotonic()
+            for i in range(12):  # 2.4 s in all, 0.2 s between requests
+                assert produce(busy, "idle", 0, encode_batch([(b"k", b"v%d" % i, 1)])).error_code == 0
+                time.sleep(0.2)
+            assert idle.recv(1) == b""  # closed by the broker (recv would time out after 10 s otherwise)
+            assert time.monotonic() - started < 10
+        idle.close()
+
+
 def test_produce_quota_throttles_but_keeps_every_record(tmp_path):
     with BrokerProcess(data_dir=str(tmp_path / "d"), extra_args=["--producer-byte-rate", "200000"]) as b:
         create_topic(b.bootstrap, "quota")

@@ -32,6 +32,7 @@ class Connection:
     sasl: "SaslSession | None" = None  # on SASL listeners
     certificate_principal: str | None = None  # mutual TLS: User:CN=...
     close_after_response: bool = False  # a failed authentication: answer, then close (as Kafka does)
+    deadline: float | None = None  # loop time by which the read under way must finish (the broker's watchdog)
 
     @property
     def principal(self) -> str:

@@ -53,7 +53,8 @@ def encode(header: RequestHeader, body: dict) -> bytes | list:
     Produce and Fetch, the most frequent, are packed directly; the rest go through kio's entities."""
     if header.api_key == PRODUCE_KEY and PRODUCE_FIRST <= header.api_version <= PRODUCE_LAST:
         body_bytes = encode_produce_body(header.api_version, body)
-        head = _SIZE.pack(header.correlation_id) + (b"\0" if header.api_version >= PRODUCE_FIRST_FLEXIBLE else b"")
+        flexible = header.api_version >= PRODUCE_FIRST_FLEXIBLE
+        head = _SIZE.pack(header.correlation_id) + (b"\0" if flexible else b"")
         return _SIZE.pack(len(head) + len(body_bytes)) + head + body_bytes
     if header.api_key == FETCH_KEY and FETCH_FIRST <= header.api_version <= FETCH_LAST:
         return protocol.frame_parts(header.api_key, header.api_version, header.correlation_id,
@@ -95,8 +96,9 @@ class Broker:
                                          bool(allow) if allow is not None else False)
         self.bound: dict[Listener, int] = {}  # listener -> the port it is bound to
         self._servers: list[asyncio.base_events.Server] = []
-        self._connections: set[asyncio.Task] = set()
+        self._connections: dict[asyncio.Task, Connection] = {}
         self._cleaner: asyncio.Task | None = None
+        self._watchdog: asyncio.Task | None = None
         self._background: set[asyncio.Task] = set()
         self.port = config.port
         self.metrics: MetricsServer | None = None
@@ -115,6 +117,7 @@ class Broker:
         self.share_groups.start()
         self.transactions.start()
         self._cleaner = asyncio.get_running_loop().create_task(self._run_cleaner(), name="log-cleaner")
+        self._watchdog = asyncio.get_running_loop().create_task(self._expire_connections(), name="deadlines")
         if self.metrics:  # before the Kafka port: whoever sees that listening finds this too
             await self.metrics.start()
         for listener in self.listeners:
@@ -144,7 +147,8 @@ class Broker:
             task.cancel()
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
-        tasks = [t for t in (self._cleaner, *self._background) if t is not None]  # the cleaner and topic cleanings
+        # the cleaner, the read deadlines' watchdog and topic cleanings
+        tasks = [t for t in (self._cleaner, self._watchdog, *self._background) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -163,6 +167,20 @@ class Broker:
         task = asyncio.get_running_loop().create_task(self._clean_topic(topic), name=f"clean-{topic_name}")
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    async def _expire_connections(self) -> None:
+        """Close connections idle past connections.max.idle.ms, and those whose request frame does not arrive
+        whole within the frame timeout: every read sets its connection's deadline, checked here a few times
+        per the shorter timeout."""
+        loop = asyncio.get_running_loop()
+        tick = min(1.0, max(0.01, min(self.config.idle_timeout_s, self.config.frame_timeout_s) / 4))
+        while True:
+            await asyncio.sleep(tick)
+            now = loop.time()
+            for task, connection in list(self._connections.items()):
+                if connection.deadline is not None and now > connection.deadline:
+                    connection.deadline = None
+                    task.cancel()
 
     async def _run_cleaner(self) -> None:
         """Retention and compaction, topic by topic, at the cleaner interval."""
@@ -188,10 +206,10 @@ class Broker:
                      listener: Listener | None = None) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
         peer = writer.get_extra_info("peername")
         peer_host = f"/{peer[0]}" if peer else ""
         connection = Connection(listener or self.listeners[0], peer[0] if peer else "")
+        self._connections[task] = connection
         if connection.listener.sasl:
             connection.sasl = SaslSession(self.credentials, self.config.security.sasl_mechanisms)
         if connection.listener.tls:
@@ -201,36 +219,36 @@ class Broker:
         loop = asyncio.get_running_loop()
         idle_timeout, frame_timeout = self.config.idle_timeout_s, self.config.frame_timeout_s
         try:
-            # one timeout for the connection's life, moved for each read: a wait_for per read costs a task
-            async with asyncio.timeout(None) as deadline:
-                while True:
-                    deadline.reschedule(loop.time() + idle_timeout)
-                    size_bytes = await reader.readexactly(4)
-                    (size,) = _SIZE.unpack(size_bytes)
-                    if size < 0 or size > self.config.max_request_bytes:
-                        log.warning("closing %s: frame of %d bytes exceeds socket.request.max.bytes=%d",
-                                    peer, size, self.config.max_request_bytes)
-                        break
-                    deadline.reschedule(loop.time() + frame_timeout)
-                    frame = await reader.readexactly(size)
-                    deadline.reschedule(None)
-                    header = protocol.read_request_header(frame)
-                    sasl = connection.sasl
-                    if sasl is not None and header.api_key not in BEFORE_AUTHENTICATION and (
-                            not sasl.authenticated or sasl.expired()):
-                        # as Kafka: a request before authentication, or after the session expired, closes the connection
-                        log.info("closing %s: API key %d %s", peer, header.api_key,
-                                 "after its session expired" if sasl.authenticated else "before authentication")
-                        break
-                    ctx = RequestContext(self, header, peer_host, connection=connection)
-                    response = self._dispatch(frame, ctx)
-                    if response is not None:
-                        await queue.put(response)
-                    if connection.close_after_response:
-                        break
-                    if ctx.throttle_ms:
-                        await asyncio.sleep(ctx.throttle_ms / 1000)  # muted, as Kafka does over quota
-        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
+            # each read sets a deadline the watchdog (_expire_connections) enforces: a timer per read costs
+            # more than the rest of a small request's reading
+            while True:
+                connection.deadline = loop.time() + idle_timeout
+                size_bytes = await reader.readexactly(4)
+                (size,) = _SIZE.unpack(size_bytes)
+                if size < 0 or size > self.config.max_request_bytes:
+                    log.warning("closing %s: frame of %d bytes exceeds socket.request.max.bytes=%d",
+                                peer, size, self.config.max_request_bytes)
+                    break
+                connection.deadline = loop.time() + frame_timeout
+                frame = await reader.readexactly(size)
+                connection.deadline = None
+                header = protocol.read_request_header(frame)
+                sasl = connection.sasl
+                if sasl is not None and header.api_key not in BEFORE_AUTHENTICATION and (
+                        not sasl.authenticated or sasl.expired()):
+                    # as Kafka: a request before authentication, or after the session expired, closes the connection
+                    log.info("closing %s: API key %d %s", peer, header.api_key,
+                             "after its session expired" if sasl.authenticated else "before authentication")
+                    break
+                ctx = RequestContext(self, header, peer_host, connection=connection)
+                response = self._dispatch(frame, ctx)
+                if response is not None:
+                    await queue.put(response)
+                if connection.close_after_response:
+                    break
+                if ctx.throttle_ms:
+                    await asyncio.sleep(ctx.throttle_ms / 1000)  # muted, as Kafka does over quota
+        except (asyncio.IncompleteReadError, ConnectionError):
             pass
         except FrameError as exc:
             log.debug("closing %s: %s", peer, exc)  # what Kafka does with a request it cannot parse
@@ -243,7 +261,7 @@ class Broker:
             except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
                 sender.cancel()
             writer.close()
-            self._connections.discard(task)
+            self._connections.pop(task, None)
 
     async def _send(self, queue: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
         while True:
