@@ -14,6 +14,7 @@ _LOG_ERRORS: dict[type[log_errors.LogError], ErrorCode] = {
     log_errors.CorruptBatchError: ErrorCode.corrupt_message,
     log_errors.InvalidRecordError: ErrorCode.invalid_record,
     log_errors.RecordTooLargeError: ErrorCode.message_too_large,
+    log_errors.InvalidTimestampError: ErrorCode.invalid_timestamp,
     log_errors.OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
     log_errors.OutOfOrderSequenceError: ErrorCode.out_of_order_sequence_number,
     log_errors.InvalidProducerEpochError: ErrorCode.invalid_producer_epoch,

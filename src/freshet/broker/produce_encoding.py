@@ -36,7 +36,7 @@ def _append_time(value) -> int:
     if value is None:
         return -1
     if isinstance(value, datetime.datetime):
-        return int(value.timestamp() * 1000)
+        return round(value.timestamp() * 1000)
     return int(value)
 
 

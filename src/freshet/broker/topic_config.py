@@ -20,6 +20,8 @@ def _long(minimum: int) -> Callable[[str], int]:
             raise InvalidConfigError(f"{text!r} is not a whole number") from None
         if value < minimum:
             raise InvalidConfigError(f"{value} is below the minimum {minimum}")
+        if value > 2**63 - 1:
+            raise InvalidConfigError(f"{value} is larger than a long")
         return value
 
     return parse
@@ -61,7 +63,12 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
         ConfigDef("max.message.bytes", str(_D.max_message_bytes), _long(0), "largest record batch accepted"),
         ConfigDef("index.interval.bytes", str(_D.index_interval_bytes), _long(0), "bytes between index entries"),
         ConfigDef("delete.retention.ms", str(_D.delete_retention_ms), _long(0), "how long tombstones are kept"),
-        ConfigDef("message.timestamp.type", "CreateTime", _choice("CreateTime"), "record timestamps as produced"),
+        ConfigDef("message.timestamp.type", "CreateTime", _choice("CreateTime", "LogAppendTime"),
+                  "CreateTime: the producer's timestamps; LogAppendTime: the broker's clock when it appends"),
+        ConfigDef("message.timestamp.before.max.ms", str(_D.message_timestamp_before_max_ms), _long(0),
+                  "CreateTime: refuse records whose timestamp is further than this in the past"),
+        ConfigDef("message.timestamp.after.max.ms", str(_D.message_timestamp_after_max_ms), _long(0),
+                  "CreateTime: refuse records whose timestamp is further than this in the future"),
         ConfigDef("min.insync.replicas", "1", _long(1), "one replica: always 1"),
         ConfigDef("compression.type", "producer", _choice("producer"), "batches are stored as produced"),
         ConfigDef("min.compaction.lag.ms", "0", _long(0), "minimum age before a record can be compacted"),
@@ -96,4 +103,7 @@ def log_config(overrides: dict[str, str]) -> LogConfig:
         max_message_bytes=int(get("max.message.bytes")),
         index_interval_bytes=int(get("index.interval.bytes")),
         delete_retention_ms=int(get("delete.retention.ms")),
+        message_timestamp_type=get("message.timestamp.type"),
+        message_timestamp_before_max_ms=int(get("message.timestamp.before.max.ms")),
+        message_timestamp_after_max_ms=int(get("message.timestamp.after.max.ms")),
     )

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 
 from .partition import Partition
-from .record_batch import TRANSACTIONAL_FLAG, decode_records, encode_batch, iter_batches
+from .record_batch import TIMESTAMP_TYPE_FLAG, TRANSACTIONAL_FLAG, decode_records, encode_batch, iter_batches
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +142,7 @@ def compact(partition: Partition, now_ms: int | None = None) -> CleanerStats:
                     producer_id=header.producer_id if transactional else -1,
                     producer_epoch=header.producer_epoch if transactional else -1,
                     attributes=TRANSACTIONAL_FLAG if transactional else 0,
+                    log_append_time=header.max_timestamp if header.attributes & TIMESTAMP_TYPE_FLAG else None,
                 ))
         if changed:
             segment.replace_contents(kept_batches)

@@ -15,7 +15,10 @@ class LogConfig:
     max_message_bytes: int = 1048588  # max.message.bytes (one batch)
     index_interval_bytes: int = 4096  # index.interval.bytes
     delete_retention_ms: int = 24 * 3600 * 1000  # delete.retention.ms (tombstones)
-    message_timestamp_type: str = "CreateTime"  # message.timestamp.type
+    message_timestamp_type: str = "CreateTime"  # message.timestamp.type: CreateTime | LogAppendTime
+    # CreateTime only: how far a record's timestamp may lie before / after the broker's clock
+    message_timestamp_before_max_ms: int = 2**63 - 1  # message.timestamp.before.max.ms
+    message_timestamp_after_max_ms: int = 2**63 - 1  # message.timestamp.after.max.ms
 
     @property
     def compacted(self) -> bool:

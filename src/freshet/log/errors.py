@@ -16,6 +16,10 @@ class InvalidRecordError(LogError):
     """A well-formed batch that the log refuses (wrong magic, keyless record on a compacted topic, ...)."""
 
 
+class InvalidTimestampError(LogError):
+    """A record's timestamp lies further from the broker's clock than message.timestamp.before/after.max.ms allow."""
+
+
 class RecordTooLargeError(LogError):
     """A batch larger than the topic's max.message.bytes."""
 

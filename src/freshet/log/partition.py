@@ -16,13 +16,15 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from .config import LogConfig
-from .errors import InvalidRecordError, OffsetOutOfRangeError, RecordTooLargeError
+from .errors import InvalidRecordError, InvalidTimestampError, OffsetOutOfRangeError, RecordTooLargeError
 from .producer_state import ProducerEntry, ProducerStateManager
 from .record_batch import (
+    TIMESTAMP_TYPE_FLAG,
     BatchHeader,
     decode_records,
     iter_batches,
     read_header,
+    stamp_log_append_time,
     validate_batches,
     with_base_offset,
 )
@@ -38,6 +40,7 @@ class AppendResult:
     last_offset: int
     log_start_offset: int
     duplicate: bool = False
+    log_append_time: int = -1  # the broker's time stamped in the batches (LogAppendTime topics), else -1
 
 
 class Partition:
@@ -121,6 +124,10 @@ class Partition:
                 )
         if self.config.compacted:
             self._require_keys(records, headers)
+        now_ms = int(time.time() * 1000)
+        log_append = self.config.message_timestamp_type == "LogAppendTime"
+        if not log_append:
+            self._check_timestamps(records, headers, now_ms)
         pending: dict[int, ProducerEntry] = {}
         duplicate = None
         for header in headers:
@@ -147,13 +154,41 @@ class Partition:
                 assigned.append(header._replace(base_offset=offset))
                 offset = header.last_offset - header.base_offset + offset + 1
                 pos += header.size
+        if log_append:  # the broker's clock in every batch, as Kafka stamps it (CRC recomputed)
+            pos = 0
+            for i, header in enumerate(assigned):
+                stamp_log_append_time(data, pos, now_ms)
+                assigned[i] = header._replace(attributes=header.attributes | TIMESTAMP_TYPE_FLAG, max_timestamp=now_ms)
+                pos += header.size
         for header in assigned:
             self.producer_state.stage(header, header.base_offset, pending)
         self._write(data, assigned)
         self.producer_state.commit(pending)
         for header in assigned:
             self.transactions.batch(header)
-        return AppendResult(assigned[0].base_offset, assigned[-1].last_offset, self.log_start_offset)
+        return AppendResult(assigned[0].base_offset, assigned[-1].last_offset, self.log_start_offset,
+                            log_append_time=now_ms if log_append else -1)
+
+    def _check_timestamps(self, records: bytes | memoryview, headers: list[BatchHeader], now_ms: int) -> None:
+        """message.timestamp.before/after.max.ms (CreateTime): every record's timestamp must lie within them of
+        the broker's clock (the records are decoded only on topics that set a bound)."""
+        before, after = self.config.message_timestamp_before_max_ms, self.config.message_timestamp_after_max_ms
+        if before >= 2**63 - 1 and after >= 2**63 - 1:
+            return
+        view = memoryview(records)
+        pos = 0
+        for header in headers:
+            timestamps = [r.timestamp for r in decode_records(view[pos:pos + header.size])]
+            pos += header.size
+            for timestamp in (min(timestamps), max(timestamps)):
+                if now_ms - timestamp > before:
+                    raise InvalidTimestampError(
+                        f"timestamp {timestamp} is {now_ms - timestamp} ms before the broker's clock; "
+                        f"message.timestamp.before.max.ms={before}")
+                if timestamp - now_ms > after:
+                    raise InvalidTimestampError(
+                        f"timestamp {timestamp} is {timestamp - now_ms} ms after the broker's clock; "
+                        f"message.timestamp.after.max.ms={after}")
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> AppendResult:
         """End ``producer_id``'s transaction here with a COMMIT or ABORT control batch (the coordinator's

@@ -156,6 +156,21 @@ def with_base_offset(batch: bytes | memoryview, base_offset: int, leader_epoch: 
     return out
 
 
+_ATTRIBUTES = struct.Struct(">h")
+_MAX_TIMESTAMP_AT = 35  # base_offset 8, length 4, epoch 4, magic 1, crc 4, attributes 2, last delta 4, base ts 8
+_CRC = struct.Struct(">I")
+
+
+def stamp_log_append_time(buf: bytearray, pos: int, timestamp_ms: int) -> None:
+    """Mark the batch at ``buf[pos:]`` as carrying log-append time ``timestamp_ms`` (the attributes' timestamp-type
+    bit and the max timestamp, which consumers then give every record) and recompute its CRC, in place."""
+    (attributes,) = _ATTRIBUTES.unpack_from(buf, pos + CRC_START)
+    _ATTRIBUTES.pack_into(buf, pos + CRC_START, attributes | TIMESTAMP_TYPE_FLAG)
+    struct.pack_into(">q", buf, pos + _MAX_TIMESTAMP_AT, timestamp_ms)
+    (length,) = struct.unpack_from(">i", buf, pos + 8)
+    _CRC.pack_into(buf, pos + 17, crc32c.crc32c(memoryview(buf)[pos + CRC_START:pos + LOG_OVERHEAD + length]))
+
+
 # ---------------------------------------------------------------------------------------
 # Records inside a batch. The broker never needs these on its hot path; they serve the
 # timestamp lookup, compaction and tests.
@@ -214,16 +229,20 @@ def encode_batch(
     base_sequence: int = -1,
     attributes: int = 0,
     offset_deltas: list[int] | None = None,
+    log_append_time: int | None = None,
 ) -> bytes:
     """Build an uncompressed v2 batch from ``(key, value, timestamp_ms[, headers])`` tuples.
 
-    ``offset_deltas`` keeps the offsets of records a compaction left behind (gaps allowed).
+    ``offset_deltas`` keeps the offsets of records a compaction left behind (gaps allowed);
+    ``log_append_time`` marks the batch as stamped by the broker at that time (a compacted copy keeps it).
     """
     if not records:
         raise ValueError("a batch holds at least one record")
     deltas = offset_deltas if offset_deltas is not None else list(range(len(records)))
     base_ts = records[0][2]
-    max_ts = max(r[2] for r in records)
+    max_ts = max(r[2] for r in records) if log_append_time is None else log_append_time
+    if log_append_time is not None:
+        attributes |= TIMESTAMP_TYPE_FLAG
     body = bytearray()
     for delta, rec in zip(deltas, records):
         key, value, ts = rec[0], rec[1], rec[2]
@@ -290,7 +309,8 @@ def decode_records(batch: bytes | memoryview) -> Iterator[Record]:
             hdrs.append((hk, hv))
         if pos != end:
             raise CorruptBatchError("record length does not match its fields")
-        yield Record(header.base_offset + off_delta, header.base_timestamp + ts_delta, key, value, tuple(hdrs))
+        timestamp = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_FLAG else header.base_timestamp + ts_delta
+        yield Record(header.base_offset + off_delta, timestamp, key, value, tuple(hdrs))
 
 
 def iter_batches(buf: bytes | memoryview) -> Iterator[tuple[BatchHeader, memoryview]]:

@@ -59,6 +59,9 @@ def test_retention_segment_size_policy_and_message_size_change_live_and_persist(
     ([("no.such.config", AlterConfigOpType.SET, "1")], "INVALID_CONFIG"),
     ([("retention.ms", AlterConfigOpType.APPEND, "5")], "INVALID_CONFIG"),
     ([("cleanup.policy", AlterConfigOpType.SET, "sometimes")], "INVALID_CONFIG"),
+    ([("message.timestamp.type", AlterConfigOpType.SET, "WallClock")], "INVALID_CONFIG"),
+    ([("message.timestamp.before.max.ms", AlterConfigOpType.SET, "-1")], "INVALID_CONFIG"),
+    ([("message.timestamp.after.max.ms", AlterConfigOpType.SET, str(2**63))], "INVALID_CONFIG"),
 ])
 def test_bad_changes_are_refused_and_change_nothing(broker, topic_name, changes, code):
     admin = create_topic(broker.bootstrap, topic_name, 1, {"retention.ms": "123456"})
@@ -86,3 +89,49 @@ def test_unknown_topics_internal_topics_and_the_legacy_api(broker, topic_name):
         assert r.responses[0].error_code == 0
     seen = configs(admin, topic_name)
     assert (seen["retention.ms"], seen["segment.bytes"]) == ("777", "1073741824")
+
+
+def test_log_append_time_and_timestamp_bounds_change_live(broker, topic_name):
+    """message.timestamp.type switched to LogAppendTime: the producer's delivery reports and every consumer see
+    the broker's clock (timestamp type 2 in librdkafka's terms). message.timestamp.before.max.ms: a record an
+    hour old is refused with INVALID_TIMESTAMP and nothing is written."""
+    from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Consumer, TopicPartition
+
+    admin = create_topic(broker.bootstrap, topic_name, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    reports = []
+    created = int(time.time() * 1000) - 10_000  # recent: a 1970 timestamp would be deleted by retention at once
+    producer.produce(topic_name, b"created", timestamp=created, on_delivery=lambda err, msg: reports.append((err, msg)))
+    producer.flush(10)
+    alter(admin, topic_name, ("message.timestamp.type", AlterConfigOpType.SET, "LogAppendTime"))
+    before = time.time() * 1000
+    producer.produce(topic_name, b"appended", timestamp=created, on_delivery=lambda err, msg: reports.append((err, msg)))
+    producer.flush(10)
+    assert [err for err, _ in reports] == [None, None]
+    assert reports[0][1].timestamp() == (TIMESTAMP_CREATE_TIME, created)
+    kind, stamped = reports[1][1].timestamp()
+    assert kind == TIMESTAMP_LOG_APPEND_TIME and stamped >= before - 1000
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic_name})
+    consumer.assign([TopicPartition(topic_name, 0, 0)])
+    seen = []
+    deadline = time.monotonic() + 20
+    while len(seen) < 2 and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and not m.error():
+            seen.append((m.value(), m.timestamp()))
+    consumer.close()
+    assert seen == [(b"created", (TIMESTAMP_CREATE_TIME, created)), (b"appended", (TIMESTAMP_LOG_APPEND_TIME, stamped))]
+    assert configs(admin, topic_name)["message.timestamp.type"] == "LogAppendTime"
+
+    alter(admin, topic_name, ("message.timestamp.type", AlterConfigOpType.SET, "CreateTime"),
+          ("message.timestamp.before.max.ms", AlterConfigOpType.SET, "60000"))
+    errors = []
+    producer.produce(topic_name, b"old", timestamp=int(time.time() * 1000) - 3600_000,
+                     on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(10)  # a batch is refused whole: the next record goes in a batch of its own
+    producer.produce(topic_name, b"now", on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(10)
+    assert errors[0] is not None and errors[0].name() == "INVALID_TIMESTAMP" and errors[1] is None
+    low, high = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic_name}).get_watermark_offsets(
+        TopicPartition(topic_name, 0), timeout=10)
+    assert high == 3  # created, appended, now: the old record was not written

@@ -1,7 +1,7 @@
 """The Spark source's two readers against a real broker, record for record: the columnar reader
 (Fetch requests, C decoder, freshet.client.columnar) and librdkafka (a confluent-kafka consumer), on
 every codec a producer writes, headers and null keys, transactions committed and aborted under both
-isolation levels, records deleted before they are read, and ranges that start and end
+isolation levels, log-append time, records deleted before they are read, and ranges that start and end
 inside batches. No Spark session: the source's read functions are called as an executor calls them."""
 
 import pytest
@@ -86,6 +86,18 @@ def test_both_readers_skip_aborted_transactions_under_read_committed(broker, top
                                                                     for i in range(50)])
     uncommitted, librdkafka = read_both(broker.bootstrap, topic_name, spans, {"isolation.level": "read_uncommitted"})
     assert uncommitted == librdkafka and len(uncommitted) == 4 + 200
+
+
+def test_both_readers_give_log_append_time(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 1, {"message.timestamp.type": "LogAppendTime"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "lz4", "linger.ms": 5})
+    for i in range(20):
+        producer.produce(topic_name, b"%d" % i, timestamp=1_000_000 + i)
+    producer.flush(10)
+    columnar, librdkafka = read_both(broker.bootstrap, topic_name, [(0, 0, 20)])
+    assert columnar == librdkafka
+    assert {r["timestampType"] for r in columnar} == {1}
+    assert min(r["timestamp"].timestamp() for r in columnar) > 1.7e9  # the broker's clock, not the producer's
 
 
 def test_deleted_records_fail_the_read_or_are_skipped(broker, topic_name):

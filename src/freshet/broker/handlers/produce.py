@@ -75,6 +75,8 @@ def produce(ctx: RequestContext, request: Request) -> Response:
             broker.group_commit.written(partition)
             result["base_offset"] = appended.base_offset
             result["log_start_offset"] = appended.log_start_offset
+            if appended.log_append_time >= 0:
+                result["log_append_time"] = appended.log_append_time
             if acks == -1:
                 waits.append((result, broker.group_commit.durable(partition, appended.last_offset)))
         responses.append({"name": topic_data.name, "partition_responses": partition_responses})
