@@ -10,6 +10,8 @@ import zlib
 import cramjam
 
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+# a topic's compression.type -> codec (``producer``: keep each batch's own, absent here)
+TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
@@ -36,6 +38,23 @@ def decompress(codec: int, payload: bytes | memoryview):
             return cramjam.zstd.decompress(payload)
     except (zlib.error, ValueError, cramjam.DecompressionError) as exc:
         raise CorruptPayloadError(str(exc) or type(exc).__name__) from None
+    raise UnknownCodecError(f"unknown compression codec {codec}")
+
+
+def compress(codec: int, payload: bytes | memoryview) -> bytes:
+    """A records section compressed with ``codec`` as Kafka's clients write it (gzip, raw snappy, the LZ4 frame
+    format, zstd); ``payload`` itself for codec 0."""
+    if codec == 0:
+        return bytes(payload)
+    if codec == 1:
+        gzip = zlib.compressobj(6, zlib.DEFLATED, 31)
+        return gzip.compress(payload) + gzip.flush()
+    if codec == 2:
+        return bytes(cramjam.snappy.compress_raw(payload))
+    if codec == 3:
+        return bytes(cramjam.lz4.compress(payload))
+    if codec == 4:
+        return bytes(cramjam.zstd.compress(payload))
     raise UnknownCodecError(f"unknown compression codec {codec}")
 
 

@@ -70,7 +70,9 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
         ConfigDef("message.timestamp.after.max.ms", str(_D.message_timestamp_after_max_ms), _long(0),
                   "CreateTime: refuse records whose timestamp is further than this in the future"),
         ConfigDef("min.insync.replicas", "1", _long(1), "one replica: always 1"),
-        ConfigDef("compression.type", "producer", _choice("producer"), "batches are stored as produced"),
+        ConfigDef("compression.type", "producer",
+                  _choice("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+                  "producer: batches stored as produced; a codec: batches in another codec recompressed on append"),
         ConfigDef("min.compaction.lag.ms", "0", _long(0), "minimum age before a record can be compacted"),
     ]
 }
@@ -104,6 +106,7 @@ def log_config(overrides: dict[str, str]) -> LogConfig:
         index_interval_bytes=int(get("index.interval.bytes")),
         delete_retention_ms=int(get("delete.retention.ms")),
         message_timestamp_type=get("message.timestamp.type"),
+        compression_type=get("compression.type"),
         message_timestamp_before_max_ms=int(get("message.timestamp.before.max.ms")),
         message_timestamp_after_max_ms=int(get("message.timestamp.after.max.ms")),
     )

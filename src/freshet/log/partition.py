@@ -15,6 +15,8 @@ import time
 from bisect import bisect_right
 from dataclasses import dataclass
 
+from freshet.compression import TOPIC_CODECS
+
 from .config import LogConfig
 from .errors import InvalidRecordError, InvalidTimestampError, OffsetOutOfRangeError, RecordTooLargeError
 from .producer_state import ProducerEntry, ProducerStateManager
@@ -24,6 +26,7 @@ from .record_batch import (
     decode_records,
     iter_batches,
     read_header,
+    recompress,
     stamp_log_append_time,
     validate_batches,
     with_base_offset,
@@ -118,6 +121,10 @@ class Partition:
         for header in headers:
             if header.is_control:
                 raise InvalidRecordError("control batches are written by the transaction coordinator, not producers")
+        codec = TOPIC_CODECS.get(self.config.compression_type)  # None: producer, stored as sent
+        if codec is not None and any(h.compression != codec for h in headers):
+            records, headers = self._recompressed(records, headers, codec)
+        for header in headers:
             if header.size > self.config.max_message_bytes:
                 raise RecordTooLargeError(
                     f"batch of {header.size} bytes exceeds max.message.bytes={self.config.max_message_bytes}"
@@ -168,6 +175,18 @@ class Partition:
             self.transactions.batch(header)
         return AppendResult(assigned[0].base_offset, assigned[-1].last_offset, self.log_start_offset,
                             log_append_time=now_ms if log_append else -1)
+
+    @staticmethod
+    def _recompressed(records: bytes | memoryview, headers: list[BatchHeader], codec: int):
+        """The topic's compression.type: batches in another codec recompressed, the rest as they came."""
+        view = memoryview(records)
+        out = bytearray()
+        pos = 0
+        for header in headers:
+            batch = view[pos:pos + header.size]
+            out += batch if header.compression == codec else recompress(batch, header, codec)
+            pos += header.size
+        return bytes(out), validate_batches(out)
 
     def _check_timestamps(self, records: bytes | memoryview, headers: list[BatchHeader], now_ms: int) -> None:
         """message.timestamp.before/after.max.ms (CreateTime): every record's timestamp must lie within them of

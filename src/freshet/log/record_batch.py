@@ -20,7 +20,7 @@ from typing import Iterator, NamedTuple
 
 import crc32c
 
-from freshet.compression import CorruptPayloadError, UnknownCodecError, decompress
+from freshet.compression import CorruptPayloadError, UnknownCodecError, compress, decompress
 
 from .errors import CorruptBatchError, InvalidRecordError
 
@@ -278,6 +278,18 @@ def _records_payload(batch: bytes | memoryview, header: BatchHeader) -> bytes | 
     except UnknownCodecError as exc:
         raise InvalidRecordError(str(exc)) from None
     return out if isinstance(out, (bytes, memoryview)) else bytes(out)
+
+
+def recompress(batch: bytes | memoryview, header: BatchHeader, codec: int) -> bytes:
+    """``batch`` with its records section in ``codec`` (a topic's compression.type): same records, offsets,
+    timestamps, producer fields; new length, attributes and CRC."""
+    body = compress(codec, _records_payload(batch, header))
+    after_crc = struct.pack(
+        ">hiqqqhii", (header.attributes & ~COMPRESSION_MASK) | codec, header.last_offset_delta, header.base_timestamp,
+        header.max_timestamp, header.producer_id, header.producer_epoch, header.base_sequence, header.records_count,
+    ) + body
+    return struct.pack(">qiiBI", header.base_offset, 4 + 1 + 4 + len(after_crc), header.partition_leader_epoch, MAGIC,
+                       crc32c.crc32c(after_crc)) + after_crc
 
 
 def decode_records(batch: bytes | memoryview) -> Iterator[Record]:

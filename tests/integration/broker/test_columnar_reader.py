@@ -100,6 +100,44 @@ def test_both_readers_give_log_append_time(broker, topic_name):
     assert min(r["timestamp"].timestamp() for r in columnar) > 1.7e9  # the broker's clock, not the producer's
 
 
+@pytest.mark.parametrize("topic_codec, producer_codec", [("zstd", "none"), ("uncompressed", "lz4"), ("gzip", "snappy")])
+def test_a_topics_compression_type_recompresses_what_producers_send(broker, topic_name, topic_codec, producer_codec):
+    """compression.type on the topic (set at creation, then changed live): batches are stored in its codec
+    whatever the producer sent (checked on the raw fetch), and both readers read the same records."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from freshet.testing.raw_kafka import RawConnection
+
+    admin = create_topic(broker.bootstrap, topic_name, 1, {"compression.type": topic_codec})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": producer_codec, "linger.ms": 5})
+
+    def send(start):
+        for i in range(start, start + 500):
+            producer.produce(topic_name, b"value %d " % i * 3, key=b"k%d" % i, headers=[("n", b"%d" % i)])
+        producer.flush(10)
+
+    send(0)
+    resource = ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=[
+        ConfigEntry("compression.type", "zstd", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(10)
+    send(500)
+    with RawConnection(broker.bootstrap) as conn:
+        response = conn.request(1, 11, {"max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 24, "isolation_level": 0,
+                                         "topics": [{"topic": topic_name, "partitions": [
+                                             {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 24}]}],
+                                         "forgotten_topics_data": []})
+    records = bytes(response.responses[0].partitions[0].records)
+    codecs, pos = {}, 0  # base offset -> codec of each stored batch
+    while pos + 61 <= len(records):
+        codecs[int.from_bytes(records[pos:pos + 8], "big")] = records[pos + 22] & 0x07
+        pos += int.from_bytes(records[pos + 8:pos + 12], "big") + 12
+    wanted = {"uncompressed": 0, "gzip": 1, "zstd": 4}[topic_codec]
+    assert {c for base, c in codecs.items() if base < 500} == {wanted}
+    assert {c for base, c in codecs.items() if base >= 500} == {4}
+    columnar, librdkafka = read_both(broker.bootstrap, topic_name, [(0, 0, 1000)])
+    assert columnar == librdkafka and [r["value"] for r in columnar] == [b"value %d " % i * 3 for i in range(1000)]
+
+
 def test_deleted_records_fail_the_read_or_are_skipped(broker, topic_name):
     admin = create_topic(broker.bootstrap, topic_name, 1)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
