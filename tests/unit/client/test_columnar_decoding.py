@@ -32,16 +32,7 @@ T0 = 1_700_000_000_000
 
 
 def compress(data: bytes, codec: int) -> bytes:
-    if codec == 1:
-        c = zlib.compressobj(6, zlib.DEFLATED, 31)
-        return c.compress(data) + c.flush()
-    if codec == 2:
-        return bytes(cramjam.snappy.compress_raw(data))
-    if codec == 3:
-        return bytes(cramjam.lz4.compress(data))
-    if codec == 4:
-        return bytes(cramjam.zstd.compress(data))
-    return data
+    return freshet_compress(codec, data)
 
 
 def xerial(data: bytes) -> bytes:
