@@ -4,7 +4,6 @@ decoded by the C decoder into Arrow and compared with the log's Python decoder r
 record sets raise ReadError and leave the columns as they were."""
 
 import struct
-import zlib
 
 import cramjam
 import pytest
@@ -21,6 +20,7 @@ from freshet.client.columnar import (
     _Position,
     decoder,
 )
+from freshet.compression import compress as freshet_compress
 from freshet.log.record_batch import decode_records, encode_batch
 
 SCHEMA = pa.schema([
