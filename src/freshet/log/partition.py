@@ -228,6 +228,11 @@ class Partition:
         self._dirty[segment.base_offset] = segment
 
     @property
+    def size_bytes(self) -> int:
+        """Bytes of all the partition's segments (what DescribeLogDirs reports)."""
+        return sum(segment.size for segment in self.segments)
+
+    @property
     def last_stable_offset(self) -> int:
         """What a read_committed consumer may read up to: below the oldest open transaction."""
         return self.transactions.last_stable_offset(self.high_watermark)

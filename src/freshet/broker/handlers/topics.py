@@ -3,12 +3,25 @@ their settings."""
 
 from __future__ import annotations
 
+import os
+
 from kio.schema.errors import ErrorCode
 
 from freshet.log import LogError
 
 from .. import protocol
-from ..acls import ALTER, ALTER_CONFIGS, CLUSTER, CLUSTER_NAME, CREATE, DELETE, DESCRIBE_CONFIGS, GROUP, TOPIC
+from ..acls import (
+    ALTER,
+    ALTER_CONFIGS,
+    CLUSTER,
+    CLUSTER_NAME,
+    CREATE,
+    DELETE,
+    DESCRIBE,
+    DESCRIBE_CONFIGS,
+    GROUP,
+    TOPIC,
+)
 from ..context import Request, RequestContext, Response
 from ..errors import error_code_for
 from ..registry import TopicError
@@ -363,7 +376,42 @@ def delete_records(ctx: RequestContext, request: Request) -> dict:
     return {"throttle_time": 0, "topics": topics}
 
 
+def describe_log_dirs(ctx: RequestContext, request: Request) -> Response:
+    """DescribeLogDirs: the broker's one log directory, its disk's total and usable bytes, and the size of each
+    partition asked for (all of them for a null topic list; topics that do not exist are left out, as Kafka
+    does). DESCRIBE on the cluster is needed: without it, CLUSTER_AUTHORIZATION_FAILED and no results."""
+    broker = ctx.broker
+    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "results": []}
+    registry = broker.registry
+    if request.topics is None:
+        wanted = {name: list(range(len(topic.partitions))) for name, topic in registry.topics.items()}
+    else:
+        wanted = {}
+        for t in request.topics:
+            wanted.setdefault(t.topic, []).extend(t.partitions)
+    topics = []
+    for name, indexes in sorted(wanted.items()):
+        if registry.get(name) is None:
+            continue
+        partitions = [{"partition_index": i, "partition_size": registry.partition(name, i).size_bytes,
+                       "offset_lag": 0, "is_future_key": False}
+                      for i in sorted(set(indexes)) if registry.partition(name, i) is not None]
+        if partitions:
+            topics.append({"name": name, "partitions": partitions})
+    log_dir = os.path.abspath(broker.config.data_dir)
+    try:
+        disk = os.statvfs(log_dir)
+        total, usable = disk.f_blocks * disk.f_frsize, disk.f_bavail * disk.f_frsize
+    except OSError:
+        total = usable = -1
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "results": [
+        {"error_code": ErrorCode.none, "log_dir": log_dir, "topics": topics, "total_bytes": total,
+         "usable_bytes": usable}]}
+
+
 APIS = {
+    35: (1, 4, describe_log_dirs),
     21: (0, 2, delete_records),
     19: (2, 7, create_topics),
     20: (1, 6, delete_topics),
