@@ -53,14 +53,15 @@ def list_(bootstrap: str) -> None:
 @bootstrap_option
 @one_line_errors
 def describe(name: str, bootstrap: str) -> None:
-    """Partitions (log start offset, high watermark) and configs of topic NAME."""
+    """Partitions (log start offset, high watermark, size on disk) and configs of topic NAME."""
     info = TopicAdmin(bootstrap).describe_topic(name)
     console = Console()
     table = Table(title=f"topic {name}")
-    for col in ("partition", "leader", "log start offset", "high watermark", "records"):
+    for col in ("partition", "leader", "log start offset", "high watermark", "records", "size"):
         table.add_column(col, justify="right")
     for p in info.partitions:
-        table.add_row(str(p.partition), str(p.leader), str(p.log_start_offset), str(p.high_watermark), str(p.records))
+        table.add_row(str(p.partition), str(p.leader), str(p.log_start_offset), str(p.high_watermark),
+                      str(p.records), _size(p.size_bytes))
     console.print(table)
     configs = Table(title="configs")
     configs.add_column("name")
@@ -69,6 +70,19 @@ def describe(name: str, bootstrap: str) -> None:
     for key, (value, is_default) in info.configs.items():
         configs.add_row(key, value, "default" if is_default else "topic")
     console.print(configs)
+
+
+def _size(size_bytes: int | None) -> str:
+    if size_bytes is None:
+        return "-"
+    if size_bytes < 1024:
+        return f"{size_bytes} B"
+    size = float(size_bytes)
+    for unit in ("KiB", "MiB", "GiB"):
+        size /= 1024
+        if size < 1024 or unit == "GiB":
+            break
+    return f"{size:.1f} {unit}"
 
 
 @topic.command("delete")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
-from .config import admin_config, consumer_config, resolve_bootstrap
+from .config import admin_config, consumer_config, resolve_bootstrap, security_config
 
 
 class ClientError(Exception):
@@ -20,6 +20,7 @@ class PartitionInfo:
     leader: int
     log_start_offset: int
     high_watermark: int
+    size_bytes: int | None = None  # on the leader's disk (DescribeLogDirs); None where the cluster won't say
 
     @property
     def records(self) -> int:
@@ -111,6 +112,35 @@ class TopicAdmin:
         finally:
             consumer.close()
 
+    def partition_sizes(self, name: str) -> dict[int, int]:
+        """Partition -> bytes on disk, from DescribeLogDirs (kafka-python's admin client: librdkafka has no
+        such call). Empty where it cannot be had: an older broker, no DESCRIBE on the cluster, a secured
+        listener."""
+        from kafka.admin import KafkaAdminClient
+        from kafka.errors import KafkaError
+
+        if security_config():  # kafka-python would need the same settings spelled its own way
+            return {}
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=self.bootstrap,
+                                     request_timeout_ms=int(self.timeout * 1000))
+        except KafkaError:
+            return {}
+        sizes: dict[int, int] = {}
+        try:
+            for per_broker in admin.describe_log_dirs(topic_partitions=[name]):
+                for log_dir in per_broker.get("log_dirs", []):
+                    for topic in log_dir.get("topics", []):
+                        if topic["name"] == name:
+                            for p in topic["partitions"]:
+                                index = p["partition_index"]
+                                sizes[index] = sizes.get(index, 0) + p["partition_size"]
+        except (KafkaError, KeyError, TypeError):
+            return {}
+        finally:
+            admin.close()
+        return sizes
+
     def describe_topic(self, name: str) -> TopicInfo:
         md = self._metadata()
         topic = md.topics.get(name)
@@ -118,8 +148,10 @@ class TopicAdmin:
             raise ClientError(f"topic {name!r} does not exist")
         count = len(topic.partitions)
         offsets = self.offsets(name, count)
+        sizes = self.partition_sizes(name)
         partitions = [
-            PartitionInfo(p, topic.partitions[p].leader, offsets[p][0], offsets[p][1]) for p in range(count)
+            PartitionInfo(p, topic.partitions[p].leader, offsets[p][0], offsets[p][1], sizes.get(p))
+            for p in range(count)
         ]
         configs: dict[str, tuple[str, bool]] = {}
         try:

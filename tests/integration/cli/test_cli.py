@@ -24,6 +24,7 @@ def test_topic_lifecycle_and_round_trip(broker, topic_name):
     assert len(freshet(broker, "consume", topic_name, "--from-beginning", "--max", "7").stdout.split()) == 7
     described = freshet(broker, "topic", "describe", topic_name)
     assert "retention.ms" in described.stdout and "60000" in described.stdout
+    assert "size" in described.stdout and " KiB" in described.stdout  # 1000 records on disk (DescribeLogDirs)
     assert freshet(broker, "topic", "delete", topic_name).returncode == 0
     assert topic_name not in freshet(broker, "topic", "list").stdout
 
