@@ -91,6 +91,8 @@ def _seed_body(api_key: int, version: int) -> dict:
         60: {"include_cluster_authorized_operations": False, "endpoint_type": 1},
         61: {"topics": [{"name": topic, "partition_indexes": [0, 7]}]},
         35: {"topics": [{"topic": topic, "partitions": [0, 7]}, {"topic": "no-such-topic", "partitions": [0]}]},
+        75: {"topics": [{"name": topic}, {"name": "no-such-topic"}], "response_partition_limit": 1,
+             "cursor": {"topic_name": topic, "partition_index": 0}},
         65: {"transactional_ids": ["fuzz-txn"]},
         66: {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
         44: {"resources": [{"resource_type": 32, "resource_name": "fuzz-share",

@@ -130,8 +130,58 @@ def describe_cluster(ctx: RequestContext, request: Request) -> dict:
     }
 
 
+MAX_PARTITIONS_PER_DESCRIBE = 2000  # Kafka's max.request.partition.size.limit
+
+
+def describe_topic_partitions(ctx: RequestContext, request: Request) -> dict:
+    """DescribeTopicPartitions (KIP-966; librdkafka's describe_topics prefers it to Metadata): the topics
+    asked for (all those the principal may describe when none are named), by name, their partitions from the
+    cursor on, at most ``response_partition_limit`` of them (capped at 2000); ``next_cursor`` says where the
+    next page starts. A topic that does not exist answers UNKNOWN_TOPIC_OR_PARTITION, one not to be described
+    TOPIC_AUTHORIZATION_FAILED; neither creates or changes anything."""
+    broker = ctx.broker
+    registry = broker.registry
+    if request.topics:
+        names = sorted({t.name for t in request.topics})
+    else:
+        names = sorted(name for name in registry.topics if ctx.allowed(DESCRIBE, TOPIC, name))
+    cursor = request.cursor
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    limit = min(max(int(request.response_partition_limit), 1), MAX_PARTITIONS_PER_DESCRIBE)
+    topics, next_cursor, budget = [], None, limit
+    for name in names:
+        topic = registry.get(name)
+        if not ctx.allowed(DESCRIBE, TOPIC, name):
+            topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name,
+                           "topic_id": protocol.ZERO_UUID, "partitions": [],
+                           "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS})
+            continue
+        if topic is None:
+            topics.append({"error_code": ErrorCode.unknown_topic_or_partition, "name": name,
+                           "topic_id": protocol.ZERO_UUID, "partitions": [],
+                           "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS})
+            continue
+        if budget == 0:
+            next_cursor = {"topic_name": name, "partition_index": 0}
+            break
+        described = topic_metadata(broker, topic)
+        first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        partitions = [p for p in described["partitions"] if p["partition_index"] >= first]
+        if len(partitions) > budget:
+            next_cursor = {"topic_name": name, "partition_index": partitions[budget]["partition_index"]}
+            partitions = partitions[:budget]
+        budget -= len(partitions)
+        topics.append({**described, "partitions": [
+            {**p, "eligible_leader_replicas": None, "last_known_elr": None} for p in partitions]})
+        if next_cursor is not None:
+            break
+    return {"throttle_time": 0, "topics": topics, "next_cursor": next_cursor}
+
+
 APIS = {
     18: (0, 3, api_versions),
     3: (0, 12, metadata),
     60: (0, 1, describe_cluster),
+    75: (0, 0, describe_topic_partitions),
 }
