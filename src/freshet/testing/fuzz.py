@@ -91,6 +91,9 @@ def _seed_body(api_key: int, version: int) -> dict:
         60: {"include_cluster_authorized_operations": False, "endpoint_type": 1},
         61: {"topics": [{"name": topic, "partition_indexes": [0, 7]}]},
         35: {"topics": [{"topic": topic, "partitions": [0, 7]}, {"topic": "no-such-topic", "partitions": [0]}]},
+        23: {"replica_id": -2, "topics": [{"topic": topic, "partitions": [
+            {"partition": 0, "current_leader_epoch": 0, "leader_epoch": 0},
+            {"partition": 7, "current_leader_epoch": 3, "leader_epoch": 1}]}]},
         75: {"topics": [{"name": topic}, {"name": "no-such-topic"}], "response_partition_limit": 1,
              "cursor": {"topic_name": topic, "partition_index": 0}},
         65: {"transactional_ids": ["fuzz-txn"]},

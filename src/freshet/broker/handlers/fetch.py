@@ -138,7 +138,38 @@ def list_offsets(ctx: RequestContext, request: Request) -> dict:
     return {"throttle_time": 0, "topics": topics}
 
 
+LEADER_EPOCH = 0  # one node that has always led every partition: every batch carries epoch 0
+
+
+def offset_for_leader_epoch(ctx: RequestContext, request: Request) -> Response:
+    """OffsetForLeaderEpoch (KIP-101/320): where each partition's log ends for a leader epoch, which a consumer
+    compares with its position to detect a truncated log. This broker has led every partition since it was
+    created, in epoch 0 (stamped in every batch, told in Metadata): epoch 0 ends at the high watermark (what a
+    consumer may have read), a later epoch or -1 is unknown (-1, -1), as Kafka's epoch cache answers. A
+    ``current_leader_epoch`` above 0 is UNKNOWN_LEADER_EPOCH; DESCRIBE on the topic is needed."""
+    registry = ctx.broker.registry
+    topics = []
+    for topic in request.topics:
+        allowed = ctx.allowed(DESCRIBE, TOPIC, topic.topic)
+        results = []
+        for p in topic.partitions:
+            result = {"error_code": ErrorCode.none, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+            partition = registry.partition(topic.topic, p.partition) if allowed else None
+            if not allowed:
+                result["error_code"] = ErrorCode.topic_authorization_failed
+            elif partition is None:
+                result["error_code"] = ErrorCode.unknown_topic_or_partition
+            elif p.current_leader_epoch > LEADER_EPOCH:
+                result["error_code"] = ErrorCode.unknown_leader_epoch
+            elif p.leader_epoch == LEADER_EPOCH:
+                result.update(leader_epoch=LEADER_EPOCH, end_offset=partition.high_watermark)
+            results.append(result)
+        topics.append({"topic": topic.topic, "partitions": results})
+    return {"throttle_time": 0, "topics": topics}
+
+
 APIS = {
     1: (4, 12, fetch),
     2: (1, 7, list_offsets),
+    23: (2, 4, offset_for_leader_epoch),
 }
