@@ -83,14 +83,23 @@ def test_sigkill_mid_produce_keeps_acknowledged_records_once(own_broker, topic_n
     create_topic(own_broker.bootstrap, topic_name, 6)
     acked, errors = [], []
     killed_at = []
-    killer = threading.Timer(1.0, lambda: (own_broker.kill(), killed_at.append(len(acked))))
+
+    def kill_then_restart():
+        # once the first 2,000 records are acknowledged (not after a fixed time: a busy machine may not have
+        # acknowledged any yet), then start again a second later while the producer retries
+        deadline = time.monotonic() + 120
+        while len(acked) < 2000 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        own_broker.kill()
+        killed_at.append(len(acked))
+        time.sleep(1.0)
+        own_broker.start()
+
+    killer = threading.Thread(target=kill_then_restart)
     killer.start()
-    restarter = threading.Timer(2.0, own_broker.start)
-    restarter.start()
     produce_numbered(own_broker.bootstrap, topic_name, 0, 60000, 6, acked, errors, pace=0.05)
     killer.join()
-    restarter.join()
-    assert 0 < killed_at[0] < 60000, "the kill did not land mid-produce"
+    assert 2000 <= killed_at[0] < 60000, "the kill did not land mid-produce"
     got = read_all(own_broker.bootstrap, topic_name, 6)
     stored = [v for recs in got.values() for _, v in recs]
     assert len(stored) == len(set(stored)), "a record was stored twice"
