@@ -71,7 +71,7 @@ def _common(args) -> dict:
 
 
 def c_client_rounds(args) -> None:
-    from compiled_broker import TansuProcess, cpu_seconds, run_perf
+    from compiled_broker import TansuProcess, cpu_seconds, freshet_broker, run_perf
 
     def one(name: str, server, round_no: int) -> dict:
         topic = f"bench-{round_no}"
@@ -101,16 +101,7 @@ def c_client_rounds(args) -> None:
                 with TansuProcess() as tansu:
                     rows[name].append(one(name, tansu, r))
                 continue
-            saved = os.environ.get("PYTHONPATH")
-            if name == "baseline":
-                os.environ["PYTHONPATH"] = os.path.abspath(args.baseline_src)  # the child imports freshet from there
-            try:
-                broker = BrokerProcess().start()
-            finally:
-                if saved is None:
-                    os.environ.pop("PYTHONPATH", None)
-                else:
-                    os.environ["PYTHONPATH"] = saved
+            broker = freshet_broker(args.baseline_src if name == "baseline" else None)
             try:
                 rows[name].append(one(name, broker, r))
             finally:

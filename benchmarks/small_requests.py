@@ -27,9 +27,9 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -38,8 +38,6 @@ import uuid
 
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-
-from freshet.local import BrokerProcess
 
 USERS = 10_000
 PARTITIONS = 6
@@ -175,7 +173,7 @@ def workload(bootstrap: str, args, counter: RequestCounter, suffix: str) -> dict
 
 
 def one_run(name: str, args, round_no: int, baseline_src: str | None = None) -> dict:
-    from compiled_broker import TansuProcess, cpu_seconds
+    from compiled_broker import TansuProcess, cpu_seconds, freshet_broker
 
     counter = RequestCounter()
     profile = None
@@ -183,16 +181,7 @@ def one_run(name: str, args, round_no: int, baseline_src: str | None = None) -> 
         server = TansuProcess().__enter__()
         stop = server.__exit__
     else:
-        saved = os.environ.get("PYTHONPATH")
-        if baseline_src:
-            os.environ["PYTHONPATH"] = os.path.abspath(baseline_src)
-        try:
-            server = BrokerProcess().start()
-        finally:
-            if saved is None:
-                os.environ.pop("PYTHONPATH", None)
-            else:
-                os.environ["PYTHONPATH"] = saved
+        server = freshet_broker(baseline_src)
         stop = lambda *exc: server.close()  # noqa: E731
         if args.profile and name == "freshet" and round_no == 0:
             py_spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
