@@ -171,6 +171,37 @@ class Authorizer:
             return False
         return any(b.permission == ALLOW and applies(b, wanted) for b in relevant)
 
+    def authorize_by_resource_type(self, principal: str, host: str, operation: int, resource_type: int) -> bool:
+        """Whether ``principal`` may do ``operation`` on *some* resource of the type, existing or not (Kafka's
+        authorizeByResourceType, e.g. an idempotent producer with WRITE on a topic prefix whose topics are not
+        created yet): an ALLOW binding for it that no DENY covers (a DENY on the same literal name, on ``*``, or
+        on a prefix of the allowed name)."""
+        if principal in self.super_users:
+            return True
+        of_type = [b for b in self.bindings if b.resource_type == resource_type]
+        if not of_type:
+            return self.allow_everyone_if_no_acl_found
+        wanted = {operation} | _IMPLIED.get(operation, set())
+
+        def applies(b: AclBinding, operations: set[int]) -> bool:
+            return (b.principal in (principal, "User:*") and b.host in (host, WILDCARD)
+                    and (b.operation == ALL or b.operation in operations))
+
+        denies = [b for b in of_type if b.permission == DENY and applies(b, {operation})]
+
+        def denied(allow: AclBinding) -> bool:
+            for d in denies:
+                if d.pattern_type == LITERAL and d.resource_name == WILDCARD:
+                    return True
+                if d.pattern_type == PREFIXED and allow.resource_name.startswith(d.resource_name):
+                    return True
+                if (d.pattern_type == LITERAL and allow.pattern_type == LITERAL
+                        and d.resource_name == allow.resource_name):
+                    return True
+            return False
+
+        return any(b.permission == ALLOW and applies(b, wanted) and not denied(b) for b in of_type)
+
     def create(self, bindings: list[AclBinding]) -> None:
         self.bindings |= set(bindings)
         self._decisions.clear()

@@ -61,5 +61,13 @@ class RequestContext:
         return authorizer.authorize(self.connection.principal, self.connection.peer_host, operation,
                                     resource_type, name)
 
+    def allowed_on_some(self, operation: int, resource_type: int) -> bool:
+        """Whether this request's principal may do ``operation`` on some resource of the type (existing or not)."""
+        authorizer = self.broker.authorizer
+        if authorizer is None or self.connection is None:
+            return True
+        return authorizer.authorize_by_resource_type(self.connection.principal, self.connection.peer_host,
+                                                     operation, resource_type)
+
 
 Handler = Callable[[RequestContext, Request], Response]
