@@ -134,6 +134,12 @@ class AclFilter:
             raise AclError(f"unknown permission {self.permission}")
 
 
+def _applies(b: AclBinding, principal: str, host: str, operations: set[int]) -> bool:
+    """Whether binding ``b`` speaks of this principal (or everyone), from this host, for one of ``operations``."""
+    return (b.principal in (principal, "User:*") and b.host in (host, WILDCARD)
+            and (b.operation == ALL or b.operation in operations))
+
+
 class Authorizer:
     def __init__(self, path: str, super_users: set[str], allow_everyone_if_no_acl_found: bool) -> None:
         self.path = path
@@ -162,14 +168,9 @@ class Authorizer:
         if not relevant:
             return self.allow_everyone_if_no_acl_found
         wanted = {operation} | _IMPLIED.get(operation, set())
-
-        def applies(b: AclBinding, operations: set[int]) -> bool:
-            return (b.principal in (principal, "User:*") and b.host in (host, WILDCARD)
-                    and (b.operation == ALL or b.operation in operations))
-
-        if any(b.permission == DENY and applies(b, {operation}) for b in relevant):
+        if any(b.permission == DENY and _applies(b, principal, host, {operation}) for b in relevant):
             return False
-        return any(b.permission == ALLOW and applies(b, wanted) for b in relevant)
+        return any(b.permission == ALLOW and _applies(b, principal, host, wanted) for b in relevant)
 
     def authorize_by_resource_type(self, principal: str, host: str, operation: int, resource_type: int) -> bool:
         """Whether ``principal`` may do ``operation`` on *some* resource of the type, existing or not (Kafka's
@@ -182,12 +183,7 @@ class Authorizer:
         if not of_type:
             return self.allow_everyone_if_no_acl_found
         wanted = {operation} | _IMPLIED.get(operation, set())
-
-        def applies(b: AclBinding, operations: set[int]) -> bool:
-            return (b.principal in (principal, "User:*") and b.host in (host, WILDCARD)
-                    and (b.operation == ALL or b.operation in operations))
-
-        denies = [b for b in of_type if b.permission == DENY and applies(b, {operation})]
+        denies = [b for b in of_type if b.permission == DENY and _applies(b, principal, host, {operation})]
 
         def denied(allow: AclBinding) -> bool:
             for d in denies:
@@ -200,7 +196,7 @@ class Authorizer:
                     return True
             return False
 
-        return any(b.permission == ALLOW and applies(b, wanted) and not denied(b) for b in of_type)
+        return any(b.permission == ALLOW and _applies(b, principal, host, wanted) and not denied(b) for b in of_type)
 
     def create(self, bindings: list[AclBinding]) -> None:
         self.bindings |= set(bindings)

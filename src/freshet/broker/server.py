@@ -26,7 +26,7 @@ from .context import Connection, Handler, RequestContext
 from .credentials import CredentialStore
 from .durability import GroupCommit
 from .fetch_encoding import FIRST_VERSION as FETCH_FIRST, LAST_VERSION as FETCH_LAST, encode_fetch_body
-from .produce_encoding import FIRST_FLEXIBLE as PRODUCE_FIRST_FLEXIBLE, FIRST_VERSION as PRODUCE_FIRST
+from .produce_encoding import FIRST_VERSION as PRODUCE_FIRST
 from .produce_encoding import LAST_VERSION as PRODUCE_LAST, encode_produce_body
 from .framing import FrameError
 from .groups import GroupCoordinator
@@ -52,10 +52,8 @@ def encode(header: RequestHeader, body: dict) -> bytes | list:
     """A response frame: bytes, or for a fetch a list of buffers that leaves the record sets uncopied.
     Produce and Fetch, the most frequent, are packed directly; the rest go through kio's entities."""
     if header.api_key == PRODUCE_KEY and PRODUCE_FIRST <= header.api_version <= PRODUCE_LAST:
-        body_bytes = encode_produce_body(header.api_version, body)
-        flexible = header.api_version >= PRODUCE_FIRST_FLEXIBLE
-        head = _SIZE.pack(header.correlation_id) + (b"\0" if flexible else b"")
-        return _SIZE.pack(len(head) + len(body_bytes)) + head + body_bytes
+        return b"".join(protocol.frame_parts(header.api_key, header.api_version, header.correlation_id,
+                                             [encode_produce_body(header.api_version, body)]))
     if header.api_key == FETCH_KEY and FETCH_FIRST <= header.api_version <= FETCH_LAST:
         return protocol.frame_parts(header.api_key, header.api_version, header.correlation_id,
                                     encode_fetch_body(header.api_version, body))

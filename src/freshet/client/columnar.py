@@ -22,6 +22,7 @@ It covers a plaintext connection (``security.protocol`` PLAINTEXT) and the setti
 from __future__ import annotations
 
 import heapq
+import io
 import socket
 import struct
 import time
@@ -152,8 +153,6 @@ class BrokerConnection:
 
 
 def _encode(entity) -> bytes:
-    import io
-
     buf = io.BytesIO()
     entity_writer(type(entity))(buf, entity)
     return buf.getvalue()
@@ -325,9 +324,6 @@ class RangeReader:
         elif records and len(records) >= (position.max_bytes or self.partition_max_bytes):
             # only part of a batch bigger than the partition's share came: ask for more next time
             position.max_bytes = min(2 * (position.max_bytes or self.partition_max_bytes), self.max_bytes)
-        high = part.last_stable_offset if self.read_committed and part.last_stable_offset >= 0 else part.high_watermark
-        if not records and position.offset < position.range.end <= high <= position.offset:
-            position.offset = position.range.end  # pragma: no cover (a range past what the partition holds)
 
     def _decode(self, position: _Position, records: bytes, aborted) -> None:
         columns = position.columns

@@ -394,9 +394,9 @@ def describe_log_dirs(ctx: RequestContext, request: Request) -> Response:
     for name, indexes in sorted(wanted.items()):
         if registry.get(name) is None:
             continue
-        partitions = [{"partition_index": i, "partition_size": registry.partition(name, i).size_bytes,
-                       "offset_lag": 0, "is_future_key": False}
-                      for i in sorted(set(indexes)) if registry.partition(name, i) is not None]
+        found = {i: registry.partition(name, i) for i in sorted(set(indexes))}
+        partitions = [{"partition_index": i, "partition_size": partition.size_bytes, "offset_lag": 0,
+                       "is_future_key": False} for i, partition in found.items() if partition is not None]
         if partitions:
             topics.append({"name": name, "partitions": partitions})
     log_dir = os.path.abspath(broker.config.data_dir)
