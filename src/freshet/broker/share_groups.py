@@ -144,7 +144,15 @@ class ShareGroupCoordinator:
                 group.configs.pop(name, None)
             else:
                 group.configs[name] = value
+        self._archive_exhausted(group)  # a lower delivery count limit applies to what is waiting now
         return self._write_group(group)
+
+    def _archive_exhausted(self, group: ShareGroup) -> None:
+        """Records delivered as often as the group's limit allows are archived, never delivered again."""
+        limit = self.setting(group, "delivery_count_limit")
+        changed = [key for key, sp in group.partitions.items() if sp.archive_exhausted(limit)]
+        if changed:
+            self.write_partitions(group, changed)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -347,6 +355,7 @@ class ShareGroupCoordinator:
         for group in self.groups.values():
             group.epoch += 1  # members rejoin after a restart: their old epochs are fenced
             self._write_group(group)
+            self._archive_exhausted(group)
 
     def _append(self, records: list[tuple[bytes, bytes | None]]) -> int:
         now = int(time.time() * 1000)

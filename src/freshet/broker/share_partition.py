@@ -102,7 +102,8 @@ class SharePartition:
 
     @classmethod
     def restore(cls, log: Partition, snapshot: dict) -> SharePartition:
-        """After a restart: what was acquired is available again (its lock died with the broker)."""
+        """After a restart: what was acquired is available again (its lock died with the broker); the owner then
+        calls ``archive_exhausted`` with the group's delivery count limit."""
         sp = cls(log, int(snapshot["start_offset"]))
         states = base64.b64decode(snapshot.get("states", "")).translate(_TO_AVAILABLE)
         counts = base64.b64decode(snapshot.get("counts", ""))
@@ -318,6 +319,21 @@ class SharePartition:
         else:
             self._state[i] = AVAILABLE
             self._available += 1
+
+    def archive_exhausted(self, delivery_count_limit: int) -> int:
+        """Archive the available records already delivered ``delivery_count_limit`` times, as releasing them
+        would have: those acquired when the broker stopped (``restore`` makes them available), or all of them
+        once the limit is lowered. Returns how many."""
+        archived = 0
+        for i, count in enumerate(self._count):
+            if count >= delivery_count_limit and self._state[i] == AVAILABLE:
+                self._state[i] = ARCHIVED
+                self._available -= 1
+                archived += 1
+        if archived:
+            self.archived_total += archived
+            self._advance()
+        return archived
 
     # -- moving the window -----------------------------------------------------------------
 
