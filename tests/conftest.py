@@ -34,19 +34,21 @@ def db(postgres):
 # Many tests write records with old timestamps (1970, 2023...): with the default 7-day retention the
 # cleaner would delete them mid-test. Test brokers run it hourly; the retention tests start their own.
 NO_CLEANER = ["--cleaner-interval-ms", "3600000"]
+# KIP-848 groups heartbeat every 5 s and expire members after 45 s by default: tests need quicker failover
+QUICK_GROUPS = ["--consumer-heartbeat-interval-ms", "500", "--consumer-session-timeout-ms", "6000"]
 
 
 @pytest.fixture(scope="session")
 def broker():
     """One broker for the tests that only add topics of their own."""
-    with BrokerProcess(extra_args=NO_CLEANER, metrics=True) as b:
+    with BrokerProcess(extra_args=NO_CLEANER + QUICK_GROUPS, metrics=True) as b:
         yield b
 
 
 @pytest.fixture
 def own_broker(tmp_path):
     """A broker of the test's own, for restarts and crashes."""
-    b = BrokerProcess(data_dir=str(tmp_path / "data"), extra_args=NO_CLEANER)
+    b = BrokerProcess(data_dir=str(tmp_path / "data"), extra_args=NO_CLEANER + QUICK_GROUPS)
     b.start()
     yield b
     b.close()

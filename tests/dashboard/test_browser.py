@@ -34,10 +34,10 @@ def page(tmp_path):
         context.close()
 
 
-def start_dashboard(bootstrap: str) -> tuple[subprocess.Popen, int]:
+def start_dashboard(bootstrap: str, *extra: str) -> tuple[subprocess.Popen, int]:
     """``freshet dashboard`` on a free port, reading the log at ``bootstrap``."""
     port = free_port()
-    dash = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "dashboard", "--port", str(port)],
+    dash = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "dashboard", "--port", str(port), *extra],
                             env={**os.environ, "FRESHET_BOOTSTRAP": bootstrap},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return dash, port
@@ -250,3 +250,52 @@ def test_groups_tab_shows_a_share_group_with_its_backlog(broker, page, tmp_path)
     finally:
         dash.terminate()
         dash.wait(30)
+
+
+def test_clients_tab_shows_what_producers_and_consumers_push(page, tmp_path):
+    """KIP-714: a producer's and a consumer's own metrics, pushed to the broker, on the Clients tab with the
+    bytes per second the broker saw each produce and fetch."""
+    from confluent_kafka import Consumer, Producer
+
+    from freshet.local.broker import BrokerProcess
+
+    with BrokerProcess(data_dir=str(tmp_path / "data"), metrics=True,
+                       extra_args=["--telemetry-push-interval-ms", "500"]) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("pushed", 1)])["pushed"].result(10)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "orders-writer", "linger.ms": 5})
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "client.id": "orders-reader", "group.id": "r",
+                             "auto.offset.reset": "earliest"})
+        consumer.subscribe(["pushed"])
+        stop = threading.Event()
+
+        def traffic():
+            while not stop.is_set():
+                for _ in range(200):
+                    producer.produce("pushed", b"x" * 100)
+                producer.poll(0)
+                consumer.consume(500, 0.05)
+
+        worker = threading.Thread(target=traffic, daemon=True)
+        worker.start()
+        dash, port = start_dashboard(broker.bootstrap, "--broker-metrics", broker.metrics_url)
+        try:
+            open_dashboard(page, port)
+            page.click("nav a[data-tab='clients']")
+            writer, reader = ".client[data-client-id='orders-writer']", ".client[data-client-id='orders-reader']"
+            page.wait_for_selector(writer, timeout=30_000)
+            page.wait_for_selector(reader, timeout=30_000)
+            # rates need two rounds of the broker's counters; the consumer's assignment a rebalance
+            page.wait_for_function(
+                f"""() => {{ const w = document.querySelector("{writer}"), r = document.querySelector("{reader}");
+                  return w && r && Number(w.cells[4].textContent) > 0 && Number(r.cells[5].textContent) > 0
+                    && r.cells[9].textContent === "1"; }}""", timeout=30_000)
+            assert page.inner_text(f"{writer} td:nth-child(2)") == "producer"
+            assert page.inner_text(f"{reader} td:nth-child(2)") == "consumer"
+            assert page.inner_text(f"{writer} td:nth-child(3)").startswith("confluent-kafka-python")
+            page.screenshot(path=os.path.join(ARTIFACTS, "dashboard-clients.png"))
+        finally:
+            stop.set()
+            worker.join(10)
+            dash.terminate()
+            consumer.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .consumer_groups import ConsumerGroupSettings
 from .listeners import Listener, SecurityConfig
 from .share_groups import ShareSettings
 
@@ -26,6 +27,8 @@ class BrokerConfig:
     cleaner_interval_ms: int = 30_000  # how often retention and compaction run
     producer_byte_rate: int = 0  # produce quota per client id, bytes/s (0: unlimited)
     metrics_port: int | None = None  # Prometheus GET /metrics on this port (0: a free one); None: off
+    consumer_groups: ConsumerGroupSettings = field(default_factory=ConsumerGroupSettings)  # group.consumer.*
+    telemetry_push_interval_ms: int = 0  # how often clients push their metrics (KIP-714); 0: not asked to
     share: ShareSettings = field(default_factory=ShareSettings)  # group.share.* defaults for share groups
     listeners: list[Listener] = field(default_factory=list)  # none given: one PLAINTEXT listener on host:port
     security: SecurityConfig = field(default_factory=SecurityConfig)

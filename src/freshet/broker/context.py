@@ -33,6 +33,7 @@ class Connection:
     certificate_principal: str | None = None  # mutual TLS: User:CN=...
     close_after_response: bool = False  # a failed authentication: answer, then close (as Kafka does)
     deadline: float | None = None  # loop time by which the read under way must finish (the broker's watchdog)
+    client_software: str = ""  # "name version", from ApiVersions v3+ (KIP-511)
 
     @property
     def principal(self) -> str:
@@ -52,6 +53,12 @@ class RequestContext:
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    @property
+    def user(self) -> str:
+        """The principal's name without its type (``alice`` for User:alice), as user quotas name it."""
+        principal = self.connection.principal if self.connection is not None else "User:ANONYMOUS"
+        return principal.split(":", 1)[1] if ":" in principal else principal
 
     def allowed(self, operation: int, resource_type: int, name: str) -> bool:
         """Whether this request's principal may do ``operation`` on the resource (always, without ACLs)."""

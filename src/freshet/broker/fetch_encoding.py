@@ -3,7 +3,7 @@
 The generic path (``protocol.encode_response``) builds kio's response dataclasses and writes them
 into one buffer: for a fetch that means copying every record set it returns once more into the
 response, and building an object per partition. Here a fetch response body (the dict the fetch
-handler returns, versions 4 to 12) becomes a list of buffers: the encoded fields between record
+handler returns, versions 4 to 18) becomes a list of buffers: the encoded fields between record
 sets, and the record sets themselves (file regions from the log, or bytes), which the connection
 sends as they are: regions with sendfile, never read into Python. Byte for byte what kio writes (tests/unit/broker compares).
 """
@@ -23,8 +23,9 @@ _PARTITION_V5 = struct.Struct(">ihqqq")  # + log_start_offset
 _ABORTED = struct.Struct(">qq")
 
 FIRST_VERSION = 4
-LAST_VERSION = 12
+LAST_VERSION = 18
 FIRST_FLEXIBLE = 12
+FIRST_TOPIC_ID = 13  # topics named by id (KIP-516)
 
 
 def _millis(value) -> int:
@@ -49,12 +50,15 @@ def encode_fetch_body(version: int, body: dict) -> list:
     responses = body.get("responses", ())
     head += uvarint(len(responses) + 1) if flexible else _I32.pack(len(responses))
     for topic in responses:
-        name = topic["topic"].encode()
-        if flexible:
-            head += uvarint(len(name) + 1)
+        if version >= FIRST_TOPIC_ID:
+            head += topic["topic_id"].bytes
         else:
-            head += _I16.pack(len(name))
-        head += name
+            name = topic["topic"].encode()
+            if flexible:
+                head += uvarint(len(name) + 1)
+            else:
+                head += _I16.pack(len(name))
+            head += name
         partitions = topic["partitions"]
         head += uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
         for p in partitions:

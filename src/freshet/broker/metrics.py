@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from .registry import TopicRegistry
@@ -44,12 +45,65 @@ class LogMetrics:
         yield from families
 
 
+def prometheus_name(name: str) -> str:
+    """An OpenTelemetry metric or attribute name as Prometheus spells it (dots and dashes to underscores)."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", name)
+
+
+class ClientTelemetryMetrics:
+    """The latest metrics each client pushed (KIP-714), one gauge per metric name, labelled by the client
+    (instance id, client.id, software, address) and the data point's own attributes (node_id, topic...)."""
+
+    CLIENT_LABELS = ["client_instance_id", "client_id", "client_software", "client_host"]
+
+    def __init__(self, telemetry) -> None:
+        self.telemetry = telemetry
+
+    def collect(self):
+        self.telemetry.forget_silent()
+        by_name: dict[str, list] = {}
+        for client in list(self.telemetry.clients.values()):
+            own = [str(client.client_instance_id), client.client_id, client.client_software, client.client_host]
+            for point in client.points:
+                attributes = {prometheus_name(k): v for k, v in point.attributes.items()
+                              if prometheus_name(k) not in self.CLIENT_LABELS}
+                by_name.setdefault(prometheus_name(point.name), []).append((own, attributes, point.value))
+        for name, samples in sorted(by_name.items()):
+            extra = sorted({k for _, attributes, _ in samples for k in attributes})
+            family = GaugeMetricFamily(name, "pushed by the client (KIP-714)", labels=self.CLIENT_LABELS + extra)
+            for own, attributes, value in samples:
+                family.add_metric(own + [attributes.get(k, "") for k in extra], value)
+            yield family
+
+
+class ClientTrafficMetrics:
+    """Bytes produced and fetched per client id, and the throttle time quotas imposed: what Kafka's quota
+    sensors report (``kafka.server:type=Produce|Fetch,client-id=...``), as counters."""
+
+    def __init__(self, quotas) -> None:
+        self.quotas = quotas
+
+    def collect(self):
+        for source, name, doc in (
+                (self.quotas.bytes_by_client, "freshet_client_bytes_total", "Bytes produced or fetched by a client id"),
+                (self.quotas.throttled_ms_by_client, "freshet_client_throttle_ms_total",
+                 "Throttle time imposed on a client id by its quota")):
+            family = CounterMetricFamily(name, doc, labels=["client_id", "request"])
+            for (kind, client_id), value in sorted(source.items()):
+                family.add_metric([client_id, kind], value)
+            yield family
+
+
 class MetricsServer:
     """A minimal HTTP/1.1 server on the broker's loop: ``GET /metrics`` and nothing else."""
 
-    def __init__(self, registry: TopicRegistry, host: str, port: int) -> None:
+    def __init__(self, registry: TopicRegistry, host: str, port: int, telemetry=None, quotas=None) -> None:
         self.prometheus = CollectorRegistry(auto_describe=False)
         self.prometheus.register(LogMetrics(registry))
+        if telemetry is not None:
+            self.prometheus.register(ClientTelemetryMetrics(telemetry))
+        if quotas is not None:
+            self.prometheus.register(ClientTrafficMetrics(quotas))
         self.host, self.port = host, port
         self._server: asyncio.base_events.Server | None = None
 

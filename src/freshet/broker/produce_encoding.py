@@ -3,7 +3,7 @@
 Produce is the request a broker answers most often (every producer, every linger interval), and the
 generic path (``protocol.encode_response``) builds kio's response dataclasses from the handler's dict and
 then walks them to write the bytes: on many small requests that is a tenth of the broker's CPU. Here the
-dict the produce handler returns (versions 3 to 10) is packed with ``struct`` directly. Byte for byte what
+dict the produce handler returns (versions 3 to 13) is packed with ``struct`` directly. Byte for byte what
 kio writes (tests/unit/broker compares). Fields the handler never sets (v10's current_leader and
 node_endpoints, tagged) are left out, as kio leaves out tagged fields at their defaults.
 """
@@ -16,7 +16,8 @@ import struct
 from .framing import uvarint
 
 FIRST_VERSION = 3
-LAST_VERSION = 10
+LAST_VERSION = 13
+FIRST_TOPIC_ID = 13  # topics named by id (KIP-516)
 FIRST_FLEXIBLE = 9
 
 _I16 = struct.Struct(">h")
@@ -62,7 +63,10 @@ def encode_produce_body(version: int, body: dict) -> bytearray:
     responses = body.get("responses", ())
     _count(out, len(responses), flexible)
     for topic in responses:
-        _string(out, topic["name"], flexible)
+        if version >= FIRST_TOPIC_ID:
+            out += topic["topic_id"].bytes
+        else:
+            _string(out, topic["name"], flexible)
         partitions = topic["partition_responses"]
         _count(out, len(partitions), flexible)
         for p in partitions:

@@ -52,6 +52,7 @@ class Topic:
     configs: dict[str, str] = field(default_factory=dict)
     partitions: list[Partition] = field(default_factory=list)
     internal: bool = False
+    defaults: dict[str, str] = field(default_factory=dict)  # the broker's dynamic topic defaults (shared)
 
     def save(self) -> None:
         write_json_atomically(
@@ -61,7 +62,7 @@ class Topic:
         )
 
     def open_partition(self, index: int) -> Partition:
-        return Partition(os.path.join(self.directory, str(index)), log_config(self.configs))
+        return Partition(os.path.join(self.directory, str(index)), log_config(self.configs, self.defaults))
 
 
 class ProducerIdBlock:
@@ -96,10 +97,11 @@ class ProducerIdBlock:
 
 
 class TopicRegistry:
-    def __init__(self, data_dir: str) -> None:
+    def __init__(self, data_dir: str, defaults: dict[str, str] | None = None) -> None:
         self.data_dir = os.path.abspath(data_dir)
         self.topics_dir = os.path.join(self.data_dir, "topics")
         os.makedirs(self.topics_dir, exist_ok=True)
+        self.defaults: dict[str, str] = dict(defaults or {})  # topic config -> the broker's dynamic default
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
         self._load()
@@ -116,7 +118,8 @@ class TopicRegistry:
                 continue
             with open(meta_path) as f:
                 meta = json.load(f)
-            topic = Topic(meta["name"], uuid.UUID(meta["id"]), os.path.join(self.topics_dir, name), meta["configs"])
+            topic = Topic(meta["name"], uuid.UUID(meta["id"]), os.path.join(self.topics_dir, name), meta["configs"],
+                          defaults=self.defaults)
             topic.partitions = [topic.open_partition(i) for i in range(meta["partitions"])]
             cut = sum(p.recovered_bytes_cut for p in topic.partitions)
             if cut:
@@ -159,7 +162,7 @@ class TopicRegistry:
         if os.path.exists(directory):  # debris of an interrupted create or delete
             shutil.rmtree(directory)
         os.makedirs(directory)
-        topic = Topic(name, uuid.uuid4(), directory, overrides)
+        topic = Topic(name, uuid.uuid4(), directory, overrides, defaults=self.defaults)
         topic.partitions = [topic.open_partition(i) for i in range(partitions)]
         topic.save()
         self.topics[name] = topic
@@ -205,9 +208,19 @@ class TopicRegistry:
             return
         topic.configs = normalized
         topic.save()
-        config = log_config(normalized)
+        config = log_config(normalized, self.defaults)
         for partition in topic.partitions:
             partition.config = config
+
+    def set_defaults(self, defaults: dict[str, str]) -> None:
+        """New dynamic topic defaults from the broker's configs, applied at once to every topic that does not
+        override them."""
+        self.defaults.clear()
+        self.defaults.update(defaults)
+        for topic in self.topics.values():
+            config = log_config(topic.configs, self.defaults)
+            for partition in topic.partitions:
+                partition.config = config
 
     def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
         topic = self.topics.get(name)

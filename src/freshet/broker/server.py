@@ -34,7 +34,10 @@ from .listeners import Listener, principal_of_certificate
 from .metrics import MetricsServer
 from .offsets import OffsetStore
 from .protocol import RequestHeader
-from .quotas import ProduceQuota
+from .consumer_groups import ConsumerGroupCoordinator
+from .dynamic_config import DynamicBrokerConfigs
+from .quotas import ClientQuotas
+from .telemetry import TELEMETRY_KEYS, ClientTelemetry
 from .registry import TopicRegistry
 from .sasl import FailedLogins, SaslSession
 from .share_groups import ShareGroupCoordinator
@@ -61,10 +64,12 @@ def encode(header: RequestHeader, body: dict) -> bytes | list:
 
 
 def _api_table() -> dict[int, tuple[int, int, Handler]]:
-    from .handlers import cluster, fetch, groups, produce, security, share, topics, transactions
+    from .handlers import (cluster, consumer_groups, fetch, groups, produce, quotas, security, share, telemetry,
+                           topics, transactions)
 
     table: dict[int, tuple[int, int, Handler]] = {}
-    for module in (cluster, topics, produce, fetch, groups, share, transactions, security):
+    for module in (cluster, topics, produce, fetch, groups, consumer_groups, share, transactions, security,
+                   telemetry, quotas):
         table.update(module.APIS)
     return table
 
@@ -72,14 +77,23 @@ def _api_table() -> dict[int, tuple[int, int, Handler]]:
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.registry = TopicRegistry(config.data_dir)
+        os.makedirs(config.data_dir, exist_ok=True)
+        self.dynamic = DynamicBrokerConfigs(os.path.join(config.data_dir, "broker-configs.json"), config.node_id)
+        self.registry = TopicRegistry(config.data_dir, self.dynamic.topic_defaults())
         self.group_commit: GroupCommit | None = None
         self.groups = GroupCoordinator(config.initial_rebalance_delay_ms)
-        self.produce_quota = ProduceQuota(config.producer_byte_rate)
+        self.consumer_groups = ConsumerGroupCoordinator(self.registry, config.consumer_groups)
+        self.telemetry = ClientTelemetry(config.telemetry_push_interval_ms)
+        self.quotas = ClientQuotas(os.path.join(config.data_dir, "quotas.json"), config.producer_byte_rate)
         self.offsets = OffsetStore(self.registry)
         self.transactions = TransactionCoordinator(self)
         self.share_groups = ShareGroupCoordinator(self.registry, config.share)
         self.apis = _api_table()
+        if config.telemetry_push_interval_ms <= 0:
+            # as Kafka, which offers telemetry only with a metrics plugin: clients are not asked to push (and
+            # librdkafka does not log its new client instance id on every start)
+            for key in TELEMETRY_KEYS:
+                self.apis.pop(key, None)
         self.listeners = config.effective_listeners()
         security = config.security
         security_dir = os.path.join(config.data_dir, "security")
@@ -101,7 +115,24 @@ class Broker:
         self.port = config.port
         self.metrics: MetricsServer | None = None
         if config.metrics_port is not None:
-            self.metrics = MetricsServer(self.registry, config.host, config.metrics_port)
+            self.metrics = MetricsServer(self.registry, config.host, config.metrics_port, self.telemetry, self.quotas)
+
+    @property
+    def default_partitions(self) -> int:
+        """num.partitions: set at run time (BROKER configs), else --default-partitions."""
+        return int(self.dynamic.effective().get("num.partitions", self.config.default_partitions))
+
+    @property
+    def cleaner_interval_ms(self) -> int:
+        """log.cleaner.backoff.ms: set at run time (BROKER configs), else --cleaner-interval-ms."""
+        return int(self.dynamic.effective().get("log.cleaner.backoff.ms", self.config.cleaner_interval_ms))
+
+    def alter_dynamic_configs(self, level: str, values: dict[str, str]) -> None:
+        """Replace one level's dynamic configs (checked by the caller), persist them and apply them at once."""
+        self.dynamic.replace(level, values)
+        self.registry.set_defaults(self.dynamic.topic_defaults())
+        for name in list(self.registry.topics):
+            self.clean_soon(name)
 
     @property
     def advertised_host(self) -> str:
@@ -112,6 +143,7 @@ class Broker:
         self.group_commit.start()
         self.share_groups.on_append = self.group_commit.written
         self.groups.start()
+        self.consumer_groups.start()
         self.share_groups.start()
         self.transactions.start()
         self._cleaner = asyncio.get_running_loop().create_task(self._run_cleaner(), name="log-cleaner")
@@ -151,6 +183,7 @@ class Broker:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.groups.stop()
+        await self.consumer_groups.stop()
         await self.share_groups.stop()
         await self.transactions.stop()
         if self.group_commit:
@@ -183,7 +216,7 @@ class Broker:
     async def _run_cleaner(self) -> None:
         """Retention and compaction, topic by topic, at the cleaner interval."""
         while True:
-            await asyncio.sleep(self.config.cleaner_interval_ms / 1000)
+            await asyncio.sleep(self.cleaner_interval_ms / 1000)
             for topic in list(self.registry.topics.values()):
                 await self._clean_topic(topic)
 

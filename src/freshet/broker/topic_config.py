@@ -92,9 +92,14 @@ def validate_configs(configs: dict[str, str | None]) -> dict[str, str]:
     return out
 
 
-def log_config(overrides: dict[str, str]) -> LogConfig:
+def log_config(overrides: dict[str, str], defaults: dict[str, str] | None = None) -> LogConfig:
+    """A topic's LogConfig: its own overrides, else the broker's dynamic defaults, else Kafka's defaults."""
+    defaults = defaults or {}
+
     def get(name: str) -> str:
-        return overrides.get(name, CONFIG_DEFS[name].default)
+        if name in overrides:
+            return overrides[name]
+        return defaults.get(name, CONFIG_DEFS[name].default)
 
     return LogConfig(
         segment_bytes=int(get("segment.bytes")),

@@ -12,6 +12,7 @@ import click
 from freshet.broker.config import BrokerConfig
 from freshet.broker.listeners import ListenerError, SecurityConfig, parse_listener
 from freshet.broker.sasl import SUPPORTED
+from freshet.broker.consumer_groups import ASSIGNORS, ConsumerGroupSettings
 from freshet.broker.share_groups import ShareSettings
 
 DEFAULTS = BrokerConfig(data_dir="./data")  # every default below is BrokerConfig's
@@ -42,6 +43,15 @@ def broker() -> None:
               help="Produce quota per client id in bytes/s (0: none); excess is throttled (throttle_time_ms).")
 @click.option("--metrics-port", default=DEFAULTS.metrics_port, type=int,
               help="Serve Prometheus metrics (segment count, size, offsets per partition) on GET /metrics here.")
+@click.option("--consumer-session-timeout-ms", default=DEFAULTS.consumer_groups.session_timeout_ms, show_default=True,
+              type=int, help="Consumer groups (group.protocol=consumer): a member silent this long is removed.")
+@click.option("--consumer-heartbeat-interval-ms", default=DEFAULTS.consumer_groups.heartbeat_interval_ms,
+              show_default=True, type=int, help="Consumer groups (group.protocol=consumer): how often members heartbeat.")
+@click.option("--consumer-assignor", default=DEFAULTS.consumer_groups.default_assignor, show_default=True,
+              type=click.Choice(list(ASSIGNORS)), help="Consumer groups: the server-side assignor members do not choose.")
+@click.option("--telemetry-push-interval-ms", default=DEFAULTS.telemetry_push_interval_ms, show_default=True, type=int,
+              help="Ask clients to push their own metrics this often (KIP-714 telemetry, shown on /metrics and the "
+                   "dashboard's Clients tab); 0: off, as Kafka without a metrics plugin.")
 @click.option("--share-record-lock-duration-ms", default=DEFAULTS.share.record_lock_duration_ms, show_default=True,
               type=int, help="Share groups: how long a delivered record stays locked to its consumer.")
 @click.option("--share-delivery-count-limit", default=DEFAULTS.share.delivery_count_limit, show_default=True, type=int,
@@ -70,6 +80,8 @@ def broker() -> None:
 def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto_create_topics: bool,
           default_partitions: int, cleaner_interval_ms: int, initial_rebalance_delay_ms: int, idle_timeout_ms: int,
           frame_timeout_ms: int, max_request_bytes: int, producer_byte_rate: int, metrics_port: int | None,
+          consumer_session_timeout_ms: int, consumer_heartbeat_interval_ms: int, consumer_assignor: str,
+          telemetry_push_interval_ms: int,
           share_record_lock_duration_ms: int, share_delivery_count_limit: int, share_session_timeout_ms: int,
           share_auto_offset_reset: str, listeners: tuple[str, ...], ssl_certfile: str | None,
           ssl_keyfile: str | None, ssl_cafile: str | None, ssl_client_auth: str, sasl_mechanisms: str,
@@ -108,6 +120,10 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
         idle_timeout_s=idle_timeout_ms / 1000, frame_timeout_s=frame_timeout_ms / 1000,
         max_request_bytes=max_request_bytes, producer_byte_rate=producer_byte_rate,
         metrics_port=metrics_port,
+        consumer_groups=ConsumerGroupSettings(session_timeout_ms=consumer_session_timeout_ms,
+                                              heartbeat_interval_ms=consumer_heartbeat_interval_ms,
+                                              default_assignor=consumer_assignor),
+        telemetry_push_interval_ms=telemetry_push_interval_ms,
         share=ShareSettings(record_lock_duration_ms=share_record_lock_duration_ms,
                             delivery_count_limit=share_delivery_count_limit,
                             session_timeout_ms=share_session_timeout_ms, auto_offset_reset=share_auto_offset_reset),

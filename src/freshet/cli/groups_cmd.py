@@ -27,11 +27,12 @@ def groups() -> None:
 @bootstrap_option
 @one_line_errors
 def list_(bootstrap: str) -> None:
-    """Every group with its state and type: consumer groups (classic) and share groups (queues)."""
+    """Every group with its state and type: consumer groups (classic, or consumer: Kafka 4's protocol) and
+    share groups (queues)."""
     shared = read_share_groups(bootstrap)
-    for group_id, state in GroupAdmin(bootstrap).list_groups():
+    for group_id, state, protocol in GroupAdmin(bootstrap).list_groups():
         if group_id not in shared:
-            click.echo(f"{group_id}\t{state}\tclassic")
+            click.echo(f"{group_id}\t{state}\t{protocol}")
     for group_id, info in sorted(shared.items()):
         click.echo(f"{group_id}\t{info.state.upper()}\tshare")
 
@@ -48,7 +49,8 @@ def describe(group: str, bootstrap: str) -> None:
         return
     info = GroupAdmin(bootstrap).describe(group)
     console = Console()
-    table = Table(title=f"group {group} ({info.state}, {len(info.members)} members, total lag {info.total_lag})")
+    table = Table(title=f"group {group} ({info.state}, {len(info.members)} members, total lag {info.total_lag})",
+                  caption=f"{info.protocol} protocol")
     for col, justify in (("topic", "left"), ("partition", "right"), ("committed", "right"),
                          ("end offset", "right"), ("lag", "right"), ("member", "left")):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]

@@ -33,10 +33,17 @@ class GroupInfo:
     state: str
     members: list[tuple[str, str, str]] = field(default_factory=list)  # (member id, client id, host)
     partitions: list[PartitionLag] = field(default_factory=list)
+    protocol: str = "classic"  # or "consumer": Kafka 4's protocol (KIP-848), the broker assigning
 
     @property
     def total_lag(self) -> int:
         return sum(p.lag for p in self.partitions)
+
+
+def _protocol(group) -> str:
+    """A listed or described group's protocol: 'consumer' (Kafka 4's, KIP-848) or 'classic'."""
+    kind = getattr(group, "type", None)
+    return "consumer" if kind is not None and kind.name == "CONSUMER" else "classic"
 
 
 class GroupAdmin:
@@ -51,17 +58,17 @@ class GroupAdmin:
         except KafkaException as exc:
             raise ClientError(f"{what}: {_kafka_message(exc)}") from None
 
-    def list_groups(self) -> list[tuple[str, str]]:
-        """(group id, state) of every group the cluster knows."""
+    def list_groups(self) -> list[tuple[str, str, str]]:
+        """(group id, state, protocol: classic or consumer) of every group the cluster knows."""
         try:
             self._admin.list_topics(timeout=self.timeout)
         except KafkaException as exc:
             raise ClientError(f"cannot reach a broker at {self.bootstrap}: {_kafka_message(exc)}") from None
         result = self._wait(self._admin.list_consumer_groups(), "cannot list groups")
-        return sorted((g.group_id, g.state.name if g.state else "UNKNOWN") for g in result.valid)
+        return sorted((g.group_id, g.state.name if g.state else "UNKNOWN", _protocol(g)) for g in result.valid)
 
     def exists(self, group_id: str) -> bool:
-        return any(g == group_id for g, _ in self.list_groups())
+        return any(g == group_id for g, _, _ in self.list_groups())
 
     def describe(self, group_id: str) -> GroupInfo:
         if not self.exists(group_id):
@@ -90,7 +97,7 @@ class GroupAdmin:
             raise ClientError(f"cannot read end offsets: {_kafka_message(exc)}") from None
         finally:
             consumer.close()
-        return GroupInfo(group_id, description.state.name, members, partitions)
+        return GroupInfo(group_id, description.state.name, members, partitions, _protocol(description))
 
     def reset_offsets(self, group_id: str, topic: str, *, to_earliest: bool = False, to_latest: bool = False,
                       to_timestamp_ms: int | None = None, shift_by: int | None = None) -> list[tuple[int, int, int]]:
@@ -101,7 +108,7 @@ class GroupAdmin:
         if sum(x is not None and x is not False for x in (to_earliest or None, to_latest or None,
                                                           to_timestamp_ms, shift_by)) != 1:
             raise ClientError("choose one of --to-earliest, --to-latest, --to-datetime, --shift-by")
-        groups = dict(self.list_groups())
+        groups = {g: state for g, state, _ in self.list_groups()}
         if group_id in groups:
             description = self._wait(self._admin.describe_consumer_groups([group_id])[group_id],
                                      f"cannot describe group {group_id!r}")

@@ -152,6 +152,12 @@ def create_app(collector: Collector, token: str | None = None, login: KafkaLogin
         """Ingest servers: each endpoint's protocol, address, topic, backpressure policy and counters."""
         return snapshot()["ingest"]
 
+    @app.get("/api/clients")
+    async def clients() -> dict:
+        """Clients that push their metrics to the broker (KIP-714): request latency, queue time, fetch latency,
+        assigned partitions, and the bytes per second each produced and fetched."""
+        return snapshot()["clients"]
+
     @app.get("/api/rules")
     async def rules() -> dict:
         """Stored CEP rules and search queries (what `freshet run cep` and `freshet run watch` match)."""

@@ -29,6 +29,7 @@ class Snapshot:
     applications: dict = field(default_factory=dict)  # event-sourced: aggregates' event counts, projections
     ingest: dict = field(default_factory=dict)  # ingest servers: endpoints, policies, counters
     rules: dict = field(default_factory=dict)  # stored CEP rules and search queries: {"rules": {}, "queries": {}}
+    clients: dict = field(default_factory=dict)  # instance id -> the metrics the client pushed, its traffic
     error: str | None = None
 
 
@@ -91,7 +92,7 @@ class Collector:
                                                   request_timeout=5)
                 for tp, f in futures.items():
                     offsets[(tp.topic, tp.partition, kind)] = f.result(5).offset
-        log_figures = self._log_figures()
+        log_figures, snap.clients = self._broker_figures(now)
         for name in names:
             parts = [{"partition": p, "log_start_offset": offsets.get((name, p, "low"), 0),
                       "high_watermark": offsets.get((name, p, "high"), 0),
@@ -111,13 +112,13 @@ class Collector:
                                  "internal": name.startswith("__")}
             self._record(f"topic:{name}", now, round(rate, 1))
         consumed: dict[str, int] = {}
-        for group_id, state in self.groups_admin.list_groups():
+        for group_id, state, _ in self.groups_admin.list_groups():
             try:
                 info = self.groups_admin.describe(group_id)
             except Exception:
                 continue
             snap.groups[group_id] = {
-                "type": "classic",
+                "type": info.protocol,
                 "state": info.state, "members": [{"member_id": m, "client_id": c, "host": h} for m, c, h in info.members],
                 "total_lag": info.total_lag, "threshold": self.group_thresholds.get(group_id, self.lag_threshold),
                 "alert": any(p.lag > self.group_thresholds.get(group_id, self.lag_threshold) for p in info.partitions),
@@ -240,10 +241,14 @@ class Collector:
                 e["rate"] = round(rate, 1) if previous else 0.0
         return servers
 
-    def _log_figures(self) -> dict[tuple[str, int], dict]:
-        """Segment count and bytes per partition, from each broker's /metrics (no Kafka API reports them)."""
+    def _broker_figures(self, now: float) -> tuple[dict[tuple[str, int], dict], dict[str, dict]]:
+        """From each broker's /metrics: segment count and bytes per partition (no Kafka API reports them), and
+        the clients: the metrics each pushed (KIP-714 telemetry) with the bytes per second it produced and
+        fetched (the broker's counters per client id)."""
         figures: dict[tuple[str, int], dict] = {}
         names = {"kafka_log_log_numlogsegments": "segments", "kafka_log_log_size": "size_bytes"}
+        clients: dict[str, dict] = {}
+        traffic: dict[tuple[str, str], float] = {}
         for url in self.broker_metrics:
             try:
                 with urllib.request.urlopen(url, timeout=2) as response:
@@ -252,10 +257,35 @@ class Collector:
                 continue  # that broker's figures show as unknown this round
             for family in text_string_to_metric_families(text):
                 key = names.get(family.name)
-                for sample in family.samples if key else ():
-                    where = (sample.labels["topic"], int(sample.labels["partition"]))
-                    figures.setdefault(where, {"segments": None, "size_bytes": None})[key] = int(sample.value)
-        return figures
+                if key:
+                    for sample in family.samples:
+                        where = (sample.labels["topic"], int(sample.labels["partition"]))
+                        figures.setdefault(where, {"segments": None, "size_bytes": None})[key] = int(sample.value)
+                elif family.name.startswith("org_apache_kafka_"):
+                    for sample in family.samples:
+                        labels = sample.labels
+                        client = clients.setdefault(labels["client_instance_id"], {
+                            "client_id": labels["client_id"], "software": labels["client_software"],
+                            "host": labels["client_host"], "metrics": {}})
+                        short = family.name[len("org_apache_kafka_"):]
+                        client["kind"] = short.split("_", 1)[0]  # producer or consumer
+                        # per-node metrics: the worst node
+                        client["metrics"][short] = max(client["metrics"].get(short, sample.value), sample.value)
+                elif family.name == "freshet_client_bytes":
+                    for sample in family.samples:
+                        where = (sample.labels["request"], sample.labels["client_id"])
+                        traffic[where] = traffic.get(where, 0.0) + sample.value
+        rates = {}
+        for (request, client_id), total in traffic.items():
+            key = f"client:{request}:{client_id}"
+            previous = self._previous.get(key)
+            if previous and now > previous[0]:
+                rates[(request, client_id)] = round(max(total - previous[1], 0) / (now - previous[0]), 1)
+            self._previous[key] = (now, total)
+        for client in clients.values():
+            client["produce_bytes_per_s"] = rates.get(("produce", client["client_id"]), 0.0)
+            client["fetch_bytes_per_s"] = rates.get(("fetch", client["client_id"]), 0.0)
+        return figures, clients
 
     def topic_configs(self, topic: str) -> dict:
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic)

@@ -36,10 +36,12 @@ def _seed_body(api_key: int, version: int) -> dict:
     topic = "fuzz-target"
     bodies = {
         0: {"transactional_id": None, "acks": -1, "timeout": 1000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]},
+            "topic_data": [{"name": topic, "topic_id": uuid.UUID(int=1), "partition_data": [
+                {"index": 0, "records": batch}]}]},
         1: {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
             "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
-            "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
+            "topics": [{"topic": topic, "topic_id": uuid.UUID(int=1), "partitions": [{"partition": 0,
+                                                                                   "current_leader_epoch": -1,
                                                         "fetch_offset": 0, "log_start_offset": -1,
                                                         "partition_max_bytes": 1 << 20}]}]},
         2: {"replica_id": -1, "isolation_level": 0,
@@ -104,6 +106,17 @@ def _seed_body(api_key: int, version: int) -> dict:
         76: {"group_id": "fuzz-share", "member_id": "fuzz-member", "member_epoch": 0, "rack_id": None,
              "subscribed_topic_names": [topic]},
         77: {"group_ids": ["fuzz-share"], "include_authorized_operations": False},
+        68: {"group_id": "fuzz-consumer", "member_id": "fuzz-member", "member_epoch": 0, "instance_id": None,
+             "rack_id": None, "rebalance_timeout": 30000, "subscribed_topic_names": [topic],
+             "subscribed_topic_regex": None, "server_assignor": "uniform", "topic_partitions": []},
+        69: {"group_ids": ["fuzz-consumer", "fuzz-group"], "include_authorized_operations": False},
+        48: {"components": [{"entity_type": "user", "match_type": 2, "match": None}], "strict": False},
+        49: {"entries": [{"entity": [{"entity_type": "client-id", "entity_name": "fuzz-client"}],
+                          "ops": [{"key": "producer_byte_rate", "value": 1e9, "remove": False}]}],
+             "validate_only": True},
+        71: {"client_instance_id": uuid.UUID(int=0)},
+        72: {"client_instance_id": uuid.UUID(int=7), "subscription_id": 1, "terminating": False,
+             "compression_type": 0, "metrics": b"\x0a\x00"},
         78: {"group_id": "fuzz-share", "member_id": "fuzz-member", "share_session_epoch": 0, "max_wait": 0,
              "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,
              "topics": [{"topic_id": uuid.UUID(int=1), "partitions": [

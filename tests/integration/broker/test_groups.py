@@ -20,6 +20,16 @@ from freshet.testing.topics import create_topic
 HERE = os.path.dirname(__file__)
 
 
+@pytest.fixture(params=["classic", "consumer"])
+def group_protocol(request):
+    """Each group test runs under the classic protocol and Kafka 4's (KIP-848, group.protocol=consumer)."""
+    return request.param
+
+
+def protocol_config(protocol: str, classic: dict | None = None) -> dict:
+    """The client settings of a group protocol; ``classic`` holds those only the classic protocol takes
+    (session timeout and heartbeat interval are the broker's under KIP-848)."""
+    return {"group.protocol": "consumer"} if protocol == "consumer" else dict(classic or {})
 
 
 def produce_range(bootstrap, topic, start, stop, partitions):
@@ -44,12 +54,12 @@ def last_assignment(path):
     return {int(p) for p in lines[-1].split(",") if p} if lines else None
 
 
-def test_three_members_share_six_partitions_and_survive_kill_9(broker, topic_name, tmp_path):
+def test_three_members_share_six_partitions_and_survive_kill_9(broker, topic_name, tmp_path, group_protocol):
     create_topic(broker.bootstrap, topic_name, 6)
     group = "g-" + uuid.uuid4().hex[:8]
     outs = [str(tmp_path / f"member{i}.txt") for i in range(3)]
     procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "group_member.py"), broker.bootstrap, topic_name,
-                               group, out]) for out in outs]
+                               group, out, group_protocol]) for out in outs]
     try:
         wait_for(lambda: all(last_assignment(o) is not None for o in outs)
                  and sum(len(last_assignment(o)) for o in outs) == 6, what="three members assigned")
@@ -94,22 +104,25 @@ def consume_group(bootstrap, topic, group, expected, extra=None):
     return consumer, got
 
 
-def test_two_groups_each_receive_every_record(broker, topic_name):
+def test_two_groups_each_receive_every_record(broker, topic_name, group_protocol):
+    """Two groups on one topic at once, one of each protocol: each gets every record."""
     create_topic(broker.bootstrap, topic_name, 3)
     produce_range(broker.bootstrap, topic_name, 0, 3000, 3)
+    other = "classic" if group_protocol == "consumer" else "consumer"
+    groups = {f"fan-a-{topic_name}": group_protocol, f"fan-b-{topic_name}": other}
     results = {}
 
     def run(group):
-        consumer, got = consume_group(broker.bootstrap, topic_name, group, 3000)
+        consumer, got = consume_group(broker.bootstrap, topic_name, group, 3000, protocol_config(groups[group]))
         consumer.close()
         results[group] = sorted(int(m.value()) for m in got)
 
-    threads = [threading.Thread(target=run, args=(g,)) for g in ("fan-a", "fan-b")]
+    threads = [threading.Thread(target=run, args=(g,)) for g in groups]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert results["fan-a"] == results["fan-b"] == list(range(3000))
+    assert list(results.values()) == [list(range(3000))] * 2
 
 
 @pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
@@ -135,11 +148,48 @@ def test_assignors_split_partitions_between_members(broker, topic_name, strategy
         m.close()
 
 
-def test_committed_offsets_survive_broker_restart(own_broker, topic_name):
+@pytest.mark.parametrize("assignor", ["uniform", "range"])
+def test_server_side_assignors_split_partitions_between_members(broker, assignor):
+    """KIP-848: the broker assigns. Two topics of 3 partitions, two members: uniform balances the six
+    partitions 3 and 3; range gives each member the same contiguous range of each topic (co-partitioned
+    topics joined by partition stay together): 0-1 of both to one, 2 of both to the other."""
+    prefix = f"remote-{assignor}-{uuid.uuid4().hex[:6]}"
+    topics = [f"{prefix}-a", f"{prefix}-b"]
+    for t in topics:
+        create_topic(broker.bootstrap, t, 3)
+    conf = consumer_config(broker.bootstrap, prefix, {"group.protocol": "consumer", "group.remote.assignor": assignor})
+    members = [Consumer(conf) for _ in range(2)]
+    for m in members:
+        m.subscribe(topics)
+
+    def assigned():
+        for m in members:
+            m.poll(0.05)
+        parts = [sorted((tp.topic, tp.partition) for tp in m.assignment()) for m in members]
+        every = sorted(tp for ps in parts for tp in ps)
+        return parts if every == sorted((t, p) for t in topics for p in range(3)) and all(parts) else None
+
+    wait_for(lambda: assigned() is not None, what=f"{assignor} assignment")
+    parts = assigned()
+    if assignor == "uniform":
+        assert len(parts[0]) == len(parts[1]) == 3
+    else:
+        by_member = [{t: [p for topic, p in ps if topic == t] for t in topics} for ps in parts]
+        assert sorted(m[topics[0]] for m in by_member) == [[0, 1], [2]]
+        assert all(m[topics[0]] == m[topics[1]] for m in by_member)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    description = admin.describe_consumer_groups([prefix])[prefix].result(10)
+    assert description.type.name == "CONSUMER" and description.state.name == "STABLE"
+    assert sorted(len(m.assignment.topic_partitions) for m in description.members) == sorted(map(len, parts))
+    for m in members:
+        m.close()
+
+
+def test_committed_offsets_survive_broker_restart(own_broker, topic_name, group_protocol):
     create_topic(own_broker.bootstrap, topic_name, 2)
     produce_range(own_broker.bootstrap, topic_name, 0, 100, 2)
     consumer, got = consume_group(own_broker.bootstrap, topic_name, "durable-group", 100,
-                                  {"enable.auto.commit": False})
+                                  {"enable.auto.commit": False, **protocol_config(group_protocol)})
     consumer.commit(asynchronous=False)
     consumer.close()
     own_broker.restart()
@@ -148,16 +198,18 @@ def test_committed_offsets_survive_broker_restart(own_broker, topic_name):
     probe.close()
     assert [tp.offset for tp in committed] == [50, 50]
     produce_range(own_broker.bootstrap, topic_name, 100, 110, 2)
-    consumer, got = consume_group(own_broker.bootstrap, topic_name, "durable-group", 10)
+    consumer, got = consume_group(own_broker.bootstrap, topic_name, "durable-group", 10,
+                                  protocol_config(group_protocol))
     consumer.close()
     assert sorted(int(m.value()) for m in got) == list(range(100, 110))  # resumed, nothing re-read
 
 
-def test_regex_subscription_picks_up_topics_created_later(broker):
+def test_regex_subscription_picks_up_topics_created_later(broker, group_protocol):
     prefix = "events-" + uuid.uuid4().hex[:6]
     admin = create_topic(broker.bootstrap, f"{prefix}.a", 1)
     consumer = Consumer(consumer_config(broker.bootstrap, "regex-" + prefix,
-                                        {"topic.metadata.refresh.interval.ms": 500}))
+                                        {"topic.metadata.refresh.interval.ms": 500,
+                                         **protocol_config(group_protocol)}))
     consumer.subscribe([f"^{prefix}\\..*"])
     got = set()
     produce_range(broker.bootstrap, f"{prefix}.a", 0, 5, 1)
@@ -170,16 +222,18 @@ def test_regex_subscription_picks_up_topics_created_later(broker):
     consumer.close()
 
 
-def test_static_member_is_described_with_its_instance_id(broker, topic_name):
+def test_static_member_is_described_with_its_instance_id(broker, topic_name, group_protocol):
     create_topic(broker.bootstrap, topic_name, 1)
     group = "static-" + uuid.uuid4().hex[:6]
-    consumer = Consumer(consumer_config(broker.bootstrap, group, {"group.instance.id": "instance-1"}))
+    consumer = Consumer(consumer_config(broker.bootstrap, group, {"group.instance.id": "instance-1",
+                                                                  **protocol_config(group_protocol)}))
     consumer.subscribe([topic_name])
     wait_for(lambda: consumer.poll(0.1) is None and bool(consumer.assignment()), what="static member assigned")
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     description = admin.describe_consumer_groups([group])[group].result(10)
     assert [m.group_instance_id for m in description.members] == ["instance-1"]
     assert description.state.name == "STABLE"
+    assert description.type.name == group_protocol.upper()
     consumer.close()
 
 
@@ -242,7 +296,7 @@ def test_group_protocol_errors(broker):
         assert conn.request(42, 2, {"groups_names": [group]}).results[0].error_code == 69  # GROUP_ID_NOT_FOUND
 
 
-def test_offset_delete(broker, topic_name):
+def test_offset_delete(broker, topic_name, group_protocol):
     admin = create_topic(broker.bootstrap, topic_name, 2)
     group = "odel-" + uuid.uuid4().hex[:6]
     admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
@@ -256,7 +310,7 @@ def test_offset_delete(broker, topic_name):
     listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(10)
     assert [(tp.partition, tp.offset) for tp in listed.topic_partitions] == [(1, 7)]
 
-    consumer = Consumer(consumer_config(broker.bootstrap, group))
+    consumer = Consumer(consumer_config(broker.bootstrap, group, protocol_config(group_protocol)))
     consumer.subscribe([topic_name])
     wait_for(lambda: consumer.poll(0.1) is None and bool(consumer.assignment()), what="member assigned")
     with RawConnection(broker.bootstrap) as conn:

@@ -64,7 +64,8 @@ def test_unreachable_broker_is_one_line():
     assert r.returncode == 1 and r.stderr.startswith("error: cannot reach a broker")
 
 
-def test_groups_describe_lag_reset_and_watch(broker, topic_name):
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_groups_describe_lag_reset_and_watch(broker, topic_name, protocol):
     from confluent_kafka import Consumer
 
     from freshet.client import consumer_config
@@ -72,7 +73,8 @@ def test_groups_describe_lag_reset_and_watch(broker, topic_name):
     group = "cli-" + topic_name[-20:]
     freshet(broker, "topic", "create", topic_name, "--partitions", "2")
     freshet(broker, "produce", topic_name, "--partition", "0", input="".join(f"{i}\n" for i in range(100)))
-    consumer = Consumer(consumer_config(broker.bootstrap, group))
+    consumer = Consumer(consumer_config(broker.bootstrap, group,
+                                        {"group.protocol": "consumer"} if protocol == "consumer" else {}))
     consumer.subscribe([topic_name])
     got = 0
     while got < 100:
@@ -82,9 +84,9 @@ def test_groups_describe_lag_reset_and_watch(broker, topic_name):
     r = freshet(broker, "groups", "reset-offsets", group, "--topic", topic_name, "--to-earliest")
     assert r.returncode == 1 and "active member" in r.stderr
     consumer.close()
-    assert f"{group}\t" in freshet(broker, "groups", "list").stdout
+    assert f"{group}\tEMPTY\t{protocol}" in freshet(broker, "groups", "list").stdout
     described = freshet(broker, "groups", "describe", group)
-    assert described.returncode == 0 and "total lag 0" in described.stdout
+    assert described.returncode == 0 and "total lag 0" in described.stdout and f"{protocol} protocol" in described.stdout
     r = freshet(broker, "groups", "reset-offsets", group, "--topic", topic_name, "--shift-by", "-30")
     assert r.returncode == 0 and f"{topic_name}\t0\t100 -> 70" in r.stdout
     assert "total lag 30" in freshet(broker, "groups", "describe", group).stdout

@@ -19,13 +19,13 @@ partition = st.fixed_dictionaries({
     "preferred_read_replica": st.just(-1),
     "records": st.binary(max_size=200) | st.binary(max_size=200).map(memoryview),
 })
-topic = st.fixed_dictionaries({"topic": st.text(min_size=1, max_size=150),
+topic = st.fixed_dictionaries({"topic": st.text(min_size=1, max_size=150), "topic_id": st.uuids(),
                                "partitions": st.lists(partition, max_size=4)})
 body = st.fixed_dictionaries({"throttle_time": st.integers(0, 10_000), "error_code": st.sampled_from([0, 70]),
                               "session_id": st.just(0), "responses": st.lists(topic, max_size=3)})
 
 
-@pytest.mark.parametrize("version", range(4, 13))
+@pytest.mark.parametrize("version", range(4, 19))
 @given(body=body, correlation_id=st.integers(-2**31, 2**31 - 1))
 @settings(max_examples=40, deadline=None)
 def test_same_bytes_as_kio(version, body, correlation_id):
@@ -45,4 +45,4 @@ def test_record_sets_are_not_copied():
 
 def test_versions_outside_the_range_are_refused():
     with pytest.raises(ValueError):
-        encode_fetch_body(13, {"responses": []})
+        encode_fetch_body(19, {"responses": []})

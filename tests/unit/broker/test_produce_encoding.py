@@ -23,12 +23,12 @@ partition = st.fixed_dictionaries({
     "record_errors": st.lists(record_error, max_size=2),
     "error_message": st.none() | st.text(max_size=40),
 })
-topic = st.fixed_dictionaries({"name": st.text(min_size=1, max_size=150),
+topic = st.fixed_dictionaries({"name": st.text(min_size=1, max_size=150), "topic_id": st.uuids(),
                                "partition_responses": st.lists(partition, max_size=4)})
 body = st.fixed_dictionaries({"throttle_time": st.integers(0, 10_000), "responses": st.lists(topic, max_size=3)})
 
 
-@pytest.mark.parametrize("version", range(3, 11))
+@pytest.mark.parametrize("version", range(3, 14))
 @given(body=body, correlation_id=st.integers(-2**31, 2**31 - 1))
 @settings(max_examples=40, deadline=None)
 def test_same_bytes_as_kio(version, body, correlation_id):

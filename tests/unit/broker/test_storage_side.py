@@ -7,7 +7,7 @@ from kio.schema.errors import ErrorCode
 
 from freshet.broker.durability import GroupCommit
 from freshet.broker.offsets import CommittedOffset, OffsetStore
-from freshet.broker.quotas import ProduceQuota
+from freshet.broker.quotas import ClientQuotas
 from freshet.broker.registry import TopicError, TopicRegistry
 from freshet.log import encode_batch
 
@@ -77,11 +77,12 @@ def test_group_commit_advances_the_high_watermark_only_after_the_fsync(tmp_path)
 
 def test_produce_quota_throttles_only_above_the_rate():
     now = [100.0]
-    quota = ProduceQuota(byte_rate=1000, window_s=5.0, clock=lambda: now[0])
-    assert quota.record("a", 500) == 0
-    throttle = quota.record("a", 5000)  # 5.5 KB in the window's first second: 4.5 s over
+    quota = ClientQuotas(None, default_producer_byte_rate=1000, window_s=5.0, clock=lambda: now[0])
+    record = lambda client, n: quota.record("producer_byte_rate", "ANONYMOUS", client, n)  # noqa: E731
+    assert record("a", 500) == 0
+    throttle = record("a", 5000)  # 5.5 KB in the window's first second: 4.5 s over
     assert throttle == 4500
-    assert quota.record("b", 500) == 0  # quotas are per client id
+    assert record("b", 500) == 0  # a default quota is per client id
     now[0] += 10  # the window has passed
-    assert quota.record("a", 500) == 0
-    assert ProduceQuota(0).record("a", 10**9) == 0  # no quota
+    assert record("a", 500) == 0
+    assert ClientQuotas(None).record("producer_byte_rate", "u", "a", 10**9) == 0  # no quota

@@ -13,6 +13,9 @@ NO_AUTHORIZED_OPERATIONS = -(2**31)
 
 
 def api_versions(ctx: RequestContext, request: Request) -> dict:
+    name = getattr(request, "client_software_name", None)
+    if ctx.connection is not None and name:
+        ctx.connection.client_software = f"{name} {getattr(request, 'client_software_version', '')}".strip()
     return {
         "error_code": ErrorCode.none,
         "api_keys": [
@@ -97,7 +100,7 @@ def metadata(ctx: RequestContext, request: Request) -> dict:
                         raise TopicError(ErrorCode.unknown_topic_or_partition, "unknown topic")
                     if not (ctx.allowed(CREATE, CLUSTER, CLUSTER_NAME) or ctx.allowed(CREATE, TOPIC, name)):
                         raise TopicError(ErrorCode.topic_authorization_failed, "not authorized to create topics")
-                    topic = registry.create(name, broker.config.default_partitions)
+                    topic = registry.create(name, broker.default_partitions)
                 except TopicError as exc:
                     topics.append({"error_code": exc.error_code, "name": name,
                                    "topic_id": protocol.ZERO_UUID, "partitions": []})
@@ -105,6 +108,7 @@ def metadata(ctx: RequestContext, request: Request) -> dict:
             topics.append(topic_metadata(broker, topic))
     return {
         "throttle_time": 0,
+        "error_code": ErrorCode.none,  # v13+
         "brokers": _broker_nodes(ctx, "node_id"),
         "cluster_id": broker.config.cluster_id,
         "controller_id": broker.config.node_id,
@@ -181,7 +185,7 @@ def describe_topic_partitions(ctx: RequestContext, request: Request) -> dict:
 
 APIS = {
     18: (0, 3, api_versions),
-    3: (0, 12, metadata),
+    3: (0, 13, metadata),
     60: (0, 1, describe_cluster),
     75: (0, 0, describe_topic_partitions),
 }

@@ -29,18 +29,27 @@ def _read_all(ctx, request) -> tuple[dict, int, bool]:
     responses = []
     for t in request.topics:
         partitions = []
-        denied = not ctx.allowed(READ, TOPIC, t.topic)
+        name = getattr(t, "topic", None)
+        unknown_id = False
+        if name is None:  # v13+: the topic named by its id
+            topic = registry.by_id.get(t.topic_id)
+            name, unknown_id = (topic.name, False) if topic is not None else ("", True)
+        denied = not unknown_id and not ctx.allowed(READ, TOPIC, name)
         for p in t.partitions:
             entry = {"partition_index": p.partition, "error_code": ErrorCode.none, "high_watermark": -1,
                      "last_stable_offset": -1, "log_start_offset": -1,
                      "aborted_transactions": [] if read_committed else None,
                      "preferred_read_replica": -1, "records": b""}
             partitions.append(entry)
+            if unknown_id:
+                entry["error_code"] = ErrorCode.unknown_topic_id
+                any_error = True
+                continue
             if denied:
                 entry["error_code"] = ErrorCode.topic_authorization_failed
                 any_error = True
                 continue
-            partition = registry.partition(t.topic, p.partition)
+            partition = registry.partition(name, p.partition)
             if partition is None:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
                 any_error = True
@@ -71,7 +80,7 @@ def _read_all(ctx, request) -> tuple[dict, int, bool]:
                 entry["aborted_transactions"] = [
                     {"producer_id": a.producer_id, "first_offset": a.first_offset}
                     for a in partition.aborted_transactions(p.fetch_offset, upper)]
-        responses.append({"topic": t.topic, "partitions": partitions})
+        responses.append({"topic": name, "topic_id": getattr(t, "topic_id", None), "partitions": partitions})
     body = {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": INVALID_SESSION_ID,
             "responses": responses}
     return body, total, any_error
@@ -83,25 +92,35 @@ def fetch(ctx: RequestContext, request: Request) -> Response:
     body, total, any_error = _read_all(ctx, request)
     max_wait_s = request.max_wait.total_seconds()
     if total >= request.min_bytes or any_error or max_wait_s <= 0:
-        return body
+        return _throttled(ctx, body, total)
 
     async def long_poll() -> dict:
         deadline = time.monotonic() + max_wait_s
-        result = body
+        result, sent = body, total
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return result
+                return _throttled(ctx, result, sent)
             moved = ctx.broker.group_commit.high_watermark_moved()
             try:
                 await asyncio.wait_for(moved, remaining)
             except asyncio.TimeoutError:
-                return result
-            result, total, any_error = _read_all(ctx, request)
-            if total >= request.min_bytes or any_error:
-                return result
+                return _throttled(ctx, result, sent)
+            result, sent, any_error = _read_all(ctx, request)
+            if sent >= request.min_bytes or any_error:
+                return _throttled(ctx, result, sent)
 
     return long_poll()
+
+
+def _throttled(ctx: RequestContext, body: dict, total: int) -> dict:
+    """The bytes a fetch sends count against the consumer's ``consumer_byte_rate`` quota (KIP-219: answered at
+    once with the throttle time, the connection then muted for it)."""
+    if total:
+        ctx.throttle_ms = ctx.broker.quotas.record("consumer_byte_rate", ctx.user, ctx.header.client_id or "",
+                                                   total)
+        body["throttle_time"] = ctx.throttle_ms
+    return body
 
 
 def list_offsets(ctx: RequestContext, request: Request) -> dict:
@@ -169,7 +188,7 @@ def offset_for_leader_epoch(ctx: RequestContext, request: Request) -> Response:
 
 
 APIS = {
-    1: (4, 12, fetch),
+    1: (4, 18, fetch),
     2: (1, 7, list_offsets),
     23: (2, 4, offset_for_leader_epoch),
 }

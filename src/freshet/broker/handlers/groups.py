@@ -8,6 +8,7 @@ from kio.schema.errors import ErrorCode
 
 from ..acls import CLUSTER, CLUSTER_NAME, DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID
 from ..context import Request, RequestContext, Response
+from ..consumer_groups import ConsumerGroupError
 from ..groups import COMPLETING, DEAD, EMPTY, PREPARING, GroupError
 from ..offsets import CommittedOffset
 from ..share_groups import ShareGroupError
@@ -45,6 +46,14 @@ def join_group(ctx: RequestContext, request: Request) -> Response:
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "generation_id": -1,
                 "protocol_type": None, "protocol_name": None, "leader": "", "member_id": request.member_id,
                 "members": []}
+
+    consumer_group = ctx.broker.consumer_groups.group(request.group_id)
+    if consumer_group is not None:
+        if consumer_group.members:  # a Kafka 4 consumer group: its members heartbeat, they do not join
+            return {"throttle_time": 0, "error_code": ErrorCode.inconsistent_group_protocol, "generation_id": -1,
+                    "protocol_type": None, "protocol_name": None, "leader": "", "member_id": request.member_id,
+                    "members": []}
+        del ctx.broker.consumer_groups.groups[request.group_id]  # an empty one becomes a classic group
 
     async def run() -> dict:
         try:
@@ -119,9 +128,9 @@ def offset_commit(ctx: RequestContext, request: Request) -> Response:
         group_error = ErrorCode.group_authorization_failed
     else:
         try:
-            broker.groups.check_commit(request.group_id, request.member_id,
-                                       getattr(request, "group_instance_id", None), generation)
-        except GroupError as exc:
+            check_commit(broker, request.group_id, request.member_id, getattr(request, "group_instance_id", None),
+                         generation)
+        except (GroupError, ConsumerGroupError) as exc:
             group_error = exc.error_code
     now = int(time.time() * 1000)
     for t in request.topics:
@@ -144,9 +153,18 @@ def offset_commit(ctx: RequestContext, request: Request) -> Response:
     body = {"throttle_time": 0, "topics": topics_out}
     if not accepted:
         return body
-    if broker.groups.group(request.group_id) is None:
+    if broker.groups.group(request.group_id) is None and broker.consumer_groups.group(request.group_id) is None:
         broker.groups.group(request.group_id, create=True)
     return answer_when_durable(broker, broker.offsets.append(request.group_id, accepted), body)
+
+
+def check_commit(broker, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> None:
+    """May this (transactional or plain) offset commit go ahead? The group's own protocol decides:
+    a Kafka 4 consumer group checks the member's epoch, a classic group its generation."""
+    if broker.consumer_groups.group(group_id) is not None:
+        broker.consumer_groups.check_commit(group_id, member_id, generation)
+    else:
+        broker.groups.check_commit(group_id, member_id, group_instance_id, generation)
 
 
 def answer_when_durable(broker, last_offset: int, body: dict):
@@ -213,7 +231,8 @@ def offset_fetch(ctx: RequestContext, request: Request) -> dict:
 
 
 def _known_groups(broker) -> dict[str, object]:
-    names = set(broker.groups.groups) | set(broker.offsets.groups())
+    """The classic groups: those with members or committed offsets that are not Kafka 4 consumer groups."""
+    names = (set(broker.groups.groups) | set(broker.offsets.groups())) - set(broker.consumer_groups.groups)
     return {name: broker.groups.group(name) for name in sorted(names)}
 
 
@@ -227,9 +246,13 @@ def describe_groups(ctx: RequestContext, request: Request) -> dict:
             out.append({"error_code": ErrorCode.group_authorization_failed, "group_id": group_id, "group_state": "",
                         "protocol_type": "", "protocol_data": "", "members": []})
             continue
-        if group_id not in known and group_id in broker.share_groups.groups:
-            # as Kafka: DescribeGroups answers for classic groups only (ShareGroupDescribe for the rest)
-            out.append({"error_code": ErrorCode.group_id_not_found, "error_message": f"group {group_id} is a share group",
+        if group_id not in known and (group_id in broker.share_groups.groups
+                                      or group_id in broker.consumer_groups.groups):
+            # as Kafka: DescribeGroups answers for classic groups only (ConsumerGroupDescribe and
+            # ShareGroupDescribe for the rest)
+            kind = "share" if group_id in broker.share_groups.groups else "consumer"
+            out.append({"error_code": ErrorCode.group_id_not_found,
+                        "error_message": f"Group {group_id} is not a classic group ({kind}).",
                         "group_id": group_id, "group_state": DEAD, "protocol_type": "", "protocol_data": "",
                         "members": []})
             continue
@@ -271,6 +294,11 @@ def list_groups(ctx: RequestContext, request: Request) -> dict:
             continue
         out.append({"group_id": group_id, "protocol_type": (g.protocol_type if g and g.protocol_type else "consumer"),
                     "group_state": state, "group_type": "classic"})
+    for group_id, cg in sorted(broker.consumer_groups.groups.items()):
+        if (states and cg.state not in states) or (types and "consumer" not in types) or not visible(group_id):
+            continue
+        out.append({"group_id": group_id, "protocol_type": "consumer", "group_state": cg.state,
+                    "group_type": "consumer"})
     for group_id, sg in sorted(broker.share_groups.groups.items()):
         if group_id in known or (states and sg.state not in states) or (types and "share" not in types) \
                 or not visible(group_id):
@@ -289,6 +317,13 @@ def delete_groups(ctx: RequestContext, request: Request) -> Response:
         if not ctx.allowed(DELETE, GROUP, group_id):
             results.append({"group_id": group_id, "error_code": ErrorCode.group_authorization_failed})
             continue
+        if group_id in broker.consumer_groups.groups:
+            try:
+                broker.consumer_groups.delete(group_id)
+            except ConsumerGroupError as exc:
+                results.append({"group_id": group_id, "error_code": exc.error_code})
+                continue
+            known[group_id] = None  # its committed offsets go as a classic group's do
         if group_id not in known and group_id in broker.share_groups.groups:
             try:
                 waits.append((broker.share_groups.state, broker.share_groups.delete(group_id)))
@@ -321,9 +356,9 @@ def offset_delete(ctx: RequestContext, request: Request) -> Response:
     g = broker.groups.group(group_id)
     if not ctx.allowed(DELETE, GROUP, group_id):
         return {"error_code": ErrorCode.group_authorization_failed, "throttle_time": 0, "topics": []}
-    if group_id not in _known_groups(broker):
+    if group_id not in _known_groups(broker) and group_id not in broker.consumer_groups.groups:
         return {"error_code": ErrorCode.group_id_not_found, "throttle_time": 0, "topics": []}
-    subscribed = set()
+    subscribed = broker.consumer_groups.subscribed_by_group(group_id)
     if g is not None:
         for m in g.members.values():
             subscribed |= m.subscribed_topics()

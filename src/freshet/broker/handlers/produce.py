@@ -29,7 +29,12 @@ def produce(ctx: RequestContext, request: Request) -> Response:
     txn_id = getattr(request, "transactional_id", None)
     txn_denied = bool(txn_id) and not ctx.allowed(WRITE, TRANSACTIONAL_ID, txn_id)
     for topic_data in request.topic_data:
-        topic_denied = not ctx.allowed(WRITE, TOPIC, topic_data.name)
+        name = getattr(topic_data, "name", None)
+        topic_id = getattr(topic_data, "topic_id", None)
+        if name is None:  # v13+: the topic named by its id
+            known = registry.by_id.get(topic_id)
+            name = known.name if known is not None else None
+        topic_denied = name is not None and not ctx.allowed(WRITE, TOPIC, name)
         partition_responses = []
         for pd in topic_data.partition_data:
             result = {"index": pd.index, "error_code": ErrorCode.none, "base_offset": -1,
@@ -39,26 +44,30 @@ def produce(ctx: RequestContext, request: Request) -> Response:
             if acks not in (-1, 0, 1):
                 result["error_code"] = ErrorCode.invalid_required_acks
                 continue
+            if name is None:
+                result["error_code"] = ErrorCode.unknown_topic_id
+                result["error_message"] = f"no topic with id {topic_id}"
+                continue
             if txn_denied:
                 result["error_code"] = ErrorCode.transactional_id_authorization_failed
                 continue
             if topic_denied:
                 result["error_code"] = ErrorCode.topic_authorization_failed
                 continue
-            partition = registry.partition(topic_data.name, pd.index)
-            if partition is not None and registry.topics[topic_data.name].internal:
+            partition = registry.partition(name, pd.index)
+            if partition is not None and registry.topics[name].internal:
                 result["error_code"] = ErrorCode.invalid_topic_exception
-                result["error_message"] = f"{topic_data.name} is an internal topic"
+                result["error_message"] = f"{name} is an internal topic"
                 continue
             if partition is None:
                 result["error_code"] = ErrorCode.unknown_topic_or_partition
-                result["error_message"] = f"no partition {topic_data.name}-{pd.index}"
+                result["error_message"] = f"no partition {name}-{pd.index}"
                 continue
             if not pd.records:
                 result["error_code"] = ErrorCode.corrupt_message
                 result["error_message"] = "empty record set"
                 continue
-            refused = _transactional_refusal(broker, pd.records, topic_data.name, pd.index)
+            refused = _transactional_refusal(broker, pd.records, name, pd.index)
             if refused is not None:
                 result["error_code"], result["error_message"] = refused
                 continue
@@ -68,9 +77,9 @@ def produce(ctx: RequestContext, request: Request) -> Response:
                 result["error_code"] = error_code_for(exc)
                 result["error_message"] = str(exc)
                 if not isinstance(exc, StorageError):
-                    log.debug("produce to %s-%d refused: %s", topic_data.name, pd.index, exc)
+                    log.debug("produce to %s-%d refused: %s", name, pd.index, exc)
                 else:
-                    log.error("produce to %s-%d failed: %s", topic_data.name, pd.index, exc)
+                    log.error("produce to %s-%d failed: %s", name, pd.index, exc)
                 continue
             broker.group_commit.written(partition)
             result["base_offset"] = appended.base_offset
@@ -79,9 +88,9 @@ def produce(ctx: RequestContext, request: Request) -> Response:
                 result["log_append_time"] = appended.log_append_time
             if acks == -1:
                 waits.append((result, broker.group_commit.durable(partition, appended.last_offset)))
-        responses.append({"name": topic_data.name, "partition_responses": partition_responses})
+        responses.append({"name": name, "topic_id": topic_id, "partition_responses": partition_responses})
     produced_bytes = sum(len(pd.records or b"") for t in request.topic_data for pd in t.partition_data)
-    ctx.throttle_ms = broker.produce_quota.record(ctx.header.client_id or "", produced_bytes)
+    ctx.throttle_ms = broker.quotas.record("producer_byte_rate", ctx.user, ctx.header.client_id or "", produced_bytes)
     if acks == 0:
         return None
     body = {"responses": responses, "throttle_time": ctx.throttle_ms}
@@ -158,6 +167,6 @@ def _init_transactional(ctx: RequestContext, request: Request) -> Response:
 
 
 APIS = {
-    0: (3, 10, produce),
+    0: (3, 13, produce),
     22: (0, 4, init_producer_id),
 }

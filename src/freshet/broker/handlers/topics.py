@@ -26,16 +26,22 @@ from ..context import Request, RequestContext, Response
 from ..errors import error_code_for
 from ..registry import TopicError
 from ..share_groups import GROUP_CONFIGS, ShareGroupError
-from ..topic_config import CONFIG_DEFS
+from ..dynamic_config import DYNAMIC as DYNAMIC_BROKER_CONFIGS
+from ..dynamic_config import STATIC as STATIC_BROKER_CONFIGS
+from ..dynamic_config import TOPIC_DEFAULTS, DynamicBrokerConfigs
+from ..dynamic_config import check as dynamic_check
+from ..topic_config import CONFIG_DEFS, InvalidConfigError
 
 CONFIG_SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
+CONFIG_SOURCE_BROKER_DYNAMIC = 2  # DYNAMIC_BROKER_CONFIG
+CONFIG_SOURCE_DEFAULT_BROKER_DYNAMIC = 3  # DYNAMIC_DEFAULT_BROKER_CONFIG
 CONFIG_SOURCE_BROKER_STATIC = 4  # STATIC_BROKER_CONFIG
 CONFIG_SOURCE_DEFAULT = 5  # DEFAULT_CONFIG
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_GROUP = 32
 CONFIG_SOURCE_GROUP = 8  # GROUP_CONFIG
-CONFIG_SET, CONFIG_DELETE = 0, 1
+CONFIG_SET, CONFIG_DELETE, CONFIG_APPEND, CONFIG_SUBTRACT = 0, 1, 2, 3
 
 # DescribeConfigs v3+ config types
 _TYPE_STRING, _TYPE_INT, _TYPE_LONG, _TYPE_LIST, _TYPE_BOOLEAN = 2, 3, 5, 7, 1
@@ -54,17 +60,29 @@ _CONFIG_TYPES = {
 _CREATED_CONFIG_FIELDS = ("name", "value", "read_only", "config_source", "is_sensitive")
 
 
-def topic_configs(topic_overrides: dict[str, str], keys=None) -> list[dict]:
+_DYNAMIC_SOURCE = {"broker": CONFIG_SOURCE_BROKER_DYNAMIC, "cluster": CONFIG_SOURCE_DEFAULT_BROKER_DYNAMIC}
+_DEFAULT_OF = {topic_name: broker_name for broker_name, topic_name in TOPIC_DEFAULTS.items()}
+
+
+def topic_configs(topic_overrides: dict[str, str], keys=None, dynamic: DynamicBrokerConfigs | None = None) -> list[dict]:
+    """A topic's configs: its own overrides, else the broker's dynamic defaults, else Kafka's defaults, each
+    with where its value comes from."""
     out = []
     for name, definition in sorted(CONFIG_DEFS.items()):
         if keys is not None and name not in keys:
             continue
-        overridden = name in topic_overrides
+        value, source = definition.default, CONFIG_SOURCE_DEFAULT
+        broker_name = _DEFAULT_OF.get(name)
+        where = dynamic.source(broker_name) if dynamic is not None and broker_name else None
+        if name in topic_overrides:
+            value, source = topic_overrides[name], CONFIG_SOURCE_TOPIC
+        elif where is not None:
+            value, source = dynamic.effective()[broker_name], _DYNAMIC_SOURCE[where]
         out.append({
             "name": name,
-            "value": topic_overrides.get(name, definition.default),
+            "value": value,
             "read_only": False,
-            "config_source": CONFIG_SOURCE_TOPIC if overridden else CONFIG_SOURCE_DEFAULT,
+            "config_source": source,
             "is_sensitive": False,
             "synonyms": [],
             "config_type": _CONFIG_TYPES.get(name, _TYPE_LONG),
@@ -87,7 +105,7 @@ def create_topics(ctx: RequestContext, request: Request) -> dict:
                 raise TopicError(ErrorCode.invalid_request, f"topic {t.name!r} appears more than once in the request")
             partitions = t.num_partitions
             if partitions == -1:
-                partitions = ctx.broker.config.default_partitions
+                partitions = ctx.broker.default_partitions
             if t.assignments:
                 if t.num_partitions != -1 or t.replication_factor != -1:
                     raise TopicError(ErrorCode.invalid_request,
@@ -108,7 +126,7 @@ def create_topics(ctx: RequestContext, request: Request) -> dict:
                 result["topic_id"] = topic.topic_id
             result.update(num_partitions=partitions, replication_factor=1,
                           configs=[{k: c[k] for k in _CREATED_CONFIG_FIELDS}
-                                   for c in topic_configs(overrides)])
+                                   for c in topic_configs(overrides, dynamic=ctx.broker.dynamic)])
         except TopicError as exc:
             result.update(error_code=exc.error_code, error_message=str(exc))
         results.append(result)
@@ -161,16 +179,82 @@ def create_partitions(ctx: RequestContext, request: Request) -> dict:
     return {"throttle_time": 0, "results": results}
 
 
-def _broker_configs(broker) -> dict[str, str]:
+def _static_broker_configs(broker) -> dict[str, str]:
+    """What the broker was started with (read-only), and the start-up value of each dynamic config."""
     c = broker.config
-    return {
+    static = {
         "auto.create.topics.enable": str(c.auto_create_topics).lower(),
-        "num.partitions": str(c.default_partitions),
         "socket.request.max.bytes": str(c.max_request_bytes),
         "connections.max.idle.ms": str(int(c.idle_timeout_s * 1000)),
         "log.dirs": c.data_dir,
         "broker.id": str(c.node_id),
+        "num.partitions": str(c.default_partitions),
+        "log.cleaner.backoff.ms": str(c.cleaner_interval_ms),
     }
+    for broker_name, topic_name in TOPIC_DEFAULTS.items():
+        static[broker_name] = CONFIG_DEFS[topic_name].default
+    return static
+
+
+def _broker_configs(broker, level: str, keys: set[str] | None) -> list[dict]:
+    """DescribeConfigs of a BROKER resource: this broker (its id) shows every config with its source;
+    the cluster default ("") only what is set dynamically at that level, as Kafka does."""
+    dynamic = broker.dynamic
+    out = []
+    if level == dynamic.CLUSTER:
+        values = {k: (v, CONFIG_SOURCE_DEFAULT_BROKER_DYNAMIC) for k, v in dynamic.levels[level].items()}
+    else:
+        static = _static_broker_configs(broker)
+        values = {k: (v, CONFIG_SOURCE_BROKER_STATIC if k in ("num.partitions", "log.cleaner.backoff.ms")
+                      or k in STATIC_BROKER_CONFIGS else CONFIG_SOURCE_DEFAULT) for k, v in static.items()}
+        for k, v in dynamic.effective().items():
+            values[k] = (v, _DYNAMIC_SOURCE[dynamic.source(k)])
+    for name, (value, source) in sorted(values.items()):
+        if keys is None or name in keys:
+            out.append({"name": name, "value": value, "read_only": name not in DYNAMIC_BROKER_CONFIGS,
+                        "config_source": source, "is_sensitive": False, "synonyms": [],
+                        "config_type": _CONFIG_TYPES.get(TOPIC_DEFAULTS.get(name, name), _TYPE_STRING),
+                        "documentation": None})
+    return out
+
+
+def _broker_level(broker, name: str) -> str:
+    """The level a BROKER resource names: "" (the cluster default) or this broker's id."""
+    if name not in ("", str(broker.config.node_id)):
+        raise TopicError(ErrorCode.invalid_request,
+                         f"unexpected broker id {name!r}: expected {broker.config.node_id} or the empty string")
+    return name
+
+
+def _alter_broker(broker, name: str, changes: list[tuple[str, int, str | None]], validate_only: bool,
+                  replace: bool = False) -> None:
+    """Dynamic broker configs changed (SET, DELETE; APPEND / SUBTRACT for log.cleanup.policy), all or nothing;
+    ``replace`` (AlterConfigs): the given configs become the level's whole set."""
+    level = _broker_level(broker, name)
+    values = {} if replace else dict(broker.dynamic.levels[level])
+    seen = set()
+    try:
+        for key, operation, value in changes:
+            if key in seen:
+                raise InvalidConfigError(f"{key} is changed twice in one request")
+            seen.add(key)
+            if operation == CONFIG_DELETE:
+                values.pop(key, None)
+                continue
+            if operation in (CONFIG_APPEND, CONFIG_SUBTRACT):
+                if key != "log.cleanup.policy":
+                    raise InvalidConfigError(f"{key} is not a list: APPEND and SUBTRACT do not apply")
+                value = _list_change(values.get(key, CONFIG_DEFS["cleanup.policy"].default), operation, value)
+            elif operation != CONFIG_SET:
+                raise InvalidConfigError(f"unknown config operation {operation}")
+            if value is None:
+                raise InvalidConfigError(f"{key}: SET needs a value")
+            values[key] = dynamic_check(key, value)
+    except InvalidConfigError as exc:
+        code = ErrorCode.invalid_request if "cannot be updated dynamically" in str(exc) else ErrorCode.invalid_config
+        raise TopicError(code, str(exc)) from None
+    if not validate_only:
+        broker.alter_dynamic_configs(level, values)
 
 
 def describe_configs(ctx: RequestContext, request: Request) -> dict:
@@ -189,14 +273,9 @@ def describe_configs(ctx: RequestContext, request: Request) -> dict:
                 result.update(error_code=ErrorCode.unknown_topic_or_partition,
                               error_message=f"topic {resource.resource_name!r} does not exist")
             else:
-                result["configs"] = topic_configs(topic.configs, keys)
+                result["configs"] = topic_configs(topic.configs, keys, broker.dynamic)
         elif resource.resource_type == RESOURCE_BROKER and resource.resource_name in ("", str(broker.config.node_id)):
-            result["configs"] = [
-                {"name": k, "value": v, "read_only": True, "config_source": CONFIG_SOURCE_BROKER_STATIC,
-                 "is_sensitive": False, "synonyms": [], "config_type": _TYPE_STRING,
-                 "documentation": None}
-                for k, v in sorted(_broker_configs(broker).items()) if keys is None or k in keys
-            ]
+            result["configs"] = _broker_configs(broker, resource.resource_name, keys)
         elif resource.resource_type == RESOURCE_GROUP:
             result["configs"] = _group_configs(broker, resource.resource_name, keys)
         else:
@@ -223,9 +302,9 @@ def _group_configs(broker, group_id: str, keys: set[str] | None) -> list[dict]:
 
 
 def incremental_alter_configs(ctx: RequestContext, request: Request) -> Response:
-    """Topic configs (applied at once: see ``TopicRegistry.alter_configs``) and group configs (share groups'
-    ``share.*``), each resource validated whole before anything of it is applied. The broker's own configs are
-    not alterable at run time yet: that resource answers INVALID_REQUEST."""
+    """Topic configs (applied at once: see ``TopicRegistry.alter_configs``), the broker's dynamic configs (see
+    ``dynamic_config``) and group configs (share groups' ``share.*``), each resource validated whole before
+    anything of it is applied."""
     broker = ctx.broker
     responses = []
     waits = []
@@ -234,10 +313,11 @@ def incremental_alter_configs(ctx: RequestContext, request: Request) -> Response
         responses.append(entry)
         if entry["error_code"] != ErrorCode.none:
             continue
-        if resource.resource_type == RESOURCE_TOPIC:
+        alter = {RESOURCE_TOPIC: _alter_topic, RESOURCE_BROKER: _alter_broker}.get(resource.resource_type)
+        if alter is not None:
             try:
-                _alter_topic(broker, resource.resource_name, [(c.name, c.config_operation, c.value)
-                                                             for c in resource.configs], request.validate_only)
+                alter(broker, resource.resource_name, [(c.name, c.config_operation, c.value)
+                                                       for c in resource.configs], request.validate_only)
             except TopicError as exc:
                 entry.update(error_code=exc.error_code, error_message=str(exc))
             continue
@@ -269,8 +349,18 @@ def incremental_alter_configs(ctx: RequestContext, request: Request) -> Response
     return broker.group_commit.answer_when_durable(body, (broker.share_groups.state, max(waits)))
 
 
-CONFIG_APPEND, CONFIG_SUBTRACT = 2, 3
 _LIST_CONFIGS = {"cleanup.policy"}
+
+
+def _list_change(current: str, operation: int, value: str | None) -> str:
+    """A list config (cleanup.policy) after APPEND or SUBTRACT of ``value``'s comma-separated items."""
+    items = [v for v in current.split(",") if v]
+    for v in (value or "").split(","):
+        if operation == CONFIG_APPEND and v and v not in items:
+            items.append(v)
+        elif operation == CONFIG_SUBTRACT and v in items:
+            items.remove(v)
+    return ",".join(sorted(items))
 
 
 def _alter_topic(broker, name: str, changes: list[tuple[str, int, str | None]], validate_only: bool) -> None:
@@ -295,15 +385,9 @@ def _alter_topic(broker, name: str, changes: list[tuple[str, int, str | None]], 
         elif operation in (CONFIG_APPEND, CONFIG_SUBTRACT):
             if key not in _LIST_CONFIGS:
                 raise TopicError(ErrorCode.invalid_config, f"{key} is not a list: APPEND and SUBTRACT do not apply")
-            items = [v for v in overrides.get(key, CONFIG_DEFS[key].default).split(",") if v]
-            for v in (value or "").split(","):
-                if operation == CONFIG_APPEND and v and v not in items:
-                    items.append(v)
-                elif operation == CONFIG_SUBTRACT and v in items:
-                    items.remove(v)
-            if not items:
+            overrides[key] = _list_change(overrides.get(key, CONFIG_DEFS[key].default), operation, value)
+            if not overrides[key]:
                 raise TopicError(ErrorCode.invalid_config, f"{key} cannot be empty")
-            overrides[key] = ",".join(sorted(items))
         else:
             raise TopicError(ErrorCode.invalid_config, f"unknown config operation {operation}")
     broker.registry.alter_configs(name, overrides, validate_only)
@@ -312,13 +396,22 @@ def _alter_topic(broker, name: str, changes: list[tuple[str, int, str | None]], 
 
 
 def alter_configs(ctx: RequestContext, request: Request) -> dict:
-    """The legacy AlterConfigs: a topic's overrides replaced by the ones given (kcat-style tools use it)."""
+    """The legacy AlterConfigs: a topic's overrides, or a broker level's dynamic configs, replaced by the ones
+    given (kcat-style tools use it)."""
     broker = ctx.broker
     responses = []
     for resource in request.resources:
         entry = _alteration_entry(ctx, resource)
         responses.append(entry)
         if entry["error_code"] != ErrorCode.none:
+            continue
+        if resource.resource_type == RESOURCE_BROKER:
+            try:
+                _alter_broker(broker, resource.resource_name, [(c.name, CONFIG_SET, c.value) for c in resource.configs
+                                                              if c.value is not None], request.validate_only,
+                              replace=True)
+            except TopicError as exc:
+                entry.update(error_code=exc.error_code, error_message=str(exc))
             continue
         if resource.resource_type != RESOURCE_TOPIC:
             entry.update(error_code=ErrorCode.invalid_request,

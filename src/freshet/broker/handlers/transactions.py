@@ -10,10 +10,11 @@ from kio.schema.errors import ErrorCode
 
 from ..acls import DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE
 from ..context import Request, RequestContext, Response
+from ..consumer_groups import ConsumerGroupError
 from ..groups import GroupError
 from ..offsets import CommittedOffset
 from ..transactions import STATES, TransactionError
-from .groups import MAX_METADATA, answer_when_durable
+from .groups import MAX_METADATA, answer_when_durable, check_commit
 
 
 def _fenced(ctx: RequestContext, first_version_with_producer_fenced: int = 2) -> ErrorCode:
@@ -98,9 +99,9 @@ def txn_offset_commit(ctx: RequestContext, request: Request) -> Response:
                                                 request.producer_epoch, request.group_id, _fenced(ctx, 3))
         generation = getattr(request, "generation_id", -1)
         if generation >= 0 or getattr(request, "member_id", ""):  # KIP-447: a group member's commit
-            broker.groups.check_commit(request.group_id, request.member_id,
-                                       getattr(request, "group_instance_id", None), generation)
-    except (TransactionError, GroupError) as exc:
+            check_commit(broker, request.group_id, request.member_id, getattr(request, "group_instance_id", None),
+                         generation)
+    except (TransactionError, GroupError, ConsumerGroupError) as exc:
         code = exc.error_code
     now = int(time.time() * 1000)
     accepted: dict[tuple[str, int], CommittedOffset] = {}

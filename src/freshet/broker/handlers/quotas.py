@@ -1,0 +1,57 @@
+"""DescribeClientQuotas and AlterClientQuotas (KIP-546): client quotas set and read at run time."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from ..acls import ALTER_CONFIGS, CLUSTER, CLUSTER_NAME, DESCRIBE_CONFIGS
+from ..context import Request, RequestContext
+from ..quotas import QuotaError, entity_key
+
+
+def _entity_out(entity) -> list[dict]:
+    return [{"entity_type": t, "entity_name": n} for t, n in entity]
+
+
+def describe_client_quotas(ctx: RequestContext, request: Request) -> dict:
+    if not ctx.allowed(DESCRIBE_CONFIGS, CLUSTER, CLUSTER_NAME):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                "error_message": "not authorized to describe client quotas", "entries": None}
+    try:
+        found = ctx.broker.quotas.describe([(c.entity_type, c.match_type, c.match) for c in request.components],
+                                           request.strict)
+    except QuotaError as exc:
+        return {"throttle_time": 0, "error_code": exc.error_code, "error_message": str(exc), "entries": None}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "entries": [
+        {"entity": _entity_out(entity), "values": [{"key": k, "value": v} for k, v in sorted(values.items())]}
+        for entity, values in found]}
+
+
+def alter_client_quotas(ctx: RequestContext, request: Request) -> dict:
+    """Each entry is checked on its own and answered with its own error; the valid ones are applied together
+    (unless ``validate_only``), persisted before the answer, in force at once."""
+    quotas = ctx.broker.quotas
+    allowed = ctx.allowed(ALTER_CONFIGS, CLUSTER, CLUSTER_NAME)
+    results, changes = [], {}
+    for entry in request.entries:
+        raw = [(e.entity_type, e.entity_name) for e in entry.entity]
+        result = {"error_code": ErrorCode.none, "error_message": None, "entity": _entity_out(raw)}
+        results.append(result)
+        try:
+            if not allowed:
+                raise QuotaError(ErrorCode.cluster_authorization_failed, "not authorized to alter client quotas")
+            entity = entity_key(raw)
+            if entity in changes:
+                raise QuotaError(ErrorCode.invalid_request, "the same entity appears twice in the request")
+            changes[entity] = quotas.check_ops(entity, [(op.key, op.value, op.remove) for op in entry.ops])
+        except QuotaError as exc:
+            result.update(error_code=exc.error_code, error_message=str(exc))
+    if changes and not request.validate_only:
+        quotas.alter(changes)
+    return {"throttle_time": 0, "entries": results}
+
+
+APIS = {
+    48: (0, 1, describe_client_quotas),
+    49: (0, 1, alter_client_quotas),
+}
