@@ -189,7 +189,10 @@ class ProjectionRunner:
                 _point_views(self.db, projection, generation)
         self.keys = SubjectKeys(bootstrap, app.keys_topic).load()
         self.consumer = Consumer(consumer_config(bootstrap, f"freshet-projection-{uuid.uuid4().hex[:8]}", {
-            "isolation.level": "read_committed", "enable.partition.eof": True, "log_level": 0}))
+            "isolation.level": "read_committed", "enable.partition.eof": True, "log_level": 0,
+            # a rebuild ends when every partition has come back empty: the broker holds an empty fetch this
+            # long (librdkafka's default of 500 ms was added to every rebuild)
+            **({} if self.live else {"fetch.wait.max.ms": 10})}))
         self._expected: dict[tuple[str, int], int] = {}
         self._end: dict[tuple[str, int], int] = {}  # where the reader found each partition's end
         self._stop = threading.Event()
