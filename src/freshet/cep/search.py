@@ -235,20 +235,25 @@ class Document:
     __slots__ = ("fields", "field_words", "terms", "all_words", "_bigrams")
 
     def __init__(self, event: dict) -> None:
-        self.fields: dict[str, Any] = {}
-        _flatten(event, "", self.fields)
+        fields: dict[str, Any] = {}
+        _flatten(event, "", fields)
+        self.fields = fields
         self.field_words: dict[str, list[str]] = {}
         terms: set[str] = set()
         all_words: list[list[str]] = []
-        for name, value in self.fields.items():
+        findall = WORD.findall
+        for name, value in fields.items():
             if isinstance(value, str):
-                found = words(value)
+                found = [w.lower() for w in findall(value)]  # words(value)
                 self.field_words[name] = found
                 all_words.append(found)
                 terms.update(found)
                 lname = name.lower()
-                terms.update(f"{lname}:{w}" for w in found)
-                terms.add(f"{lname}={value.lower()}")
+                prefix = lname + ":"
+                terms.update([prefix + w for w in found])
+                terms.add(lname + "=" + value.lower())
+            elif type(value) is int and value >= 0:  # its one word is its digits
+                terms.add(name.lower() + ":" + str(value))
             elif isinstance(value, (int, float)):  # bool too: field:true
                 terms.update(f"{name.lower()}:{w}" for w in words(str(value)))
                 if isinstance(value, bool):  # flag = true compares the text 'true'
@@ -534,6 +539,20 @@ class _Bucket:
                 found.update(bands.all())
 
 
+_FAST_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "=": operator.eq,
+             "<>": operator.ne}
+
+
+def _required_term(node) -> str | None:
+    """The presearch term a document must hold for ``node`` to match it, when holding it is the whole test
+    (a word anywhere; a text field equal to a text value)."""
+    if isinstance(node, Term) and node.field is None:
+        return node.word
+    if isinstance(node, Compare) and node.op == "=" and _textual(node.value):
+        return f"{node.field.lower()}={node.value.lower()}"
+    return None
+
+
 def compile_query(node) -> Callable[[Document], bool]:
     """A closure ``document -> bool`` equal to ``matches(node, document)``, with the generic dispatch done
     once (the verification step runs it for every candidate)."""
@@ -561,8 +580,7 @@ def compile_query(node) -> Callable[[Document], bool]:
     if isinstance(node, Compare):
         name, op, value = node.field, node.op, node.value
         numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-        fast = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-                "=": operator.eq, "<>": operator.ne}[op]
+        fast = _FAST_OPS[op]
 
         def compare(d: Document) -> bool:
             v = d.fields.get(name)
@@ -575,10 +593,32 @@ def compile_query(node) -> Callable[[Document], bool]:
             return _compare(v, op, value)
         return compare
     if isinstance(node, And):
-        parts = [compile_query(p) for p in node.parts]
+        # the parts that are a term the document must hold are one subset test; numeric comparisons are
+        # compared inline (their closure only for values that are not plain numbers); the rest are closures
+        required, numeric, rest = set(), [], []
+        for part in node.parts:
+            term = _required_term(part)
+            if term is not None:
+                required.add(term)
+            elif isinstance(part, Compare) and isinstance(part.value, (int, float)) \
+                    and not isinstance(part.value, bool):
+                numeric.append((part.field, _FAST_OPS[part.op], part.value, compile_query(part)))
+            else:
+                rest.append(compile_query(part))
+        terms, compares, others = frozenset(required), tuple(numeric), tuple(rest)
 
         def conj(d: Document) -> bool:
-            for part in parts:
+            if not terms <= d.terms:
+                return False
+            fields = d.fields
+            for name, fast, value, slow in compares:
+                v = fields.get(name)
+                if type(v) is int or type(v) is float:
+                    if not fast(v, value):
+                        return False
+                elif not slow(d):
+                    return False
+            for part in others:
                 if not part(d):
                     return False
             return True
@@ -668,15 +708,12 @@ class QueryIndex:
         found = set(self.unanchored)
         terms = doc.terms
         by_term, by_pair = self.by_term, self.by_pair
-        for term in terms:
-            ids = by_term.get(term)
-            if ids:
-                found |= ids
-            second = by_pair.get(term)
-            if second:
-                for other, bucket in second.items():
-                    if other in terms:
-                        bucket.collect(doc, found)
+        for term in by_term.keys() & terms:  # the document's terms some query is indexed by (a C-level join)
+            found |= by_term[term]
+        for term in by_pair.keys() & terms:
+            for other, bucket in by_pair[term].items():
+                if other in terms:
+                    bucket.collect(doc, found)
         return found
 
     def match(self, event: dict) -> list[str]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from .offsets import SourceError
@@ -145,9 +145,9 @@ class _TopicWriter:
         finally:
             progress.close()
 
-    def _produce_rows(self, producer, iterator) -> int:
-        from freshet.client.produce import produce_waiting
-
+    def _produce_rows(self, producer, batches) -> int:
+        """Produce every row of the Arrow batches (the writer is an Arrow writer: no Row object per record;
+        each column comes out of Arrow at once)."""
         failures: list = []
 
         def on_delivery(err, _msg) -> None:
@@ -155,22 +155,37 @@ class _TopicWriter:
                 failures.append(err)
 
         count = 0
-        for row in iterator:
-            fields = row.asDict()
-            topic = self.topic or fields.get("topic")  # the option overrides the column, as in Spark
-            if topic is None:
-                raise SourceError("a row's topic is null; give the topic option for such rows")
-            extra = {}
-            if fields.get("partition") is not None:
-                extra["partition"] = int(fields["partition"])
-            headers = fields.get("headers")
-            if headers:
-                extra["headers"] = [(h["key"], _as_bytes(h["value"])) for h in headers]
-            produce_waiting(producer, topic, _as_bytes(fields.get("value")), _as_bytes(fields.get("key")),
-                            on_delivery=on_delivery, **extra)
-            count += 1
-            if count % 10000 == 0:
-                producer.poll(0)
+        produce = producer.produce
+        for batch in batches:
+            n = batch.num_rows
+            if not n:
+                continue
+            names = batch.schema.names
+            column = lambda name: batch.column(names.index(name)).to_pylist() if name in names else None  # noqa: E731
+            values, keys = column("value"), column("key")
+            topics = [self.topic] * n if self.topic else column("topic")
+            partitions, headers = column("partition"), column("headers")
+            for i in range(n):
+                topic = topics[i]
+                if topic is None:
+                    raise SourceError("a row's topic is null; give the topic option for such rows")
+                extra = {}
+                if partitions is not None and partitions[i] is not None:
+                    extra["partition"] = partitions[i]
+                if headers is not None and headers[i]:
+                    extra["headers"] = [(h["key"], _as_bytes(h["value"])) for h in headers[i]]
+                value, key = _as_bytes(values[i]), _as_bytes(keys[i]) if keys is not None else None
+                while True:
+                    try:
+                        produce(topic, value, key, on_delivery=on_delivery, **extra)
+                        break
+                    except BufferError:  # librdkafka's queue is full: serve delivery reports, then again
+                        producer.poll(0.05)
+                count += 1
+                if count % 10000 == 0:
+                    producer.poll(0)
+                if failures:
+                    break
             if failures:
                 break
         producer.flush(60)
@@ -179,7 +194,7 @@ class _TopicWriter:
         return count
 
 
-class FreshetStreamWriter(_TopicWriter, DataSourceStreamWriter):
+class FreshetStreamWriter(_TopicWriter, DataSourceStreamArrowWriter):
     def commit(self, messages, batchId: int) -> None:
         """Driver: records are acknowledged (acks=all), or their transactions committed, by the time each
         task's write() returns."""
@@ -189,5 +204,5 @@ class FreshetStreamWriter(_TopicWriter, DataSourceStreamWriter):
         before its commit left an open transaction, aborted when the task is tried again."""
 
 
-class FreshetBatchWriter(_TopicWriter, DataSourceWriter):
+class FreshetBatchWriter(_TopicWriter, DataSourceArrowWriter):
     pass
