@@ -96,6 +96,14 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
     except ListenerError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
+    for problem in (
+            consumer_session_timeout_ms < 100 and "--consumer-session-timeout-ms must be at least 100",
+            not 0 < consumer_heartbeat_interval_ms < consumer_session_timeout_ms
+            and "--consumer-heartbeat-interval-ms must be positive and below --consumer-session-timeout-ms",
+            telemetry_push_interval_ms < 0 and "--telemetry-push-interval-ms must not be negative (0: off)"):
+        if problem:
+            click.echo(f"error: {problem}", err=True)
+            sys.exit(1)
     mechanisms = tuple(m.strip().upper() for m in sasl_mechanisms.split(",") if m.strip())
     unknown = sorted(set(mechanisms) - set(SUPPORTED))
     if unknown or not mechanisms:

@@ -133,3 +133,15 @@ def test_run_refuses_what_it_can_before_spark_starts(broker, topic_name):
                                  check=False, capture_output=True, text=True, timeout=60)
     assert unreachable.returncode == 1 and "cannot reach a broker at 127.0.0.1:1" in unreachable.stderr
     assert len(unreachable.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--consumer-heartbeat-interval-ms", "0"], "--consumer-heartbeat-interval-ms must be positive"),
+    (["--consumer-session-timeout-ms", "1000", "--consumer-heartbeat-interval-ms", "5000"], "below"),
+    (["--consumer-session-timeout-ms", "10"], "at least 100"),
+    (["--telemetry-push-interval-ms", "-1"], "must not be negative"),
+])
+def test_broker_start_refuses_bad_group_and_telemetry_settings(tmp_path, flags, said):
+    r = subprocess.run([sys.executable, "-m", "freshet.cli.main", "broker", "start", "--data-dir", str(tmp_path),
+                        "--port", "0", *flags], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1
