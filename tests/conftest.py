@@ -1,12 +1,18 @@
 """Fixtures every test package shares: a broker process, a broker of the test's own, topic names."""
 
 import itertools
+import os
 import re
 import shutil
 
 import pytest
 
+from freshet.broker.protocol import CHECKS_VARIABLE
 from freshet.local import BrokerProcess, PostgresServer
+
+# every broker the tests start (they inherit the environment) refuses a handler's key that no version of its
+# response has, instead of dropping it: typos in handlers fail tests
+os.environ[CHECKS_VARIABLE] = "1"
 
 
 @pytest.fixture(scope="session")

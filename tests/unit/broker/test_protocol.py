@@ -89,3 +89,17 @@ def test_frame_check_bounds_every_size_by_the_frame():
     assert check(metadata_v1, b"\x00\x00\x00\x01\x00\x01t", 0) == 7
     with pytest.raises(FrameError, match="cannot fit"):
         check(metadata_v1, b"\x7f\xff\xff\xff", 0)  # two billion topics in four bytes
+
+
+def test_a_key_no_version_has_is_an_error_under_checks_and_dropped_otherwise(monkeypatch):
+    from freshet.broker.protocol import CHECKS_VARIABLE, build, response_schema
+
+    schema = response_schema(3, 13)  # Metadata v13 has no cluster_authorized_operations (v8-10 do)
+    body = {"throttle_time": 0, "error_code": 0, "brokers": [], "cluster_id": "c", "controller_id": 0,
+            "topics": [], "cluster_authorized_operations": 0}
+    monkeypatch.setenv(CHECKS_VARIABLE, "1")
+    assert build(schema, body).cluster_id == "c"  # a field of another version: dropped
+    with pytest.raises(ValueError, match="no field tpoics"):
+        build(schema, {**body, "tpoics": []})
+    monkeypatch.delenv(CHECKS_VARIABLE)
+    assert build(schema, {**body, "tpoics": []}).cluster_id == "c"  # without checks nothing is imported for it
