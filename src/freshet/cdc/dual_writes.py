@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import psycopg2
 
 from .derived import SearchIndex
-from .postgres import CdcConfig, PostgresConnector
+from .postgres import CdcConfig, PostgresConnector, drop_replication_slot
 
 
 @dataclass
@@ -107,8 +107,7 @@ def through_cdc(dsn: str, bootstrap: str, index_path: str, keys: int = 20, round
     finally:
         connector.stop()
         runner.join(60)
-        with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
-            cur.execute("SELECT pg_drop_replication_slot(%s)", (config.slot,))
+        drop_replication_slot(dsn, config.slot)
 
 
 def _key(text: str) -> dict:

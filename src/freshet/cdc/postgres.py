@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import psycopg2
+import psycopg2.errors
 import psycopg2.extras
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -339,3 +340,23 @@ def slot_status(dsn: str, slot: str) -> dict | None:
         behind = cur.fetchone()[0]
         return {"slot": slot, "confirmed_flush_lsn": row[0], "current_lsn": row[1], "lag_bytes": int(row[2] or 0),
                 "active": row[3], "since_last_reply_s": behind.total_seconds() if behind else None}
+
+
+def drop_replication_slot(dsn: str, slot: str, wait_s: float = 10.0) -> None:
+    """Drop a replication slot once no walsender holds it: a connector that has just stopped leaves its
+    server-side backend a moment to exit, and until then PostgreSQL refuses (ObjectInUse)."""
+    deadline = time.monotonic() + wait_s
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    try:
+        while True:
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+                return
+            except psycopg2.errors.ObjectInUse:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+    finally:
+        conn.close()
