@@ -24,7 +24,6 @@ import math
 import os
 import time
 from collections import deque
-from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
@@ -62,14 +61,6 @@ def entity_key(components) -> Entity:
     if not seen:
         raise QuotaError(ErrorCode.invalid_request, "an entity needs a user, a client-id or both")
     return tuple(sorted(seen.items()))
-
-
-@dataclass
-class Rate:
-    """Bytes over a sliding window, for one quota entity (or one client id, for /metrics)."""
-
-    samples: deque
-    total: int = 0  # bytes ever
 
 
 class ClientQuotas:
