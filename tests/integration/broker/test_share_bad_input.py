@@ -151,12 +151,14 @@ def test_heartbeats_with_bad_members_and_epochs(broker, topic_name):
         assert [m.member_id for m in described.groups[0].members] == ["n"]
 
 
-def test_a_consumer_group_id_is_not_a_share_group(broker, topic_name):
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_consumer_group_id_is_not_a_share_group(broker, topic_name, protocol):
     from confluent_kafka import Consumer
 
     create_topic(broker.bootstrap, topic_name, 1)
-    group = f"{topic_name}-classic"
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "log_level": 3})
+    group = f"{topic_name}-{protocol}"
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "log_level": 3,
+                  "group.protocol": protocol})
     c.subscribe([topic_name])
     c.poll(3)
     try:

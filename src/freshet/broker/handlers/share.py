@@ -13,6 +13,7 @@ from ..acls import DELETE, DESCRIBE, GROUP, READ, TOPIC
 from ..context import Request, RequestContext, Response
 from ..share_groups import ShareGroup, ShareGroupError
 from ..share_partition import AcknowledgeError
+from .consumer_groups import group_kind
 
 ASSIGNOR = "simple"
 
@@ -26,7 +27,7 @@ def share_group_heartbeat(ctx: RequestContext, request: Request) -> dict:
     if not ctx.allowed(READ, GROUP, request.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "member_epoch": -1,
                 "heartbeat_interval": 0}
-    if request.group_id in ctx.broker.groups.groups or request.group_id in ctx.broker.offsets.offsets:
+    if group_kind(ctx.broker, request.group_id) in ("classic", "consumer"):
         return {"throttle_time": 0, "error_code": ErrorCode.inconsistent_group_protocol,
                 "error_message": f"{request.group_id} is a consumer group, not a share group",
                 "member_epoch": -1, "heartbeat_interval": 0}
@@ -58,7 +59,7 @@ def share_group_describe(ctx: RequestContext, request: Request) -> dict:
                         "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []})
             continue
         if group is None:
-            classic = group_id in broker.groups.groups or group_id in broker.offsets.offsets
+            classic = group_kind(broker, group_id) in ("classic", "consumer")
             out.append({"error_code": ErrorCode.group_id_not_found, "group_id": group_id,
                         "error_message": f"group {group_id} is {'not a share group' if classic else 'not known'}",
                         "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "",
