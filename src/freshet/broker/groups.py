@@ -342,12 +342,21 @@ class GroupCoordinator:
         for member_id, instance_id in members:
             if g is not None and not member_id and instance_id is not None:
                 member_id = g.static_members.get(instance_id, "")
+            if g is not None and member_id in g.pending:
+                # a member id handed out (MEMBER_ID_REQUIRED) whose JoinGroup has not come: it leaves before
+                # joining, and a JoinGroup still on its way is then refused (UNKNOWN_MEMBER_ID), as Kafka does;
+                # taken in, it would hold the next rebalance until its session expired
+                del g.pending[member_id]
+                log.info("group %s: pending member %s left before joining", group_id, member_id)
+                results.append((member_id, instance_id, ErrorCode.none))
+                continue
             if g is None or member_id not in g.members:
                 results.append((member_id, instance_id, ErrorCode.unknown_member_id))
                 continue
             if instance_id is not None and g.static_members.get(instance_id) != member_id:
                 results.append((member_id, instance_id, ErrorCode.fenced_instance_id))
                 continue
+            log.info("group %s: member %s left", group_id, member_id)
             self._remove(g, member_id)
             results.append((member_id, instance_id, ErrorCode.none))
             self._after_departure(g, f"member {member_id} left")

@@ -68,3 +68,22 @@ def test_the_last_member_leaving_empties_the_group():
         assert c.group("g").state == EMPTY and not c.group("g").members
 
     asyncio.run(scenario())
+
+
+def test_a_member_leaving_between_its_two_joins_does_not_hold_the_next_rebalance():
+    """librdkafka closed right after MEMBER_ID_REQUIRED sends LeaveGroup, and may still send the JoinGroup with
+    the id it was given: as in Kafka the pending id leaves (NONE) and the late JoinGroup is refused, so the
+    next consumer's rebalance does not wait for a member that is gone."""
+    async def scenario():
+        c = GroupCoordinator(initial_rebalance_delay_ms=0)
+        first = await join(c, "g")
+        assert first["error_code"] == ErrorCode.member_id_required
+        assert [code for _, _, code in c.leave("g", [(first["member_id"], None)])] == [ErrorCode.none]
+        with pytest.raises(GroupError) as late:
+            await join(c, "g", first["member_id"])
+        assert late.value.error_code == ErrorCode.unknown_member_id
+        assert not c.group("g").members
+        second = await asyncio.wait_for(join(c, "g", require_known=False), 5)
+        assert second["error_code"] == ErrorCode.none and second["generation_id"] == 1
+
+    asyncio.run(scenario())
