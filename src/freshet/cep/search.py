@@ -236,22 +236,31 @@ class Document:
 
     def __init__(self, event: dict) -> None:
         fields: dict[str, Any] = {}
-        _flatten(event, "", fields)
+        for key, value in event.items():  # the top level inline: most events are flat
+            kind = type(value)
+            if (kind is str or kind is int or kind is float or kind is bool or value is None) \
+                    and key and key[-1] != ".":
+                fields[key] = value
+            else:
+                _flatten(value, f"{key}." if isinstance(value, dict) else key, fields)
         self.fields = fields
-        self.field_words: dict[str, list[str]] = {}
+        field_words: dict[str, list[str]] = {}
+        self.field_words = field_words
         terms: set[str] = set()
         all_words: list[list[str]] = []
         findall = WORD.findall
         for name, value in fields.items():
             if isinstance(value, str):
-                found = [w.lower() for w in findall(value)]  # words(value)
-                self.field_words[name] = found
+                lowered = value.lower()
+                # words(value); an ASCII text's words lowered are the lowered text's words
+                found = findall(lowered) if value.isascii() else [w.lower() for w in findall(value)]
+                field_words[name] = found
                 all_words.append(found)
                 terms.update(found)
                 lname = name.lower()
                 prefix = lname + ":"
                 terms.update([prefix + w for w in found])
-                terms.add(lname + "=" + value.lower())
+                terms.add(lname + "=" + lowered)
             elif type(value) is int and value >= 0:  # its one word is its digits
                 terms.add(name.lower() + ":" + str(value))
             elif isinstance(value, (int, float)):  # bool too: field:true
@@ -491,36 +500,44 @@ class _Bands:
         yield from (q for _, q in self.open_high)
         yield from (q for _, q in self.open_low)
 
-    def holding(self, value: float):
+    def holding(self, value: float) -> list[str]:
         lo = bisect.bisect_left(self.lows, value - self.widest)
         hi = bisect.bisect_right(self.lows, value)
-        for low, high, query_id in self.bounded[lo:hi]:
-            if value <= high:
-                yield query_id
-        for _, query_id in self.open_high[:bisect.bisect_right(self.open_high_lows, value)]:
-            yield query_id
-        for _, query_id in self.open_low[bisect.bisect_left(self.open_low_highs, value):]:
-            yield query_id
+        found = [query_id for _, high, query_id in self.bounded[lo:hi] if value <= high]
+        if self.open_high:
+            found += [query_id for _, query_id in self.open_high[:bisect.bisect_right(self.open_high_lows, value)]]
+        if self.open_low:
+            found += [query_id for _, query_id in self.open_low[bisect.bisect_left(self.open_low_highs, value):]]
+        return found
 
 
 class _Bucket:
     """The queries under one pair of terms: those with a numeric band kept by band, so that an event's number
-    picks the few whose band holds it (the rest: every one a candidate)."""
+    picks the few whose band holds it (the rest: every one a candidate). Each query is kept with what is left
+    to verify once the presearch found it: the query without the pair's terms (``after_pair``), and without
+    the band's inclusive bounds as well (``after_band``), for an event whose field held a plain number the
+    band holds; None when nothing is left."""
 
-    __slots__ = ("plain", "banded")
+    __slots__ = ("plain", "banded", "after_pair", "after_band")
 
     def __init__(self) -> None:
-        self.plain: set[str] = set()
+        self.plain: dict[str, Callable | None] = {}
         self.banded: dict[str, _Bands] = {}
+        self.after_pair: dict[str, Callable | None] = {}
+        self.after_band: dict[str, Callable | None] = {}
 
-    def add(self, query_id: str, band) -> None:
+    def add(self, query_id: str, band, after_pair: Callable | None, after_band: Callable | None) -> None:
         if band is None:
-            self.plain.add(query_id)
+            self.plain[query_id] = after_pair
         else:
             self.banded.setdefault(band[0], _Bands()).add(query_id, band[1], band[2])
+            self.after_pair[query_id] = after_pair
+            self.after_band[query_id] = after_band
 
     def discard(self, query_id: str) -> None:
-        self.plain.discard(query_id)
+        self.plain.pop(query_id, None)
+        self.after_pair.pop(query_id, None)
+        self.after_band.pop(query_id, None)
         for field in list(self.banded):
             self.banded[field].discard(query_id)
             if not len(self.banded[field]):
@@ -529,14 +546,19 @@ class _Bucket:
     def __bool__(self) -> bool:
         return bool(self.plain or self.banded)
 
-    def collect(self, doc: Document, found: set[str]) -> None:
-        found |= self.plain
+    def collect(self, doc: Document, narrowed: dict[str, Callable | None]) -> None:
+        """Add this bucket's candidates for ``doc`` (whose terms hold the pair), each with its check."""
+        narrowed.update(self.plain)
         for field, bands in self.banded.items():
             value = doc.fields.get(field)
-            if type(value) in (int, float) and value == value:  # a plain number (not NaN)
-                found.update(bands.holding(value))
-            else:  # not a plain number (a text, a case-different name, missing): the closure decides
-                found.update(bands.all())
+            if type(value) in (int, float) and value == value:  # a plain number (not NaN): the band is decided
+                after = self.after_band
+                for query_id in bands.holding(value):
+                    narrowed[query_id] = after[query_id]
+            else:  # not a plain number (a text, a case-different name, missing): the pair's remainder decides
+                after = self.after_pair
+                for query_id in bands.all():
+                    narrowed[query_id] = after[query_id]
 
 
 _FAST_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "=": operator.eq,
@@ -638,6 +660,22 @@ def compile_query(node) -> Callable[[Document], bool]:
     return lambda d: matches(node, d)
 
 
+def _without(node, proven) -> Callable[[Document], bool] | None:
+    """The check of an AND ``node`` without the parts ``proven(part)`` says are known to hold; None if no
+    part is left."""
+    left = tuple(p for p in node.parts if not proven(p))
+    if not left:
+        return None
+    return compile_query(left[0] if len(left) == 1 else And(left))
+
+
+def _band_bound(part, field: str) -> bool:
+    """An inclusive numeric bound on ``field``: implied once the field's plain number lies in the band (whose
+    ends are the tightest such bounds; strict bounds are not implied by it)."""
+    return (isinstance(part, Compare) and part.field == field and part.op in ("<=", ">=")
+            and isinstance(part.value, (int, float)) and not isinstance(part.value, bool))
+
+
 @dataclass
 class StoredQuery:
     id: str
@@ -667,7 +705,12 @@ class QueryIndex:
         pair = pair_anchor(node)
         if pair is not None:
             anchor: tuple = ("pair", *pair)
-            self.by_pair.setdefault(pair[0], {}).setdefault(pair[1], _Bucket()).add(query_id, numeric_band(node))
+            band = numeric_band(node)
+            in_pair = lambda p: _required_term(p) in pair  # noqa: E731  (held: the presearch found both terms)
+            after_pair = _without(node, in_pair)
+            after_band = _without(node, lambda p: in_pair(p) or _band_bound(p, band[0])) if band else None
+            self.by_pair.setdefault(pair[0], {}).setdefault(pair[1], _Bucket()).add(
+                query_id, band, after_pair, after_band)
         else:
             terms = anchors(node)
             if terms is None:
@@ -705,21 +748,32 @@ class QueryIndex:
             self.unanchored.discard(query_id)
 
     def candidates(self, doc: Document) -> set[str]:
-        found = set(self.unanchored)
+        """The ids of the queries the presearch cannot rule out for ``doc``."""
+        full, narrowed = self._candidates(doc)
+        return full | narrowed.keys()
+
+    def _candidates(self, doc: Document) -> tuple[set[str], dict[str, Callable | None]]:
+        """The candidates to verify in full, and those found through a pair of terms, each with what is
+        left to verify (None: nothing; the presearch proved the whole query)."""
+        full = set(self.unanchored)
         terms = doc.terms
         by_term, by_pair = self.by_term, self.by_pair
         for term in by_term.keys() & terms:  # the document's terms some query is indexed by (a C-level join)
-            found |= by_term[term]
+            full |= by_term[term]
+        narrowed: dict[str, Callable | None] = {}
         for term in by_pair.keys() & terms:
             for other, bucket in by_pair[term].items():
                 if other in terms:
-                    bucket.collect(doc, found)
-        return found
+                    bucket.collect(doc, narrowed)
+        return full, narrowed
 
     def match(self, event: dict) -> list[str]:
         """The ids of the stored queries ``event`` matches, sorted."""
         doc = Document(event)
-        candidates = self.candidates(doc)
-        self.evaluated += len(candidates)
+        full, narrowed = self._candidates(doc)
+        self.evaluated += len(full) + len(narrowed)
         queries = self.queries
-        return sorted(query_id for query_id in candidates if queries[query_id].check(doc))
+        hits = [query_id for query_id in full if queries[query_id].check(doc)]
+        hits += [query_id for query_id, check in narrowed.items() if check is None or check(doc)]
+        hits.sort()
+        return hits

@@ -124,3 +124,26 @@ def test_price_bands_narrow_the_candidates_without_losing_a_match():
     index.evaluated = 0
     index.match({"city": "Delft", "kind": "villa", "price": 450_000})
     assert index.evaluated < 150  # of the ~500 queries under Delft and villa, those whose band holds 450,000
+
+
+def test_a_band_proven_by_the_presearch_still_checks_what_it_does_not_prove():
+    """Candidates found through a pair of terms and a band skip re-checking those; strict bounds, a second
+    bound on the field, other fields and a case-different field name are still checked."""
+    texts = {
+        "inclusive": "city = Delft AND kind = villa AND price >= 200000 AND price <= 300000",
+        "strict": "city = Delft AND kind = villa AND price > 200000 AND price < 300000",
+        "two_lows": "city = Delft AND kind = villa AND price >= 100000 AND price >= 250000 AND price <= 300000",
+        "rooms": "city = Delft AND kind = villa AND price >= 200000 AND price <= 300000 AND rooms >= 3",
+        "word": "city = Delft AND kind = villa AND garden AND price <= 300000",
+    }
+    index = QueryIndex()
+    for name, text in texts.items():
+        index.add(name, text)
+    docs = [{"city": "Delft", "kind": "villa", "price": p, "rooms": r, "title": t}
+            for p in (200_000, 250_000, 300_000, 299_999.5) for r in (2, 3) for t in ("garden", "")]
+    docs += [{"city": "Delft", "kind": "villa", "Price": 250_000, "rooms": 3, "title": "garden"},
+             {"city": "Delft", "kind": "villa", "price": "250000", "rooms": 3}]
+    for doc in docs:
+        expected = sorted(q for q, text in texts.items() if matches(parse_query(text), Document(doc)))
+        assert index.match(doc) == expected
+    assert index.match(docs[0]) == ["inclusive", "word"]  # 200,000: on the inclusive bounds, not the strict
