@@ -526,13 +526,18 @@ class _Bucket:
         self.after_pair: dict[str, Callable | None] = {}
         self.after_band: dict[str, Callable | None] = {}
 
-    def add(self, query_id: str, band, after_pair: Callable | None, after_band: Callable | None) -> None:
+    def add(self, query_id: str, band, after_pair, after_band) -> None:
+        """``after_pair`` and ``after_band``: what is left to verify (query nodes, compiled when first
+        needed), or None."""
+        def keep(store: dict, node) -> None:
+            store[query_id] = None if node is None else _Deferred(node, store, query_id)
+
         if band is None:
-            self.plain[query_id] = after_pair
+            keep(self.plain, after_pair)
         else:
             self.banded.setdefault(band[0], _Bands()).add(query_id, band[1], band[2])
-            self.after_pair[query_id] = after_pair
-            self.after_band[query_id] = after_band
+            keep(self.after_pair, after_pair)
+            keep(self.after_band, after_band)
 
     def discard(self, query_id: str) -> None:
         self.plain.pop(query_id, None)
@@ -660,13 +665,32 @@ def compile_query(node) -> Callable[[Document], bool]:
     return lambda d: matches(node, d)
 
 
-def _without(node, proven) -> Callable[[Document], bool] | None:
-    """The check of an AND ``node`` without the parts ``proven(part)`` says are known to hold; None if no
-    part is left."""
+class _Deferred:
+    """A query's check compiled on its first call, which then puts the compiled closure where it was kept
+    (``store[key]``, or the attribute ``key`` of ``store``): indexing 10,000 stored queries parses them but
+    compiles only the checks events come to need (each Python worker of a pipeline builds its own index)."""
+
+    __slots__ = ("node", "store", "key")
+
+    def __init__(self, node, store, key: str) -> None:
+        self.node, self.store, self.key = node, store, key
+
+    def __call__(self, doc: Document) -> bool:
+        check = compile_query(self.node)
+        if isinstance(self.store, dict):
+            if self.store.get(self.key) is self:  # not removed (or replaced) meanwhile
+                self.store[self.key] = check
+        else:
+            setattr(self.store, self.key, check)
+        return check(doc)
+
+
+def _without(node, proven):
+    """An AND ``node`` without the parts ``proven(part)`` says are known to hold; None if no part is left."""
     left = tuple(p for p in node.parts if not proven(p))
     if not left:
         return None
-    return compile_query(left[0] if len(left) == 1 else And(left))
+    return left[0] if len(left) == 1 else And(left)
 
 
 def _band_bound(part, field: str) -> bool:
@@ -720,7 +744,8 @@ class QueryIndex:
                 anchor = ("any", terms)
                 for term in terms:
                     self.by_term[term].add(query_id)
-        stored = StoredQuery(query_id, text, node, compile_query(node), anchor)
+        stored = StoredQuery(query_id, text, node, None, anchor)  # type: ignore[arg-type]
+        stored.check = _Deferred(node, stored, "check")
         self.queries[query_id] = stored
         return stored
 
