@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from .admin import ClientError
 from .config import consumer_config
@@ -43,6 +43,13 @@ def read_to_end(consumer: Consumer, starts: Iterable[tuple[str, int, int]], hand
     in offset order per partition, and return each partition's position once all have reached the end."""
     starts = list(starts)
     assigned = [TopicPartition(t, p, OFFSET_BEGINNING if o < 0 else o) for t, p, o in starts]
+    # the partitions' leaders known before the assignment: a partition assigned with no known leader has its
+    # start offset looked up on a fixed 500 ms retry timer in librdkafka, added to every fresh read
+    for topic in {t for t, _, _ in starts}:
+        try:
+            consumer.list_topics(topic, timeout=min(timeout_s, 10.0))
+        except KafkaException:
+            pass  # the reading below reports what is wrong
     consumer.assign(assigned)
     ends = {(t, p): max(o, 0) for t, p, o in starts}
     pending = set(ends)
