@@ -58,6 +58,15 @@ def read_properties(path: str) -> dict[str, str]:
     return out
 
 
+# librdkafka drops its bootstrap connection once the first metadata names the brokers and, with sparse
+# connections (its default), connects to a named broker only when some request needs one; a transaction or
+# group coordinator looked up in that gap waits for a 500 ms retry timer. Connecting to the brokers as soon as
+# they are known made a transactional producer's init_transactions 4 ms instead of 55-510 ms and a consumer's
+# first committed() 4 ms instead of up to 55 ms (Spark's exactly-once sink starts one of each per task and
+# microbatch). The price: a client holds a connection to every broker of the cluster.
+DENSE_CONNECTIONS = {"enable.sparse.connections": False}
+
+
 def producer_config(bootstrap: str | None = None, overrides: dict | None = None) -> dict:
     """Idempotent, acks=all, small linger: no duplicates on retry, batches of useful size."""
     config = {
@@ -66,6 +75,7 @@ def producer_config(bootstrap: str | None = None, overrides: dict | None = None)
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 5,
+        **DENSE_CONNECTIONS,
     }
     config.update(overrides or {})
     return config
@@ -82,6 +92,7 @@ def consumer_config(bootstrap: str | None = None, group_id: str | None = None, o
     ``fetch.queue.backoff.ms=10``: librdkafka's default of 1000 ms stops fetching a partition
     for a whole second whenever the local queue is momentarily full, which caps a Python
     consumer near 200k msgs/s (measured: 1.09M msgs/s with 10 ms on the same data).
+    Connections are dense (``DENSE_CONNECTIONS``): the group coordinator is found at once.
     """
     config = {
         **security_config(),
@@ -90,6 +101,7 @@ def consumer_config(bootstrap: str | None = None, group_id: str | None = None, o
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
         "fetch.queue.backoff.ms": 10,
+        **DENSE_CONNECTIONS,
     }
     config.update(overrides or {})
     return config
