@@ -121,7 +121,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--lines", type=int, default=500_000)
-    ap.add_argument("--udp-rate", type=int, nargs="+", default=[50_000, 100_000])
+    ap.add_argument("--udp-rate", type=int, nargs="*", default=[50_000, 100_000])
+    ap.add_argument("--http", nargs="*", default=["v2", "v3"], choices=["v2", "v3"],
+                    help="REST Proxy APIs to measure (none: syslog only)")
     args = ap.parse_args()
     machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "machine": platform.machine()}
     print(json.dumps({"benchmark": "ingest", "machine": machine, "args": vars(args)}), flush=True)
@@ -134,7 +136,7 @@ def main() -> None:
             httpx.post(f"{ingest.url}/topics/{topic}", json={"records": [{"value": 1}]},
                        headers={"content-type": "application/vnd.kafka.json.v2+json"})  # metadata warm
             for r in range(args.rounds):
-                for version in ("v2", "v3"):
+                for version in args.http:
                     out = asyncio.run(http_round(ingest.http_port, topic, args.clients, args.batch, args.seconds,
                                                  version))
                     out = {"measure": f"http_{version}", "round": r, **out}

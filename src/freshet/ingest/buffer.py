@@ -25,6 +25,12 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from freshet.client import producer_config
 
 POLICIES = ("reject", "wait", "block", "drop")
+# How long librdkafka holds records to batch them. An HTTP request is answered once its records are
+# acknowledged, so the shared producer's linger is part of every request's latency and, with each client
+# waiting for its answer, of the throughput: 8 clients of 100-record requests measured 117k records/s with
+# 1 ms and 69k with 5 ms (2026-11-25). Syslog and StatsD are answered by nobody: their own producers batch more.
+ANSWERED_LINGER_MS = 1
+STREAM_LINGER_MS = 5
 
 
 @dataclass
@@ -78,8 +84,8 @@ class LogBuffer:
         self.endpoints: dict[str, EndpointStats] = {}
         self.log_reachable = True
         self._overrides = producer_overrides or {}
-        # the shared producer tells when the log is unreachable
-        self.producer = self._new_producer({"error_cb": self._on_error})
+        # the shared producer tells when the log is unreachable; HTTP answers wait on its acknowledgements
+        self.producer = self._new_producer({"error_cb": self._on_error, "linger.ms": ANSWERED_LINGER_MS})
         self.producers = [self.producer]
         self.reports_on_loop = False  # serve_reports() runs: the poll thread leaves the shared producer alone
         self._stop = threading.Event()
@@ -88,7 +94,7 @@ class LogBuffer:
 
     def _new_producer(self, extra: dict | None = None) -> Producer:
         return Producer(producer_config(self.bootstrap, {
-            "linger.ms": 5,
+            "linger.ms": STREAM_LINGER_MS,
             # librdkafka's own queue holds more than our bound, so the bound (not a BufferError) decides
             "queue.buffering.max.messages": max(self.max_buffered * 2, 100_000),
             "queue.buffering.max.kbytes": 1024 * 1024,

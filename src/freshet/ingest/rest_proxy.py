@@ -135,7 +135,18 @@ def parse_timestamp(value) -> int:
 
 
 def iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """Epoch milliseconds as RFC 3339 in UTC (``2026-11-25T08:20:01.123Z``); each second's text made once (a
+    request's records are mostly stamped within the same second)."""
+    seconds, millis = divmod(ms, 1000)
+    head = _ISO_SECONDS.get(seconds)
+    if head is None:
+        if len(_ISO_SECONDS) > 1024:
+            _ISO_SECONDS.clear()
+        head = _ISO_SECONDS[seconds] = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+    return f"{head}{millis:03d}Z"
+
+
+_ISO_SECONDS: dict[int, str] = {}
 
 
 def v3_report(cluster_id: str, topic: str, record: OutgoingRecord, partition: int, offset: int,

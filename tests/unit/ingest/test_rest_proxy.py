@@ -77,3 +77,14 @@ def test_concatenated_objects_come_back_as_sent_whatever_their_strings_hold(obje
     body = gap.join(orjson.dumps(o).decode() for o in objects).encode()
     values, rest, error = split_concatenated(body)
     assert (values, error) == (objects, None)
+
+
+@given(st.integers(-10**12, 4_102_444_800_000))
+def test_report_timestamps_are_rfc3339_utc_milliseconds(ms):
+    from datetime import UTC, datetime
+
+    from freshet.ingest.rest_proxy import iso
+
+    assert iso(ms) == datetime.fromtimestamp(ms // 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    assert datetime.fromisoformat(iso(ms)) == datetime.fromtimestamp(ms // 1000, UTC).replace(
+        microsecond=(ms % 1000) * 1000)
