@@ -8,7 +8,8 @@ rounds, alternating:
   ``--seconds``; records/s = records answered 200 / elapsed. Once with v2 bodies ({"records": [...]}), once
   with v3 (100 concatenated record objects). The load generator writes prebuilt requests on raw sockets
   (like wrk) so it costs the shared 2 cores little.
-- syslog UDP: ``--lines`` RFC 5424 lines sent at ``--udp-rate`` lines/s (paced per millisecond); lost =
+- syslog UDP: ``--lines`` RFC 5424 lines sent at each ``--udp-rate`` lines/s (paced per millisecond; a rate
+  above the target shows the listener's capacity); lost =
   sent - records in the topic (the server's own counters tell where: dropped at the bound, or dropped by the
   kernel's socket buffer); lines/s = lines written / time until the last was in the log.
 
@@ -120,8 +121,8 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--seconds", type=float, default=8.0)
-    ap.add_argument("--lines", type=int, default=500_000)
-    ap.add_argument("--udp-rate", type=int, nargs="*", default=[50_000, 100_000])
+    ap.add_argument("--lines", type=int, default=600_000)
+    ap.add_argument("--udp-rate", type=int, nargs="*", default=[50_000, 100_000, 130_000])
     ap.add_argument("--http", nargs="*", default=["v2", "v3"], choices=["v2", "v3"],
                     help="REST Proxy APIs to measure (none: syslog only)")
     args = ap.parse_args()
