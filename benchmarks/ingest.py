@@ -84,15 +84,18 @@ def udp_round(ingest: IngestProcess, lines: int, rate: int) -> dict:
     before = ingest.stats()["endpoints"]["syslog-udp"]
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     address = ("127.0.0.1", ingest.syslog_port)
-    line = (b"<134>1 2026-11-23T12:00:00.000Z web-01 nginx 4711 access - 203.0.113.9 - - "
-            b"\"GET /products/42 HTTP/1.1\" 200 5123 \"-\" \"Mozilla/5.0\"")
+    # access-log lines as a web farm sends them: hosts, clients, paths and millisecond timestamps vary (4,096
+    # made up front and sent in turn, so the sender spends nothing on formatting)
+    texts = [(f"<134>1 2026-11-23T12:{i // 60000 % 60:02d}:{i // 1000 % 60:02d}.{i % 1000:03d}Z web-{i % 8:02d} nginx "
+              f"{4700 + i % 13} access - 203.0.113.{i % 251} - - \"GET /products/{i % 997} HTTP/1.1\" 200 {5000 + i % 977} "
+              f"\"-\" \"Mozilla/5.0\"").encode() for i in range(4096)]
     per_ms = max(rate // 1000, 1)
     start = time.perf_counter()
     sent = 0
     send = sock.sendto
     while sent < lines:
-        for _ in range(min(per_ms, lines - sent)):
-            send(line, address)
+        for i in range(sent, sent + min(per_ms, lines - sent)):
+            send(texts[i & 4095], address)
         sent += min(per_ms, lines - sent)
         due = start + sent / rate
         pause = due - time.perf_counter()

@@ -196,6 +196,28 @@ class LogBuffer:
                 "endpoints": {name: e.as_dict() for name, e in self.endpoints.items()}}
 
 
+class RoomCheck:
+    """``LogBuffer.has_room()`` for one record at a time from one listener thread, cheaply: far from the bound
+    the buffer is measured once per up to 1,024 records (a quarter of the room left, so that the other
+    endpoints, taking records meanwhile, cannot overshoot it by more than the rest), near it on every record.
+    Summing every endpoint's counters per datagram cost a syslog line ~2 µs of its ~6."""
+
+    __slots__ = ("buffer", "budget")
+
+    def __init__(self, buffer: LogBuffer) -> None:
+        self.buffer, self.budget = buffer, 0
+
+    def __call__(self) -> bool:
+        if self.budget > 0:
+            self.budget -= 1
+            return True
+        free = self.buffer.max_buffered - self.buffer.buffered
+        if free <= 0:
+            return False
+        self.budget = min(free // 4, 1024) - 1
+        return True
+
+
 class TopicCatalog:
     """Which topics exist and how many partitions each has, from cluster metadata (a full listing: asking for
     one topic by name would let a cluster with auto-creation create it). Known topics are re-read every

@@ -12,7 +12,7 @@ import time
 import orjson
 
 from . import statsd, syslog
-from .buffer import EndpointStats, LogBuffer
+from .buffer import EndpointStats, LogBuffer, RoomCheck
 
 UDP_RECEIVE_BUFFER = 64 * 1024 * 1024  # asked of the kernel: bursts wait here instead of being dropped
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)  # Linux's number; Python does not name it
@@ -95,11 +95,12 @@ class SyslogSink:
         self.buffer = buffer
         self.stats = stats
         self.topic = topic
+        self.has_room = RoomCheck(buffer)
 
     def offer(self, data: bytes, source: str) -> bool:
         """Buffer one message; False (and counted dropped) when the buffer is full."""
         buffer, stats = self.buffer, self.stats
-        if not buffer.has_room():
+        if not self.has_room():
             stats.dropped += 1
             return False
         now = int(time.time() * 1000)
@@ -126,6 +127,7 @@ class StatsdSink:
         self.buffer = buffer
         self.stats = stats
         self.topic = topic
+        self.has_room = RoomCheck(buffer)
 
     def datagram(self, data: bytes, address) -> None:
         buffer, stats = self.buffer, self.stats
@@ -133,7 +135,7 @@ class StatsdSink:
         metrics, bad = statsd.parse_datagram(data, now)
         stats.malformed += bad
         for metric in metrics:
-            if not buffer.has_room():
+            if not self.has_room():
                 stats.dropped += 1
                 continue
             try:

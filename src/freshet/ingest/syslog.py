@@ -106,10 +106,13 @@ def _iso_ms(ts: str | None) -> int | None:
     head, rest = ts[:19], ts[19:]
     fraction = ""
     if rest[:1] == ".":
-        i = 1
-        while i < len(rest) and rest[i].isdigit():
-            i += 1
-        fraction, rest = rest[1:i], rest[i:]
+        if rest[-1:] == "Z" and rest[1:-1].isdigit():  # the usual form: .123Z, .123456Z
+            fraction, rest = rest[1:-1], "Z"
+        else:
+            i = 1
+            while i < len(rest) and rest[i].isdigit():
+                i += 1
+            fraction, rest = rest[1:i], rest[i:]
         if not fraction.isascii():
             return None
     base = _SECONDS.get((head, rest))
