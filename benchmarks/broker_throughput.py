@@ -33,6 +33,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -50,6 +51,9 @@ def main() -> None:
     ap.add_argument("--c-rounds", type=int, default=0,
                     help="then this many alternating rounds of the C client against Freshet and Tansu")
     ap.add_argument("--c-only", action="store_true", help="skip the Python client's run")
+    ap.add_argument("--pin", action="store_true",
+                    help="C rounds: the broker (every thread) on CPU 0, the client on CPU 1, for both brokers: "
+                         "on 2 shared cores where the scheduler puts the two matters as much as either's code")
     ap.add_argument("--listener", choices=["sasl_ssl", "sasl_plaintext", "ssl"],
                     help="compare the Python client over this listener with PLAINTEXT, alternating rounds")
     ap.add_argument("--rounds", type=int, default=3, help="rounds for --listener")
@@ -79,13 +83,18 @@ def c_client_rounds(args) -> None:
         admin.create_topics([NewTopic(topic, args.partitions)])[topic].result(30)
         del admin
         pid = server.pid
+        if args.pin:
+            subprocess.run(["taskset", "-a", "-p", "-c", "0", str(pid)], capture_output=True, check=True)
+            os.sched_setaffinity(0, {1})  # this process and the perf client it starts
         cpu0 = cpu_seconds(pid)
         produced = run_perf("produce", server.bootstrap, topic, str(args.records), str(args.size),
                             str(args.partitions))
         cpu1 = cpu_seconds(pid)
         consumed = run_perf("consume", server.bootstrap, topic, str(args.records), f"bench-{round_no}")
         cpu2 = cpu_seconds(pid)
-        row = {"phase": "c-client", "broker": name, "round": round_no,
+        if args.pin:
+            os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
+        row = {"phase": "c-client", "broker": name, "round": round_no, "pinned": args.pin,
                "produce_msgs_per_s": produced["msgs_per_s"], "consume_msgs_per_s": consumed["msgs_per_s"],
                "produce_broker_cpu_s": round(cpu1 - cpu0, 2), "consume_broker_cpu_s": round(cpu2 - cpu1, 2),
                "records_read": consumed["records"]}
@@ -111,7 +120,7 @@ def c_client_rounds(args) -> None:
         values = [row[key] for row in rows[name]]
         return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
-    out = {"phase": "c-client-summary", "rounds": args.c_rounds, **_common(args)}
+    out = {"phase": "c-client-summary", "rounds": args.c_rounds, "pinned": args.pin, **_common(args)}
     for key in ("produce_msgs_per_s", "consume_msgs_per_s", "produce_broker_cpu_s", "consume_broker_cpu_s"):
         out[key] = {name: summary(name, key) for name in rows}
     for key in ("produce_msgs_per_s", "consume_msgs_per_s"):

@@ -86,6 +86,18 @@ static int consume(const char *bootstrap, const char *topic, long count, const c
      * application reads gets whole idle seconds. 10 ms, as benchmarks/broker_throughput.py's
      * Python consumer, so the figure is the broker's and not that pause. */
     set(conf, "fetch.queue.backoff.ms", "10");
+    /* PERF_CONSUMER_CONFIG="key=value,key=value": more consumer settings, for experiments */
+    const char *extra = getenv("PERF_CONSUMER_CONFIG");
+    if (extra && *extra) {
+        char *copy = strdup(extra), *save = NULL;
+        for (char *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(kv, '=');
+            if (!eq) die("PERF_CONSUMER_CONFIG", kv);
+            *eq = 0;
+            set(conf, kv, eq + 1);
+        }
+        free(copy);
+    }
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
     if (!rk) die("consumer", err);
     rd_kafka_poll_set_consumer(rk);
