@@ -10,7 +10,6 @@ from collections import Counter
 from datetime import datetime, timezone
 from itertools import islice
 
-import psycopg
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -20,6 +19,7 @@ from freshet.gen.access_logs import AccessLogGenerator
 from freshet.pipelines.runner import PipelineSpec
 from freshet.testing.crash import committed_batches, kill_mid_stream
 from freshet.testing.parquet import committed_rows
+from freshet.testing.postgres import rows as pg_rows
 from freshet.testing.topics import create_topic, read_to_end
 
 HERE = os.path.dirname(__file__)
@@ -75,8 +75,7 @@ def test_generated_logs_to_parquet_and_postgres_match_an_independent_count(engin
     parquet = {r.window_start: r.requests for r in rows}
     assert len(parquet) == len(rows), "a window was written twice"
     assert parquet == closed_windows(events, counts)
-    with psycopg.connect(postgres.dsn) as conn:
-        rows = conn.execute(f"SELECT window_start AT TIME ZONE 'UTC', requests FROM {rpm_table}").fetchall()
+    rows = pg_rows(postgres.dsn, f"SELECT window_start AT TIME ZONE 'UTC', requests FROM {rpm_table}")
     assert dict(rows) == dict(counts)
     # the topic holds every update of a window (update mode), each batch's once: the last one per key counts
     latest = {}
@@ -89,9 +88,7 @@ def test_generated_logs_to_parquet_and_postgres_match_an_independent_count(engin
     users_per_hour: dict = {}
     for e in events:
         users_per_hour.setdefault(minute(e.timestamp_ms).replace(minute=0), set()).add(e.client_ip)
-    with psycopg.connect(postgres.dsn) as conn:
-        rows = conn.execute("SELECT window_start AT TIME ZONE 'UTC', unique_exact, unique_approx "
-                            f"FROM {uu_table}").fetchall()
+    rows = pg_rows(postgres.dsn, f"SELECT window_start AT TIME ZONE 'UTC', unique_exact, unique_approx FROM {uu_table}")
     assert {w: exact for w, exact, _ in rows} == {w: len(ips) for w, ips in users_per_hour.items()}
     assert all(abs(approx - exact) <= 0.15 * exact for _, exact, approx in rows)
 
@@ -112,8 +109,7 @@ def test_exactly_once_under_kill_9_of_the_driver(broker, postgres, topic_name, t
     windows = [r.window_start for r in rows]
     assert len(windows) == len(set(windows)), "a window was written twice"
     assert {r.window_start: r.requests for r in rows} == closed_windows(events, counts), "a window is missing or wrong"
-    with psycopg.connect(postgres.dsn) as conn:
-        pg = dict(conn.execute("SELECT window_start AT TIME ZONE 'UTC', requests FROM rpm").fetchall())
+    pg = dict(pg_rows(postgres.dsn, "SELECT window_start AT TIME ZONE 'UTC', requests FROM rpm"))
     assert pg == dict(counts)
 
 

@@ -57,8 +57,6 @@ def test_streaming_enrichment_from_the_cdc_users_topic(engine, broker, postgres,
     import json
     import time
 
-    import psycopg
-
     from freshet.cdc.postgres import CdcConfig
     from freshet.client import TopicAdmin
     from freshet.client.produce import produce_records
@@ -108,9 +106,10 @@ def test_streaming_enrichment_from_the_cdc_users_topic(engine, broker, postgres,
         query = engine.run(PipelineSpec("favourite-urls", f"{activity_topic},{users_topic}", f"postgres:{table}",
                                         broker.bootstrap, checkpoint, lateness="1 minute", available_now=True,
                                         pg_dsn=postgres.dsn, query_name=table))
-        with psycopg.connect(postgres.dsn) as pg:
-            visits = {(g, u): v for g, u, v in pg.execute(f"SELECT age_group, url, visits FROM {table}")}
-            favourites = dict(pg.execute(f"SELECT age_group, url FROM {table}_favourite").fetchall())
+        from freshet.testing.postgres import rows
+
+        visits = {(g, u): v for g, u, v in rows(postgres.dsn, f"SELECT age_group, url, visits FROM {table}")}
+        favourites = dict(rows(postgres.dsn, f"SELECT age_group, url FROM {table}_favourite"))
         return query, visits, favourites
 
     _, got, favourites = run_and_read()

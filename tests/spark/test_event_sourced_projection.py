@@ -6,13 +6,13 @@ import json
 import threading
 import uuid
 
-import psycopg
 from confluent_kafka import Producer
 
 from freshet.eventsourcing import CommandClient, CommandProcessor, Database, ProjectionRunner
 from freshet.eventsourcing.examples import enrollment
 from freshet.eventsourcing.examples.enrollment import Cancel, Enroll, OpenCourse, Roster
 from freshet.pipelines import event_sourced
+from freshet.testing.postgres import rows as pg_rows
 from freshet.pipelines.runner import PipelineSpec, start
 
 
@@ -45,9 +45,8 @@ def test_course_enrollment_in_spark_equals_the_roster_projection(spark, broker, 
     query = start(spark, PipelineSpec("course-enrollment", app.events_topic, f"postgres:{table}", broker.bootstrap,
                                       str(tmp_path / "ck"), available_now=True, pg_dsn=postgres.dsn))
     query.awaitTermination(180)
-    with psycopg.connect(postgres.dsn) as conn:
-        in_spark = conn.execute(f"SELECT course, title, capacity, enrolled FROM {table} ORDER BY course").fetchall()
-        refused = dict(conn.execute(f"SELECT course, refused FROM {table}").fetchall())
+    in_spark = pg_rows(postgres.dsn, f"SELECT course, title, capacity, enrolled FROM {table} ORDER BY course")
+    refused = dict(pg_rows(postgres.dsn, f"SELECT course, refused FROM {table}"))
 
     url = f"sqlite:{tmp_path / 'roster.db'}"
     runner = ProjectionRunner(app, Roster, url, broker.bootstrap)

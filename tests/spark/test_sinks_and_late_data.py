@@ -3,13 +3,13 @@
 import re
 from datetime import datetime
 
-import psycopg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from freshet.client import consumer_config
 from freshet.client.produce import produce_records
+from freshet.testing.postgres import rows as pg_rows
 from freshet.gen.access_logs import format_line
 from freshet.pipelines import access_logs as al
 from freshet.spark.postgres import PostgresUpsertSink
@@ -95,11 +95,10 @@ def test_postgres_upsert_sink_writes_nested_columns_as_jsonb_and_timestamps_as_i
     finally:
         monkeypatch.undo()
         time.tzset()
-    with psycopg.connect(postgres.dsn) as conn:
-        conn.execute("SET TIME ZONE 'Asia/Tokyo'")
-        row = conn.execute("SELECT top, counts, pairs, ns, at AT TIME ZONE 'UTC' FROM nested_test").fetchone()
-        types = dict(conn.execute("SELECT column_name, data_type FROM information_schema.columns "
-                                  "WHERE table_name = 'nested_test'").fetchall())
+    row = pg_rows(postgres.dsn, "SELECT top, counts, pairs, ns, at AT TIME ZONE 'UTC' FROM nested_test",
+                  session=("SET TIME ZONE 'Asia/Tokyo'",))[0]
+    types = dict(pg_rows(postgres.dsn, "SELECT column_name, data_type FROM information_schema.columns "
+                                       "WHERE table_name = 'nested_test'"))
     assert row == ({"url": "/a", "hits": 3}, {"x": 1}, [{"k": "a"}], [1, 2], datetime(2026, 11, 22, 12, 0))
     assert types["top"] == types["counts"] == types["pairs"] == "jsonb" and types["ns"] == "ARRAY"
 
@@ -113,10 +112,8 @@ def test_postgres_upsert_sink_is_idempotent_per_batch(spark, postgres):
     sink(second, 1)
     sink(first, 0)  # Spark replays batch 0 after a crash: must change nothing
     sink(second, 1)
-    with psycopg.connect(postgres.dsn) as conn:
-        rows = conn.execute("SELECT extract(minute from window_start)::int, requests FROM upsert_test "
-                            "ORDER BY 1").fetchall()
-        progress = conn.execute("SELECT batch_id FROM freshet_sink_progress WHERE sink_id = 'upsert-test'").fetchone()
+    rows = pg_rows(postgres.dsn, "SELECT extract(minute from window_start)::int, requests FROM upsert_test ORDER BY 1")
+    progress = pg_rows(postgres.dsn, "SELECT batch_id FROM freshet_sink_progress WHERE sink_id = 'upsert-test'")[0]
     assert rows == [(0, 5), (1, 9)]
     assert progress == (1,)
 
@@ -175,9 +172,8 @@ def test_sessions_are_written_once_the_watermark_closes_them(spark, broker, post
                                       str(tmp_path / "ck"), available_now=True, pg_dsn=postgres.dsn))
     query.awaitTermination(300)
     assert query.exception() is None
-    with psycopg.connect(postgres.dsn) as conn:
-        rows = conn.execute(f"SELECT client_ip, to_char(session_start AT TIME ZONE 'UTC', 'HH24:MI'), "
-                            f"to_char(session_end AT TIME ZONE 'UTC', 'HH24:MI'), requests FROM {table} "
-                            "ORDER BY 1, 2").fetchall()
+    rows = pg_rows(postgres.dsn, f"SELECT client_ip, to_char(session_start AT TIME ZONE 'UTC', 'HH24:MI'), "
+                                 f"to_char(session_end AT TIME ZONE 'UTC', 'HH24:MI'), requests FROM {table} "
+                                 "ORDER BY 1, 2")
     # closed: ended before the watermark (12:43); 1.1.1.1's 12:45 session is still open
     assert rows == [("1.1.1.1", "12:00", "12:40", 2), ("2.2.2.2", "12:05", "12:35", 1)]

@@ -3,13 +3,13 @@
 from datetime import UTC, datetime
 
 import numpy as np
-import psycopg
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from freshet.client.produce import produce_records
 from freshet.gen.access_logs import format_line
 from freshet.pipelines import access_logs as al
 from freshet.pipelines.event_windows import count_windows
+from freshet.testing.postgres import rows as pg_rows
 from freshet.pipelines.runner import PipelineSpec, start
 
 
@@ -25,8 +25,7 @@ def run_to_postgres(spark, broker, postgres, topic, tmp_path, pipeline, per_micr
                                       available_now=True, max_offsets_per_trigger=per_microbatch, pg_dsn=postgres.dsn))
     query.awaitTermination(300)
     assert query.exception() is None
-    with psycopg.connect(postgres.dsn) as conn:
-        return query, conn.execute(f"SELECT {columns} FROM {table} ORDER BY {order}").fetchall()
+    return query, pg_rows(postgres.dsn, f"SELECT {columns} FROM {table} ORDER BY {order}")
 
 
 def test_count_windows_carry_state_across_restarts(spark, broker, topic_name, tmp_path):

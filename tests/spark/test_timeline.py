@@ -71,8 +71,6 @@ def freshet(*args):
 def test_timeline_view_in_postgres_survives_kill_9_and_serves_freshet_timeline(broker, postgres, tmp_path):
     """tweets + follows -> freshet run timeline -> PostgreSQL, the driver killed -9 mid-stream:
     the state (followers, recent tweets) is recovered and every timeline equals an independent replay."""
-    import psycopg
-
     from freshet.client import TopicAdmin
     from freshet.client.produce import produce_records
     from freshet.testing.crash import kill_mid_stream
@@ -101,8 +99,9 @@ def test_timeline_view_in_postgres_survives_kill_9_and_serves_freshet_timeline(b
     assert final.returncode == 0, final.stderr[-3000:]
 
     def timelines(table):
-        with psycopg.connect(postgres.dsn) as conn:
-            rows = conn.execute(f"SELECT owner, tweet_id FROM {table}").fetchall()
+        from freshet.testing.postgres import rows as pg_rows
+
+        rows = pg_rows(postgres.dsn, f"SELECT owner, tweet_id FROM {table}")
         out: dict[str, set] = {}
         for owner, tweet_id in rows:
             out.setdefault(owner, set()).add(tweet_id)

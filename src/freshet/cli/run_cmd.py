@@ -83,11 +83,11 @@ def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, sta
         click.echo(f"error: output topic {target} does not exist (freshet topic create {target})", err=True)
         sys.exit(1)
     if pg_dsn and (kind == "postgres" or catalog_entry(pipeline).postgres_only):
-        import psycopg
+        import psycopg2
 
         try:
-            psycopg.connect(pg_dsn, connect_timeout=10).close()
-        except psycopg.Error as exc:
+            psycopg2.connect(pg_dsn, connect_timeout=10).close()
+        except psycopg2.Error as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             click.echo(f"error: cannot connect to PostgreSQL: {first}", err=True)  # not the DSN: it may hold a password
             sys.exit(1)

@@ -14,16 +14,17 @@ import click
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10_000))
 def timeline(user: str, pg_dsn: str, table: str, limit: int) -> None:
     """USER's home timeline, newest first: the tweets of everyone USER follows."""
-    import psycopg
+    import psycopg2
+    import psycopg2.errors
 
     from freshet.pipelines.timeline import read_timeline
 
     try:
         rows = read_timeline(pg_dsn, user, table, limit)
-    except psycopg.errors.UndefinedTable:
+    except psycopg2.errors.UndefinedTable:
         click.echo(f"error: no table {table!r}: start `freshet run timeline ... --to postgres:{table}` first", err=True)
         sys.exit(1)
-    except psycopg.OperationalError as exc:
+    except psycopg2.OperationalError as exc:
         click.echo(f"error: cannot reach PostgreSQL: {str(exc).strip().splitlines()[0]}", err=True)
         sys.exit(1)
     if not rows:

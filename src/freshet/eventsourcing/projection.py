@@ -62,9 +62,10 @@ class Database:
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.postgres = False
         elif url.startswith(("postgresql://", "postgres://")) or "dbname=" in url:
-            import psycopg
+            import psycopg2
 
-            self.conn = psycopg.connect(url, autocommit=True)
+            self.conn = psycopg2.connect(url)
+            self.conn.autocommit = True  # transactions are begun and ended explicitly (``transaction``)
             self.postgres = True
         else:
             raise ValueError(f"database {url!r}: expected sqlite:PATH or postgresql://...")
@@ -75,31 +76,32 @@ class Database:
 
     def execute(self, sql: str, params: tuple | list = ()) -> list[tuple]:
         if self.postgres:
-            sql = sql.replace("?", "%s")
+            with self.conn.cursor() as cur:
+                cur.execute(sql.replace("?", "%s"), params)
+                return cur.fetchall() if cur.description else []
         cur = self.conn.execute(sql, params)
         return cur.fetchall() if cur.description else []
 
     def executemany(self, sql: str, rows: list) -> None:
         if self.postgres:
-            with self.conn.cursor() as cur:
-                cur.executemany(sql.replace("?", "%s"), rows)
+            from psycopg2.extras import execute_batch
+
+            with self.conn.cursor() as cur:  # many statements per round trip, not one each
+                execute_batch(cur, sql.replace("?", "%s"), rows, page_size=500)
         else:
             self.conn.executemany(sql, rows)
 
     @contextmanager
     def transaction(self) -> Iterator[Database]:
         with self._lock:
-            if self.postgres:
-                with self.conn.transaction():
-                    yield self
-            else:
-                self.conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield self
-                except BaseException:
-                    self.conn.execute("ROLLBACK")
-                    raise
-                self.conn.execute("COMMIT")
+            begin = "BEGIN" if self.postgres else "BEGIN IMMEDIATE"
+            self.execute(begin)
+            try:
+                yield self
+            except BaseException:
+                self.execute("ROLLBACK")
+                raise
+            self.execute("COMMIT")
 
     def ensure_bookkeeping(self) -> None:
         self.execute(f"CREATE TABLE IF NOT EXISTS {GENERATIONS} (projection TEXT PRIMARY KEY, generation INTEGER)")

@@ -109,23 +109,19 @@ class TimelineSink:
         self.dsn, self.table, self.sink_id = dsn, table, sink_id or table
 
     def ensure_table(self) -> None:
-        import psycopg
+        from freshet.spark.postgres import connection, ensure_progress_table, quote_ident
 
-        from freshet.spark.postgres import ensure_progress_table, quote_ident
-
-        with psycopg.connect(self.dsn) as conn, conn.cursor() as cur:
+        with connection(self.dsn) as conn, conn.cursor() as cur:
             cur.execute(TABLE_SQL.format(table=quote_ident(self.table), index=quote_ident(self.table + "_by_time")))
             ensure_progress_table(cur)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        import psycopg
-
-        from freshet.spark.postgres import claim_batch, quote_ident
+        from freshet.spark.postgres import claim_batch, connection, quote_ident
 
         # one author's changes are in order by seq; different authors never touch the same row
         rows = df.orderBy("author", "seq").collect()
         table = quote_ident(self.table)
-        with psycopg.connect(self.dsn) as conn, conn.transaction(), conn.cursor() as cur:
+        with connection(self.dsn) as conn, conn.cursor() as cur:
             if not claim_batch(cur, self.sink_id, batch_id):
                 return
             adds = []
@@ -141,19 +137,21 @@ class TimelineSink:
     @staticmethod
     def _insert(cur, table: str, adds: list) -> None:
         if adds:
-            cur.executemany(f"INSERT INTO {table} (owner, tweet_id, author, text, tweeted_at) "
-                            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (owner, tweet_id) DO NOTHING", adds)
+            from psycopg2.extras import execute_batch
+
+            execute_batch(cur, f"INSERT INTO {table} (owner, tweet_id, author, text, tweeted_at) "
+                               "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (owner, tweet_id) DO NOTHING", adds,
+                          page_size=500)
 
 
 def read_timeline(dsn: str, user: str, table: str = "home_timeline", limit: int = 20) -> list[tuple]:
     """A user's home timeline, newest first: (tweeted_at, author, text, tweet_id)."""
-    import psycopg
+    from freshet.spark.postgres import connection, quote_ident
 
-    from freshet.spark.postgres import quote_ident
-
-    with psycopg.connect(dsn) as conn:
-        return conn.execute(f"SELECT tweeted_at, author, text, tweet_id FROM {quote_ident(table)} WHERE owner = %s "
-                            "ORDER BY tweeted_at DESC, tweet_id DESC LIMIT %s", (user, limit)).fetchall()
+    with connection(dsn) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT tweeted_at, author, text, tweet_id FROM {quote_ident(table)} WHERE owner = %s "
+                    "ORDER BY tweeted_at DESC, tweet_id DESC LIMIT %s", (user, limit))
+        return cur.fetchall()
 
 
 def writer(tweets_raw: DataFrame, follows_raw: DataFrame, dsn: str, table: str = "home_timeline",

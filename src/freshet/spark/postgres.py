@@ -11,6 +11,8 @@ its latest value.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from pyspark.sql import DataFrame
 from pyspark.sql.types import (
     ArrayType, BinaryType, BooleanType, DataType, DateType, DecimalType, DoubleType, FloatType, IntegerType,
@@ -60,18 +62,32 @@ def plain(value):
 
 
 def column_adapter(t: DataType):
-    """How a collected value of Spark type ``t`` is handed to psycopg, or None to pass it as it is."""
+    """How a collected value of Spark type ``t`` is handed to psycopg2, or None to pass it as it is."""
     import json
 
-    from psycopg.types.json import Jsonb
+    from psycopg2.extras import Json
 
     if isinstance(t, TimestampType):
         # PySpark collects a timestamp as a naive datetime in this process's local time zone; made
         # aware, it means the same instant whatever the PostgreSQL session's time zone
         return lambda v: v.astimezone() if v is not None and v.tzinfo is None else v
     if pg_type(t) == "jsonb":
-        return lambda v: None if v is None else Jsonb(plain(v), dumps=lambda o: json.dumps(o, default=str))
+        return lambda v: None if v is None else Json(plain(v), dumps=lambda o: json.dumps(o, default=str))
     return None
+
+
+@contextmanager
+def connection(dsn: str):
+    """A psycopg2 connection whose work is one transaction: committed when the block ends, rolled back if it
+    raises; closed either way (psycopg2's own ``with conn`` ends the transaction but keeps the connection)."""
+    import psycopg2
+
+    conn = psycopg2.connect(dsn)
+    try:
+        with conn:
+            yield conn
+    finally:
+        conn.close()
 
 
 def quote_ident(name: str) -> str:
@@ -122,7 +138,7 @@ class PostgresUpsertSink:
             ensure_progress_table(cur)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        import psycopg
+        from psycopg2.extras import execute_batch
 
         if self.transform is not None:
             df = self.transform(df)
@@ -132,12 +148,12 @@ class PostgresUpsertSink:
             raise ValueError(f"key column(s) {missing} are not in the result {schema.fieldNames()}")
         rows = df.collect()
         names = schema.fieldNames()
-        with psycopg.connect(self.dsn) as conn:
+        with connection(self.dsn) as conn:
             if not self._ready:
                 self.ensure_table(conn, schema)
                 conn.commit()
                 self._ready = True
-            with conn.transaction(), conn.cursor() as cur:
+            with conn.cursor() as cur:
                 if not claim_batch(cur, self.sink_id, batch_id):
                     return  # a replay of a batch already written: exactly-once
                 if rows:
@@ -151,9 +167,11 @@ class PostgresUpsertSink:
                     keys = ", ".join(quote_ident(k) for k in self.key_columns)
                     action = f"DO UPDATE SET {updates}" if updates else "DO NOTHING"
                     adapters = [column_adapter(f.dataType) for f in schema.fields]
-                    cur.executemany(
+                    execute_batch(
+                        cur,
                         f"INSERT INTO {table} ({cols}) VALUES ({placeholders}) "
                         f"ON CONFLICT ({keys}) {action}",
                         [tuple(v if adapt is None else adapt(v) for v, adapt in zip(r, adapters, strict=True))
                          for r in rows],
+                        page_size=500,
                     )

@@ -122,7 +122,7 @@ def test_run_refuses_what_it_can_before_spark_starts(broker, topic_name):
         "lateness must be an interval like '2 minutes'": [*base, "--lateness", "abc"],
         "postgres:public.rpm: give the table without a schema": ["run", "requests-per-minute", "--from", topic_name,
                                                                 "--to", "postgres:public.rpm", "--pg-dsn", "x"],
-        "cannot connect to PostgreSQL: connection failed": [
+        "cannot connect to PostgreSQL: connection to server at \"127.0.0.1\", port 1 failed": [
             "run", "requests-per-minute", "--from", topic_name, "--to", "postgres:rpm",
             "--pg-dsn", "host=127.0.0.1 port=1 dbname=x"],
     }

@@ -178,11 +178,10 @@ def client_first_enrolled(app, broker, stream):
 
 
 def _pg_database(postgres):
-    import psycopg
+    from freshet.testing.postgres import execute_outside_transaction
 
     name = f"es_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
+    execute_outside_transaction(postgres.dsn, f"CREATE DATABASE {name}")
     return postgres.dsn.replace("dbname=postgres", f"dbname={name}") if "dbname=" in postgres.dsn else \
         postgres.dsn.rsplit("/", 1)[0] + f"/{name}"
 
