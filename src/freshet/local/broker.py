@@ -72,6 +72,8 @@ class BrokerProcess:
             return ""
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
+        if self.running:  # a second child on the same port would fail to bind and leave this one orphaned
+            raise RuntimeError(f"the broker on port {self.port} is already running")
         os.makedirs(os.path.dirname(os.path.abspath(self.log_path)), exist_ok=True)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 (the child writes to it until stop)
         self.proc = subprocess.Popen(
@@ -130,8 +132,14 @@ class BrokerProcess:
         if self._tmp:
             self._tmp.cleanup()
 
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
     def __enter__(self) -> Self:
-        return self.start()
+        """Starts the broker, unless it already runs (``with BrokerProcess().start() as b``): either way the
+        block's end stops it."""
+        return self if self.running else self.start()
 
     def __exit__(self, *exc) -> None:
         self.close()

@@ -28,3 +28,12 @@ def test_a_broker_that_cannot_start_says_why(tmp_path):
         b.start()
     assert "no-such-option" in str(failed.value)  # the log's last lines are in the message
     assert b.proc is None and b._log is None
+
+
+def test_a_started_broker_used_as_a_context_is_stopped_once_and_not_started_twice(tmp_path):
+    broker = BrokerProcess(data_dir=str(tmp_path / "data")).start()
+    with broker as same:
+        assert same is broker and broker.running
+        with pytest.raises(RuntimeError, match="already running"):
+            broker.start()
+    assert not broker.running  # the child the block's end stopped is the only one there was
