@@ -772,14 +772,10 @@ class QueryIndex:
         else:
             self.unanchored.discard(query_id)
 
-    def candidates(self, doc: Document) -> set[str]:
-        """The ids of the queries the presearch cannot rule out for ``doc``."""
-        full, narrowed = self._candidates(doc)
-        return full | narrowed.keys()
-
-    def _candidates(self, doc: Document) -> tuple[set[str], dict[str, Callable | None]]:
-        """The candidates to verify in full, and those found through a pair of terms, each with what is
-        left to verify (None: nothing; the presearch proved the whole query)."""
+    def candidates(self, doc: Document) -> tuple[set[str], dict[str, Callable | None]]:
+        """The queries the presearch cannot rule out for ``doc``: those to verify in full, and those found
+        through a pair of terms, each with what is left to verify (None: nothing; the presearch proved the
+        whole query)."""
         full = set(self.unanchored)
         terms = doc.terms
         by_term, by_pair = self.by_term, self.by_pair
@@ -795,7 +791,7 @@ class QueryIndex:
     def match(self, event: dict) -> list[str]:
         """The ids of the stored queries ``event`` matches, sorted."""
         doc = Document(event)
-        full, narrowed = self._candidates(doc)
+        full, narrowed = self.candidates(doc)
         self.evaluated += len(full) + len(narrowed)
         queries = self.queries
         hits = [query_id for query_id in full if queries[query_id].check(doc)]

@@ -43,9 +43,10 @@ def read_to_end(consumer: Consumer, starts: Iterable[tuple[str, int, int]], hand
     in offset order per partition, and return each partition's position once all have reached the end."""
     starts = list(starts)
     assigned = [TopicPartition(t, p, OFFSET_BEGINNING if o < 0 else o) for t, p, o in starts]
-    # the partitions' leaders known before the assignment: a partition assigned with no known leader has its
-    # start offset looked up on a fixed 500 ms retry timer in librdkafka, added to every fresh read
-    for topic in {t for t, _, _ in starts}:
+    # the partitions' leaders known before the assignment: a partition assigned at a logical offset with no
+    # known leader has that offset looked up on a fixed 500 ms retry timer in librdkafka, added to every
+    # fresh read (reads from a known offset, as a refresh continues, need no lookup)
+    for topic in {t for t, _, o in starts if o < 0}:
         try:
             consumer.list_topics(topic, timeout=min(timeout_s, 10.0))
         except KafkaException:

@@ -192,20 +192,13 @@ def writer(activity_raw: DataFrame, users_raw: DataFrame, dsn: str, table: str =
     """Stream: activity x users changelog -> visit counts per (age group, URL) in PostgreSQL, and a view
     (``view``, default TABLE_favourite) with each group's favourite URL. Exactly-once: the counts are
     added in the transaction that records the batch id."""
-    import psycopg2
-
-    from freshet.spark.postgres import PostgresUpsertSink, quote_ident
+    from freshet.spark.postgres import PostgresUpsertSink, connection, quote_ident
 
     enriched = enrich(activity(activity_raw), profile_changes(users_raw), lateness)
     sink = PostgresUpsertSink(dsn, table, ["age_group", "url"], sink_id, add_columns=["visits"],
                               transform=visits_per_age_group)
-    conn = psycopg2.connect(dsn)
-    try:
-        with conn, conn.cursor() as cur:  # one transaction, committed on leaving
-            cur.execute(f"CREATE TABLE IF NOT EXISTS {quote_ident(table)} "
-                        "(age_group text, url text, visits bigint NOT NULL, PRIMARY KEY (age_group, url))")
-            cur.execute(FAVOURITE_VIEW_SQL.format(view=quote_ident(view or f"{table}_favourite"),
-                                                  table=quote_ident(table)))
-    finally:
-        conn.close()
+    with connection(dsn) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {quote_ident(table)} "
+                    "(age_group text, url text, visits bigint NOT NULL, PRIMARY KEY (age_group, url))")
+        cur.execute(FAVOURITE_VIEW_SQL.format(view=quote_ident(view or f"{table}_favourite"), table=quote_ident(table)))
     return enriched.writeStream.outputMode("append").foreachBatch(sink)
