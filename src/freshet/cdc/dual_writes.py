@@ -42,7 +42,11 @@ def _workload(dsn: str, table: str, keys: int, rounds: int, writer: str, index_w
             cur.execute(f"INSERT INTO {table} VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
                         (key, value))
             if index_write is not None:
-                time.sleep(rng.random() * 0.005)  # the second write of a dual write goes over the network
+                # the second write of a dual write goes over the network: its delay has nothing to do with the
+                # order the database committed in (both writers' database writes are done before either's
+                # index write leaves, so each key's two index writes land in either order, like a coin toss)
+                barrier.wait()
+                time.sleep(rng.random() * 0.01)
                 index_write(key, value)
     conn.close()
 
