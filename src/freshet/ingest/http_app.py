@@ -30,7 +30,7 @@ from .rest_proxy import (
     v2_format,
     v2_records,
     v3_record,
-    v3_report,
+    V3Reports,
 )
 
 JSON = b"application/json"
@@ -143,13 +143,20 @@ class Ingest:
 
     def produce(self, stats: EndpointStats, topic: str, records: list, delivery: Delivery) -> None:
         """Hand ``records`` (OutgoingRecord or ShapeError each) to the producer; errors settle at once."""
+        buffer = self.buffer
+        # the usual record (no headers, no timestamp) goes straight to the shared producer
+        direct = buffer.producer.produce if stats.producer is None else None
         for i, record in enumerate(records):
             if isinstance(record, ShapeError):
                 delivery.settle(i, record)
                 continue
             try:
-                self.buffer.produce(stats, topic, record.value, record.key, record.partition, record.headers,
-                                    record.timestamp_ms, delivery.callback(i))
+                if direct is not None and record.headers is None and not record.timestamp_ms:
+                    direct(topic, record.value, record.key, record.partition, delivery.callback(i))
+                    stats.received += 1
+                else:
+                    buffer.produce(stats, topic, record.value, record.key, record.partition, record.headers,
+                                   record.timestamp_ms, delivery.callback(i))
             except BufferError:
                 stats.rejected += 1
                 delivery.settle(i, self.full())
@@ -283,21 +290,21 @@ class V3Records(IngestRoute):
         delivery = Delivery(asyncio.get_running_loop(), stats, len(records))
         ingest.produce(stats, topic, records, delivery)
         await ingest.delivered(delivery)
-        reports = [self._report(topic, r, delivery.results[i]) for i, r in enumerate(records)]
-        if len(reports) == 1:
-            status = reports[0]["error_code"]
-            return await respond(send, status, orjson.dumps(reports[0]),
-                                 headers=_retry_after(ingest, ShapeError(status, "")))
-        await respond(send, 200, b"\n".join(orjson.dumps(r) for r in reports))
+        lines = V3Reports(ingest.cluster_id, topic)
+        if len(records) == 1:
+            status, report = self._report(lines, records[0], delivery.results[0])
+            return await respond(send, status, report, headers=_retry_after(ingest, ShapeError(status, "")))
+        await respond(send, 200, b"\n".join([self._report(lines, r, delivery.results[i])[1]
+                                              for i, r in enumerate(records)]))
 
-    def _report(self, topic: str, record, result) -> dict:
+    def _report(self, lines: V3Reports, record, result) -> tuple[int, bytes]:
+        """A record's error code and its line of the answer."""
         if isinstance(record, ShapeError):
-            return record.body()
+            return record.code, orjson.dumps(record.body())
         outcome = self.ingest.outcome(result)
         if isinstance(outcome, ShapeError):
-            return outcome.body()
-        partition, offset, ts = outcome
-        return v3_report(self.ingest.cluster_id, topic, record, partition, offset, ts)
+            return outcome.code, orjson.dumps(outcome.body())
+        return 200, lines.written(record, *outcome)
 
     async def _stream(self, scope, receive, send, topic: str, partitions: int) -> None:
         """Streaming mode (a chunked request): each record is produced as soon as it has arrived and its
@@ -309,14 +316,15 @@ class V3Records(IngestRoute):
 
         async def writer() -> None:
             await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", JSON)]})
+            lines = V3Reports(ingest.cluster_id, topic)
             while (item := await reports.get()) is not None:
                 record, delivery = item
                 if delivery is not None:
                     await ingest.delivered(delivery)
-                    report = self._report(topic, record, delivery.results[0])
+                    _, report = self._report(lines, record, delivery.results[0])
                 else:
-                    report = record.body()
-                await send({"type": "http.response.body", "body": orjson.dumps(report) + b"\n", "more_body": True})
+                    report = orjson.dumps(record.body())
+                await send({"type": "http.response.body", "body": report + b"\n", "more_body": True})
             await send({"type": "http.response.body", "body": b""})
 
         task = asyncio.create_task(writer())

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from freshet.ingest.rest_proxy import ShapeError, split_concatenated, v2_format, v2_records, v3_record
+from freshet.ingest.rest_proxy import ShapeError, V3Reports, split_concatenated, v2_format, v2_records, v3_record
 
 
 def test_v3_types_headers_partition_and_timestamp():
@@ -18,6 +18,20 @@ def test_v3_types_headers_partition_and_timestamp():
     r = v3_record({"value": {"data": {"a": [1, 2]}}}, partitions=1)  # type defaults to JSON
     assert (r.key, r.value, r.partition, r.value_type) == (None, b'{"a":[1,2]}', -1, "JSON")
     assert v3_record({}, 1).value is None  # no value: a tombstone
+
+
+@pytest.mark.parametrize("obj", [{"value": {"data": {"a": 1}}}, {"key": {"type": "STRING", "data": "k\u00e9"}},
+                                 {"key": {"type": "BINARY", "data": "aGk="}, "value": {"type": "STRING", "data": ""}},
+                                 {}])
+def test_v3_report_lines_are_the_rest_proxys_json(obj):
+    record = v3_record(obj, 1)
+    line = V3Reports('c"1\\', "t.x-1").written(record, 0, 42, 1704164645006)
+    expected = {"error_code": 200, "cluster_id": 'c"1\\', "topic_name": "t.x-1", "partition_id": 0, "offset": 42,
+                "timestamp": "2024-01-02T03:04:05.006Z"}
+    for part in ("key", "value"):
+        if getattr(record, part) is not None:
+            expected[part] = {"type": getattr(record, f"{part}_type"), "size": len(getattr(record, part))}
+    assert orjson.loads(line) == expected
 
 
 @pytest.mark.parametrize("obj, status, words", [
