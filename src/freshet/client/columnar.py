@@ -187,7 +187,7 @@ class RangeReader:
         self.bootstrap = [_host_port(a) for a in bootstrap.split(",") if a.strip()]
         self.ranges = ranges
         self.arrow_schema = arrow_schema
-        self.with_headers = "headers" in arrow_schema.names
+        self.with_headers = arrow_schema is not None and "headers" in arrow_schema.names  # None: records()
         self.fail_on_data_loss = fail_on_data_loss
         self.read_committed = str(options.get("isolation.level", "read_committed")).lower() == "read_committed"
         self.client_id = str(options.get("client.id", "freshet-columnar"))
@@ -203,6 +203,47 @@ class RangeReader:
     def batches(self):
         import pyarrow as pa  # noqa: F401 (fails early where the spark extra is missing)
 
+        for read_range, taken in self._chunks():
+            yield self._record_batch(read_range, taken)
+
+    def records(self):
+        """The records without pyarrow: per chunk of one range, ``Records`` (Python lists)."""
+        for read_range, taken in self._chunks():
+            yield Records.of(read_range, taken)
+
+    def end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Where each partition ends for this reader: its last stable offset under read_committed (the
+        first offset of a transaction still open), else its high watermark."""
+        self._find_leaders([_Position(ReadRange(t, p, 0, 0), None) for t, p in partitions])
+        ends: dict[tuple[str, int], int] = {}
+        by_leader: dict[tuple[str, int], dict[str, list[int]]] = {}
+        for t, p in partitions:
+            by_leader.setdefault(self.leaders[(t, p)], {}).setdefault(t, []).append(p)
+        try:
+            for leader, topics in by_leader.items():
+                request = list_offsets_request.ListOffsetsRequest(
+                    replica_id=BrokerId(-1), isolation_level=i8(1 if self.read_committed else 0),
+                    topics=tuple(list_offsets_request.ListOffsetsTopic(name=TopicName(t), partitions=tuple(
+                        list_offsets_request.ListOffsetsPartition(partition_index=i32(p), timestamp=i64(-1))
+                        for p in ps)) for t, ps in topics.items()))
+                response = self._connection(leader).request(request, list_offsets_response.ListOffsetsResponse)
+                for topic in response.topics:
+                    for part in topic.partitions:
+                        if part.error_code != ErrorCode.none:
+                            raise ReadError(f"listing the end of {topic.name}-{part.partition_index}: "
+                                            f"{part.error_code.name}")
+                        ends[(topic.name, part.partition_index)] = int(part.offset)
+        finally:
+            self._close()
+        return ends
+
+    def _close(self) -> None:
+        for connection in self.connections.values():
+            connection.close()
+        self.connections.clear()
+
+    def _chunks(self):
+        """(range, the decoder's buffers) per chunk of records of one range, in offset order per range."""
         columns_type = decoder().Columns
         positions = [_Position(r, columns_type(headers=self.with_headers)) for r in self.ranges if r.end > r.start]
         try:
@@ -223,14 +264,12 @@ class RangeReader:
                 for p in positions:
                     if p.columns.count >= ROWS_PER_ARROW_BATCH or p.columns.nbytes >= BYTES_PER_ARROW_BATCH or (
                             p.done and p.columns.count):
-                        yield self._record_batch(p)
+                        yield p.range, p.columns.take()
                     elif not p.done and time.monotonic() - p.last_progress > STALL_TIMEOUT_S:
                         raise ReadError(f"{p.range.topic}-{p.range.partition} got no further than offset {p.offset} "
                                         f"in {STALL_TIMEOUT_S:.0f} s (range ends at {p.range.end})")
         finally:
-            for connection in self.connections.values():
-                connection.close()
-            self.connections.clear()
+            self._close()
 
     def _connection(self, address: tuple[str, int]) -> BrokerConnection:
         connection = self.connections.get(address)
@@ -397,16 +436,15 @@ class RangeReader:
 
     # -- Arrow
 
-    def _record_batch(self, position: _Position):
+    def _record_batch(self, read_range: ReadRange, taken: dict):
         import pyarrow as pa
 
-        taken = position.columns.take()
         n = taken["count"]
         schema = self.arrow_schema
         columns = [
             _binary(taken["keys"], n, pa.binary()), _binary(taken["values"], n, pa.binary()),
-            pa.repeat(pa.scalar(position.range.topic, pa.string()), n),
-            pa.repeat(pa.scalar(position.range.partition, pa.int32()), n),
+            pa.repeat(pa.scalar(read_range.topic, pa.string()), n),
+            pa.repeat(pa.scalar(read_range.partition, pa.int32()), n),
             pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(taken["offsets"])]),
             pa.Array.from_buffers(schema.field("timestamp").type, n, [None, pa.py_buffer(taken["timestamps"])]),
             pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(taken["timestamp_types"])]),
@@ -420,6 +458,36 @@ class RangeReader:
                 pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(taken["header_offsets"])]), entries,
                 type=header_type))
         return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+@dataclass
+class Records:
+    """A chunk of one range's records as Python lists (None for a null key or value), in offset order."""
+
+    topic: str
+    partition: int
+    offsets: list[int]
+    timestamps_ms: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+
+    @classmethod
+    def of(cls, read_range: ReadRange, taken: dict) -> Records:
+        n = taken["count"]
+        return cls(read_range.topic, read_range.partition, memoryview(taken["offsets"]).cast("q").tolist(),
+                   [us // 1000 for us in memoryview(taken["timestamps"]).cast("q").tolist()],
+                   _python_binary(taken["keys"], n), _python_binary(taken["values"], n))
+
+
+def _python_binary(parts: tuple, n: int) -> list[bytes | None]:
+    offsets, data, validity, nulls = parts
+    ends = memoryview(offsets).cast("i").tolist()
+    values = [data[ends[i]:ends[i + 1]] for i in range(n)]
+    if nulls:
+        for i in range(n):
+            if not validity[i >> 3] & (1 << (i & 7)):
+                values[i] = None
+    return values
 
 
 def _binary(parts: tuple, n: int | None, arrow_type):

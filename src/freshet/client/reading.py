@@ -73,3 +73,32 @@ def read_to_end(consumer: Consumer, starts: Iterable[tuple[str, int, int]], hand
         if tp.offset >= 0:
             ends[(tp.topic, tp.partition)] = max(ends[(tp.topic, tp.partition)], tp.offset)
     return ends
+
+
+def read_committed_ranges(bootstrap: str, starts: dict[tuple[str, int], int]):
+    """A bulk read with no Message object per record: every committed record of each ``(topic, partition)``
+    from its start offset up to where the partition ends now (its last stable offset), as chunks of
+    ``freshet.client.columnar.Records`` in offset order per partition. Returns (chunks, ends), or None when
+    the columnar reader cannot serve this client's settings (security, or no C decoder built): the caller
+    reads with librdkafka instead."""
+    from .columnar import ColumnarUnavailable, RangeReader, ReadError, ReadRange, covers
+    from .config import security_config
+
+    options = {"isolation.level": "read_committed", **security_config()}
+    if covers(options) is not None:
+        return None
+    try:
+        ends = RangeReader(bootstrap, [], None, options=options).end_offsets(list(starts))
+    except (ReadError, ColumnarUnavailable) as exc:
+        raise ClientError(f"reading {sorted(starts)}: {exc}") from None
+    ends = {tp: max(end, starts[tp]) for tp, end in ends.items()}
+    reader = RangeReader(bootstrap, [ReadRange(t, p, start, ends[(t, p)]) for (t, p), start in starts.items()],
+                         None, options=options)
+
+    def chunks():
+        try:
+            yield from reader.records()
+        except ReadError as exc:
+            raise ClientError(f"reading {sorted(starts)}: {exc}") from None
+
+    return chunks(), ends

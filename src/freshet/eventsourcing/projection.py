@@ -28,6 +28,7 @@ rows can show the placeholder at once; a rebuild shows it anyway (the events no 
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 import threading
 import time
@@ -40,7 +41,8 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 
 from freshet.client import consumer_config, producer_config
 from freshet.client.application_registry import REGISTRY_TOPIC, ensure_registry, projection_record
-from freshet.client.reading import drain
+from freshet.client.columnar import Records
+from freshet.client.reading import drain, read_committed_ranges
 
 from .aggregate import Application
 from .events import RecordedEvent
@@ -243,8 +245,11 @@ class ProjectionRunner:
 
     def run(self, until_caught_up: bool = False, timeout_s: float | None = None) -> int:
         """Apply events until ``stop()`` (or until every input partition is at its end, with
-        ``until_caught_up``). Returns the number of events applied."""
+        ``until_caught_up``). Returns the number of events applied. What the log holds at the start is
+        applied in bulk first (``catch_up``), then the consumer follows from there."""
         self._seek_to_stored()
+        while self.catch_up():
+            self._seek_to_stored()  # another writer moved the positions: start again from theirs
         at_end: set[tuple[str, int]] = set()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while not self._stop.is_set():
@@ -260,14 +265,41 @@ class ProjectionRunner:
                     at_end.add((m.topic(), m.partition()))
                     self._end[(m.topic(), m.partition())] = m.offset()
             if batch:
-                self._apply(batch)
+                self._apply(self._rows(batch))
             caught_up = not batch and len(at_end) == len(self._expected)
             self.announce(force=caught_up and self.position() != self._announced)
             if until_caught_up and len(at_end) == len(self._expected) and not batch:
                 break
         return self.applied
 
-    def _apply(self, batch: list[Message]) -> None:
+    def catch_up(self) -> bool:
+        """Apply every committed record from the positions to where the inputs end now, a partition's chunk
+        at a time, through the columnar reader (no Message object per record; nothing to do where it does
+        not serve the client's settings), and leave the consumer assigned there. True when another writer
+        moved the positions meanwhile (the caller seeks to theirs)."""
+        bulk = read_committed_ranges(self.bootstrap, dict(self._expected))
+        if bulk is None:
+            return False
+        chunks, ends = bulk
+        for chunk in chunks:
+            if self._stop.is_set():
+                break
+            if self._apply(chunk):
+                return True
+        else:  # read to the ends: past any transaction markers there
+            self._end.update(ends)
+        self.consumer.assign([TopicPartition(t, p, max(o, self._end.get((t, p), 0)))
+                              for (t, p), o in self._expected.items()])
+        return False
+
+    @staticmethod
+    def _rows(batch: list[Message]) -> list[tuple]:
+        return [(m.topic(), m.partition(), m.offset(), m.timestamp()[1], m.key(), m.value()) for m in batch]
+
+    def _apply(self, rows: list[tuple] | Records) -> bool:
+        """Apply records (topic, partition, offset, timestamp ms, key, value), or a chunk of one partition's,
+        and store the positions past them, in one database transaction. True (and nothing applied) when another
+        writer moved the positions."""
         name, codec = self.projection_cls.name, self.app.codec
         with self.db.transaction():
             if self.live and self.db.current_generation(name) != self.generation:
@@ -280,20 +312,32 @@ class ProjectionRunner:
                 moved = False
                 pending: list[RecordedEvent] = []
                 keys_topic, decode = self.app.keys_topic, codec.decode_event
-                for m in batch:
-                    if m.topic() == keys_topic:
-                        if m.value() is None:  # forgotten: after the events before it, before those after
-                            self._handle(pending)
-                            self.projection.forget(m.key().decode().rsplit("/", 1)[0], self.writer)
+                expected, keys = self._expected, self.keys
+                if isinstance(rows, Records):
+                    if rows.topic != keys_topic:  # events of one partition: decoded together
+                        self._handle(codec.decode_events(rows.values, keys, rows.partition, rows.offsets,
+                                                         rows.timestamps_ms))
+                        expected[(rows.topic, rows.partition)] = rows.offsets[-1] + 1
+                        rows = []
                     else:
-                        pending.append(decode(m.value(), self.keys, m.partition(), m.offset(), m.timestamp()[1]))
-                    self._expected[(m.topic(), m.partition())] = m.offset() + 1
+                        n = len(rows.offsets)
+                        rows = zip([rows.topic] * n, [rows.partition] * n, rows.offsets, rows.timestamps_ms,
+                                   rows.keys, rows.values)
+                for topic, partition, offset, timestamp_ms, key, value in rows:
+                    if topic == keys_topic:
+                        if value is None:  # forgotten: after the events before it, before those after
+                            self._handle(pending)
+                            self.projection.forget(key.decode().rsplit("/", 1)[0], self.writer)
+                    else:
+                        pending.append(decode(value, keys, partition, offset, timestamp_ms))
+                    expected[(topic, partition)] = offset + 1
                 self._handle(pending)
                 for (topic, part), offset in self._expected.items():
                     if stored.get((topic, part)) != offset:
                         self._store_position(topic, part, offset, (topic, part) in stored)
         if moved:
             self._seek_to_stored()
+        return moved
 
     def _handle(self, pending: list[RecordedEvent]) -> None:
         if pending:
@@ -309,6 +353,19 @@ class ProjectionRunner:
         else:
             self.db.execute(f"INSERT INTO {POSITIONS} VALUES (?, ?, ?, ?, ?)",
                             (name, self.generation, topic, part, offset))
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """The cycle collector off for a bounded bulk job: it scanned the young objects (decoded events, rows)
+    every 700 allocations, 12% of a rebuild's time; reference counting still frees them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def rebuild(app: Application, projection: type[Projection], database_url: str, bootstrap: str,
@@ -327,9 +384,11 @@ def rebuild(app: Application, projection: type[Projection], database_url: str, b
                        (projection.name, generation))
     finally:
         db.close()
-    runner = ProjectionRunner(app, projection, database_url, bootstrap, generation=generation)
+    with _cyclic_gc_paused():  # a rebuild makes millions of short-lived objects and no garbage cycles
+        runner = ProjectionRunner(app, projection, database_url, bootstrap, generation=generation)
     try:
-        applied = runner.run(until_caught_up=True, timeout_s=timeout_s)
+        with _cyclic_gc_paused():
+            applied = runner.run(until_caught_up=True, timeout_s=timeout_s)
         with runner.db.transaction():
             _point_views(runner.db, projection, generation)
             if current:

@@ -172,6 +172,52 @@ def test_a_projection_rebuilt_from_zero_equals_the_live_one_and_waits_for_your_w
         live.close()
 
 
+def test_a_rebuild_reads_committed_events_only_and_the_live_runner_takes_the_rest(broker, tmp_path):
+    """A rebuild applies what the log holds in bulk (the columnar reader, read_committed): an aborted
+    transaction's events are skipped, an open one's are not read until it commits, and the runner that follows
+    takes them from where the rebuild stopped."""
+    from freshet.eventsourcing.examples.enrollment import CourseOpened
+
+    app = fresh(enrollment.app)
+    app.create_topics(broker.bootstrap)
+    keys = SubjectKeys(broker.bootstrap, app.keys_topic)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"t-{uuid.uuid4().hex[:8]}"})
+    producer.init_transactions(10)
+
+    def transaction(version, event):
+        producer.begin_transaction()
+        stream = "course/t1"
+        partition = app.partition_of(stream)
+        producer.produce(app.events_topic, app.codec.encode_event(stream, version, event, keys), stream.encode(),
+                         partition=partition)
+        for ref, key in keys.take_created():
+            producer.produce(app.keys_topic, key, ref.encode(), partition=0)
+        producer.flush(10)
+
+    transaction(1, CourseOpened("Logic", 3))
+    producer.commit_transaction(10)
+    transaction(2, StudentEnrolled("s1", "Ada"))
+    producer.commit_transaction(10)
+    transaction(3, StudentEnrolled("s2", "Aborted"))
+    producer.abort_transaction(10)
+    transaction(3, StudentEnrolled("s3", "Grace"))  # left open while the rebuild runs
+    url = f"sqlite:{tmp_path / 'views.db'}"
+    _, applied = rebuild(app, Roster, url, broker.bootstrap, timeout_s=60)
+    db = Database(url)
+    assert applied == 2
+    assert db.execute("SELECT student_id, name FROM roster_students") == [("s1", "Ada")]
+    producer.commit_transaction(10)
+    live = ProjectionRunner(app, Roster, url, broker.bootstrap)
+    try:
+        assert live.run(until_caught_up=True, timeout_s=60) == 1
+    finally:
+        live.close()
+    assert db.execute("SELECT student_id, name FROM roster_students ORDER BY student_id") == [("s1", "Ada"),
+                                                                                             ("s3", "Grace")]
+    assert db.execute("SELECT enrolled FROM roster_courses") == [(2,)]
+    db.close()
+
+
 def client_first_enrolled(app, broker, stream):
     with EventStore(app, broker.bootstrap) as store:
         return store.state(stream).enrolled[0]

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 pa = pytest.importorskip("pyarrow")
 
 from freshet.client.columnar import (
+    Records,
     RangeReader,
     ReadError,
     ReadRange,
@@ -70,7 +71,16 @@ def read(record_set: bytes, start=0, end=10**9, *, aborted=None, committed=True,
     if aborted and committed:
         listed = _AbortedTransactions([type("T", (), {"producer_id": p, "first_offset": o}) for p, o in aborted])
     reader._decode(position, record_set, listed)
-    return position, reader._record_batch(position)
+    taken = position.columns.take()
+    arrow = reader._record_batch(position.range, taken)
+    # the same buffers as Python lists (what the event store's bulk reads take) hold the same records
+    plain = Records.of(position.range, taken)
+    assert (plain.keys, plain.values, plain.offsets) == (arrow.column("key").to_pylist(),
+                                                        arrow.column("value").to_pylist(),
+                                                        arrow.column("offset").to_pylist())
+    assert plain.timestamps_ms == [int(t.timestamp() * 1000) if t is not None else None
+                                   for t in arrow.column("timestamp").to_pylist()]
+    return position, arrow
 
 
 def expected(record_set: bytes, start=0, end=10**9):
@@ -194,7 +204,7 @@ def test_a_malformed_record_set_raises_and_leaves_the_columns_as_they_were(data)
         reader._decode(position, record_set, None)
     except ReadError:
         pass
-    result = reader._record_batch(position)
+    result = reader._record_batch(position.range, position.columns.take())
     result.validate(full=False)
     offsets = result.column("offset").to_pylist()
     assert offsets == sorted(offsets)

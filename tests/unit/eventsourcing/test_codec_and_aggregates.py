@@ -165,3 +165,24 @@ def test_balance_as_of_a_date_counts_only_postings_booked_by_then():
                R(Posted({"cash": -10, "a": 10}, "x", "2026-01-01")), R(Posted({"cash": -5, "a": 5}, "y", "2026-02-01"))]
     assert balance_as_of(history, "2026-01-15") == {"cash": -10, "a": 10}
     assert balance_as_of(history, "2026-02-01") == {"cash": -15, "a": 15}
+
+
+def test_decoding_many_events_at_once_equals_decoding_each():
+    """``decode_events`` (a projection's catch-up) gives what ``decode_event`` gives, event by event: sealed
+    fields opened or forgotten, old schemas upcast, tampered values unreadable, and errors raised the same."""
+    store = keys()
+    values = [codec.encode_event("course/c1", 1, CourseOpened("Logic", 2), store),
+              codec.encode_event("course/c1", 2, StudentEnrolled("s1", "Ada"), store),
+              codec.encode_event("course/c1", 3, StudentEnrolled("s2", "Alan"), keys()),  # key elsewhere: forgotten
+              json.dumps({"type": "StudentEnrolled", "schema": 1, "stream": "course/c1", "version": 4,
+                          "data": {"student": "s3:Grace"}}).encode()]  # schema 1: upcast
+    tampered = json.loads(values[1])
+    tampered["data"]["name"]["sealed"] = "!!not base64!!"
+    values.append(json.dumps(tampered).encode())
+    many = codec.decode_events(values, store, 3, [10, 11, 12, 13, 14], [5, 6, 7, 8, 9])
+    assert many == [codec.decode_event(v, store, 3, 10 + i, 5 + i) for i, v in enumerate(values)]
+    assert [r.event.name for r in many[1:]] == ["Ada", FORGOTTEN, "Grace", FORGOTTEN]
+    with pytest.raises(SchemaError, match="unknown event type"):
+        codec.decode_events([b'{"type":"Nope","schema":1,"stream":"a/b","version":1,"data":{}}'], store, 0, [0], [0])
+    with pytest.raises(SchemaError, match="not a stored event"):
+        codec.decode_events([b"[1, 2]"], store, 0, [0], [0])
