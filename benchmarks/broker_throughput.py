@@ -97,7 +97,9 @@ def c_client_rounds(args) -> None:
         row = {"phase": "c-client", "broker": name, "round": round_no, "pinned": args.pin,
                "produce_msgs_per_s": produced["msgs_per_s"], "consume_msgs_per_s": consumed["msgs_per_s"],
                "produce_broker_cpu_s": round(cpu1 - cpu0, 2), "consume_broker_cpu_s": round(cpu2 - cpu1, 2),
-               "records_read": consumed["records"]}
+               "records_read": consumed["records"],
+               # per partition, ms after the first record read: when its first and its last record came
+               "consume_partition_ms": consumed.get("partition_ms")}
         print(json.dumps(row), flush=True)
         return row
 

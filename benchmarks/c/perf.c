@@ -108,19 +108,33 @@ static int consume(const char *bootstrap, const char *topic, long count, const c
     rd_kafka_topic_partition_list_destroy(topics);
     long seen = 0, bytes = 0;
     double start = 0, limit = now() + 300;
+    /* when each partition's first and last record came (for telling a late start from a slow read) */
+    enum { MAXP = 64 };
+    double first[MAXP] = {0}, last[MAXP] = {0};
+    int partitions = 0;
     while (seen < count && now() < limit) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 1000);
         if (!m) continue;
         if (!m->err) {
-            if (seen == 0) start = now();
+            double t = now();
+            if (seen == 0) start = t;
             seen++;
             bytes += m->len;
+            if (m->partition >= 0 && m->partition < MAXP) {
+                if (!first[m->partition]) first[m->partition] = t;
+                last[m->partition] = t;
+                if (m->partition + 1 > partitions) partitions = m->partition + 1;
+            }
         }
         rd_kafka_message_destroy(m);
     }
     double seconds = now() - start;
-    printf("{\"records\": %ld, \"bytes\": %ld, \"seconds\": %.3f, \"msgs_per_s\": %.0f}\n",
+    printf("{\"records\": %ld, \"bytes\": %ld, \"seconds\": %.3f, \"msgs_per_s\": %.0f, \"partition_ms\": [",
            seen, bytes, seconds, seen / seconds);
+    for (int p = 0; p < partitions; p++)
+        printf("%s[%.1f, %.1f]", p ? ", " : "", first[p] ? (first[p] - start) * 1e3 : -1.0,
+               last[p] ? (last[p] - start) * 1e3 : -1.0);
+    printf("]}\n");
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
     return seen == count ? 0 : 1;

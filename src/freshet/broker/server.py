@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import logging
 import os
 import signal
@@ -397,6 +398,9 @@ async def run_broker(config: BrokerConfig, ready: Callable[[Broker], None] | Non
     """Start a broker and serve until SIGINT or SIGTERM."""
     broker = Broker(config)
     await broker.start()
+    # what startup made (modules, the log's recovered state) lives as long as the broker: frozen, the cycle
+    # collector's full collections stop rescanning it while requests make their short-lived objects
+    gc.freeze()
     if ready:
         ready(broker)
     stop = asyncio.Event()
