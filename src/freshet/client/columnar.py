@@ -52,6 +52,7 @@ BYTES_PER_ARROW_BATCH = 64 << 20
 # a range that gets no further for this long fails its task (an open transaction holds the last stable
 # offset below the range's end at most transaction.max.timeout.ms, 15 minutes by default)
 STALL_TIMEOUT_S = 900.0
+LATEST, EARLIEST = -1, -2  # ListOffsets timestamps: the end, the start
 
 _BATCH_HEADER = struct.Struct(">qiiBIhiqqqhii")  # see freshet.log.record_batch
 _HEADER_SIZE = _BATCH_HEADER.size
@@ -214,28 +215,37 @@ class RangeReader:
     def end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """Where each partition ends for this reader: its last stable offset under read_committed (the
         first offset of a transaction still open), else its high watermark."""
-        self._find_leaders([_Position(ReadRange(t, p, 0, 0), None) for t, p in partitions])
-        ends: dict[tuple[str, int], int] = {}
-        by_leader: dict[tuple[str, int], dict[str, list[int]]] = {}
-        for t, p in partitions:
-            by_leader.setdefault(self.leaders[(t, p)], {}).setdefault(t, []).append(p)
+        self._find_leaders([ReadRange(t, p, 0, 0) for t, p in partitions])
+        by_leader: dict[tuple[str, int], list[tuple[str, int]]] = {}
+        for tp in partitions:
+            by_leader.setdefault(self.leaders[tp], []).append(tp)
         try:
-            for leader, topics in by_leader.items():
-                request = list_offsets_request.ListOffsetsRequest(
-                    replica_id=BrokerId(-1), isolation_level=i8(1 if self.read_committed else 0),
-                    topics=tuple(list_offsets_request.ListOffsetsTopic(name=TopicName(t), partitions=tuple(
-                        list_offsets_request.ListOffsetsPartition(partition_index=i32(p), timestamp=i64(-1))
-                        for p in ps)) for t, ps in topics.items()))
-                response = self._connection(leader).request(request, list_offsets_response.ListOffsetsResponse)
-                for topic in response.topics:
-                    for part in topic.partitions:
-                        if part.error_code != ErrorCode.none:
-                            raise ReadError(f"listing the end of {topic.name}-{part.partition_index}: "
-                                            f"{part.error_code.name}")
-                        ends[(topic.name, part.partition_index)] = int(part.offset)
+            return {tp: offset for leader, tps in by_leader.items()
+                    for tp, offset in self._list_offsets(leader, tps, LATEST, "end").items()}
         finally:
             self._close()
-        return ends
+
+    def _list_offsets(self, leader: tuple[str, int], partitions: list[tuple[str, int]], timestamp: int,
+                      what: str) -> dict[tuple[str, int], int]:
+        """One ListOffsets request to ``leader`` (timestamp -1: the end, -2: the start); ReadError names
+        ``what`` was being listed when the broker refuses a partition."""
+        topics: dict[str, list[int]] = {}
+        for t, p in partitions:
+            topics.setdefault(t, []).append(p)
+        request = list_offsets_request.ListOffsetsRequest(
+            replica_id=BrokerId(-1), isolation_level=i8(1 if self.read_committed else 0),
+            topics=tuple(list_offsets_request.ListOffsetsTopic(name=TopicName(t), partitions=tuple(
+                list_offsets_request.ListOffsetsPartition(partition_index=i32(p), timestamp=i64(timestamp))
+                for p in ps)) for t, ps in topics.items()))
+        response = self._connection(leader).request(request, list_offsets_response.ListOffsetsResponse)
+        offsets = {}
+        for topic in response.topics:
+            for part in topic.partitions:
+                if part.error_code != ErrorCode.none:
+                    raise ReadError(f"listing the {what} of {topic.name}-{part.partition_index}: "
+                                    f"{part.error_code.name}")
+                offsets[(topic.name, part.partition_index)] = int(part.offset)
+        return offsets
 
     def _close(self) -> None:
         for connection in self.connections.values():
@@ -247,7 +257,7 @@ class RangeReader:
         columns_type = decoder().Columns
         positions = [_Position(r, columns_type(headers=self.with_headers)) for r in self.ranges if r.end > r.start]
         try:
-            self._find_leaders(positions)
+            self._find_leaders([p.range for p in positions])
             while True:
                 open_positions = [p for p in positions if not p.done]
                 if not open_positions:
@@ -260,7 +270,7 @@ class RangeReader:
                     stale |= self._fetch(leader, group)
                 if stale:
                     time.sleep(0.1)
-                    self._find_leaders([p for p in positions if not p.done])
+                    self._find_leaders([p.range for p in positions if not p.done])
                 for p in positions:
                     if p.columns.count >= ROWS_PER_ARROW_BATCH or p.columns.nbytes >= BYTES_PER_ARROW_BATCH or (
                             p.done and p.columns.count):
@@ -282,8 +292,8 @@ class RangeReader:
         if connection is not None:
             connection.close()
 
-    def _find_leaders(self, positions: list[_Position]) -> None:
-        topics = sorted({p.range.topic for p in positions})
+    def _find_leaders(self, ranges: list[ReadRange]) -> None:
+        topics = sorted({r.topic for r in ranges})
         request = metadata_request.MetadataRequest(
             topics=tuple(metadata_request.MetadataRequestTopic(name=TopicName(t)) for t in topics),
             allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
@@ -305,7 +315,7 @@ class RangeReader:
             for partition in topic.partitions:
                 if partition.leader_id in brokers:
                     self.leaders[(topic.name, partition.partition_index)] = brokers[partition.leader_id]
-        missing = [p.range for p in positions if (p.range.topic, p.range.partition) not in self.leaders]
+        missing = [r for r in ranges if (r.topic, r.partition) not in self.leaders]
         if missing:
             r = missing[0]
             raise ReadError(f"{r.topic}-{r.partition} has no leader (no such topic or partition?)")
@@ -417,15 +427,7 @@ class RangeReader:
         """The range's next records were deleted (retention) before they were read: fail, or with
         failOnDataLoss=false go on from the partition's new start."""
         r = position.range
-        request = list_offsets_request.ListOffsetsRequest(
-            replica_id=BrokerId(-1), isolation_level=i8(1 if self.read_committed else 0),
-            topics=(list_offsets_request.ListOffsetsTopic(name=TopicName(r.topic), partitions=(
-                list_offsets_request.ListOffsetsPartition(partition_index=i32(r.partition), timestamp=i64(-2)),)),))
-        response = self._connection(leader).request(request, list_offsets_response.ListOffsetsResponse)
-        part = response.topics[0].partitions[0]
-        if part.error_code != ErrorCode.none:
-            raise ReadError(f"listing the start of {r.topic}-{r.partition}: {part.error_code.name}")
-        low = part.offset
+        low = self._list_offsets(leader, [(r.topic, r.partition)], EARLIEST, "start")[(r.topic, r.partition)]
         if low <= position.offset:
             raise ReadError(f"offset {position.offset} of {r.topic}-{r.partition} is past its end")
         if self.fail_on_data_loss:

@@ -54,17 +54,10 @@ class SubjectKeys:
             bulk = read_committed_ranges(self.bootstrap, {(self.topic, 0): self._position})
             if bulk is not None:
                 chunks, ends = bulk
-                keys, current = self._keys, self._current
                 for chunk in chunks:
-                    for raw, value in zip(chunk.keys, chunk.values):
-                        if raw is None:
-                            continue
-                        ref = raw.decode()
-                        if value is None:
-                            self._take(ref, None)
-                        else:  # _take's work for a key, inline: a rebuild reads one key per data subject
-                            keys[ref] = value
-                            current.setdefault(ref.rsplit("/", 1)[0], ref)
+                    for ref, value in zip(chunk.keys, chunk.values):
+                        if ref is not None:
+                            self._take(ref.decode(), value)
                 self._position, self._loaded = ends[(self.topic, 0)], True
                 return self
         if self._consumer is None:

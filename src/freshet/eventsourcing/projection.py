@@ -386,20 +386,19 @@ def rebuild(app: Application, projection: type[Projection], database_url: str, b
         db.close()
     with _cyclic_gc_paused():  # a rebuild makes millions of short-lived objects and no garbage cycles
         runner = ProjectionRunner(app, projection, database_url, bootstrap, generation=generation)
-    try:
-        with _cyclic_gc_paused():
+        try:
             applied = runner.run(until_caught_up=True, timeout_s=timeout_s)
-        with runner.db.transaction():
-            _point_views(runner.db, projection, generation)
-            if current:
-                for physical in physical_tables(projection, current).values():
-                    runner.db.execute(f"DROP TABLE IF EXISTS {physical}")
-                runner.db.execute(f"DELETE FROM {POSITIONS} WHERE projection = ? AND generation = ?",
-                                  (projection.name, current))
-            runner.db.execute(f"DELETE FROM {GENERATIONS} WHERE projection = ?", (projection.name,))
-            runner.db.execute(f"INSERT INTO {GENERATIONS} VALUES (?, ?)", (projection.name, generation))
-    finally:
-        runner.close()
+            with runner.db.transaction():
+                _point_views(runner.db, projection, generation)
+                if current:
+                    for physical in physical_tables(projection, current).values():
+                        runner.db.execute(f"DROP TABLE IF EXISTS {physical}")
+                    runner.db.execute(f"DELETE FROM {POSITIONS} WHERE projection = ? AND generation = ?",
+                                      (projection.name, current))
+                runner.db.execute(f"DELETE FROM {GENERATIONS} WHERE projection = ?", (projection.name,))
+                runner.db.execute(f"INSERT INTO {GENERATIONS} VALUES (?, ?)", (projection.name, generation))
+        finally:
+            runner.close()
     return generation, applied
 
 
