@@ -163,9 +163,7 @@ class LogBuffer:
         probed = 0.0
         while not self._stop.is_set():
             endpoints = list(self.endpoints.values())
-            for e in endpoints:
-                e.settle()
-            delivered = sum(e.delivered for e in endpoints)
+            delivered = _delivered(endpoints)
             if self.reports_on_loop:
                 self._stop.wait(0.05)
             else:
@@ -174,9 +172,7 @@ class LogBuffer:
                 producer.poll(0)
             if self.log_reachable:
                 continue
-            for e in endpoints:
-                e.settle()
-            if sum(e.delivered for e in endpoints) > delivered:
+            if _delivered(endpoints) > delivered:
                 self.log_reachable = True
             elif time.monotonic() - probed > 2.0:
                 probed = time.monotonic()
@@ -211,6 +207,13 @@ class LogBuffer:
     def stats(self) -> dict:
         return {"max_buffered": self.max_buffered, "buffered": self.buffered, "log_reachable": self.log_reachable,
                 "endpoints": {name: e.as_dict() for name, e in self.endpoints.items()}}
+
+
+def _delivered(endpoints: list[EndpointStats]) -> int:
+    """Records the log acknowledged, every endpoint's (settled first: see ``EndpointStats.settle``)."""
+    for e in endpoints:
+        e.settle()
+    return sum(e.delivered for e in endpoints)
 
 
 class RoomCheck:
