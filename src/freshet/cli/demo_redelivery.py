@@ -40,8 +40,10 @@ GROUP = "workers"
 class Worker:
     """One ``freshet queue consume`` process; every line it prints is a record it took, stamped on arrival."""
 
-    def __init__(self, name: str, bootstrap: str, work_ms: float) -> None:
+    def __init__(self, name: str, bootstrap: str, work_ms: float, kill_after: int | None = None) -> None:
         self.name = name
+        self.kill_after = kill_after  # killed -9 by the reader the moment it has printed this many records
+        self.killed_at: float | None = None
         self.lines: list[tuple[float, int, int, int]] = []  # (time, partition, offset, delivery count)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "freshet.cli.main", "queue", "consume", TOPIC, "--group", GROUP,
@@ -55,10 +57,17 @@ class Worker:
         for line in self.proc.stdout:
             partition, offset, delivery, *_ = line.split("\t")
             self.lines.append((time.monotonic(), int(partition), int(offset), int(delivery)))
+            if len(self.lines) == self.kill_after:
+                # At once, from here: the record just printed is in its simulated work, so the worker holds
+                # it (and the rest of its batch) unacknowledged. A kill from a polling loop could land in the
+                # moment between a batch's commit and the next fetch, when a worker holds nothing.
+                self.kill()
+
 
     def kill(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
+        if self.killed_at is None:
+            self.killed_at = time.monotonic()
+            os.kill(self.proc.pid, signal.SIGKILL)
 
     def wait(self, timeout: float) -> None:
         self.proc.wait(timeout)
@@ -102,7 +111,9 @@ def redelivery_demo(jobs: int, work_ms: float, data_dir: str) -> None:
 
         set_group_configs(bootstrap, GROUP, {"share.auto.offset.reset": "earliest",
                                              "share.session.timeout.ms": "2000", "share.heartbeat.interval.ms": "500"})
-        workers = [Worker(f"worker-{i + 1}", bootstrap, work_ms) for i in range(3)]
+        # The first worker dies mid-batch: a few records into its fourth batch of 20.
+        workers = [Worker(f"worker-{i + 1}", bootstrap, work_ms, kill_after=jobs // 10 + 5 if i == 0 else None)
+                   for i in range(3)]
         console.print(f"[bold]2. a queue[/]: share group {GROUP!r} with 3 workers for 2 partitions; each takes 20 "
                       f"jobs at a time, each job takes {work_ms:g} ms and is acknowledged when done")
         ordered: list[tuple[float, int, int]] = []
@@ -110,12 +121,12 @@ def redelivery_demo(jobs: int, work_ms: float, data_dir: str) -> None:
         classic.start()
 
         victim = workers[0]
-        deadline = time.monotonic() + 60
-        while len(victim.lines) < jobs // 10 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        _check(len(victim.lines) > 0, "the first worker got jobs")
-        victim.kill()
-        killed_at = time.monotonic()
+        try:
+            victim.wait(60)
+        except subprocess.TimeoutExpired:
+            pass
+        _check(victim.killed_at is not None, f"the first worker got {victim.kill_after} jobs")
+        killed_at = victim.killed_at
         held = len(victim.lines)
         console.print(f"[bold]3. a crash[/]: {victim.name} killed -9 after taking {held} jobs; what it had not "
                       "acknowledged goes back to the group once its session times out (2 s)")
@@ -163,6 +174,7 @@ def redelivery_demo(jobs: int, work_ms: float, data_dir: str) -> None:
         for w in workers:
             if w.proc.poll() is None:
                 w.kill()
+                w.proc.wait()
         broker.close()
 
 
