@@ -219,12 +219,16 @@ def project(app_name: str, name: str | None, projection_name: str, database: str
 @name_option
 @click.argument("projection_name", metavar="PROJECTION")
 @click.option("--db", "database", required=True, help="sqlite:PATH or postgresql://...")
+@click.option("--workers", type=int, default=None,
+              help="Processes to split the events partitions over (default: one per core for a projection "
+                   "keyed by aggregate, else 1).")
 @bootstrap_option
 @es_errors
-def rebuild_(app_name: str, name: str | None, projection_name: str, database: str, bootstrap: str) -> None:
+def rebuild_(app_name: str, name: str | None, projection_name: str, database: str, workers: int | None,
+             bootstrap: str) -> None:
     """Replay every event into new tables, then swap them in (readers see the old ones until then)."""
     app = _app(app_name, bootstrap, rename=name)
-    generation, applied = rebuild(app, _projection(app, projection_name), database, bootstrap)
+    generation, applied = rebuild(app, _projection(app, projection_name), database, bootstrap, workers=workers)
     click.echo(f"{projection_name}: generation {generation} built from {applied} events and swapped in")
 
 

@@ -66,6 +66,11 @@ class SubjectKeys:
         self._position, self._loaded = ends[(self.topic, 0)], True
         return self
 
+    def forked(self) -> None:
+        """In a forked child: the parent's consumer (librdkafka's threads are not in the child) is not ours to
+        use or close; a later read makes its own."""
+        self._consumer = None
+
     def follow(self) -> None:
         """Take in whatever keys records have arrived since (no waiting): forgotten subjects stop being
         sealed for at once. The consumer stays assigned after ``load``, fetching in the background."""

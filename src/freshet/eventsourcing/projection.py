@@ -29,11 +29,13 @@ rows can show the placeholder at once; a rebuild shows it anyway (the events no 
 from __future__ import annotations
 
 import gc
+import multiprocessing
+import os
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -146,6 +148,11 @@ class Projection:
 
     name: ClassVar[str] = ""
     tables: ClassVar[dict[str, str]] = {}  # table -> column definitions
+    # True when what a handler writes for an event depends only on the events of the same aggregate (and on
+    # updates that commute, like counters), and handlers keep no state outside their tables: then events of
+    # different partitions may be applied in any interleaving, and a rebuild splits the partitions over
+    # processes (``rebuild(workers=...)``), as a consumer group splits them over its members
+    keyed_by_aggregate: ClassVar[bool] = False
 
     def handle(self, recorded: RecordedEvent, db: Writer) -> None:
         raise NotImplementedError
@@ -173,8 +180,14 @@ class ProjectionRunner:
     """Feeds one generation of a projection from the events (and the keys topic, for forgetting)."""
 
     def __init__(self, app: Application, projection: type[Projection], database_url: str, bootstrap: str,
-                 generation: int | None = None) -> None:
+                 generation: int | None = None, partitions: Sequence[int] | None = None, forgets: bool = True,
+                 keys: SubjectKeys | None = None) -> None:
+        """``partitions``: the events partitions this runner feeds (all by default); ``forgets``: whether it
+        also follows the keys topic's tombstones (one runner per generation should). A rebuild's workers
+        each take a share of the partitions (``rebuild(workers=...)``). ``keys``: subject keys already read."""
         self.app, self.projection_cls, self.bootstrap = app, projection, bootstrap
+        self.partitions = list(range(app.partitions)) if partitions is None else sorted(partitions)
+        self.forgets = forgets
         self.database_url = database_url
         self.projection = projection()
         self.db = Database(database_url)
@@ -191,12 +204,8 @@ class ProjectionRunner:
             if current is None:
                 self.db.execute(f"INSERT INTO {GENERATIONS} VALUES (?, ?)", (projection.name, generation))
                 _point_views(self.db, projection, generation)
-        self.keys = SubjectKeys(bootstrap, app.keys_topic).load()
-        self.consumer = Consumer(consumer_config(bootstrap, f"freshet-projection-{uuid.uuid4().hex[:8]}", {
-            "isolation.level": "read_committed", "enable.partition.eof": True, "log_level": 0,
-            # a rebuild ends when every partition has come back empty: the broker holds an empty fetch this
-            # long (librdkafka's default of 500 ms was added to every rebuild)
-            **({} if self.live else {"fetch.wait.max.ms": 10})}))
+        self.keys = keys if keys is not None else SubjectKeys(bootstrap, app.keys_topic).load()
+        self._consumer: Consumer | None = None  # made when first needed: a rebuild's workers read in bulk only
         self._expected: dict[tuple[str, int], int] = {}
         self._end: dict[tuple[str, int], int] = {}  # where the reader found each partition's end
         self._stop = threading.Event()
@@ -223,11 +232,22 @@ class ProjectionRunner:
         self._announcer.produce(REGISTRY_TOPIC, value, key)
         self._announcer.poll(0)
 
+    @property
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(consumer_config(self.bootstrap, f"freshet-projection-{uuid.uuid4().hex[:8]}", {
+                "isolation.level": "read_committed", "enable.partition.eof": True, "log_level": 0,
+                # a rebuild ends when every partition has come back empty: the broker holds an empty fetch this
+                # long (librdkafka's default of 500 ms was added to every rebuild)
+                **({} if self.live else {"fetch.wait.max.ms": 10})}))
+        return self._consumer
+
     def close(self) -> None:
         if self._announcer is not None:
             self.announce(force=True)
             self._announcer.flush(5)
-        self.consumer.close()
+        if self._consumer is not None:
+            self._consumer.close()
         self.keys.close()
         self.db.close()
 
@@ -235,12 +255,16 @@ class ProjectionRunner:
         self._stop.set()
 
     def _inputs(self) -> list[tuple[str, int]]:
-        return [(self.app.events_topic, p) for p in range(self.app.partitions)] + [(self.app.keys_topic, 0)]
+        return [(self.app.events_topic, p) for p in self.partitions] + ([(self.app.keys_topic, 0)] if self.forgets
+                                                                       else [])
 
-    def _seek_to_stored(self) -> None:
+    def _load_positions(self) -> None:
         stored = self.db.positions(self.projection_cls.name, self.generation)
         self._expected = {tp: stored.get(tp, 0) for tp in self._inputs()}
         self._end = {}
+
+    def _seek_to_stored(self) -> None:
+        self._load_positions()
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self._expected.items()])
 
     def run(self, until_caught_up: bool = False, timeout_s: float | None = None) -> int:
@@ -264,8 +288,8 @@ class ProjectionRunner:
                 elif err.code() == KafkaError._PARTITION_EOF:
                     at_end.add((m.topic(), m.partition()))
                     self._end[(m.topic(), m.partition())] = m.offset()
-            if batch:
-                self._apply(self._rows(batch))
+            if batch and self._apply(self._rows(batch)):
+                self._seek_to_stored()  # another writer moved the positions: go on from theirs
             caught_up = not batch and len(at_end) == len(self._expected)
             self.announce(force=caught_up and self.position() != self._announced)
             if until_caught_up and len(at_end) == len(self._expected) and not batch:
@@ -277,19 +301,25 @@ class ProjectionRunner:
         at a time, through the columnar reader (no Message object per record; nothing to do where it does
         not serve the client's settings), and leave the consumer assigned there. True when another writer
         moved the positions meanwhile (the caller seeks to theirs)."""
+        if self._bulk():
+            return True
+        self.consumer.assign([TopicPartition(t, p, max(o, self._end.get((t, p), 0)))
+                              for (t, p), o in self._expected.items()])
+        return False
+
+    def _bulk(self) -> bool:
+        """``catch_up`` without the consumer: apply what the inputs hold now, from the positions. True when
+        another writer moved the positions (nothing more applied)."""
         bulk = read_committed_ranges(self.bootstrap, dict(self._expected))
         if bulk is None:
             return False
         chunks, ends = bulk
         for chunk in chunks:
             if self._stop.is_set():
-                break
+                return False
             if self._apply(chunk):
                 return True
-        else:  # read to the ends: past any transaction markers there
-            self._end.update(ends)
-        self.consumer.assign([TopicPartition(t, p, max(o, self._end.get((t, p), 0)))
-                              for (t, p), o in self._expected.items()])
+        self._end.update(ends)  # read to the ends: past any transaction markers there
         return False
 
     @staticmethod
@@ -301,6 +331,11 @@ class ProjectionRunner:
         and store the positions past them, in one database transaction. True (and nothing applied) when another
         writer moved the positions."""
         name, codec = self.projection_cls.name, self.app.codec
+        decoded = None
+        if isinstance(rows, Records) and rows.topic != self.app.keys_topic:
+            # events of one partition, decoded together and before the transaction: a rebuild's workers
+            # share one database, and decoding is most of the work
+            decoded = codec.decode_events(rows.values, self.keys, rows.partition, rows.offsets, rows.timestamps_ms)
         with self.db.transaction():
             if self.live and self.db.current_generation(name) != self.generation:
                 self.generation = self.db.current_generation(name)
@@ -314,9 +349,8 @@ class ProjectionRunner:
                 keys_topic, decode = self.app.keys_topic, codec.decode_event
                 expected, keys = self._expected, self.keys
                 if isinstance(rows, Records):
-                    if rows.topic != keys_topic:  # events of one partition: decoded together
-                        self._handle(codec.decode_events(rows.values, keys, rows.partition, rows.offsets,
-                                                         rows.timestamps_ms))
+                    if decoded is not None:
+                        self._handle(decoded)
                         expected[(rows.topic, rows.partition)] = rows.offsets[-1] + 1
                         rows = []
                     else:
@@ -336,7 +370,7 @@ class ProjectionRunner:
                     if stored.get((topic, part)) != offset:
                         self._store_position(topic, part, offset, (topic, part) in stored)
         if moved:
-            self._seek_to_stored()
+            self._load_positions()
         return moved
 
     def _handle(self, pending: list[RecordedEvent]) -> None:
@@ -369,9 +403,23 @@ def _cyclic_gc_paused() -> Iterator[None]:
 
 
 def rebuild(app: Application, projection: type[Projection], database_url: str, bootstrap: str,
-            timeout_s: float = 600.0) -> tuple[int, int]:
+            timeout_s: float = 600.0, workers: int | None = None) -> tuple[int, int]:
     """Replay every event from offset 0 into a new generation of the projection's tables, then point the
-    views at it and drop the old generation, in one transaction. Returns (generation, events applied)."""
+    views at it and drop the old generation, in one transaction. Returns (generation, events applied).
+
+    ``workers`` > 1 splits the events partitions over that many forked processes for the bulk of the
+    replay (decoding and opening sealed fields is most of a rebuild's time), each writing its own
+    partitions' rows and positions in its own transactions; this process then reads what came since and
+    swaps. Only for projections that are ``keyed_by_aggregate``: the workers' transactions interleave in no
+    fixed order across partitions. By default a projection that says so gets one worker per core (at most
+    one per partition), any other one."""
+    if workers is None:
+        workers = min(os.cpu_count() or 1, app.partitions) if projection.keyed_by_aggregate else 1
+    if workers < 1:
+        raise ValueError("workers must be 1 or more")
+    if workers > 1 and not projection.keyed_by_aggregate:
+        raise ValueError(f"projection {projection.name} is not keyed by aggregate: its events are applied in "
+                         "one process (workers=1)")
     db = Database(database_url)
     try:
         db.ensure_bookkeeping()
@@ -387,7 +435,10 @@ def rebuild(app: Application, projection: type[Projection], database_url: str, b
     with _cyclic_gc_paused():  # a rebuild makes millions of short-lived objects and no garbage cycles
         runner = ProjectionRunner(app, projection, database_url, bootstrap, generation=generation)
         try:
-            applied = runner.run(until_caught_up=True, timeout_s=timeout_s)
+            applied = 0
+            if workers > 1 and app.partitions > 1:
+                applied = _bulk_in_workers(runner, min(workers, app.partitions), timeout_s)
+            applied += runner.run(until_caught_up=True, timeout_s=timeout_s)
             with runner.db.transaction():
                 _point_views(runner.db, projection, generation)
                 if current:
@@ -400,6 +451,53 @@ def rebuild(app: Application, projection: type[Projection], database_url: str, b
         finally:
             runner.close()
     return generation, applied
+
+
+def _bulk_in_workers(runner: ProjectionRunner, workers: int, timeout_s: float) -> int:
+    """Fork ``workers`` processes, each applying a share of the events partitions in bulk (the first also
+    the keys topic) into ``runner``'s generation; returns how many events they applied."""
+    context = multiprocessing.get_context("fork")  # the children share the subject keys already read
+    procs = []
+    for i in range(workers):
+        receive, send = context.Pipe(duplex=False)
+        proc = context.Process(target=_bulk_worker, daemon=True, name=f"rebuild-{runner.projection_cls.name}-{i}",
+                               args=(runner, runner.partitions[i::workers], i == 0, send))
+        proc.start()
+        send.close()
+        procs.append((proc, receive))
+    deadline = time.monotonic() + timeout_s
+    applied, failed = 0, []
+    for proc, receive in procs:
+        if receive.poll(max(0.0, deadline - time.monotonic())):
+            try:
+                applied += receive.recv()
+            except EOFError:  # it died before answering
+                pass
+        proc.join(max(0.0, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+        if proc.exitcode != 0:
+            failed.append(f"{proc.name} (exit {proc.exitcode})")
+        receive.close()
+    if failed:
+        raise RuntimeError(f"projection rebuild workers failed: {', '.join(failed)}")
+    return applied
+
+
+def _bulk_worker(parent: ProjectionRunner, partitions: list[int], forgets: bool, send) -> None:
+    parent.keys.forked()
+    runner = ProjectionRunner(parent.app, parent.projection_cls, parent.database_url, parent.bootstrap,
+                              generation=parent.generation, partitions=partitions, forgets=forgets,
+                              keys=parent.keys)
+    try:
+        runner._load_positions()
+        while runner._bulk():
+            runner._load_positions()
+        send.send(runner.applied)
+    finally:
+        runner.keys.close()  # a consumer it made here, for keys newer than the parent's read
+        runner.db.close()
 
 
 def wait_for(database_url: str, projection: str, partition: int, offset: int, events_topic: str,

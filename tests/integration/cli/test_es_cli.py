@@ -65,6 +65,10 @@ def test_commands_events_state_and_forget_from_the_command_line(broker, tmp_path
         db = f"sqlite:{tmp_path / 'views.db'}"
         built = freshet(broker, "es", "rebuild", "enrollment", "roster", "--db", db, "--name", name)
         assert built.returncode == 0 and "generation 1 built from 3 events" in built.stdout
+        split = freshet(broker, "es", "rebuild", "enrollment", "roster", "--db", db, "--name", name, "--workers", "3")
+        assert split.returncode == 0 and "generation 2 built from 3 events" in split.stdout
+        bad = freshet(broker, "es", "rebuild", "enrollment", "roster", "--db", db, "--name", name, "--workers", "0")
+        assert bad.returncode == 1 and bad.stderr.strip() == "error: workers must be 1 or more"
         unknown = freshet(broker, "es", "rebuild", "enrollment", "nope", "--db", db, "--name", name)
         assert unknown.returncode == 1 and "has no projection 'nope'" in unknown.stderr
     finally:

@@ -73,3 +73,23 @@ def test_roster_batches_equal_one_event_at_a_time(seed, tmp_path):
     assert one_by_one[1], "somebody stays enrolled"
     assert tables_after(events, cuts, tmp_path / "cut.db") == one_by_one
     assert tables_after(events, [], tmp_path / "whole.db") == one_by_one
+
+
+def test_a_rebuild_is_split_over_processes_only_for_a_projection_keyed_by_aggregate(tmp_path):
+    """Events of different partitions may be applied in any interleaving only when each row depends on one
+    aggregate's events; a projection that does not say so is refused more than one worker (before anything
+    is touched: no broker, no database needed)."""
+    from freshet.eventsourcing.examples import enrollment
+    from freshet.eventsourcing.projection import Projection, rebuild
+
+    class Latest(Projection):  # the last event of the whole log: depends on the order across aggregates
+        name = "latest"
+        tables = {"latest": "id INTEGER PRIMARY KEY, stream TEXT"}
+
+    assert Roster.keyed_by_aggregate and not Latest.keyed_by_aggregate
+    url = f"sqlite:{tmp_path / 'views.db'}"
+    with pytest.raises(ValueError, match="not keyed by aggregate"):
+        rebuild(enrollment.app, Latest, url, "127.0.0.1:1", workers=2)
+    with pytest.raises(ValueError, match="1 or more"):
+        rebuild(enrollment.app, Roster, url, "127.0.0.1:1", workers=0)
+    assert not (tmp_path / "views.db").exists()

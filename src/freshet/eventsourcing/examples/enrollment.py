@@ -119,6 +119,7 @@ class Roster(Projection):
     """Who is enrolled where, and how full each course is."""
 
     name = "roster"
+    keyed_by_aggregate = True  # every row is one course's (or ledger's): a rebuild may split the partitions
     tables = {
         "courses": "course TEXT PRIMARY KEY, title TEXT, capacity INTEGER, enrolled INTEGER",
         "students": "course TEXT, student_id TEXT, name TEXT, PRIMARY KEY (course, student_id)",
@@ -167,6 +168,7 @@ class WaitingList(Projection):
     frees up it is offered to the first of them."""
 
     name = "waiting_list"
+    keyed_by_aggregate = True  # every row is one course's (or ledger's): a rebuild may split the partitions
     tables = {
         "waiting": "course TEXT, student_id TEXT, name TEXT, since_version INTEGER, PRIMARY KEY (course, student_id)",
         "offers": "course TEXT, student_id TEXT, name TEXT, freed_by TEXT, PRIMARY KEY (course, student_id)",

@@ -90,6 +90,7 @@ class Balances(Projection):
     """Every entry with its booking date: balances now, and as of any date, by a query."""
 
     name = "balances"
+    keyed_by_aggregate = True  # every row is one course's (or ledger's): a rebuild may split the partitions
     tables = {"entries": "ledger TEXT, version INTEGER, account TEXT, amount BIGINT, date TEXT, memo TEXT, "
                          "PRIMARY KEY (ledger, version, account)"}
 
