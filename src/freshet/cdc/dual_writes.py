@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-import psycopg2
+from freshet.client.postgres import connection
 
 from .derived import SearchIndex
 from .postgres import CdcConfig, PostgresConnector, drop_replication_slot
@@ -32,27 +32,24 @@ def _workload(dsn: str, table: str, keys: int, rounds: int, writer: str, index_w
               barrier: threading.Barrier) -> None:
     """Each round, both writers set every key, side by side (the barrier lines them up)."""
     rng = random.Random(seed)
-    conn = psycopg2.connect(dsn)
-    conn.autocommit = True
-    cur = conn.cursor()
-    for r in range(rounds):
-        for k in range(keys):
-            key, value = f"k{k}", f"{writer}{r}"
-            barrier.wait()
-            cur.execute(f"INSERT INTO {table} VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                        (key, value))
-            if index_write is not None:
-                # the second write of a dual write goes over the network: its delay has nothing to do with the
-                # order the database committed in (both writers' database writes are done before either's
-                # index write leaves, so each key's two index writes land in either order, like a coin toss)
+    with connection(dsn, autocommit=True) as conn, conn.cursor() as cur:
+        for r in range(rounds):
+            for k in range(keys):
+                key, value = f"k{k}", f"{writer}{r}"
                 barrier.wait()
-                time.sleep(rng.random() * 0.01)
-                index_write(key, value)
-    conn.close()
+                cur.execute(f"INSERT INTO {table} VALUES (%s, %s) ON CONFLICT (key) DO UPDATE "
+                            "SET value = EXCLUDED.value", (key, value))
+                if index_write is not None:
+                    # the second write of a dual write goes over the network: its delay has nothing to do with
+                    # the order the database committed in (both writers' database writes are done before either's
+                    # index write leaves, so each key's two index writes land in either order, like a coin toss)
+                    barrier.wait()
+                    time.sleep(rng.random() * 0.01)
+                    index_write(key, value)
 
 
 def _compare(dsn: str, table: str, index: dict[str, str]) -> Outcome:
-    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+    with connection(dsn) as conn, conn.cursor() as cur:
         cur.execute(f"SELECT key, value FROM {table}")
         db = dict(cur.fetchall())
     wrong = [(k, v, index.get(k)) for k, v in sorted(db.items()) if index.get(k) != v]
@@ -60,7 +57,7 @@ def _compare(dsn: str, table: str, index: dict[str, str]) -> Outcome:
 
 
 def dual_writes(dsn: str, keys: int = 20, rounds: int = 3) -> Outcome:
-    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+    with connection(dsn) as conn, conn.cursor() as cur:
         cur.execute("DROP TABLE IF EXISTS dual_kv; CREATE TABLE dual_kv (key text PRIMARY KEY, value text)")
     index = sqlite3.connect(":memory:", check_same_thread=False)
     index.execute("CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT)")
@@ -82,7 +79,7 @@ def dual_writes(dsn: str, keys: int = 20, rounds: int = 3) -> Outcome:
 
 
 def through_cdc(dsn: str, bootstrap: str, index_path: str, keys: int = 20, rounds: int = 3) -> Outcome:
-    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+    with connection(dsn) as conn, conn.cursor() as cur:
         cur.execute("DROP TABLE IF EXISTS cdc_kv; CREATE TABLE cdc_kv (key text PRIMARY KEY, value text)")
     tag = f"{int(time.time())}"
     config = CdcConfig(dsn, ["public.cdc_kv"], f"dual{tag}", bootstrap, slot=f"dual_{tag}", publication=f"dual_{tag}")

@@ -24,6 +24,7 @@ import psycopg2.extras
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from freshet.client import ClientError, TopicAdmin, consumer_config, producer_config
+from freshet.client.postgres import connection
 from freshet.client.produce import produce_waiting
 
 from .pgoutput import Begin, Change, Commit, Decoder, Relation, convert
@@ -329,7 +330,7 @@ class PostgresConnector:
 
 
 def slot_status(dsn: str, slot: str) -> dict | None:
-    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+    with connection(dsn) as conn, conn.cursor() as cur:
         cur.execute("SELECT confirmed_flush_lsn, pg_current_wal_lsn(), "
                     "pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), active "
                     "FROM pg_replication_slots WHERE slot_name = %s", (slot,))
@@ -346,9 +347,7 @@ def drop_replication_slot(dsn: str, slot: str, wait_s: float = 10.0) -> None:
     """Drop a replication slot once no walsender holds it: a connector that has just stopped leaves its
     server-side backend a moment to exit, and until then PostgreSQL refuses (ObjectInUse)."""
     deadline = time.monotonic() + wait_s
-    conn = psycopg2.connect(dsn)
-    conn.autocommit = True
-    try:
+    with connection(dsn, autocommit=True) as conn:
         while True:
             try:
                 with conn.cursor() as cur:
@@ -358,5 +357,3 @@ def drop_replication_slot(dsn: str, slot: str, wait_s: float = 10.0) -> None:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
-    finally:
-        conn.close()

@@ -192,7 +192,8 @@ def writer(activity_raw: DataFrame, users_raw: DataFrame, dsn: str, table: str =
     """Stream: activity x users changelog -> visit counts per (age group, URL) in PostgreSQL, and a view
     (``view``, default TABLE_favourite) with each group's favourite URL. Exactly-once: the counts are
     added in the transaction that records the batch id."""
-    from freshet.spark.postgres import PostgresUpsertSink, connection, quote_ident
+    from freshet.client.postgres import connection, quote_ident
+    from freshet.spark.postgres import PostgresUpsertSink
 
     enriched = enrich(activity(activity_raw), profile_changes(users_raw), lateness)
     sink = PostgresUpsertSink(dsn, table, ["age_group", "url"], sink_id, add_columns=["visits"],

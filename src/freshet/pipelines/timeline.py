@@ -109,14 +109,16 @@ class TimelineSink:
         self.dsn, self.table, self.sink_id = dsn, table, sink_id or table
 
     def ensure_table(self) -> None:
-        from freshet.spark.postgres import connection, ensure_progress_table, quote_ident
+        from freshet.client.postgres import connection, quote_ident
+        from freshet.spark.postgres import ensure_progress_table
 
         with connection(self.dsn) as conn, conn.cursor() as cur:
             cur.execute(TABLE_SQL.format(table=quote_ident(self.table), index=quote_ident(self.table + "_by_time")))
             ensure_progress_table(cur)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        from freshet.spark.postgres import claim_batch, connection, quote_ident
+        from freshet.client.postgres import connection, quote_ident
+        from freshet.spark.postgres import claim_batch
 
         # one author's changes are in order by seq; different authors never touch the same row
         rows = df.orderBy("author", "seq").collect()
@@ -146,7 +148,7 @@ class TimelineSink:
 
 def read_timeline(dsn: str, user: str, table: str = "home_timeline", limit: int = 20) -> list[tuple]:
     """A user's home timeline, newest first: (tweeted_at, author, text, tweet_id)."""
-    from freshet.spark.postgres import connection, quote_ident
+    from freshet.client.postgres import connection, quote_ident
 
     with connection(dsn) as conn, conn.cursor() as cur:
         cur.execute(f"SELECT tweeted_at, author, text, tweet_id FROM {quote_ident(table)} WHERE owner = %s "

@@ -11,13 +11,13 @@ its latest value.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 from pyspark.sql import DataFrame
 from pyspark.sql.types import (
     ArrayType, BinaryType, BooleanType, DataType, DateType, DecimalType, DoubleType, FloatType, IntegerType,
     LongType, ShortType, StringType, TimestampType,
 )
+
+from freshet.client.postgres import connection, quote_ident
 
 PROGRESS_TABLE = "freshet_sink_progress"
 
@@ -74,24 +74,6 @@ def column_adapter(t: DataType):
     if pg_type(t) == "jsonb":
         return lambda v: None if v is None else Json(plain(v), dumps=lambda o: json.dumps(o, default=str))
     return None
-
-
-@contextmanager
-def connection(dsn: str):
-    """A psycopg2 connection whose work is one transaction: committed when the block ends, rolled back if it
-    raises; closed either way (psycopg2's own ``with conn`` ends the transaction but keeps the connection)."""
-    import psycopg2
-
-    conn = psycopg2.connect(dsn)
-    try:
-        with conn:
-            yield conn
-    finally:
-        conn.close()
-
-
-def quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def ensure_progress_table(cur) -> None:

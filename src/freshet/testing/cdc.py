@@ -7,16 +7,15 @@ import threading
 import time
 import uuid
 
-import psycopg2
-
 from freshet.cdc.pgoutput import convert
 from freshet.cdc.postgres import CdcConfig, PostgresConnector
+from freshet.client.postgres import connection
 
 
 def source_state(dsn: str, table: str, keys: list[str]) -> dict:
     """The table as the connector would render it: key JSON -> row of converted values."""
     schema, name = table.split(".")
-    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+    with connection(dsn) as conn, conn.cursor() as cur:
         cur.execute("SELECT attname, atttypid FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
                     "AND NOT attisdropped ORDER BY attnum", (f'"{schema}"."{name}"',))
         columns = cur.fetchall()
