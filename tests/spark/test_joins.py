@@ -106,10 +106,12 @@ def test_click_through_under_kill_9_of_the_driver(broker, tmp_path):
     searches_topic, clicks_topic = f"searches-k{os.getpid()}", f"clicks-k{os.getpid()}"
     searches, clicks = load_search_clicks(broker, searches_topic, clicks_topic, n=6000, seed=11)
     out, checkpoint = str(tmp_path / "ctr"), str(tmp_path / "ck")
-    cmd = [sys.executable, "-m", "freshet.cli.main", "run", "click-through", "--from",
+    run = [sys.executable, "-m", "freshet.cli.main", "run", "click-through", "--from",
            f"{searches_topic},{clicks_topic}", "--to", f"parquet:{out}", "--checkpoint", checkpoint,
-           "--lateness", "10 minutes", "--trigger-seconds", "0.5", "--max-offsets-per-trigger", "600",
-           "--bootstrap", broker.bootstrap]
+           "--lateness", "10 minutes", "--bootstrap", broker.bootstrap]
+    # small microbatches until the kill; the restart takes the rest in one (each microbatch of a stateful
+    # query costs seconds on 2 shared cores)
+    cmd = run + ["--trigger-seconds", "0.5", "--max-offsets-per-trigger", "600"]
     assert kill_mid_stream(cmd, checkpoint, targets=(2,)) == 1
     # traffic goes on: after a restart Spark holds the watermark until every input has seen new data
     # (an input idle since before the restart counts as time 0), so the last hours close on new events
@@ -118,6 +120,6 @@ def test_click_through_under_kill_9_of_the_driver(broker, tmp_path):
     produce_records(broker.bootstrap, searches_topic, [(b"u1", search.value(), search.ts_ms)])
     produce_records(broker.bootstrap, clicks_topic, [(b"u1", click.value(), click.ts_ms)])
     searches, clicks = searches + [search], clicks + [click]
-    final = subprocess.run(cmd + ["--available-now"], capture_output=True, text=True, timeout=600)
+    final = subprocess.run(run + ["--available-now"], capture_output=True, text=True, timeout=600)
     assert final.returncode == 0, final.stderr[-3000:]
     check_ctr(committed_rows(out), searches, clicks)  # through _spark_metadata: committed files only

@@ -91,11 +91,13 @@ def test_timeline_view_in_postgres_survives_kill_9_and_serves_freshet_timeline(b
     produce_records(broker.bootstrap, follows_topic, ((e.key, e.value(), e.ts_ms) for e in events
                                                       if isinstance(e, Follow)))
     checkpoint = str(tmp_path / "ck")
-    cmd = freshet("run", "timeline", "--from", f"{tweets_topic},{follows_topic}", "--to", f"postgres:{table}",
-                  "--pg-dsn", postgres.dsn, "--checkpoint", checkpoint, "--trigger-seconds", "0.5",
-                  "--max-offsets-per-trigger", "300", "--bootstrap", broker.bootstrap)
+    run = freshet("run", "timeline", "--from", f"{tweets_topic},{follows_topic}", "--to", f"postgres:{table}",
+                  "--pg-dsn", postgres.dsn, "--checkpoint", checkpoint, "--bootstrap", broker.bootstrap)
+    # small microbatches until the kill; the restart takes the rest in one (each microbatch of a stateful
+    # query costs seconds on 2 shared cores)
+    cmd = run + ["--trigger-seconds", "0.5", "--max-offsets-per-trigger", "300"]
     assert kill_mid_stream(cmd, checkpoint, targets=(2,)) == 1
-    final = subprocess.run(cmd + ["--available-now"], capture_output=True, text=True, timeout=600)
+    final = subprocess.run(run + ["--available-now"], capture_output=True, text=True, timeout=600)
     assert final.returncode == 0, final.stderr[-3000:]
 
     def timelines(table):
