@@ -17,7 +17,9 @@ def main() -> None:
     queries = []
     for sink, name in ((f"parquet:{os.path.join(out_dir, 'parquet')}", "parquet"), ("postgres:rpm", "postgres")):
         spec = PipelineSpec("requests-per-minute", topic, sink, bootstrap, os.path.join(out_dir, f"ck-{name}"),
-                            trigger_seconds=0.5, available_now=available_now, max_offsets_per_trigger=1500,
+                            trigger_seconds=0.5, available_now=available_now,
+                            # small batches until the kill; after the restart the rest in one
+                            max_offsets_per_trigger=None if available_now else 1500,
                             pg_dsn=dsn, query_name=f"rpm-{name}")
         queries.append(start(spark, spec))
     print("STARTED", flush=True)

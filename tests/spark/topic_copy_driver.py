@@ -11,9 +11,11 @@ from freshet.spark import session
 def main() -> None:
     bootstrap, source, sink, checkpoint = sys.argv[1:5]
     spark = session("exactly-once-copy", shuffle_partitions=2)
-    rows = (spark.readStream.format("freshet").option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", source).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 1500)
-            .load().select("key", "value", "partition"))
+    reader = (spark.readStream.format("freshet").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", source).option("startingOffsets", "earliest"))
+    if "--available-now" not in sys.argv:  # small batches until the kill; after the restart the rest in one
+        reader = reader.option("maxOffsetsPerTrigger", 1500)
+    rows = reader.load().select("key", "value", "partition")
     writer = (rows.writeStream.format("freshet").option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
               .option("exactlyOnce", "true").option("checkpointLocation", checkpoint))
     if "--available-now" in sys.argv:
