@@ -428,3 +428,26 @@ def test_two_processors_with_ids_of_their_own_share_the_partitions(broker):
             t.join(30)
     with EventStore(app, broker.bootstrap) as store:
         assert all(len(store.state(f"course/t{c}").enrolled) == 2 for c in range(8))
+
+
+def test_a_rebuild_worker_that_fails_fails_the_rebuild_and_nothing_is_swapped(broker, course_app, tmp_path):
+    """A projection whose handler raises in a rebuild's forked worker: the rebuild raises, and readers keep the
+    generation they had."""
+    app = course_app
+    with CommandClient(app, broker.bootstrap) as client:
+        for c in range(4):
+            client.execute(f"course/f{c}", OpenCourse(f"Course {c}", 2))
+    url = f"sqlite:{tmp_path / 'views.db'}"
+    generation, applied = rebuild(app, Roster, url, broker.bootstrap, workers=2)
+    assert (generation, applied) == (1, 4)
+
+    class Failing(Roster):
+        def handle_batch(self, events, db):
+            raise ValueError("a handler's bug")
+
+    with pytest.raises(RuntimeError, match="rebuild workers failed"):
+        rebuild(app, Failing, url, broker.bootstrap, workers=2)
+    db = Database(url)
+    assert db.current_generation("roster") == 1
+    assert len(db.execute("SELECT * FROM roster_courses")) == 4
+    db.close()
