@@ -26,6 +26,7 @@ from freshet.eventsourcing import (
     CommandProcessor,
     EventStore,
     ProjectionRunner,
+    RebuildError,
     SchemaError,
     SubjectKeys,
     rebuild,
@@ -45,7 +46,7 @@ def es_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (ValueError, KeyError, SchemaError, TimeoutError) as exc:
+        except (ValueError, KeyError, SchemaError, TimeoutError, RebuildError) as exc:
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
             click.echo(f"error: {message}", err=True)
             sys.exit(1)

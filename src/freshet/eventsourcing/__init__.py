@@ -12,7 +12,7 @@ from .commands import Answer, CommandClient, CommandTimeout
 from .events import FORGOTTEN, SEALED, Codec, Command, Event, RecordedEvent, SchemaError, personal
 from .keys import SubjectKeys
 from .processor import CommandProcessor, ProcessorStats
-from .projection import Database, Projection, ProjectionRunner, Writer, rebuild, wait_for
+from .projection import Database, Projection, ProjectionRunner, RebuildError, Writer, rebuild, wait_for
 from .store import EventStore, Snapshot
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "ProcessorStats",
     "Projection",
     "ProjectionRunner",
+    "RebuildError",
     "RecordedEvent",
     "Rejected",
     "SEALED",

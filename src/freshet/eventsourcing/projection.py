@@ -457,6 +457,10 @@ def rebuild(app: Application, projection: type[Projection], database_url: str, b
     return generation, applied
 
 
+class RebuildError(RuntimeError):
+    """A rebuild's worker process failed (its traceback is on stderr): nothing was swapped in."""
+
+
 def _bulk_in_workers(runner: ProjectionRunner, workers: int, timeout_s: float) -> int:
     """Fork ``workers`` processes, each applying a share of the events partitions in bulk (the first also
     the keys topic) into ``runner``'s generation; returns how many events they applied."""
@@ -485,7 +489,7 @@ def _bulk_in_workers(runner: ProjectionRunner, workers: int, timeout_s: float) -
             failed.append(f"{proc.name} (exit {proc.exitcode})")
         receive.close()
     if failed:
-        raise RuntimeError(f"projection rebuild workers failed: {', '.join(failed)}")
+        raise RebuildError(f"projection rebuild workers failed: {', '.join(failed)}; nothing was swapped in")
     return applied
 
 

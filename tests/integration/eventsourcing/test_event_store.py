@@ -22,6 +22,7 @@ from freshet.eventsourcing import (
     Database,
     EventStore,
     ProjectionRunner,
+    RebuildError,
     SubjectKeys,
     rebuild,
     wait_for,
@@ -445,7 +446,7 @@ def test_a_rebuild_worker_that_fails_fails_the_rebuild_and_nothing_is_swapped(br
         def handle_batch(self, events, db):
             raise ValueError("a handler's bug")
 
-    with pytest.raises(RuntimeError, match="rebuild workers failed"):
+    with pytest.raises(RebuildError, match="rebuild workers failed"):
         rebuild(app, Failing, url, broker.bootstrap, workers=2)
     db = Database(url)
     assert db.current_generation("roster") == 1
