@@ -267,17 +267,17 @@ class ProjectionRunner:
         self._expected = {tp: stored.get(tp, 0) for tp in self._inputs()}
         self._end = {}
 
-    def _seek_to_stored(self) -> None:
-        self._load_positions()
-        self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self._expected.items()])
+    def _assign(self) -> None:
+        """The consumer at the positions, or past the transaction markers where the reader found an end."""
+        self.consumer.assign([TopicPartition(t, p, max(o, self._end.get((t, p), 0)))
+                              for (t, p), o in self._expected.items()])
 
     def run(self, until_caught_up: bool = False, timeout_s: float | None = None) -> int:
         """Apply events until ``stop()`` (or until every input partition is at its end, with
         ``until_caught_up``). Returns the number of events applied. What the log holds at the start is
         applied in bulk first (``catch_up``), then the consumer follows from there."""
-        self._seek_to_stored()
-        while self.catch_up():
-            self._seek_to_stored()  # another writer moved the positions: start again from theirs
+        self._load_positions()
+        self.catch_up()
         at_end: set[tuple[str, int]] = set()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while not self._stop.is_set():
@@ -293,38 +293,36 @@ class ProjectionRunner:
                     at_end.add((m.topic(), m.partition()))
                     self._end[(m.topic(), m.partition())] = m.offset()
             if batch and self._apply(self._rows(batch)):
-                self._seek_to_stored()  # another writer moved the positions: go on from theirs
+                self._assign()  # another writer moved the positions (_apply took theirs): go on from there
             caught_up = not batch and len(at_end) == len(self._expected)
             self.announce(force=caught_up and self.position() != self._announced)
             if until_caught_up and len(at_end) == len(self._expected) and not batch:
                 break
         return self.applied
 
-    def catch_up(self) -> bool:
+    def catch_up(self) -> None:
         """Apply every committed record from the positions to where the inputs end now, a partition's chunk
         at a time, through the columnar reader (no Message object per record; nothing to do where it does
-        not serve the client's settings), and leave the consumer assigned there. True when another writer
-        moved the positions meanwhile (the caller seeks to theirs)."""
-        if self._bulk():
-            return True
-        self.consumer.assign([TopicPartition(t, p, max(o, self._end.get((t, p), 0)))
-                              for (t, p), o in self._expected.items()])
-        return False
+        not serve the client's settings), and leave the consumer assigned there."""
+        self._bulk()
+        self._assign()
 
-    def _bulk(self) -> bool:
-        """``catch_up`` without the consumer: apply what the inputs hold now, from the positions. True when
-        another writer moved the positions (nothing more applied)."""
-        bulk = read_committed_ranges(self.bootstrap, dict(self._expected))
-        if bulk is None:
-            return False
-        chunks, ends = bulk
-        for chunk in chunks:
-            if self._stop.is_set():
-                return False
-            if self._apply(chunk):
-                return True
-        self._end.update(ends)  # read to the ends: past any transaction markers there
-        return False
+    def _bulk(self) -> None:
+        """``catch_up`` without the consumer: apply what the inputs hold now, from the positions; where
+        another writer moved them (``_apply`` then takes theirs), again from there."""
+        while True:
+            bulk = read_committed_ranges(self.bootstrap, dict(self._expected))
+            if bulk is None:
+                return
+            chunks, ends = bulk
+            for chunk in chunks:
+                if self._stop.is_set():
+                    return
+                if self._apply(chunk):
+                    break
+            else:
+                self._end.update(ends)  # read to the ends: past any transaction markers there
+                return
 
     @staticmethod
     def _rows(batch: list[Message]) -> list[tuple]:
@@ -500,8 +498,7 @@ def _bulk_worker(parent: ProjectionRunner, partitions: list[int], forgets: bool,
                               keys=parent.keys)
     try:
         runner._load_positions()
-        while runner._bulk():
-            runner._load_positions()
+        runner._bulk()
         send.send(runner.applied)
     finally:
         runner.keys.close()  # a consumer it made here, for keys newer than the parent's read
