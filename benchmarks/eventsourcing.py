@@ -47,6 +47,7 @@ from freshet.eventsourcing import CommandClient, CommandProcessor, EventStore, r
 from freshet.eventsourcing.examples import enrollment
 from freshet.eventsourcing.examples.enrollment import Enroll, Roster
 from freshet.eventsourcing.processor import encode_command
+from freshet.eventsourcing.projection import default_rebuild_workers
 from freshet.client.groups import GroupAdmin
 from freshet.local import BrokerProcess
 
@@ -168,7 +169,8 @@ def freshet_round(bootstrap: str, aggregates: int, commands: int, round_trip: in
                          "aggregates": len(replayed), "seconds": round(elapsed, 3), "per_s": round(events / elapsed)}))
 
     # the roster is keyed by aggregate: by default its rebuild splits the partitions over one process per core
-    for workers, measure in ((None, f"rebuild: roster projection into SQLite ({default_workers()} processes)"),
+    default = default_rebuild_workers(app, Roster)
+    for workers, measure in ((None, f"rebuild: roster projection into SQLite ({default} processes)"),
                              (1, "rebuild: roster projection into SQLite (1 process)")):
         database = f"sqlite:{os.path.join(workdir, app.name + f'-{workers}.db')}"
         start = time.perf_counter()
@@ -177,10 +179,6 @@ def freshet_round(bootstrap: str, aggregates: int, commands: int, round_trip: in
         results.append(emit({"system": "freshet", "measure": measure, "events": applied,
                              "seconds": round(elapsed, 3), "per_s": round(applied / elapsed)}))
     return results
-
-
-def default_workers() -> int:
-    return min(os.cpu_count() or 1, 4)  # what rebuild() picks for a projection keyed by aggregate, 4 partitions
 
 
 @functools.cache

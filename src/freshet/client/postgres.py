@@ -1,5 +1,5 @@
-"""PostgreSQL connections for the clients that write or read it (the CDC connector, the Spark sinks, the
-event store's projections, the tests), through psycopg2, the project's one PostgreSQL driver."""
+"""Short PostgreSQL connections for the clients that write or read it (the CDC connector, the Spark sinks,
+the pipelines, the tests), through psycopg2, the project's one PostgreSQL driver."""
 
 from __future__ import annotations
 

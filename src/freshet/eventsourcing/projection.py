@@ -416,7 +416,7 @@ def rebuild(app: Application, projection: type[Projection], database_url: str, b
     fixed order across partitions. By default a projection that says so gets one worker per core (at most
     one per partition), any other one."""
     if workers is None:
-        workers = min(os.cpu_count() or 1, app.partitions) if projection.keyed_by_aggregate else 1
+        workers = default_rebuild_workers(app, projection)
     if workers < 1:
         raise ValueError("workers must be 1 or more")
     if workers > 1 and not projection.keyed_by_aggregate:
@@ -453,6 +453,12 @@ def rebuild(app: Application, projection: type[Projection], database_url: str, b
         finally:
             runner.close()
     return generation, applied
+
+
+def default_rebuild_workers(app: Application, projection: type[Projection]) -> int:
+    """How many processes ``rebuild`` uses unless told: one per core, at most one per partition, for a
+    projection keyed by aggregate; else one."""
+    return min(os.cpu_count() or 1, app.partitions) if projection.keyed_by_aggregate else 1
 
 
 class RebuildError(RuntimeError):
