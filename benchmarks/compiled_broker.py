@@ -140,3 +140,22 @@ def run_perf(*args: str, timeout: float = 600) -> dict:
     if out.returncode != 0:
         raise RuntimeError(f"perf {' '.join(args)} failed ({out.returncode}): {out.stderr.strip()}")
     return json.loads(out.stdout)
+
+
+def run_perf_consumers(bootstrap: str, topic: str, count: int, groups: list[str], timeout: float = 600) -> dict:
+    """``len(groups)`` C consumers at once, each in its own group reading all ``count`` records (the fan-out of
+    many derived systems reading one log). Timed as one: from the first record any of them read to the last
+    record the last of them read (perf.c prints both on CLOCK_MONOTONIC, which the processes share)."""
+    procs = [subprocess.Popen([perf_binary(), "consume", bootstrap, topic, str(count), group],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for group in groups]
+    outs = []
+    for proc, group in zip(procs, groups):
+        out, err = proc.communicate(timeout=timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"perf consume ({group}) failed ({proc.returncode}): {err.strip()}")
+        outs.append(json.loads(out))
+    start, end = min(o["start"] for o in outs), max(o["end"] for o in outs)
+    records = sum(o["records"] for o in outs)
+    return {"records": records, "seconds": round(end - start, 3), "msgs_per_s": round(records / (end - start)),
+            "each_msgs_per_s": [o["msgs_per_s"] for o in outs]}
+

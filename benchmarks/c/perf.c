@@ -140,8 +140,9 @@ static int consume(const char *bootstrap, const char *topic, long count, const c
         rd_kafka_message_destroy(m);
     }
     double seconds = now() - start;
-    printf("{\"records\": %ld, \"bytes\": %ld, \"seconds\": %.3f, \"msgs_per_s\": %.0f, \"partition_ms\": [",
-           seen, bytes, seconds, seen / seconds);
+    /* start and end on CLOCK_MONOTONIC, which every process shares: consumers run side by side are timed as one */
+    printf("{\"records\": %ld, \"bytes\": %ld, \"seconds\": %.3f, \"msgs_per_s\": %.0f, \"start\": %.6f, "
+           "\"end\": %.6f, \"partition_ms\": [", seen, bytes, seconds, seen / seconds, start, start + seconds);
     for (int p = 0; p < partitions; p++)
         printf("%s[%.1f, %.1f]", p ? ", " : "", first[p] ? (first[p] - start) * 1e3 : -1.0,
                last[p] ? (last[p] - start) * 1e3 : -1.0);

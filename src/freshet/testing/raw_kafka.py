@@ -54,8 +54,9 @@ class RawConnection:
         except (ConnectionError, socket.timeout, OSError):
             return True
 
-    def request(self, api_key: int, version: int, body: dict, expect_response: bool = True):
-        """Send a request built from ``body`` (see protocol.build); return the decoded response."""
+    def encode(self, api_key: int, version: int, body: dict) -> bytes:
+        """The next request's payload (header and body, no size prefix), built from ``body`` (see
+        protocol.build)."""
         schema = request_schema(api_key, version)
         self.correlation_id += 1
         buf = io.BytesIO()
@@ -64,7 +65,11 @@ class RawConnection:
         if schema.__flexible__:
             buf.write(b"\0")
         entity_writer(schema)(buf, build(schema, body))
-        self.send_frame(buf.getvalue())
+        return buf.getvalue()
+
+    def request(self, api_key: int, version: int, body: dict, expect_response: bool = True):
+        """Send a request built from ``body`` (see protocol.build); return the decoded response."""
+        self.send_frame(self.encode(api_key, version, body))
         if not expect_response:
             return None
         frame = self.read_frame()
@@ -133,3 +138,91 @@ class SteadyClient(threading.Thread):
     def stop(self) -> None:
         self.done.set()
         self.join(30)
+
+
+def fetch_request(conn: RawConnection, topic: str, offsets: dict[int, int], partition_max_bytes: int = 1 << 20,
+                  max_bytes: int = 50 << 20, version: int = 11) -> bytes:
+    """A whole Fetch frame (size prefix included) for ``offsets`` (partition -> offset), sized as librdkafka's
+    defaults size them, for a caller that reads the response itself."""
+    payload = conn.encode(1, version, {
+        "replica_id": -1, "max_wait": 500, "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [
+            {"partition": p, "current_leader_epoch": -1, "fetch_offset": o, "log_start_offset": -1,
+             "partition_max_bytes": partition_max_bytes} for p, o in offsets.items()]}],
+        "forgotten_topics_data": [], "rack_id": ""})
+    return struct.pack(">i", len(payload)) + payload
+
+
+def pull_fetches(bootstrap: str, topic: str, partitions: int, count: int, partition_max_bytes: int = 1 << 20,
+                 max_bytes: int = 50 << 20) -> dict:
+    """The broker's fetch path alone: Fetch requests (v11, librdkafka's default sizes) sent one after another on
+    one connection, as a consumer's fetcher does, each partition's next offset taken from the last whole batch's
+    header, until ``count`` records have come back. The client reads each response into one buffer and looks at
+    batch headers only (no record is decoded), so the time is the broker's answering and the socket's."""
+    offsets = {p: 0 for p in range(partitions)}
+    buffer = bytearray(max_bytes + (8 << 20))
+    view = memoryview(buffer)
+    latencies, records = [], 0
+    with RawConnection(bootstrap) as conn:
+        sock = conn.sock
+        start = time.perf_counter()
+        while records < count:
+            frame = fetch_request(conn, topic, offsets, partition_max_bytes, max_bytes)
+            sent = time.perf_counter()
+            sock.sendall(frame)
+            got = 0
+            while got < 4:
+                got += sock.recv_into(view[got:], 4 - got)
+            need = 4 + int.from_bytes(buffer[:4], "big")
+            while got < need:
+                n = sock.recv_into(view[got:need], need - got)
+                if not n:
+                    raise ConnectionError("the broker closed the connection")
+                got += n
+            latencies.append(time.perf_counter() - sent)
+            found = _advance(view[8:need], offsets)  # past the size and the correlation id
+            if not found and time.perf_counter() - start > 60:
+                raise RuntimeError(f"only {records} of {count} records came back in 60 s")
+            records += found
+        seconds = time.perf_counter() - start
+    if records != count:
+        raise RuntimeError(f"read {records} records, expected {count}")
+    latencies.sort()
+    return {"records": records, "seconds": round(seconds, 3), "msgs_per_s": round(records / seconds),
+            "fetches": len(latencies), "fetch_ms_median": round(latencies[len(latencies) // 2] * 1000, 2)}
+
+
+def _advance(frame: memoryview, offsets: dict[int, int]) -> int:
+    """Records in a Fetch v11 response (after the correlation id); moves each partition's offset past its last
+    whole batch."""
+    pos = 4 + 2 + 4  # throttle_time, error_code, session_id
+    (topics,) = struct.unpack_from(">i", frame, pos)
+    pos += 4
+    records = 0
+    for _ in range(topics):
+        (name_len,) = struct.unpack_from(">h", frame, pos)
+        pos += 2 + name_len
+        (count,) = struct.unpack_from(">i", frame, pos)
+        pos += 4
+        for _ in range(count):
+            partition, error = struct.unpack_from(">ih", frame, pos)
+            pos += 4 + 2 + 8 * 3  # high watermark, last stable offset, log start offset
+            if error:
+                raise RuntimeError(f"fetch of partition {partition}: error {error}")
+            (aborted,) = struct.unpack_from(">i", frame, pos)
+            pos += 4 + 16 * max(aborted, 0) + 4  # aborted transactions, preferred read replica
+            (size,) = struct.unpack_from(">i", frame, pos)
+            pos += 4
+            end, batch = pos + max(size, 0), pos
+            while batch + 61 <= end:  # a batch: base offset, length, ..., last offset delta @23, count @57
+                base, length = struct.unpack_from(">qi", frame, batch)
+                if batch + 12 + length > end:
+                    break  # a partial batch at the end of the set: fetched again next time
+                (last_delta,) = struct.unpack_from(">i", frame, batch + 23)
+                (in_batch,) = struct.unpack_from(">i", frame, batch + 57)
+                offsets[partition] = base + last_delta + 1
+                records += in_batch
+                batch += 12 + length
+            pos = end
+    return records

@@ -34,3 +34,23 @@ def test_large_fetches_to_a_slow_reader_arrive_whole_and_in_order(broker, topic_
                 time.sleep(0.01)  # read slowly now and then
     consumer.close()
     assert seen[0] == list(range(0, n, 2)) and seen[1] == list(range(1, n, 2))
+
+
+def test_the_benchmarks_raw_fetcher_reads_every_record_once(broker, topic_name):
+    """broker_throughput.py's fetch-path measure (raw Fetch requests, offsets moved by batch headers) reads back
+    exactly what was produced, across responses that end inside a partition's log."""
+    from freshet.testing.raw_kafka import pull_fetches
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 3)])[topic_name].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "acks": "all"})
+    n = 30_000
+    for i in range(n):
+        producer.produce(topic_name, value=b"v" * 100, partition=i % 3)
+        if i % 5000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    # 64 KB per partition: many fetches, each stopping at a batch boundary inside the log
+    pulled = pull_fetches(broker.bootstrap, topic_name, 3, n, partition_max_bytes=64 << 10, max_bytes=128 << 10)
+    assert pulled["records"] == n
+    assert pulled["fetches"] > n * 100 // (128 << 10)
