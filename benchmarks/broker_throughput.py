@@ -146,11 +146,9 @@ def c_client_rounds(args) -> None:
         return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
     out = {"phase": "c-client-summary", "rounds": args.c_rounds, "pinned": args.pin, **_common(args)}
-    rates = ("produce_msgs_per_s", "consume_msgs_per_s") + (("fanout_msgs_per_s",) if args.fanout else ()) + (
-        "fetch_path_msgs_per_s",)
-    cpus = ("produce_broker_cpu_s", "consume_broker_cpu_s") + (("fanout_broker_cpu_s",) if args.fanout else ()) + (
-        "fetch_path_broker_cpu_s",)
-    for key in rates + cpus:
+    phases = ["produce", "consume"] + (["fanout"] if args.fanout else []) + ["fetch_path"]
+    rates = [f"{phase}_msgs_per_s" for phase in phases]
+    for key in rates + [f"{phase}_broker_cpu_s" for phase in phases]:
         out[key] = {name: summary(name, key) for name in rows}
     for key in rates:
         for name in names[:1] + names[2:]:

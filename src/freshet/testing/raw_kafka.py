@@ -12,6 +12,7 @@ import time
 from kio.serial import entity_reader, entity_writer
 
 from freshet.broker.protocol import build, request_schema, response_schema
+from freshet.log.record_batch import iter_batches
 
 
 class RawConnection:
@@ -93,15 +94,21 @@ def produce(conn: RawConnection, topic: str, partition: int, records: bytes, ack
     return response.responses[0].partition_responses[0]
 
 
-def fetch(conn: RawConnection, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20, version: int = 11):
-    response = conn.request(1, version, {
-        "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": max_bytes, "isolation_level": 0,
-        "session_id": 0, "session_epoch": -1,
-        "topics": [{"topic": topic, "partitions": [{"partition": partition, "current_leader_epoch": -1,
-                                                    "fetch_offset": offset, "log_start_offset": -1,
-                                                    "partition_max_bytes": max_bytes}]}],
+def fetch_body(topic: str, offsets: dict[int, int], partition_max_bytes: int, max_bytes: int, max_wait_ms: int = 0,
+               min_bytes: int = 0) -> dict:
+    """A Fetch request's body (see protocol.build) for ``offsets`` (partition -> offset) of one topic."""
+    return {
+        "replica_id": -1, "max_wait": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [
+            {"partition": p, "current_leader_epoch": -1, "fetch_offset": o, "log_start_offset": -1,
+             "partition_max_bytes": partition_max_bytes} for p, o in offsets.items()]}],
         "forgotten_topics_data": [], "rack_id": "",
-    })
+    }
+
+
+def fetch(conn: RawConnection, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20, version: int = 11):
+    response = conn.request(1, version, fetch_body(topic, {partition: offset}, max_bytes, max_bytes))
     return response.responses[0].partitions[0]
 
 
@@ -144,13 +151,8 @@ def fetch_request(conn: RawConnection, topic: str, offsets: dict[int, int], part
                   max_bytes: int = 50 << 20, version: int = 11) -> bytes:
     """A whole Fetch frame (size prefix included) for ``offsets`` (partition -> offset), sized as librdkafka's
     defaults size them, for a caller that reads the response itself."""
-    payload = conn.encode(1, version, {
-        "replica_id": -1, "max_wait": 500, "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": 0,
-        "session_id": 0, "session_epoch": -1,
-        "topics": [{"topic": topic, "partitions": [
-            {"partition": p, "current_leader_epoch": -1, "fetch_offset": o, "log_start_offset": -1,
-             "partition_max_bytes": partition_max_bytes} for p, o in offsets.items()]}],
-        "forgotten_topics_data": [], "rack_id": ""})
+    payload = conn.encode(1, version, fetch_body(topic, offsets, partition_max_bytes, max_bytes, max_wait_ms=500,
+                                                 min_bytes=1))
     return struct.pack(">i", len(payload)) + payload
 
 
@@ -171,15 +173,9 @@ def pull_fetches(bootstrap: str, topic: str, partitions: int, count: int, partit
             frame = fetch_request(conn, topic, offsets, partition_max_bytes, max_bytes)
             sent = time.perf_counter()
             sock.sendall(frame)
-            got = 0
-            while got < 4:
-                got += sock.recv_into(view[got:], 4 - got)
+            _receive_into(sock, view[:4])
             need = 4 + int.from_bytes(buffer[:4], "big")
-            while got < need:
-                n = sock.recv_into(view[got:need], need - got)
-                if not n:
-                    raise ConnectionError("the broker closed the connection")
-                got += n
+            _receive_into(sock, view[4:need])
             latencies.append(time.perf_counter() - sent)
             found = _advance(view[8:need], offsets)  # past the size and the correlation id
             if not found and time.perf_counter() - start > 60:
@@ -191,6 +187,16 @@ def pull_fetches(bootstrap: str, topic: str, partitions: int, count: int, partit
     latencies.sort()
     return {"records": records, "seconds": round(seconds, 3), "msgs_per_s": round(records / seconds),
             "fetches": len(latencies), "fetch_ms_median": round(latencies[len(latencies) // 2] * 1000, 2)}
+
+
+def _receive_into(sock: socket.socket, view: memoryview) -> None:
+    """Fill ``view`` from the socket (a preallocated buffer: a response of megabytes is not copied again)."""
+    got = 0
+    while got < len(view):
+        n = sock.recv_into(view[got:])
+        if not n:
+            raise ConnectionError("connection closed by the broker")
+        got += n
 
 
 def _advance(frame: memoryview, offsets: dict[int, int]) -> int:
@@ -214,15 +220,9 @@ def _advance(frame: memoryview, offsets: dict[int, int]) -> int:
             pos += 4 + 16 * max(aborted, 0) + 4  # aborted transactions, preferred read replica
             (size,) = struct.unpack_from(">i", frame, pos)
             pos += 4
-            end, batch = pos + max(size, 0), pos
-            while batch + 61 <= end:  # a batch: base offset, length, ..., last offset delta @23, count @57
-                base, length = struct.unpack_from(">qi", frame, batch)
-                if batch + 12 + length > end:
-                    break  # a partial batch at the end of the set: fetched again next time
-                (last_delta,) = struct.unpack_from(">i", frame, batch + 23)
-                (in_batch,) = struct.unpack_from(">i", frame, batch + 57)
-                offsets[partition] = base + last_delta + 1
-                records += in_batch
-                batch += 12 + length
+            end = pos + max(size, 0)
+            for header, _ in iter_batches(frame[pos:end]):  # whole batches: a partial one is fetched again
+                offsets[partition] = header.last_offset + 1
+                records += header.records_count
             pos = end
     return records
