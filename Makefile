@@ -22,9 +22,9 @@ lint: install
 	$(BIN)/lint-imports
 
 # three workers: the tests of the shared SparkSession run on one, those of the Spark cluster on another (see
-# tests/conftest.py), everything else fills the workers
+# tests/conftest.py), everything else fills the workers; the 25 slowest are listed at the end
 test: install test-deps lint
-	$(BIN)/pytest -q -n 3 --dist loadgroup tests
+	$(BIN)/pytest -q -n 3 --dist loadgroup --durations=25 tests
 
 # the unit tier alone: no JVM, no sockets, seconds
 test-fast: install
