@@ -26,7 +26,8 @@ from confluent_kafka import Consumer, Producer
 from rich.console import Console
 from rich.table import Table
 
-from freshet.client.admin import ClientError, TopicAdmin
+from freshet.client.admin import TopicAdmin
+from freshet.client.errors import ClientError
 from freshet.client.config import consumer_config, producer_config
 from freshet.client.queue import set_group_configs
 from freshet.client.share_groups import describe_share_group

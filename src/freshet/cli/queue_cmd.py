@@ -8,7 +8,8 @@ import time
 
 import click
 
-from freshet.client.admin import ClientError, TopicAdmin
+from freshet.client.admin import TopicAdmin
+from freshet.client.errors import ClientError
 from freshet.client.queue import ACCEPT, REJECT, RELEASE, SHARE_GROUP_CONFIGS, set_group_configs, work_queue
 
 from .common import bootstrap_option, one_line_errors

@@ -59,7 +59,7 @@ def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, sta
 
     `freshet run --list` names every pipeline, what it reads and what it computes."""
     from freshet.client import TopicAdmin
-    from freshet.client.admin import ClientError
+    from freshet.client.errors import ClientError
     from freshet.pipelines.runner import PipelineError, PipelineSpec, check
     from freshet.pipelines.runner import pipeline as catalog_entry
 

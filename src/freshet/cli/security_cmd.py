@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from freshet.client.admin import ClientError
+from freshet.client.errors import ClientError
 from freshet.client.security import (
     MECHANISMS,
     OPERATIONS,

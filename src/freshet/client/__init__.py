@@ -1,7 +1,8 @@
 """Conveniences over confluent-kafka: config presets and admin helpers. Not a new client."""
 
-from .admin import ClientError, PartitionInfo, TopicAdmin, TopicInfo
+from .admin import PartitionInfo, TopicAdmin, TopicInfo
 from .config import DEFAULT_BOOTSTRAP, admin_config, consumer_config, producer_config, resolve_bootstrap
+from .errors import ClientError
 
 __all__ = [
     "ClientError", "DEFAULT_BOOTSTRAP", "PartitionInfo", "TopicAdmin", "TopicInfo",

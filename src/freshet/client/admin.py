@@ -8,10 +8,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from .config import admin_config, consumer_config, resolve_bootstrap, security_config
-
-
-class ClientError(Exception):
-    """A failure worth one line to the user (unreachable broker, unknown topic, refused config)."""
+from .errors import ClientError, kafka_message
 
 
 @dataclass
@@ -34,13 +31,6 @@ class TopicInfo:
     configs: dict[str, tuple[str, bool]] = field(default_factory=dict)  # name -> (value, is_default)
 
 
-def _kafka_message(exc: BaseException) -> str:
-    if isinstance(exc, KafkaException) and exc.args:
-        err = exc.args[0]
-        return err.str() if hasattr(err, "str") else str(err)
-    return str(exc)
-
-
 class TopicAdmin:
     def __init__(self, bootstrap: str | None = None, timeout: float = 10.0) -> None:
         self.bootstrap = resolve_bootstrap(bootstrap)
@@ -51,7 +41,7 @@ class TopicAdmin:
         try:
             return self._admin.list_topics(topic=topic, timeout=self.timeout)
         except KafkaException as exc:
-            raise ClientError(f"cannot reach a broker at {self.bootstrap}: {_kafka_message(exc)}") from None
+            raise ClientError(f"cannot reach a broker at {self.bootstrap}: {kafka_message(exc)}") from None
 
     def list_topics(self) -> dict[str, int]:
         """Topic name -> partition count (internal topics included, sorted)."""
@@ -72,7 +62,7 @@ class TopicAdmin:
         try:
             future.result(self.timeout)
         except KafkaException as exc:
-            raise ClientError(f"cannot create topic {name!r}: {_kafka_message(exc)}") from None
+            raise ClientError(f"cannot create topic {name!r}: {kafka_message(exc)}") from None
 
     def ensure_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None,
                      existing: dict[str, int] | None = None) -> bool:
@@ -93,13 +83,13 @@ class TopicAdmin:
         try:
             self._admin.delete_topics([name], operation_timeout=self.timeout)[name].result(self.timeout)
         except KafkaException as exc:
-            raise ClientError(f"cannot delete topic {name!r}: {_kafka_message(exc)}") from None
+            raise ClientError(f"cannot delete topic {name!r}: {kafka_message(exc)}") from None
 
     def add_partitions(self, name: str, total: int) -> None:
         try:
             self._admin.create_partitions([NewPartitions(name, total)])[name].result(self.timeout)
         except KafkaException as exc:
-            raise ClientError(f"cannot grow topic {name!r}: {_kafka_message(exc)}") from None
+            raise ClientError(f"cannot grow topic {name!r}: {kafka_message(exc)}") from None
 
     def offsets(self, topic: str, partitions: int) -> list[tuple[int, int]]:
         """(log start offset, high watermark) per partition."""
@@ -108,7 +98,7 @@ class TopicAdmin:
             return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self.timeout)
                     for p in range(partitions)]
         except KafkaException as exc:
-            raise ClientError(f"cannot read offsets of {topic!r}: {_kafka_message(exc)}") from None
+            raise ClientError(f"cannot read offsets of {topic!r}: {kafka_message(exc)}") from None
         finally:
             consumer.close()
 
@@ -159,5 +149,5 @@ class TopicAdmin:
             described = self._admin.describe_configs([resource])[resource].result(self.timeout)
             configs = {k: (v.value, v.is_default) for k, v in sorted(described.items())}
         except KafkaException as exc:
-            raise ClientError(f"cannot describe configs of {name!r}: {_kafka_message(exc)}") from None
+            raise ClientError(f"cannot describe configs of {name!r}: {kafka_message(exc)}") from None
         return TopicInfo(name, partitions, configs)

@@ -19,7 +19,8 @@ from urllib.parse import urlsplit
 
 from confluent_kafka import Producer
 
-from .admin import ClientError, TopicAdmin
+from .admin import TopicAdmin
+from .errors import ClientError
 from .config import producer_config
 from .reading import read_to_end, reader
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import uuid
 
+from .errors import ClientError
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
@@ -52,8 +54,6 @@ def read_properties(path: str) -> dict[str, str]:
                 if sep and key.startswith(_SECURITY_KEYS):
                     out[key] = value.strip()
     except OSError as exc:
-        from .admin import ClientError
-
         raise ClientError(f"cannot read the command config {path}: {exc.strerror}") from None
     return out
 

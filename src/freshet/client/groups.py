@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from .admin import ClientError, _kafka_message
 from .config import admin_config, consumer_config, resolve_bootstrap
+from .errors import ClientError, kafka_message
 
 
 @dataclass
@@ -56,14 +56,14 @@ class GroupAdmin:
         try:
             return future.result(self.timeout)
         except KafkaException as exc:
-            raise ClientError(f"{what}: {_kafka_message(exc)}") from None
+            raise ClientError(f"{what}: {kafka_message(exc)}") from None
 
     def list_groups(self) -> list[tuple[str, str, str]]:
         """(group id, state, protocol: classic or consumer) of every group the cluster knows."""
         try:
             self._admin.list_topics(timeout=self.timeout)
         except KafkaException as exc:
-            raise ClientError(f"cannot reach a broker at {self.bootstrap}: {_kafka_message(exc)}") from None
+            raise ClientError(f"cannot reach a broker at {self.bootstrap}: {kafka_message(exc)}") from None
         result = self._wait(self._admin.list_consumer_groups(), "cannot list groups")
         return sorted((g.group_id, g.state.name if g.state else "UNKNOWN", _protocol(g)) for g in result.valid)
 
@@ -94,7 +94,7 @@ class GroupAdmin:
                 partitions.append(PartitionLag(topic, partition, committed.get((topic, partition), -1), low, high,
                                                owner.get((topic, partition), "")))
         except KafkaException as exc:
-            raise ClientError(f"cannot read end offsets: {_kafka_message(exc)}") from None
+            raise ClientError(f"cannot read end offsets: {kafka_message(exc)}") from None
         finally:
             consumer.close()
         return GroupInfo(group_id, description.state.name, members, partitions, _protocol(description))

@@ -6,7 +6,7 @@ from typing import Iterable
 
 from confluent_kafka import Producer
 
-from .admin import ClientError
+from .errors import ClientError
 from .config import producer_config
 
 

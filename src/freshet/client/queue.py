@@ -16,7 +16,7 @@ from collections.abc import Callable
 from confluent_kafka import AcknowledgeType, KafkaException, Message, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from .admin import ClientError
+from .errors import ClientError
 from .config import admin_config, share_consumer_config
 
 ACCEPT, RELEASE, REJECT = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT

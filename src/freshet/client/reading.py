@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from .admin import ClientError
+from .errors import ClientError
 from .config import consumer_config
 
 

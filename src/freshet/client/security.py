@@ -20,7 +20,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from .admin import ClientError
+from .errors import ClientError
 from .config import admin_config
 
 MECHANISMS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256, "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}

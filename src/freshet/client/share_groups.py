@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import TopicPartition
 
-from .admin import ClientError, TopicAdmin
+from .admin import TopicAdmin
+from .errors import ClientError
 from .reading import read_to_end, reader
 
 SHARE_STATE_TOPIC = "__share_group_state"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, TopicPartition
 
-from .admin import ClientError
+from .errors import ClientError
 from .config import consumer_config, resolve_bootstrap
 
 STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort")
