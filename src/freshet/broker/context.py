@@ -4,23 +4,77 @@ A handler is a function ``(ctx, request) -> response``: ``request`` is the kio d
 version the client sent (older versions lack newer fields: handlers read those with ``getattr`` and
 a default), and the response is a dict that ``protocol.build`` turns into that version's response,
 None (no response, as for acks=0), or an awaitable of either (long-polls, acks=all).
+
+A handler reaches the broker through ``ctx.broker``, typed as ``BrokerServices``: the parts of the broker a
+handler may use, declared here without importing the server (which imports every handler);
+``server.Broker`` provides them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from .protocol import RequestHeader
 
 if TYPE_CHECKING:
+    from .acls import Authorizer
+    from .config import BrokerConfig
+    from .consumer_groups import ConsumerGroupCoordinator
+    from .credentials import CredentialStore
+    from .durability import GroupCommit
+    from .dynamic_config import DynamicBrokerConfigs
+    from .groups import GroupCoordinator
     from .listeners import Listener
-    from .sasl import SaslSession
-    from .server import Broker
+    from .offsets import OffsetStore
+    from .quotas import ClientQuotas
+    from .registry import TopicRegistry
+    from .sasl import FailedLogins, SaslSession
+    from .share_groups import ShareGroupCoordinator
+    from .telemetry import ClientTelemetry
+    from .transactions import TransactionCoordinator
 
 Request: TypeAlias = Any  # a kio request dataclass, of the version in ``ctx.header.api_version``
 Response: TypeAlias = dict | None | Awaitable[dict | None]
+
+
+@runtime_checkable
+class BrokerServices(Protocol):
+    """What a handler may use of the broker: its settings, stores and coordinators, and three calls back."""
+
+    config: "BrokerConfig"
+    apis: "dict[int, tuple[int, int, Handler]]"  # api key -> (lowest, highest version, handler) served
+    registry: "TopicRegistry"
+    dynamic: "DynamicBrokerConfigs"
+    group_commit: "GroupCommit | None"  # set when the broker starts, before any request is read
+    groups: "GroupCoordinator"
+    consumer_groups: "ConsumerGroupCoordinator"
+    share_groups: "ShareGroupCoordinator"
+    offsets: "OffsetStore"
+    transactions: "TransactionCoordinator"
+    quotas: "ClientQuotas"
+    telemetry: "ClientTelemetry"
+    credentials: "CredentialStore"
+    failed_logins: "FailedLogins"
+    authorizer: "Authorizer | None"  # None: no listener authenticates, every request is allowed
+
+    @property
+    def default_partitions(self) -> int:
+        """num.partitions: the partitions of a topic created without a count."""
+        ...
+
+    def advertised(self, listener: "Listener | None") -> tuple[str, int]:
+        """The host and port a client of ``listener`` is told to connect to."""
+        ...
+
+    def alter_dynamic_configs(self, level: str, values: dict[str, str]) -> None:
+        """Replace one level's dynamic broker configs (already checked), persist them and apply them."""
+        ...
+
+    def clean_soon(self, topic_name: str) -> None:
+        """Retention and compaction for one topic now (its configs changed)."""
+        ...
 
 
 @dataclass
@@ -44,7 +98,7 @@ class Connection:
 
 @dataclass
 class RequestContext:
-    broker: "Broker"
+    broker: BrokerServices
     header: RequestHeader
     peer_host: str = ""
     throttle_ms: int = 0  # set by a handler over quota: the connection is muted this long
