@@ -12,26 +12,18 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .durability import write_json_atomically
-from .topic_config import CONFIG_DEFS, InvalidConfigError
+from .topic_config import CONFIG_DEFS, ConfigSource, ConfigType, InvalidConfigError, config_entry
 
-# broker config -> the topic config it is the default of
-TOPIC_DEFAULTS = {
-    "log.cleanup.policy": "cleanup.policy",
-    "log.retention.ms": "retention.ms",
-    "log.retention.bytes": "retention.bytes",
-    "log.segment.bytes": "segment.bytes",
-    "log.roll.ms": "segment.ms",
-    "message.max.bytes": "max.message.bytes",
-    "log.index.interval.bytes": "index.interval.bytes",
-    "log.cleaner.delete.retention.ms": "delete.retention.ms",
-    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
-    "log.message.timestamp.type": "message.timestamp.type",
-    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
-    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
-    "compression.type": "compression.type",
-}
+if TYPE_CHECKING:
+    from .config import BrokerConfig
+
+# broker config -> the topic config it is the default of (each topic config's declared synonym)
+TOPIC_DEFAULTS = {d.synonym: d.name for d in CONFIG_DEFS.values() if d.synonym is not None}
 
 
 def _positive(text: str) -> str:
@@ -44,15 +36,46 @@ def _positive(text: str) -> str:
     return str(value)
 
 
-# broker settings of their own that may change at run time
-BROKER_SETTINGS = {
-    "num.partitions": _positive,  # partitions of a topic created without a count
-    "log.cleaner.backoff.ms": _positive,  # how often retention and compaction run
+@dataclass(frozen=True)
+class BrokerSetting:
+    """A broker config of its own (not a topic default): its value at start-up, and whether it may change at run
+    time (``parse`` checks a new value; None: read when the broker starts, read-only)."""
+
+    name: str
+    type: ConfigType
+    start_value: Callable[["BrokerConfig"], str | None]
+    doc: str
+    parse: Callable[[str], str] | None = None
+
+
+BROKER_SETTINGS: dict[str, BrokerSetting] = {
+    s.name: s
+    for s in [
+        BrokerSetting("num.partitions", ConfigType.INT, lambda c: str(c.default_partitions),
+                      "partitions of a topic created without a count", _positive),
+        BrokerSetting("log.cleaner.backoff.ms", ConfigType.LONG, lambda c: str(c.cleaner_interval_ms),
+                      "how often retention and compaction run", _positive),
+        BrokerSetting("auto.create.topics.enable", ConfigType.BOOLEAN, lambda c: str(c.auto_create_topics).lower(),
+                      "whether Metadata for an unknown topic creates it"),
+        BrokerSetting("socket.request.max.bytes", ConfigType.INT, lambda c: str(c.max_request_bytes),
+                      "the largest request accepted"),
+        BrokerSetting("connections.max.idle.ms", ConfigType.LONG, lambda c: str(int(c.idle_timeout_s * 1000)),
+                      "idle connections are closed after this long"),
+        BrokerSetting("log.dirs", ConfigType.STRING, lambda c: c.data_dir, "where the topics are stored"),
+        BrokerSetting("broker.id", ConfigType.INT, lambda c: str(c.node_id), "this broker's id"),
+        BrokerSetting("node.id", ConfigType.INT, lambda c: str(c.node_id), "this broker's id"),
+        BrokerSetting("listeners", ConfigType.STRING,
+                      lambda c: ",".join(str(listener) for listener in c.effective_listeners()),
+                      "where the broker accepts connections"),
+        BrokerSetting("advertised.listeners", ConfigType.STRING,
+                      lambda c: ",".join(f"{listener.protocol}://{c.advertised_host}:{listener.port}"
+                                         for listener in c.effective_listeners()) if c.advertised_host else None,
+                      "the addresses clients are told (not set: each listener's own)"),
+    ]
 }
-DYNAMIC = set(TOPIC_DEFAULTS) | set(BROKER_SETTINGS)
+DYNAMIC = set(TOPIC_DEFAULTS) | {name for name, s in BROKER_SETTINGS.items() if s.parse is not None}
 # read at start-up only (DescribeConfigs shows them read-only)
-STATIC = {"auto.create.topics.enable", "socket.request.max.bytes", "connections.max.idle.ms", "log.dirs",
-          "broker.id", "node.id", "listeners", "advertised.listeners"}
+STATIC = {name for name, s in BROKER_SETTINGS.items() if s.parse is None}
 
 
 def check(name: str, value: str) -> str:
@@ -60,10 +83,28 @@ def check(name: str, value: str) -> str:
     if name in STATIC:
         raise InvalidConfigError(f"{name} cannot be updated dynamically: it is read when the broker starts")
     if name in TOPIC_DEFAULTS:
-        return str(CONFIG_DEFS[TOPIC_DEFAULTS[name]].parse(value))
-    if name in BROKER_SETTINGS:
-        return BROKER_SETTINGS[name](value)
-    raise InvalidConfigError(f"unknown broker config {name!r}")
+        parse = CONFIG_DEFS[TOPIC_DEFAULTS[name]].parse
+    elif name in BROKER_SETTINGS:
+        parse = BROKER_SETTINGS[name].parse
+    else:
+        raise InvalidConfigError(f"unknown broker config {name!r}")
+    try:
+        return parse(value)
+    except InvalidConfigError as exc:
+        raise InvalidConfigError(f"{name}: {exc}") from None
+
+
+def is_list(name: str) -> bool:
+    """Whether a broker config is a list (APPEND and SUBTRACT apply): the default of a list topic config."""
+    return name in TOPIC_DEFAULTS and CONFIG_DEFS[TOPIC_DEFAULTS[name]].is_list
+
+
+def default(name: str) -> str | None:
+    """A topic default's value when no level sets it (Kafka's default of the topic config)."""
+    return CONFIG_DEFS[TOPIC_DEFAULTS[name]].default if name in TOPIC_DEFAULTS else None
+
+
+_LEVEL_SOURCE = {"broker": ConfigSource.DYNAMIC_BROKER, "cluster": ConfigSource.DYNAMIC_DEFAULT_BROKER}
 
 
 class DynamicBrokerConfigs:
@@ -93,6 +134,38 @@ class DynamicBrokerConfigs:
     def topic_defaults(self) -> dict[str, str]:
         """Topic config name -> the default topics without an override of their own take."""
         return {TOPIC_DEFAULTS[k]: v for k, v in self.effective().items() if k in TOPIC_DEFAULTS}
+
+    def inherited(self) -> dict[str, tuple[str, ConfigSource]]:
+        """Topic config name -> the value topics without an override take from here, and its DescribeConfigs
+        source (this broker's level or the cluster default)."""
+        effective = self.effective()
+        return {TOPIC_DEFAULTS[k]: (v, _LEVEL_SOURCE[self.source(k)]) for k, v in effective.items()
+                if k in TOPIC_DEFAULTS}
+
+    def describe(self, config: "BrokerConfig", level: str, keys: set[str] | None = None) -> list[dict]:
+        """DescribeConfigs of a BROKER resource, sorted by name: this broker (its id) shows every config with its
+        source; the cluster default ("") only what is set dynamically at that level, as Kafka does."""
+        if level == self.CLUSTER:
+            values = {k: (v, ConfigSource.DYNAMIC_DEFAULT_BROKER) for k, v in self.levels[level].items()}
+        else:
+            values = {synonym: (CONFIG_DEFS[topic].default, ConfigSource.DEFAULT)
+                      for synonym, topic in TOPIC_DEFAULTS.items()}
+            values.update({name: (s.start_value(config), ConfigSource.STATIC_BROKER)
+                           for name, s in BROKER_SETTINGS.items()})
+            values.update({k: (v, _LEVEL_SOURCE[self.source(k)]) for k, v in self.effective().items()})
+        out = []
+        for name, (value, source) in sorted(values.items()):
+            if keys is not None and name not in keys:
+                continue
+            if name in TOPIC_DEFAULTS:
+                topic_config = CONFIG_DEFS[TOPIC_DEFAULTS[name]]
+                kind, doc = topic_config.type, topic_config.doc
+            elif name in BROKER_SETTINGS:
+                kind, doc = BROKER_SETTINGS[name].type, BROKER_SETTINGS[name].doc
+            else:  # stored by an older version, no longer known
+                kind, doc = ConfigType.STRING, None
+            out.append(config_entry(name, value, source, kind, doc, read_only=name not in DYNAMIC))
+        return out
 
     def replace(self, level: str, values: dict[str, str]) -> None:
         self.levels[level] = dict(values)

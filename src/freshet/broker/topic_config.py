@@ -1,8 +1,17 @@
-"""Topic-level configuration: Kafka's names, defaults, validation, and the LogConfig they make."""
+"""Topic-level configuration, declared once: each config's name, type, default, validation, broker-level synonym,
+documentation and the LogConfig field it sets, as Kafka's ``ConfigDef`` declares them. Everything else is derived
+from ``CONFIG_DEFS``: validation of CreateTopics / AlterConfigs / IncrementalAlterConfigs values, which configs
+are lists (APPEND / SUBTRACT), the broker's ``log.*`` defaults (``dynamic_config``), the LogConfig a partition
+obeys, and the DescribeConfigs answer (type, documentation, source).
+
+Adding a topic config is one ``ConfigDef`` here (and its LogConfig field, if the log obeys it).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Callable
 
 from freshet.log import LogConfig
@@ -12,106 +21,203 @@ class InvalidConfigError(ValueError):
     """A config name or value a topic cannot take (INVALID_CONFIG)."""
 
 
-def _long(minimum: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except (TypeError, ValueError):
-            raise InvalidConfigError(f"{text!r} is not a whole number") from None
+class ConfigType(IntEnum):
+    """A config's type as DescribeConfigs v3+ reports it (Kafka's ``ConfigDef.Type``)."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    LONG = 5
+    LIST = 7
+
+
+class ConfigSource(IntEnum):
+    """Where a described config's value comes from (DescribeConfigs' ``config_source``)."""
+
+    DYNAMIC_TOPIC = 1  # the topic's own override
+    DYNAMIC_BROKER = 2  # this broker's dynamic config
+    DYNAMIC_DEFAULT_BROKER = 3  # the cluster-wide dynamic default
+    STATIC_BROKER = 4  # what the broker was started with
+    DEFAULT = 5  # Kafka's default
+    GROUP = 8  # a group's own config
+
+
+_LARGEST = {ConfigType.INT: (2**31 - 1, "an int"), ConfigType.LONG: (2**63 - 1, "a long")}
+
+
+def _whole(text: str, kind: ConfigType) -> int:
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise InvalidConfigError(f"{text!r} is not a whole number") from None
+    largest, name = _LARGEST[kind]
+    if value > largest:
+        raise InvalidConfigError(f"{value} is larger than {name}")
+    return value
+
+
+def _items(text: str) -> list[str]:
+    """A LIST value's items: comma-separated, trimmed, empty ones and repeats dropped."""
+    return list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+
+
+def at_least(minimum: int) -> Callable[[int], int]:
+    def check(value: int) -> int:
         if value < minimum:
             raise InvalidConfigError(f"{value} is below the minimum {minimum}")
-        if value > 2**63 - 1:
-            raise InvalidConfigError(f"{value} is larger than a long")
         return value
 
-    return parse
+    return check
 
 
-def _policy(text: str) -> str:
-    parts = sorted({p.strip() for p in text.split(",") if p.strip()})
-    if not parts or any(p not in ("delete", "compact") for p in parts):
-        raise InvalidConfigError(f"cleanup.policy {text!r}: expected delete, compact or compact,delete")
-    return ",".join(sorted(parts, key=lambda p: p != "compact"))
+def one_of(*allowed: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value not in allowed:
+            raise InvalidConfigError(f"{value!r} is not one of {', '.join(allowed)}")
+        return value
+
+    return check
 
 
-def _choice(*allowed: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        if text not in allowed:
-            raise InvalidConfigError(f"{text!r} is not one of {', '.join(allowed)}")
-        return text
+def some_of(*allowed: str) -> Callable[[list[str]], str]:
+    """A non-empty list of ``allowed`` items, normalized to their order in ``allowed``."""
 
-    return parse
+    def check(items: list[str]) -> str:
+        if not items or any(i not in allowed for i in items):
+            raise InvalidConfigError(f"{','.join(items)!r}: expected one or more of {', '.join(allowed)}")
+        return ",".join(a for a in allowed if a in items)
+
+    return check
 
 
 @dataclass(frozen=True)
 class ConfigDef:
+    """One topic config. ``validator`` takes the value parsed by its type (an int for INT and LONG, the items
+    of a LIST, the text of a STRING) and returns it normalized, or raises InvalidConfigError."""
+
     name: str
+    type: ConfigType
     default: str
-    parse: Callable[[str], object]
     doc: str
+    validator: Callable = lambda value: value
+    synonym: str | None = None  # the broker config (log.*) whose dynamic value topics without an override take
+    field: str | None = None  # the LogConfig field it sets (None: accepted and described, not the log's)
+
+    @property
+    def is_list(self) -> bool:
+        return self.type is ConfigType.LIST
+
+    def parse(self, text: str) -> str:
+        """The value normalized, as stored and described. Raises InvalidConfigError."""
+        if self.type in _LARGEST:
+            return str(self.validator(_whole(text, self.type)))
+        if self.is_list:
+            return str(self.validator(_items(text)))
+        return str(self.validator(text))
+
+    def typed(self, text: str) -> int | str:
+        """A stored (already valid) value as the LogConfig field takes it."""
+        return int(text) if self.type in _LARGEST else text
 
 
 _D = LogConfig()
+_STRING, _INT, _LONG, _LIST = ConfigType.STRING, ConfigType.INT, ConfigType.LONG, ConfigType.LIST
+
+
+def _log(name: str, kind: ConfigType, field: str, doc: str, validator: Callable, synonym: str) -> ConfigDef:
+    """A config the log obeys: its default is LogConfig's."""
+    return ConfigDef(name, kind, str(getattr(_D, field)), doc, validator, synonym, field)
+
+
 CONFIG_DEFS: dict[str, ConfigDef] = {
     d.name: d
     for d in [
-        ConfigDef("cleanup.policy", _D.cleanup_policy, _policy, "delete, compact, or compact,delete"),
-        ConfigDef("retention.ms", str(_D.retention_ms), _long(-1), "delete segments older than this (-1: never)"),
-        ConfigDef("retention.bytes", str(_D.retention_bytes), _long(-1), "keep at most this many bytes per partition"),
-        ConfigDef("segment.bytes", str(_D.segment_bytes), _long(14), "roll a segment at this size"),
-        ConfigDef("segment.ms", str(_D.segment_ms), _long(1), "roll a segment after this long"),
-        ConfigDef("max.message.bytes", str(_D.max_message_bytes), _long(0), "largest record batch accepted"),
-        ConfigDef("index.interval.bytes", str(_D.index_interval_bytes), _long(0), "bytes between index entries"),
-        ConfigDef("delete.retention.ms", str(_D.delete_retention_ms), _long(0), "how long tombstones are kept"),
-        ConfigDef("message.timestamp.type", "CreateTime", _choice("CreateTime", "LogAppendTime"),
-                  "CreateTime: the producer's timestamps; LogAppendTime: the broker's clock when it appends"),
-        ConfigDef("message.timestamp.before.max.ms", str(_D.message_timestamp_before_max_ms), _long(0),
-                  "CreateTime: refuse records whose timestamp is further than this in the past"),
-        ConfigDef("message.timestamp.after.max.ms", str(_D.message_timestamp_after_max_ms), _long(0),
-                  "CreateTime: refuse records whose timestamp is further than this in the future"),
-        ConfigDef("min.insync.replicas", "1", _long(1), "one replica: always 1"),
-        ConfigDef("compression.type", "producer",
-                  _choice("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
-                  "producer: batches stored as produced; a codec: batches in another codec recompressed on append"),
-        ConfigDef("min.compaction.lag.ms", "0", _long(0), "minimum age before a record can be compacted"),
+        _log("cleanup.policy", _LIST, "cleanup_policy", "delete, compact, or compact,delete",
+             some_of("compact", "delete"), "log.cleanup.policy"),
+        _log("retention.ms", _LONG, "retention_ms", "delete segments older than this (-1: never)", at_least(-1),
+             "log.retention.ms"),
+        _log("retention.bytes", _LONG, "retention_bytes", "keep at most this many bytes per partition",
+             at_least(-1), "log.retention.bytes"),
+        _log("segment.bytes", _INT, "segment_bytes", "roll a segment at this size", at_least(14),
+             "log.segment.bytes"),
+        _log("segment.ms", _LONG, "segment_ms", "roll a segment after this long", at_least(1), "log.roll.ms"),
+        _log("max.message.bytes", _INT, "max_message_bytes", "largest record batch accepted", at_least(0),
+             "message.max.bytes"),
+        _log("index.interval.bytes", _INT, "index_interval_bytes", "bytes between index entries", at_least(0),
+             "log.index.interval.bytes"),
+        _log("delete.retention.ms", _LONG, "delete_retention_ms", "how long tombstones are kept", at_least(0),
+             "log.cleaner.delete.retention.ms"),
+        _log("min.compaction.lag.ms", _LONG, "min_compaction_lag_ms",
+             "compaction leaves a segment alone until its newest record is at least this old", at_least(0),
+             "log.cleaner.min.compaction.lag.ms"),
+        _log("message.timestamp.type", _STRING, "message_timestamp_type",
+             "CreateTime: the producer's timestamps; LogAppendTime: the broker's clock when it appends",
+             one_of("CreateTime", "LogAppendTime"), "log.message.timestamp.type"),
+        _log("message.timestamp.before.max.ms", _LONG, "message_timestamp_before_max_ms",
+             "CreateTime: refuse records whose timestamp is further than this in the past", at_least(0),
+             "log.message.timestamp.before.max.ms"),
+        _log("message.timestamp.after.max.ms", _LONG, "message_timestamp_after_max_ms",
+             "CreateTime: refuse records whose timestamp is further than this in the future", at_least(0),
+             "log.message.timestamp.after.max.ms"),
+        _log("compression.type", _STRING, "compression_type",
+             "producer: batches stored as produced; a codec: batches in another codec recompressed on append",
+             one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), "compression.type"),
+        ConfigDef("min.insync.replicas", _INT, "1", "one replica: always 1", at_least(1)),
     ]
 }
+
+
+def definition(name: str) -> ConfigDef:
+    """The declaration of topic config ``name``. Raises InvalidConfigError for a name no topic takes."""
+    found = CONFIG_DEFS.get(name)
+    if found is None:
+        raise InvalidConfigError(f"unknown topic config {name!r}")
+    return found
 
 
 def validate_configs(configs: dict[str, str | None]) -> dict[str, str]:
     """Check names and values; return the normalized overrides (None means: back to default)."""
     out: dict[str, str] = {}
     for name, value in configs.items():
-        definition = CONFIG_DEFS.get(name)
-        if definition is None:
-            raise InvalidConfigError(f"unknown topic config {name!r}")
-        if value is None:
-            continue
-        parsed = definition.parse(str(value))
-        out[name] = str(parsed)
+        found = definition(name)
+        if value is not None:
+            try:
+                out[name] = found.parse(str(value))
+            except InvalidConfigError as exc:
+                raise InvalidConfigError(f"{name}: {exc}") from None
     return out
 
 
 def log_config(overrides: dict[str, str], defaults: dict[str, str] | None = None) -> LogConfig:
     """A topic's LogConfig: its own overrides, else the broker's dynamic defaults, else Kafka's defaults."""
     defaults = defaults or {}
+    fields = {}
+    for name, d in CONFIG_DEFS.items():
+        if d.field is not None:
+            fields[d.field] = d.typed(overrides.get(name, defaults.get(name, d.default)))
+    return LogConfig(**fields)
 
-    def get(name: str) -> str:
+
+def describe(overrides: Mapping[str, str], inherited: Mapping[str, tuple[str, ConfigSource]] | None = None,
+             keys: set[str] | None = None) -> list[dict]:
+    """DescribeConfigs' entries for a topic (all its configs, or those in ``keys``), sorted by name: its own
+    override, else the value it inherits from the broker's dynamic configs (``inherited``: topic config name ->
+    value and source), else the default."""
+    inherited = inherited or {}
+    out = []
+    for name, d in sorted(CONFIG_DEFS.items()):
+        if keys is not None and name not in keys:
+            continue
         if name in overrides:
-            return overrides[name]
-        return defaults.get(name, CONFIG_DEFS[name].default)
+            value, source = overrides[name], ConfigSource.DYNAMIC_TOPIC
+        else:
+            value, source = inherited.get(name, (d.default, ConfigSource.DEFAULT))
+        out.append(config_entry(name, value, source, d.type, d.doc))
+    return out
 
-    return LogConfig(
-        segment_bytes=int(get("segment.bytes")),
-        segment_ms=int(get("segment.ms")),
-        retention_ms=int(get("retention.ms")),
-        retention_bytes=int(get("retention.bytes")),
-        cleanup_policy=get("cleanup.policy"),
-        max_message_bytes=int(get("max.message.bytes")),
-        index_interval_bytes=int(get("index.interval.bytes")),
-        delete_retention_ms=int(get("delete.retention.ms")),
-        message_timestamp_type=get("message.timestamp.type"),
-        compression_type=get("compression.type"),
-        message_timestamp_before_max_ms=int(get("message.timestamp.before.max.ms")),
-        message_timestamp_after_max_ms=int(get("message.timestamp.after.max.ms")),
-    )
+
+def config_entry(name: str, value: str | None, source: ConfigSource, kind: ConfigType, doc: str | None,
+                 read_only: bool = False) -> dict:
+    """One config as DescribeConfigs answers it (CreateTopics answers the first five fields)."""
+    return {"name": name, "value": value, "read_only": read_only, "config_source": int(source),
+            "is_sensitive": False, "synonyms": [], "config_type": int(kind), "documentation": doc}

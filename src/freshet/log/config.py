@@ -15,6 +15,7 @@ class LogConfig:
     max_message_bytes: int = 1048588  # max.message.bytes (one batch)
     index_interval_bytes: int = 4096  # index.interval.bytes
     delete_retention_ms: int = 24 * 3600 * 1000  # delete.retention.ms (tombstones)
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms: a segment with a newer record is not compacted
     compression_type: str = "producer"  # compression.type: producer (as sent) | uncompressed | gzip | snappy | lz4 | zstd
     message_timestamp_type: str = "CreateTime"  # message.timestamp.type: CreateTime | LogAppendTime
     # CreateTime only: how far a record's timestamp may lie before / after the broker's clock

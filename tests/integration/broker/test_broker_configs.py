@@ -135,3 +135,23 @@ def test_kafka_python_alters_and_describes_broker_configs(own_broker):
 
 def described_value(admin, topic, name):
     return described(admin, ResourceType.TOPIC, topic)[name].value
+
+
+def test_describe_configs_reports_the_declared_types_and_documentation(broker, topic_name):
+    """DescribeConfigs v3+: each config's type and documentation, a broker's log.* default typed as its topic
+    config."""
+    create_topic(broker.bootstrap, topic_name, 1, {"min.compaction.lag.ms": "60000"})
+    with RawConnection(broker.bootstrap) as conn:
+        r = conn.request(32, 4, {"resources": [
+            {"resource_type": 2, "resource_name": topic_name, "configuration_keys": None},
+            {"resource_type": 4, "resource_name": "0", "configuration_keys": ["log.retention.ms",
+                                                                               "log.cleanup.policy", "log.dirs"]}],
+            "include_synonyms": False, "include_documentation": True})
+    topic, node = ({c.name: c for c in result.configs} for result in r.results)
+    assert (topic["min.compaction.lag.ms"].value, topic["min.compaction.lag.ms"].config_source) == ("60000", 1)
+    assert {name: topic[name].config_type for name in ("cleanup.policy", "retention.ms", "segment.bytes",
+                                                       "compression.type")} == {
+        "cleanup.policy": 7, "retention.ms": 5, "segment.bytes": 3, "compression.type": 2}  # LIST LONG INT STRING
+    assert all(c.documentation for c in topic.values())
+    assert {name: (c.config_type, c.read_only) for name, c in node.items()} == {
+        "log.retention.ms": (5, False), "log.cleanup.policy": (7, False), "log.dirs": (2, True)}

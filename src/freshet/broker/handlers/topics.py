@@ -26,69 +26,18 @@ from ..context import Request, RequestContext, Response
 from ..errors import error_code_for
 from ..registry import TopicError
 from ..share_groups import GROUP_CONFIGS, ShareGroupError
-from ..dynamic_config import DYNAMIC as DYNAMIC_BROKER_CONFIGS
-from ..dynamic_config import STATIC as STATIC_BROKER_CONFIGS
-from ..dynamic_config import TOPIC_DEFAULTS, DynamicBrokerConfigs
-from ..dynamic_config import check as dynamic_check
-from ..topic_config import CONFIG_DEFS, InvalidConfigError
+from .. import dynamic_config
+from ..topic_config import CONFIG_DEFS, ConfigSource, ConfigType, InvalidConfigError, config_entry
+from ..topic_config import describe as topic_configs
 
-CONFIG_SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
-CONFIG_SOURCE_BROKER_DYNAMIC = 2  # DYNAMIC_BROKER_CONFIG
-CONFIG_SOURCE_DEFAULT_BROKER_DYNAMIC = 3  # DYNAMIC_DEFAULT_BROKER_CONFIG
-CONFIG_SOURCE_BROKER_STATIC = 4  # STATIC_BROKER_CONFIG
-CONFIG_SOURCE_DEFAULT = 5  # DEFAULT_CONFIG
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_GROUP = 32
-CONFIG_SOURCE_GROUP = 8  # GROUP_CONFIG
 CONFIG_SET, CONFIG_DELETE, CONFIG_APPEND, CONFIG_SUBTRACT = 0, 1, 2, 3
-
-# DescribeConfigs v3+ config types
-_TYPE_STRING, _TYPE_INT, _TYPE_LONG, _TYPE_LIST, _TYPE_BOOLEAN = 2, 3, 5, 7, 1
-_CONFIG_TYPES = {
-    "cleanup.policy": _TYPE_LIST,
-    "message.timestamp.type": _TYPE_STRING,
-    "compression.type": _TYPE_STRING,
-    "min.insync.replicas": _TYPE_INT,
-    "max.message.bytes": _TYPE_INT,
-    "index.interval.bytes": _TYPE_INT,
-    "segment.bytes": _TYPE_INT,
-}
 
 
 # what CreateTopics answers of each config (DescribeConfigs adds synonyms, type and documentation)
 _CREATED_CONFIG_FIELDS = ("name", "value", "read_only", "config_source", "is_sensitive")
-
-
-_DYNAMIC_SOURCE = {"broker": CONFIG_SOURCE_BROKER_DYNAMIC, "cluster": CONFIG_SOURCE_DEFAULT_BROKER_DYNAMIC}
-_DEFAULT_OF = {topic_name: broker_name for broker_name, topic_name in TOPIC_DEFAULTS.items()}
-
-
-def topic_configs(topic_overrides: dict[str, str], keys=None, dynamic: DynamicBrokerConfigs | None = None) -> list[dict]:
-    """A topic's configs: its own overrides, else the broker's dynamic defaults, else Kafka's defaults, each
-    with where its value comes from."""
-    out = []
-    for name, definition in sorted(CONFIG_DEFS.items()):
-        if keys is not None and name not in keys:
-            continue
-        value, source = definition.default, CONFIG_SOURCE_DEFAULT
-        broker_name = _DEFAULT_OF.get(name)
-        where = dynamic.source(broker_name) if dynamic is not None and broker_name else None
-        if name in topic_overrides:
-            value, source = topic_overrides[name], CONFIG_SOURCE_TOPIC
-        elif where is not None:
-            value, source = dynamic.effective()[broker_name], _DYNAMIC_SOURCE[where]
-        out.append({
-            "name": name,
-            "value": value,
-            "read_only": False,
-            "config_source": source,
-            "is_sensitive": False,
-            "synonyms": [],
-            "config_type": _CONFIG_TYPES.get(name, _TYPE_LONG),
-            "documentation": definition.doc,
-        })
-    return out
 
 
 def create_topics(ctx: RequestContext, request: Request) -> dict:
@@ -126,7 +75,7 @@ def create_topics(ctx: RequestContext, request: Request) -> dict:
                 result["topic_id"] = topic.topic_id
             result.update(num_partitions=partitions, replication_factor=1,
                           configs=[{k: c[k] for k in _CREATED_CONFIG_FIELDS}
-                                   for c in topic_configs(overrides, dynamic=ctx.broker.dynamic)])
+                                   for c in topic_configs(overrides, ctx.broker.dynamic.inherited())])
         except TopicError as exc:
             result.update(error_code=exc.error_code, error_message=str(exc))
         results.append(result)
@@ -179,45 +128,6 @@ def create_partitions(ctx: RequestContext, request: Request) -> dict:
     return {"throttle_time": 0, "results": results}
 
 
-def _static_broker_configs(broker) -> dict[str, str]:
-    """What the broker was started with (read-only), and the start-up value of each dynamic config."""
-    c = broker.config
-    static = {
-        "auto.create.topics.enable": str(c.auto_create_topics).lower(),
-        "socket.request.max.bytes": str(c.max_request_bytes),
-        "connections.max.idle.ms": str(int(c.idle_timeout_s * 1000)),
-        "log.dirs": c.data_dir,
-        "broker.id": str(c.node_id),
-        "num.partitions": str(c.default_partitions),
-        "log.cleaner.backoff.ms": str(c.cleaner_interval_ms),
-    }
-    for broker_name, topic_name in TOPIC_DEFAULTS.items():
-        static[broker_name] = CONFIG_DEFS[topic_name].default
-    return static
-
-
-def _broker_configs(broker, level: str, keys: set[str] | None) -> list[dict]:
-    """DescribeConfigs of a BROKER resource: this broker (its id) shows every config with its source;
-    the cluster default ("") only what is set dynamically at that level, as Kafka does."""
-    dynamic = broker.dynamic
-    out = []
-    if level == dynamic.CLUSTER:
-        values = {k: (v, CONFIG_SOURCE_DEFAULT_BROKER_DYNAMIC) for k, v in dynamic.levels[level].items()}
-    else:
-        static = _static_broker_configs(broker)
-        values = {k: (v, CONFIG_SOURCE_BROKER_STATIC if k in ("num.partitions", "log.cleaner.backoff.ms")
-                      or k in STATIC_BROKER_CONFIGS else CONFIG_SOURCE_DEFAULT) for k, v in static.items()}
-        for k, v in dynamic.effective().items():
-            values[k] = (v, _DYNAMIC_SOURCE[dynamic.source(k)])
-    for name, (value, source) in sorted(values.items()):
-        if keys is None or name in keys:
-            out.append({"name": name, "value": value, "read_only": name not in DYNAMIC_BROKER_CONFIGS,
-                        "config_source": source, "is_sensitive": False, "synonyms": [],
-                        "config_type": _CONFIG_TYPES.get(TOPIC_DEFAULTS.get(name, name), _TYPE_STRING),
-                        "documentation": None})
-    return out
-
-
 def _broker_level(broker, name: str) -> str:
     """The level a BROKER resource names: "" (the cluster default) or this broker's id."""
     if name not in ("", str(broker.config.node_id)):
@@ -242,14 +152,14 @@ def _alter_broker(broker, name: str, changes: list[tuple[str, int, str | None]],
                 values.pop(key, None)
                 continue
             if operation in (CONFIG_APPEND, CONFIG_SUBTRACT):
-                if key != "log.cleanup.policy":
+                if not dynamic_config.is_list(key):
                     raise InvalidConfigError(f"{key} is not a list: APPEND and SUBTRACT do not apply")
-                value = _list_change(values.get(key, CONFIG_DEFS["cleanup.policy"].default), operation, value)
+                value = _list_change(values.get(key, dynamic_config.default(key)), operation, value)
             elif operation != CONFIG_SET:
                 raise InvalidConfigError(f"unknown config operation {operation}")
             if value is None:
                 raise InvalidConfigError(f"{key}: SET needs a value")
-            values[key] = dynamic_check(key, value)
+            values[key] = dynamic_config.check(key, value)
     except InvalidConfigError as exc:
         code = ErrorCode.invalid_request if "cannot be updated dynamically" in str(exc) else ErrorCode.invalid_config
         raise TopicError(code, str(exc)) from None
@@ -273,9 +183,9 @@ def describe_configs(ctx: RequestContext, request: Request) -> dict:
                 result.update(error_code=ErrorCode.unknown_topic_or_partition,
                               error_message=f"topic {resource.resource_name!r} does not exist")
             else:
-                result["configs"] = topic_configs(topic.configs, keys, broker.dynamic)
+                result["configs"] = topic_configs(topic.configs, broker.dynamic.inherited(), keys)
         elif resource.resource_type == RESOURCE_BROKER and resource.resource_name in ("", str(broker.config.node_id)):
-            result["configs"] = _broker_configs(broker, resource.resource_name, keys)
+            result["configs"] = broker.dynamic.describe(broker.config, resource.resource_name, keys)
         elif resource.resource_type == RESOURCE_GROUP:
             result["configs"] = _group_configs(broker, resource.resource_name, keys)
         else:
@@ -295,9 +205,9 @@ def _group_configs(broker, group_id: str, keys: set[str] | None) -> list[dict]:
         if keys is not None and name not in keys:
             continue
         own = group.configs.get(name) if group is not None else None
-        out.append({"name": name, "value": own if own is not None else str(getattr(coordinator.settings, attr)),
-                    "read_only": False, "config_source": CONFIG_SOURCE_GROUP if own is not None else CONFIG_SOURCE_DEFAULT,
-                    "is_sensitive": False, "synonyms": [], "config_type": _TYPE_STRING, "documentation": None})
+        out.append(config_entry(name, own if own is not None else str(getattr(coordinator.settings, attr)),
+                                ConfigSource.GROUP if own is not None else ConfigSource.DEFAULT, ConfigType.STRING,
+                                None))
     return out
 
 
@@ -349,9 +259,6 @@ def incremental_alter_configs(ctx: RequestContext, request: Request) -> Response
     return broker.group_commit.answer_when_durable(body, (broker.share_groups.state, max(waits)))
 
 
-_LIST_CONFIGS = {"cleanup.policy"}
-
-
 def _list_change(current: str, operation: int, value: str | None) -> str:
     """A list config (cleanup.policy) after APPEND or SUBTRACT of ``value``'s comma-separated items."""
     items = [v for v in current.split(",") if v]
@@ -376,6 +283,7 @@ def _alter_topic(broker, name: str, changes: list[tuple[str, int, str | None]], 
         seen.add(key)
         if key not in CONFIG_DEFS:
             raise TopicError(ErrorCode.invalid_config, f"unknown topic config {key!r}")
+        definition = CONFIG_DEFS[key]
         if operation == CONFIG_SET:
             if value is None:
                 raise TopicError(ErrorCode.invalid_config, f"{key}: SET needs a value")
@@ -383,9 +291,9 @@ def _alter_topic(broker, name: str, changes: list[tuple[str, int, str | None]], 
         elif operation == CONFIG_DELETE:
             overrides.pop(key, None)
         elif operation in (CONFIG_APPEND, CONFIG_SUBTRACT):
-            if key not in _LIST_CONFIGS:
+            if not definition.is_list:
                 raise TopicError(ErrorCode.invalid_config, f"{key} is not a list: APPEND and SUBTRACT do not apply")
-            overrides[key] = _list_change(overrides.get(key, CONFIG_DEFS[key].default), operation, value)
+            overrides[key] = _list_change(overrides.get(key, definition.default), operation, value)
             if not overrides[key]:
                 raise TopicError(ErrorCode.invalid_config, f"{key} cannot be empty")
         else:

@@ -1,0 +1,126 @@
+"""Topic configs are declared once (topic_config.CONFIG_DEFS); validation, list-ness, the broker's log.* synonyms,
+the LogConfig and the DescribeConfigs answers are derived from the declarations."""
+
+import dataclasses
+
+import pytest
+
+from freshet.broker import dynamic_config
+from freshet.broker.config import BrokerConfig
+from freshet.broker.dynamic_config import DynamicBrokerConfigs
+from freshet.broker.topic_config import (CONFIG_DEFS, ConfigSource, ConfigType, InvalidConfigError, describe,
+                                         log_config, validate_configs)
+from freshet.log import LogConfig
+
+
+def test_every_log_setting_is_declared_once_with_the_logs_default():
+    fields = [d.field for d in CONFIG_DEFS.values() if d.field is not None]
+    assert sorted(fields) == sorted(f.name for f in dataclasses.fields(LogConfig))
+    assert log_config({}) == LogConfig()
+    for d in CONFIG_DEFS.values():
+        if d.field is not None:
+            assert d.default == str(getattr(LogConfig(), d.field)), d.name
+
+
+def test_a_topic_override_wins_over_the_broker_default_which_wins_over_kafkas():
+    config = log_config({"retention.ms": "1000", "min.compaction.lag.ms": "5000"},
+                        {"retention.ms": "2000", "segment.bytes": "4096", "cleanup.policy": "compact"})
+    assert (config.retention_ms, config.segment_bytes, config.cleanup_policy) == (1000, 4096, "compact")
+    assert config.min_compaction_lag_ms == 5000
+    assert config.delete_retention_ms == LogConfig().delete_retention_ms
+
+
+@pytest.mark.parametrize("name, value, normalized", [
+    ("cleanup.policy", "delete, compact", "compact,delete"),
+    ("cleanup.policy", "compact,compact", "compact"),
+    ("retention.ms", "-1", "-1"),
+    ("retention.ms", str(2**63 - 1), str(2**63 - 1)),
+    ("segment.bytes", str(2**31 - 1), str(2**31 - 1)),
+    ("min.compaction.lag.ms", "0600", "600"),
+    ("compression.type", "zstd", "zstd"),
+])
+def test_values_are_normalized_by_their_type(name, value, normalized):
+    assert validate_configs({name: value}) == {name: normalized}
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("retention.ms", "soon", "retention.ms: 'soon' is not a whole number"),
+    ("retention.ms", "-2", "retention.ms: -2 is below the minimum -1"),
+    ("message.timestamp.after.max.ms", str(2**63), "is larger than a long"),
+    ("segment.bytes", str(2**31), "segment.bytes: 2147483648 is larger than an int"),  # an INT, as in Kafka
+    ("segment.bytes", "13", "below the minimum 14"),
+    ("cleanup.policy", "shred", "cleanup.policy: 'shred': expected one or more of compact, delete"),
+    ("cleanup.policy", " , ", "expected one or more"),
+    ("message.timestamp.type", "WallClock", "'WallClock' is not one of CreateTime, LogAppendTime"),
+    ("min.compaction.lag.ms", "-1", "min.compaction.lag.ms: -1 is below the minimum 0"),
+    ("no.such.config", "1", "unknown topic config 'no.such.config'"),
+])
+def test_bad_values_are_refused_naming_the_config(name, value, message):
+    with pytest.raises(InvalidConfigError, match=message):
+        validate_configs({"retention.ms": "5", name: value})
+
+
+def test_only_cleanup_policy_is_a_list():
+    assert [d.name for d in CONFIG_DEFS.values() if d.is_list] == ["cleanup.policy"]
+    assert dynamic_config.is_list("log.cleanup.policy") and not dynamic_config.is_list("log.retention.ms")
+    assert not dynamic_config.is_list("num.partitions")
+
+
+def test_the_broker_synonyms_are_kafkas():
+    assert dynamic_config.TOPIC_DEFAULTS == {
+        "log.cleanup.policy": "cleanup.policy", "log.retention.ms": "retention.ms",
+        "log.retention.bytes": "retention.bytes", "log.segment.bytes": "segment.bytes", "log.roll.ms": "segment.ms",
+        "message.max.bytes": "max.message.bytes", "log.index.interval.bytes": "index.interval.bytes",
+        "log.cleaner.delete.retention.ms": "delete.retention.ms",
+        "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+        "log.message.timestamp.type": "message.timestamp.type",
+        "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+        "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+        "compression.type": "compression.type",
+    }
+    assert dynamic_config.check("log.roll.ms", "0100") == "100"
+    with pytest.raises(InvalidConfigError, match="log.segment.bytes: 1 is below the minimum 14"):
+        dynamic_config.check("log.segment.bytes", "1")
+    with pytest.raises(InvalidConfigError, match="cannot be updated dynamically"):
+        dynamic_config.check("log.dirs", "/elsewhere")
+    with pytest.raises(InvalidConfigError, match="unknown broker config"):
+        dynamic_config.check("retention.ms", "1")  # the topic's name is not the broker's
+
+
+def test_describe_a_topic_gives_each_configs_type_source_and_doc():
+    entries = {e["name"]: e for e in describe({"retention.ms": "1000"},
+                                              {"segment.bytes": ("4096", ConfigSource.DYNAMIC_DEFAULT_BROKER)})}
+    assert sorted(entries) == sorted(CONFIG_DEFS)
+    assert (entries["retention.ms"]["value"], entries["retention.ms"]["config_source"]) == ("1000", 1)
+    assert (entries["segment.bytes"]["value"], entries["segment.bytes"]["config_source"]) == ("4096", 3)
+    assert (entries["delete.retention.ms"]["value"], entries["delete.retention.ms"]["config_source"]) == (
+        "86400000", 5)
+    types = {name: e["config_type"] for name, e in entries.items()}
+    assert types["cleanup.policy"] == ConfigType.LIST == 7
+    assert types["retention.ms"] == types["min.compaction.lag.ms"] == ConfigType.LONG == 5
+    assert types["segment.bytes"] == types["min.insync.replicas"] == ConfigType.INT == 3
+    assert types["compression.type"] == ConfigType.STRING == 2
+    assert all(e["documentation"] for e in entries.values())
+    assert [e["name"] for e in describe({}, keys={"segment.ms", "nope"})] == ["segment.ms"]
+
+
+def test_describe_the_broker_types_its_topic_defaults_as_the_topic_configs(tmp_path):
+    dynamic = DynamicBrokerConfigs(str(tmp_path / "broker-configs.json"), 0)
+    dynamic.replace(dynamic.CLUSTER, {"log.retention.ms": "60000"})
+    dynamic.replace("0", {"num.partitions": "3"})
+    config = BrokerConfig(data_dir=str(tmp_path), default_partitions=1)
+    entries = {e["name"]: e for e in dynamic.describe(config, "0")}
+    assert set(dynamic_config.TOPIC_DEFAULTS) | set(dynamic_config.BROKER_SETTINGS) == set(entries)
+    assert (entries["log.retention.ms"]["value"], entries["log.retention.ms"]["config_source"],
+            entries["log.retention.ms"]["config_type"]) == ("60000", 3, ConfigType.LONG)
+    assert (entries["num.partitions"]["value"], entries["num.partitions"]["config_source"]) == ("3", 2)
+    assert (entries["log.dirs"]["value"], entries["log.dirs"]["config_source"]) == (str(tmp_path), 4)
+    assert entries["log.dirs"]["read_only"] and not entries["log.cleanup.policy"]["read_only"]
+    assert entries["log.cleanup.policy"]["config_type"] == ConfigType.LIST
+    assert entries["auto.create.topics.enable"] | {"value": "false", "config_type": ConfigType.BOOLEAN} == \
+        entries["auto.create.topics.enable"]
+    assert entries["listeners"]["value"] == "PLAINTEXT://127.0.0.1:9092"
+    assert entries["advertised.listeners"]["value"] is None  # not set: each listener advertises itself
+    assert [e["name"] for e in dynamic.describe(config, dynamic.CLUSTER)] == ["log.retention.ms"]
+    inherited = dynamic.inherited()
+    assert inherited == {"retention.ms": ("60000", ConfigSource.DYNAMIC_DEFAULT_BROKER)}
