@@ -27,6 +27,7 @@ from .buffer import EndpointStats, LogBuffer, TopicCatalog
 from .rest_proxy import (
     ShapeError,
     split_concatenated,
+    v2_failure,
     v2_format,
     v2_records,
     v3_record,
@@ -259,7 +260,7 @@ class V3Records(IngestRoute):
             return await _refuse(ingest, send, exc)
         if partitions is None:
             stats.malformed += 1
-            return await _refuse(ingest, send, ShapeError(404, f"Topic '{topic}' not found."))
+            return await _refuse(ingest, send, ShapeError(404, f"Topic '{topic}' not found.", 40403))
         try:
             if _header(scope, b"content-length") is None:
                 return await self._stream(scope, receive, send, topic, partitions)
@@ -404,9 +405,8 @@ class V2Records(IngestRoute):
         offsets = []
         for result in delivery.results:
             outcome = ingest.outcome(result)
-            if isinstance(outcome, ShapeError):  # error_code 1: retriable, 2: not (the REST Proxy's codes)
-                offsets.append({"partition": None, "offset": None,
-                                "error_code": 1 if outcome.status in (429, 503) else 2, "error": outcome.message})
+            if isinstance(outcome, ShapeError):
+                offsets.append(v2_failure(outcome))
             else:
                 offsets.append({"partition": outcome[0], "offset": outcome[1], "error_code": None, "error": None})
         await respond(send, 200, orjson.dumps({"offsets": offsets, "key_schema_id": None, "value_schema_id": None}),

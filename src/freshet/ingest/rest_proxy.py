@@ -6,8 +6,10 @@ concatenated in one request body (streaming mode), each answered by a delivery r
 ``error_code`` (200 = written). Embedded types BINARY (base64), JSON and STRING; the schema-registry types
 (AVRO, PROTOBUF, JSONSCHEMA) need a schema registry, which Freshet does not have, and get 400.
 v2 (``POST /topics/{topic}``): ``{"records": [{"key", "value", "partition"}]}``, the embedded format taken
-from the Content-Type (``application/vnd.kafka.json.v2+json``, ``...binary.v2+json``; plain
-``application/json`` and ``application/vnd.kafka.v2+json`` mean binary, as in the REST Proxy).
+from the Content-Type (``application/vnd.kafka.json.v2+json``, ``...binary.v2+json``; plain ``application/json``
+means binary); ``application/vnd.kafka.v2+json`` names no embedded format and is refused with 415, as the REST
+Proxy refuses it for produce. Each record's answer carries the REST Proxy's ``error_code``: null when written,
+1 when it failed for good (a record too large), 2 when retrying may succeed (the buffer full, the log away).
 """
 
 from __future__ import annotations
@@ -89,7 +91,8 @@ def _v3_data(data, what: str) -> tuple[bytes | None, str | None]:
         raise ShapeError(400, f"{what} must be an object: {{\"type\": ..., \"data\": ...}}")
     kind = data.get("type", "JSON")
     if kind == "JSON" and len(data) == 2 and "data" in data and "type" in data:  # the usual shape, checked at once
-        return orjson.dumps(data["data"]), kind
+        payload = data["data"]
+        return (None if payload is None else orjson.dumps(payload)), kind  # JSON null: a null value (tombstone)
     if not isinstance(kind, str):
         raise ShapeError(400, f"{what}.type must be a string")
     kind = kind.upper()
@@ -101,10 +104,10 @@ def _v3_data(data, what: str) -> tuple[bytes | None, str | None]:
     if "data" not in data:
         raise ShapeError(400, f"{what} has no data")
     payload = data["data"]
-    if kind == "JSON":
-        return orjson.dumps(payload), kind
     if payload is None:
         return None, kind
+    if kind == "JSON":
+        return orjson.dumps(payload), kind
     if not isinstance(payload, str):
         raise ShapeError(400, f"{what}.data must be a string for type {kind}")
     if kind == "STRING":
@@ -238,15 +241,28 @@ def v2_format(content_type: str | None) -> str:
     """'json' or 'binary' from a v2 Content-Type; ShapeError(415) for what needs a schema registry or is
     not JSON at all."""
     ct = (content_type or "application/json").split(";")[0].strip().lower()
-    if ct in ("application/json", "application/vnd.kafka.v2+json", "application/vnd.kafka+json",
-              "application/vnd.kafka.binary.v2+json", "application/vnd.kafka.binary+json", "application/octet-stream"):
+    if ct in ("application/json", "application/vnd.kafka.binary.v2+json", "application/vnd.kafka.binary+json",
+              "application/octet-stream"):
         return "binary"
+    if ct in ("application/vnd.kafka.v2+json", "application/vnd.kafka+json"):
+        raise ShapeError(415, f"{ct} has no embedded format: produce with application/vnd.kafka.json.v2+json"
+                              f" (JSON values) or application/vnd.kafka.binary.v2+json (base64)", 415)
     if ct in ("application/vnd.kafka.json.v2+json", "application/vnd.kafka.json+json"):
         return "json"
     if any(f".{k}." in ct or f".{k}+" in ct for k in ("avro", "protobuf", "jsonschema")):
         raise ShapeError(415, f"{ct}: schema formats need a schema registry, which Freshet does not have;"
                               f" use application/vnd.kafka.json.v2+json or ...binary.v2+json", 415)
     raise ShapeError(415, f"unsupported Content-Type {ct!r}", 415)
+
+
+RETRIABLE_STATUSES = (429, 503)  # the buffer is full, the log unreachable or too slow: the same request may succeed
+
+
+def v2_failure(error: ShapeError) -> dict:
+    """A v2 answer's entry for a record that was not written, with the REST Proxy's error_code: 1 when it
+    failed for good (a record too large, refused by the log), 2 when retrying may succeed."""
+    return {"partition": None, "offset": None, "error_code": 2 if error.status in RETRIABLE_STATUSES else 1,
+            "error": error.message}
 
 
 def v2_records(body, embedded: str, partitions: int, path_partition: int | None = None) -> list[OutgoingRecord]:

@@ -68,7 +68,8 @@ def test_v3_one_record_concatenated_records_and_a_stream_land_where_the_reports_
 def test_v3_refusals_carry_the_rest_proxy_codes_and_write_nothing(broker, topic_name, http):
     create_topic(broker.bootstrap, topic_name, 1)
     path = f"/v3/clusters/c/topics/{topic_name}/records"
-    assert http.post("/v3/clusters/c/topics/no-such-topic/records", json={"value": {"data": 1}}).status_code == 404
+    missing = http.post("/v3/clusters/c/topics/no-such-topic/records", json={"value": {"data": 1}})
+    assert (missing.status_code, missing.json()["error_code"]) == (404, 40403)  # the REST Proxy's v3 code
     r = http.post(path, content=b'{"value": {"data": 1}}', headers={"content-type": "text/plain"})
     assert (r.status_code, r.json()["error_code"]) == (415, 415)
     for body, status, words in ((b'{"value": {"data": ', 400, "malformed JSON"),
@@ -106,6 +107,28 @@ def test_v2_json_and_binary_records_and_refusals(broker, topic_name, http):
         assert (r.status_code, r.json()["error_code"]) == (status, code)
     values = sorted(v for _, _, _, v, _ in read_messages(broker.bootstrap, topic_name, 2))
     assert values == sorted([b'{"a":1}', b"[1,2]", b"\x00bin"])
+
+
+def test_rest_proxy_details_tombstones_record_errors_and_a_missing_embedded_format(broker, topic_name, http):
+    create_topic(broker.bootstrap, topic_name, 1)
+    # v3 JSON null: a tombstone (null value), as the REST Proxy writes it, not the 4 bytes "null"
+    r = http.post(f"/v3/clusters/c/topics/{topic_name}/records",
+                  json={"key": {"type": "STRING", "data": "gone"}, "value": {"type": "JSON", "data": None}})
+    assert r.status_code == 200 and "value" not in r.json()
+    # v2: a record too large fails alone, with error_code 1 (non-retriable); the others are written
+    big = "x" * 1_100_000
+    r = http.post(f"/topics/{topic_name}", headers=V2_JSON, json={"records": [{"value": "small"}, {"value": big}]})
+    assert r.status_code == 200
+    ok, too_large = r.json()["offsets"]
+    assert ok["error_code"] is None and ok["offset"] is not None
+    assert (too_large["error_code"], too_large["offset"]) == (1, None) and "too large" in too_large["error"].lower()
+    # v2 produce without an embedded format: 415 with the REST Proxy's JSON error body, nothing written
+    r = http.post(f"/topics/{topic_name}", headers={"content-type": "application/vnd.kafka.v2+json"},
+                  json={"records": [{"value": "aGk="}]})
+    assert r.status_code == 415 and r.headers["content-type"] == "application/vnd.kafka.v2+json"
+    assert r.json()["error_code"] == 415 and "embedded format" in r.json()["message"]
+    assert [(k, v) for _, _, k, v, _ in read_messages(broker.bootstrap, topic_name, 1)] == [(b"gone", None),
+                                                                                         (None, b'"small"')]
 
 
 def test_syslog_over_udp_and_tcp_and_statsd_arrive_parsed(broker, ingest):

@@ -5,7 +5,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from freshet.ingest.rest_proxy import ShapeError, V3Reports, split_concatenated, v2_format, v2_records, v3_record
+from freshet.ingest.rest_proxy import (
+    ShapeError,
+    V3Reports,
+    split_concatenated,
+    v2_failure,
+    v2_format,
+    v2_records,
+    v3_record,
+)
 
 
 def test_v3_types_headers_partition_and_timestamp():
@@ -18,6 +26,15 @@ def test_v3_types_headers_partition_and_timestamp():
     r = v3_record({"value": {"data": {"a": [1, 2]}}}, partitions=1)  # type defaults to JSON
     assert (r.key, r.value, r.partition, r.value_type) == (None, b'{"a":[1,2]}', -1, "JSON")
     assert v3_record({}, 1).value is None  # no value: a tombstone
+
+
+@pytest.mark.parametrize("obj", [{"key": {"type": "JSON", "data": None}, "value": {"type": "JSON", "data": None}},
+                                 {"key": {"data": None}, "value": {"data": None}}])
+def test_v3_json_null_is_a_null_key_or_value_not_the_text_null(obj):
+    r = v3_record(obj, 1)  # the REST Proxy writes a tombstone, not the 4 bytes "null"
+    assert (r.key, r.value) == (None, None)
+    line = orjson.loads(V3Reports("c", "t").written(r, 0, 1, 0))
+    assert "key" not in line and "value" not in line
 
 
 @pytest.mark.parametrize("obj", [{"value": {"data": {"a": 1}}}, {"key": {"type": "STRING", "data": "k\u00e9"}},
@@ -63,11 +80,15 @@ def test_concatenated_json_split_and_incomplete_versus_malformed():
 def test_v2_formats_and_records():
     assert v2_format("application/vnd.kafka.json.v2+json") == "json"
     assert v2_format("application/vnd.kafka.binary.v2+json; charset=utf-8") == "binary"
-    assert v2_format("application/json") == "binary"  # as the REST Proxy: no embedded format means binary
-    for ct in ("application/vnd.kafka.avro.v2+json", "text/plain"):
+    assert v2_format("application/json") == "binary"
+    for ct in ("application/vnd.kafka.avro.v2+json", "text/plain", "application/vnd.kafka.v2+json",
+               "application/vnd.kafka+json; charset=utf-8"):
         with pytest.raises(ShapeError) as info:
             v2_format(ct)
-        assert info.value.status == 415
+        assert info.value.status == 415 and info.value.body()["error_code"] == 415
+    with pytest.raises(ShapeError) as info:  # produce needs an embedded format (REST Proxy: 415)
+        v2_format("application/vnd.kafka.v2+json")
+    assert "application/vnd.kafka.json.v2+json" in info.value.message
     rs = v2_records({"records": [{"key": "k", "value": {"a": 1}, "partition": 1}, {"value": None}]}, "json", 2)
     assert [(r.key, r.value, r.partition) for r in rs] == [(b'"k"', b'{"a":1}', 1), (None, None, -1)]
     rs = v2_records({"records": [{"value": "aGk="}]}, "binary", 1, path_partition=0)
@@ -77,6 +98,13 @@ def test_v2_formats_and_records():
         with pytest.raises(ShapeError) as info:
             v2_records(body, "binary", 1)
         assert info.value.code == code
+
+
+@pytest.mark.parametrize("status, code", [(413, 1), (400, 1), (404, 1), (500, 1), (429, 2), (503, 2)])
+def test_v2_per_record_error_codes_are_the_rest_proxys(status, code):
+    # REST Proxy v2: error_code 1 = non-retriable (a record too large), 2 = retriable (retrying may succeed)
+    entry = v2_failure(ShapeError(status, "why"))
+    assert entry == {"partition": None, "offset": None, "error_code": code, "error": "why"}
 
 
 json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.text(alphabet="{}[]\" \n\\aé:,", max_size=8),
