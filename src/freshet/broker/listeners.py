@@ -53,10 +53,21 @@ class SecurityConfig:
     ssl_cafile: str | None = None  # CAs whose client certificates are trusted (mutual TLS)
     ssl_client_auth: str = "none"  # none, requested, required (ssl.client.auth)
     sasl_mechanisms: tuple[str, ...] = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+    # authorizer.class.name: whether requests are authorized against ACLs (and the ACL APIs work); None: when
+    # some listener authenticates its clients (SASL, or TLS with required client certificates)
+    authorizer: bool | None = None
     super_users: tuple[str, ...] = ()  # principals allowed everything (super.users)
-    allow_everyone_if_no_acl_found: bool | None = None  # None: only when no listener authenticates
+    allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found: a resource no ACL names is open
     reauth_ms: int = 0  # connections.max.reauth.ms (0: sessions do not expire)
     max_failed_authentications: int = 30  # per client address within a minute; then attempts are refused
+
+    def authorizes(self, listeners: list[Listener]) -> bool:
+        """Whether the broker authorizes requests against ACLs: as asked (``--authorizer``), else once some
+        listener authenticates its clients."""
+        if self.authorizer is not None:
+            return self.authorizer
+        return (any(l.sasl for l in listeners)
+                or (self.ssl_client_auth == "required" and any(l.tls for l in listeners)))
 
     def server_context(self) -> ssl.SSLContext:
         if not (self.ssl_certfile and self.ssl_keyfile):

@@ -100,13 +100,14 @@ class Broker:
         security_dir = os.path.join(config.data_dir, "security")
         self.credentials = CredentialStore(os.path.join(security_dir, "scram-credentials.json"))
         self.failed_logins = FailedLogins(security.max_failed_authentications)
-        # ACLs are enforced once some listener authenticates its clients (SASL, or TLS with required certificates)
+        # ACLs are enforced with --authorizer, or by default once some listener authenticates its clients
         self.authorizer: Authorizer | None = None
-        if any(l.sasl for l in self.listeners) or (security.ssl_client_auth == "required"
-                                                    and any(l.tls for l in self.listeners)):
-            allow = security.allow_everyone_if_no_acl_found
+        if security.authorizes(self.listeners):
             self.authorizer = Authorizer(os.path.join(security_dir, "acls.json"), set(security.super_users),
-                                         bool(allow) if allow is not None else False)
+                                         security.allow_everyone_if_no_acl_found)
+        elif security.super_users or security.allow_everyone_if_no_acl_found:
+            log.warning("no authorizer (freshet broker start --authorizer): --super-user and "
+                        "--allow-everyone-if-no-acl-found have no effect, every client may do everything")
         self.bound: dict[Listener, int] = {}  # listener -> the port it is bound to
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: dict[asyncio.Task, Connection] = {}

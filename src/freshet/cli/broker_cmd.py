@@ -68,9 +68,13 @@ def broker() -> None:
 @click.option("--ssl-cafile", default=None, help="CAs trusted for client certificates (mutual TLS).")
 @click.option("--ssl-client-auth", default="none", show_default=True, type=click.Choice(["none", "requested", "required"]))
 @click.option("--sasl-mechanisms", default="SCRAM-SHA-256,SCRAM-SHA-512,PLAIN", show_default=True)
+@click.option("--authorizer/--no-authorizer", default=None,
+              help="Authorize every request against ACLs (Kafka's authorizer.class.name); plaintext clients are "
+                   "User:ANONYMOUS. Default: on when a listener authenticates its clients (SASL, or TLS with "
+                   "--ssl-client-auth required); without it the ACL APIs answer SECURITY_DISABLED.")
 @click.option("--super-user", "super_users", multiple=True, help="A principal allowed everything (User:admin).")
-@click.option("--allow-everyone-if-no-acl-found/--no-allow-everyone-if-no-acl-found", default=None,
-              help="Whether a resource no ACL names is open to all (default: no, once a listener authenticates).")
+@click.option("--allow-everyone-if-no-acl-found/--no-allow-everyone-if-no-acl-found", default=False,
+              show_default=True, help="With an authorizer: a resource no ACL names is open to every principal.")
 @click.option("--reauth-ms", default=0, show_default=True, type=int,
               help="connections.max.reauth.ms: SASL sessions expire after this and clients re-authenticate.")
 @click.option("--max-failed-authentications", default=30, show_default=True, type=int,
@@ -85,7 +89,7 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
           share_record_lock_duration_ms: int, share_delivery_count_limit: int, share_session_timeout_ms: int,
           share_auto_offset_reset: str, listeners: tuple[str, ...], ssl_certfile: str | None,
           ssl_keyfile: str | None, ssl_cafile: str | None, ssl_client_auth: str, sasl_mechanisms: str,
-          super_users: tuple[str, ...], allow_everyone_if_no_acl_found: bool | None, reauth_ms: int,
+          authorizer: bool | None, super_users: tuple[str, ...], allow_everyone_if_no_acl_found: bool, reauth_ms: int,
           max_failed_authentications: int, log_level: str) -> None:
     """Start a broker in the foreground (Ctrl-C stops it cleanly)."""
     from freshet.broker import run_broker
@@ -112,7 +116,7 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
         sys.exit(1)
     security = SecurityConfig(ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_cafile=ssl_cafile,
                               ssl_client_auth=ssl_client_auth, sasl_mechanisms=mechanisms,
-                              super_users=tuple(super_users),
+                              authorizer=authorizer, super_users=tuple(super_users),
                               allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found, reauth_ms=reauth_ms,
                               max_failed_authentications=max_failed_authentications)
     if any(l.tls for l in parsed):

@@ -10,9 +10,10 @@ import sys
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, ShareConsumer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, ShareConsumer
 from confluent_kafka.admin import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -429,3 +430,116 @@ def test_an_expired_session_is_closed_unless_the_client_reauthenticates(tmp_path
             assert p.flush(10) == 0
             time.sleep(1.0)
         assert b.log_tail(1000).count("after its session expired") == closed_before
+
+
+def test_refused_user_requests_name_each_user(secured):
+    """As Kafka: a refused AlterUserScramCredentials / DescribeUserScramCredentials carries one result per user,
+    each CLUSTER_AUTHORIZATION_FAILED with Kafka's message, and changes nothing."""
+    store = secured.data_dir + "/security/scram-credentials.json"
+    before = open(store).read()
+    with RawConnection(secured.bootstrap_for("PLAINTEXT")) as conn:  # User:ANONYMOUS, no ACL for it
+        altered = conn.request(51, 0, {"deletions": [{"name": "alice", "mechanism": 1}], "upsertions": [
+            {"name": "eve", "mechanism": 1, "iterations": 4096, "salt": b"s", "salted_password": b"p"}]})
+        assert [(r.user, r.error_code, r.error_message) for r in altered.results] == [
+            ("alice", ErrorCode.cluster_authorization_failed, "Cluster authorization failed."),
+            ("eve", ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")]
+        described = conn.request(50, 0, {"users": [{"name": "alice"}, {"name": "ghost"}]})
+        assert (described.error_code, described.error_message) == (ErrorCode.cluster_authorization_failed,
+                                                                   "Cluster authorization failed.")
+        assert [(r.user, r.error_code, r.error_message, r.credential_infos) for r in described.results] == [
+            (user, ErrorCode.cluster_authorization_failed, "Cluster authorization failed.", ())
+            for user in ("alice", "ghost")]
+    assert open(store).read() == before
+
+
+def _acl(name, operation, permission=AclPermissionType.ALLOW, principal="User:ANONYMOUS"):
+    return AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, principal, "*", operation, permission)
+
+
+def _produce_error(bootstrap, name):
+    """The delivery error code of one record produced to ``name`` (None: delivered)."""
+    errors = []
+    p = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 5000, "log_level": 0})
+    p.produce(name, b"x", on_delivery=lambda err, msg: errors.append(err.code() if err else None))
+    p.flush(15)
+    return errors[0]
+
+
+def test_acl_apis_without_an_authorizer_answer_security_disabled(broker):
+    """A plaintext broker has no authorizer unless asked (Kafka without authorizer.class.name)."""
+    a = AdminClient({"bootstrap.servers": broker.bootstrap})
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                                  AclPermissionType.ANY)
+    for future in (*a.create_acls([_acl("t", AclOperation.READ)]).values(), *a.delete_acls([everything]).values()):
+        with pytest.raises(KafkaException) as refused:
+            future.result(10)
+        assert refused.value.args[0].code() == KafkaError.SECURITY_DISABLED
+    # (librdkafka drops DescribeAcls' error code and shows an empty list: the raw answers, with Kafka's message)
+    disabled = (ErrorCode.security_disabled,
+                "No Authorizer is configured on the broker (freshet broker start --authorizer)")
+    with RawConnection(broker.bootstrap) as conn:
+        created = conn.request(30, 2, {"creations": [{
+            "resource_type": 2, "resource_name": "t", "resource_pattern_type": 3, "principal": "User:ANONYMOUS",
+            "host": "*", "operation": 3, "permission_type": 3}]})
+        assert (created.results[0].error_code, created.results[0].error_message) == disabled
+        any_filter = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+                      "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+        described = conn.request(29, 2, any_filter)
+        assert (described.error_code, described.error_message, described.resources) == (*disabled, ())
+        deleted = conn.request(31, 2, {"filters": [any_filter]})
+        assert [(r.error_code, r.error_message) for r in deleted.filter_results] == [disabled]
+    assert not os.path.exists(os.path.join(broker.data_dir, "security", "acls.json"))
+
+
+def test_an_authorizer_on_a_plaintext_broker(tmp_path):
+    """librdkafka's test 0081: --authorizer without any SASL listener; plaintext clients are User:ANONYMOUS."""
+    with BrokerProcess(data_dir=str(tmp_path / "open"),
+                       extra_args=["--authorizer", "--allow-everyone-if-no-acl-found"]) as b:
+        a = AdminClient({"bootstrap.servers": b.bootstrap})
+        for name in ("closed", "open"):
+            a.create_topics([NewTopic(name, 1)])[name].result(10)
+        deny = _acl("closed", AclOperation.WRITE, AclPermissionType.DENY)
+        for future in a.create_acls([deny]).values():
+            future.result(10)
+        listed = a.describe_acls(AclBindingFilter(ResourceType.TOPIC, "closed", ResourcePatternType.LITERAL, None,
+                                                  None, AclOperation.ANY, AclPermissionType.ANY)).result(10)
+        assert listed == [deny]
+        assert _produce_error(b.bootstrap, "closed") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert _produce_error(b.bootstrap, "open") is None  # no ACL names it: open to everyone
+        b.restart()
+        assert _produce_error(b.bootstrap, "closed") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        a = AdminClient({"bootstrap.servers": b.bootstrap})
+        deleted = a.delete_acls([AclBindingFilter(ResourceType.TOPIC, "closed", ResourcePatternType.LITERAL, None,
+                                                  None, AclOperation.ANY, AclPermissionType.ANY)])
+        assert [f.result(10) for f in deleted.values()] == [[deny]]
+        assert _produce_error(b.bootstrap, "closed") is None
+
+    # without allow-everyone, ANONYMOUS may do only what an ACL allows (or everything as a super user)
+    with BrokerProcess(data_dir=str(tmp_path / "shut"), extra_args=["--authorizer"]) as b:
+        a = AdminClient({"bootstrap.servers": b.bootstrap})
+        with pytest.raises(KafkaException) as refused:
+            for future in a.create_acls([_acl("t", AclOperation.READ)]).values():
+                future.result(10)
+        assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        with pytest.raises(KafkaException) as refused:
+            a.create_topics([NewTopic("t", 1)])["t"].result(10)
+        assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert not os.path.exists(os.path.join(b.data_dir, "security", "acls.json"))
+        assert "t" not in a.list_topics(timeout=10).topics
+
+
+def test_no_authorizer_beside_a_sasl_listener(tmp_path):
+    """--no-authorizer turns ACLs off even where clients authenticate (Kafka without authorizer.class.name)."""
+    data = tmp_path / "data"
+    assert freshet("users", "add", "bob", "--password", "bob-pw", "--data-dir", str(data)).returncode == 0
+    with BrokerProcess(data_dir=str(data), listeners=["SASL_PLAINTEXT"], extra_args=["--no-authorizer"]) as b:
+        bob = {"bootstrap.servers": b.bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+               "sasl.username": "bob", "sasl.password": "bob-pw", "log_level": 0}
+        a = AdminClient(bob)
+        a.create_topics([NewTopic("bobs", 1)])["bobs"].result(10)  # no ACLs, and none needed
+        with pytest.raises(KafkaException) as refused:
+            for future in a.create_acls([_acl("bobs", AclOperation.READ)]).values():
+                future.result(10)
+        assert refused.value.args[0].code() == KafkaError.SECURITY_DISABLED
+        with RawConnection(b.bootstrap) as conn:  # clients still authenticate: a wrong password is refused
+            assert _sasl_frames(conn, "PLAIN", [b"\0bob\0wrong"])[1].error_code == ErrorCode.sasl_authentication_failed

@@ -85,10 +85,16 @@ def connection_close(ctx: RequestContext) -> None:
 
 # -- SCRAM credentials -----------------------------------------------------------------------------
 
+CLUSTER_AUTHORIZATION_FAILED = "Cluster authorization failed."  # Kafka's message for the refusal
+
+
 def describe_user_scram_credentials(ctx: RequestContext, request: Request) -> dict:
-    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
+    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):  # as Kafka: the refusal, and again for each user named
         return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
-                "error_message": None, "results": []}
+                "error_message": CLUSTER_AUTHORIZATION_FAILED, "results": [
+                    {"user": u.name, "error_code": ErrorCode.cluster_authorization_failed,
+                     "error_message": CLUSTER_AUTHORIZATION_FAILED, "credential_infos": []}
+                    for u in request.users or ()]}
     store = ctx.broker.credentials
     names = sorted(store.users) if not request.users else [u.name for u in request.users]  # null or empty: all
     results = []
@@ -112,7 +118,7 @@ def describe_user_scram_credentials(ctx: RequestContext, request: Request) -> di
 def _credential_refusal(allowed: bool, name: str, mechanism: int, times_named: int) -> tuple[ErrorCode, str] | None:
     """What deletions and upsertions alike are refused for (None: nothing)."""
     if not allowed:
-        return ErrorCode.cluster_authorization_failed, ""
+        return ErrorCode.cluster_authorization_failed, CLUSTER_AUTHORIZATION_FAILED
     if not name:
         return ErrorCode.unacceptable_credential, "the user name must not be empty"
     if mechanism not in MECHANISMS:
@@ -169,7 +175,8 @@ def alter_user_scram_credentials(ctx: RequestContext, request: Request) -> dict:
 
 # -- ACLs ------------------------------------------------------------------------------------------
 
-_DISABLED = "no listener authenticates its clients, so there are no ACLs (add a SASL listener)"
+# Kafka's SECURITY_DISABLED message, and how to turn the authorizer on here
+_DISABLED = "No Authorizer is configured on the broker (freshet broker start --authorizer)"
 
 
 def create_acls(ctx: RequestContext, request: Request) -> dict:
