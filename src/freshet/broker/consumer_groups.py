@@ -410,10 +410,9 @@ class ConsumerGroupCoordinator:
     def check_commit(self, group_id: str, member_id: str, member_epoch: int) -> None:
         """May a member of this consumer group commit? Raises ConsumerGroupError with Kafka's answer if not."""
         group = self.groups[group_id]
-        if member_epoch < 0 and not member_id:
-            if group.members:
-                raise ConsumerGroupError(ErrorCode.unknown_member_id, "the group has active members")
-            return  # an admin client's or a standalone consumer's commit to an empty group
+        if member_epoch < 0 and not group.members:
+            # as Kafka: an admin client's or a consumer's that is not a member (a client-made member id and epoch -1)
+            return
         member = group.members.get(member_id)
         if member is None:
             raise ConsumerGroupError(ErrorCode.unknown_member_id, f"{member_id} is not a member of {group_id}")

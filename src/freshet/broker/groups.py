@@ -395,10 +395,10 @@ class GroupCoordinator:
     def check_commit(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> None:
         """May this commit go ahead? Raises GroupError with Kafka's answer if not."""
         g = self.group(group_id)
-        if generation < 0 and not member_id:
-            if g is not None and g.members:
-                raise GroupError(ErrorCode.unknown_member_id, "the group has active members")
-            return
+        if generation < 0 and (g is None or not g.members):
+            return  # as Kafka: an admin client's or a consumer's outside group management, to an empty group
+        if generation < 0 and not member_id and group_instance_id is None:
+            raise GroupError(ErrorCode.unknown_member_id, "the group has active members")
         member = self._check_member(g, member_id, group_instance_id, generation)
         assert g is not None
         if g.state == PREPARING or g.state == COMPLETING:

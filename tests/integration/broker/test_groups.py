@@ -9,7 +9,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from freshet.client import consumer_config
@@ -318,3 +318,37 @@ def test_offset_delete(broker, topic_name, group_protocol):
             {"name": topic_name, "partitions": [{"partition_index": 1}]}]})
         assert response.topics[0].partitions[0].error_code == 86  # GROUP_SUBSCRIBED_TO_TOPIC
     consumer.close()
+
+
+def _commit_error(consumer, topic, offset):
+    """What a synchronous commit of ``topic``-0 at ``offset`` answers: None, or the error's code."""
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    except KafkaException as exc:
+        return exc.args[0].code()
+    return None
+
+
+def test_a_commit_from_outside_the_group_checks_the_topic_first(broker, topic_name, group_protocol):
+    """librdkafka's test 0030: a consumer that never subscribed (member epoch / generation -1) commits for itself.
+    Kafka accepts it while the group has no members, and answers an unknown topic as such whatever the group."""
+    admin = create_topic(broker.bootstrap, topic_name, 1)
+    group = "outside-" + uuid.uuid4().hex[:6]
+    outside = Consumer(consumer_config(broker.bootstrap, group, protocol_config(group_protocol)))
+    assert _commit_error(outside, "no-such-topic-" + uuid.uuid4().hex[:6], 123) == KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert group not in {g.group_id for g in admin.list_consumer_groups().result(10).valid}  # nothing stored
+    assert _commit_error(outside, topic_name, 5) is None
+    assert outside.committed([TopicPartition(topic_name, 0)], timeout=10)[0].offset == 5
+
+    member = Consumer(consumer_config(broker.bootstrap, group, protocol_config(group_protocol)))
+    member.subscribe([topic_name])
+    wait_for(lambda: member.poll(0.1) is None and bool(member.assignment()), what="member assigned")
+    # the group has a member now: a commit from outside is refused and changes nothing; the topic still comes first
+    assert _commit_error(outside, topic_name, 9) == KafkaError.UNKNOWN_MEMBER_ID
+    assert _commit_error(outside, "no-such-topic", 9) == KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert member.committed([TopicPartition(topic_name, 0)], timeout=10)[0].offset == 5
+    member.close()
+    # empty again: the outside client may commit
+    assert _commit_error(outside, topic_name, 11) is None
+    assert outside.committed([TopicPartition(topic_name, 0)], timeout=10)[0].offset == 11
+    outside.close()

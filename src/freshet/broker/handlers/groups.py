@@ -121,7 +121,8 @@ def offset_commit(ctx: RequestContext, request: Request) -> Response:
     generation = getattr(request, "generation_id_or_member_epoch", getattr(request, "generation_id", -1))
     topics_out = []
     accepted: dict[tuple[str, int], CommittedOffset] = {}
-    group_error = ErrorCode.none
+    group_error = ErrorCode.none  # the whole request's
+    membership_error = ErrorCode.none  # answered for the partitions that exist (as Kafka, topics come first)
     if not request.group_id:
         group_error = ErrorCode.invalid_group_id
     elif not ctx.allowed(READ, GROUP, request.group_id):
@@ -131,7 +132,7 @@ def offset_commit(ctx: RequestContext, request: Request) -> Response:
             check_commit(broker, request.group_id, request.member_id, getattr(request, "group_instance_id", None),
                          generation)
         except (GroupError, ConsumerGroupError) as exc:
-            group_error = exc.error_code
+            membership_error = exc.error_code
     now = int(time.time() * 1000)
     for t in request.topics:
         parts = []
@@ -143,6 +144,8 @@ def offset_commit(ctx: RequestContext, request: Request) -> Response:
                     code = ErrorCode.topic_authorization_failed
                 elif broker.registry.partition(t.name, p.partition_index) is None:
                     code = ErrorCode.unknown_topic_or_partition
+                elif membership_error != ErrorCode.none:
+                    code = membership_error
                 elif len(metadata.encode()) > MAX_METADATA:
                     code = ErrorCode.offset_metadata_too_large
                 else:
