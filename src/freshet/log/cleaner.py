@@ -12,6 +12,11 @@ records that are the newest for their key. Kept records keep their offsets. A to
 value) is kept until it is older than ``delete.retention.ms`` by its timestamp, then removed,
 so consumers that read within that time still see the delete.
 
+``min.compaction.lag.ms``, as in Kafka: compaction stops at the first closed segment whose newest record (by
+its timestamp) is younger than the lag; that segment and every later one are left as they are, and their
+records do not count as the newest of their key, so a record stays readable, uncompacted, for at least the lag
+after it is written (its timestamp). Such a segment is cleaned in a later round, once it is old enough.
+
 Transactions: records of aborted transactions are removed (no read_committed reader sees them),
 records of transactions still open (at or past the last stable offset) are left untouched, kept
 transactional records keep their producer id, epoch and transactional flag, and control batches
@@ -76,11 +81,11 @@ def compact(partition: Partition, now_ms: int | None = None) -> CleanerStats:
     closed = partition.segments[:-1]
     if any(s.dirty for s in closed):
         return stats  # not yet durable: next round
-    checkpoint = (len(closed), closed[-1].base_offset, closed[-1].next_offset)
     last = getattr(partition, "_compaction_checkpoint", None)
-    if last is not None and last[0] == checkpoint and now_ms < last[1]:
-        return stats  # nothing new to clean and no tombstone due yet
-    next_tombstone_due = 1 << 62
+    if last is not None and last[0] == _checkpoint(partition) and now_ms < last[1]:
+        return stats  # nothing new to clean, the same configs, and no tombstone or lagging segment due yet
+    # next_due: when a lagging segment comes of age or a kept tombstone expires (a reason to clean again)
+    closed, next_due = _past_compaction_lag(closed, partition.config.min_compaction_lag_ms, now_ms)
     stable = partition.last_stable_offset
 
     def kind(header) -> str:
@@ -127,7 +132,7 @@ def compact(partition: Partition, now_ms: int | None = None) -> CleanerStats:
                     if r.timestamp < tombstone_horizon:
                         stats.tombstones_removed += 1
                         continue
-                    next_tombstone_due = min(next_tombstone_due, r.timestamp + partition.config.delete_retention_ms)
+                    next_due = min(next_due, r.timestamp + partition.config.delete_retention_ms)
                 kept.append(r)
             if len(kept) == len(records):
                 kept_batches.append(bytes(batch))
@@ -149,14 +154,28 @@ def compact(partition: Partition, now_ms: int | None = None) -> CleanerStats:
             stats.segments_rewritten += 1
             if not kept_batches and segment is not partition.segments[0]:
                 partition.drop_emptied_segment(segment)  # the first one stays, holding the log start
-    partition._compaction_checkpoint = (  # type: ignore[attr-defined]
-        (len(partition.segments) - 1, partition.segments[-2].base_offset, partition.segments[-2].next_offset),
-        next_tombstone_due,
-    )
+    partition._compaction_checkpoint = (_checkpoint(partition), next_due)  # type: ignore[attr-defined]
     if stats.segments_rewritten:
         log.info("%s: compacted %d segment(s), removed %d records and %d tombstones", partition.directory,
                  stats.segments_rewritten, stats.records_removed, stats.tombstones_removed)
     return stats
+
+
+def _checkpoint(partition: Partition) -> tuple:
+    """What a compaction round saw: the closed segments and the configs (a live change cleans again)."""
+    last_closed = partition.segments[-2]
+    return len(partition.segments) - 1, last_closed.base_offset, last_closed.next_offset, partition.config
+
+
+def _past_compaction_lag(closed: list, lag_ms: int, now_ms: int) -> tuple[list, int]:
+    """The closed segments compaction may touch: those before the first one holding a record younger than
+    ``lag_ms`` (Kafka's first uncleanable segment); and when that one comes of age (1 << 62: none waits)."""
+    if lag_ms <= 0:
+        return closed, 1 << 62
+    for index, segment in enumerate(closed):
+        if segment.max_timestamp > now_ms - lag_ms:
+            return closed[:index], segment.max_timestamp + lag_ms
+    return closed, 1 << 62
 
 
 def clean(partition: Partition, now_ms: int | None = None) -> CleanerStats:

@@ -143,3 +143,44 @@ def test_compaction_never_moves_the_log_start_offset_even_when_it_empties_segmen
     q = Partition(str(tmp_path / "p"), config)  # and after a restart
     assert q.log_start_offset == 0
     assert [(r.offset, r.key) for r in records_from(q, 0)] == [(3, b"b"), (4, b"a"), (5, b"c")]
+
+
+def _lagging_partition(tmp_path, lag_ms):
+    """Three closed segments (two written at 0, one 10 minutes before 10h) and an active one."""
+    config = LogConfig(cleanup_policy="compact", min_compaction_lag_ms=lag_ms)
+    p = Partition(str(tmp_path / "p"), config)
+    young = 10 * HOUR - 600_000
+    for segment in ([(b"a", b"a1", 0), (b"b", b"b1", 0)], [(b"a", b"a2", 0)], [(b"a", b"a3", young), (b"b", b"b3", young)]):
+        p.append(encode_batch(segment))
+        p.roll()
+    p.append(encode_batch([(b"z", b"z", young)]))
+    p.flush()
+    return p
+
+
+def test_min_compaction_lag_leaves_segments_with_younger_records_alone(tmp_path):
+    """As in Kafka: compaction stops at the first segment whose newest record is younger than the lag; records
+    there neither go nor make older ones of their key go."""
+    p = _lagging_partition(tmp_path, HOUR)
+    stats = compact(p, now_ms=10 * HOUR)
+    assert stats.records_removed == 1  # a1: a2 is newer and old enough
+    assert [(r.offset, r.value) for r in records_from(p, 0)] == [(1, b"b1"), (2, b"a2"), (3, b"a3"), (4, b"b3"),
+                                                                 (5, b"z")]
+    assert compact(p, now_ms=10 * HOUR + 60_000).records_removed == 0  # still within the lag
+    # 50 minutes later the young segment is an hour old: the same segments, cleaned now (no new segment needed)
+    stats = compact(p, now_ms=10 * HOUR + 50 * 60_000)
+    assert stats.records_removed == 2
+    assert [(r.offset, r.value) for r in records_from(p, 0)] == [(3, b"a3"), (4, b"b3"), (5, b"z")]
+
+
+def test_without_a_lag_every_closed_segment_is_compacted(tmp_path):
+    p = _lagging_partition(tmp_path, 0)
+    assert compact(p, now_ms=10 * HOUR).records_removed == 3
+    assert [r.value for r in records_from(p, 0)] == [b"a3", b"b3", b"z"]
+
+
+def test_a_lag_lowered_live_is_honoured_at_once(tmp_path):
+    p = _lagging_partition(tmp_path, 24 * HOUR)
+    assert compact(p, now_ms=10 * HOUR).records_removed == 0  # nothing is a day old
+    p.config = LogConfig(cleanup_policy="compact", min_compaction_lag_ms=60_000)
+    assert compact(p, now_ms=10 * HOUR).records_removed == 3
