@@ -8,6 +8,7 @@ import json
 import time
 
 import pytest
+from pyspark.sql import functions as F
 
 from freshet.cep.rulesets import split_rules, text
 from freshet.cep.search import Document, matches, parse_query
@@ -30,11 +31,15 @@ def raw_frame(spark, events, topic="events"):
 def test_intrusion_rules_on_a_static_frame_alert_on_the_planted_attacks(spark):
     generated = security_events(3_000, attacks=2, seed=21, rate_per_s=10)
     alerts = match_rules(raw_frame(spark, generated.events), FixedRules(INTRUSION)).collect()
-    assert sorted((a.rule, json.loads(a.key)[0]) for a in alerts) == sorted(
-        (p.rule, p.host) for p in generated.planted)
+    assert sorted((a.rule, _host(a)) for a in alerts) == sorted((p.rule, p.host) for p in generated.planted)
     brute = [a for a in alerts if a.rule == "brute_force"]
     planted = {p.host: p for p in generated.planted}
-    assert all(json.loads(a.measures)["attempts"] == planted[json.loads(a.key)[0]].events for a in brute)
+    assert all(a.measures.toPython()["attempts"] == planted[_host(a)].events for a in brute)
+
+
+def _host(alert) -> str:
+    """An intrusion alert's host: its key's one field (a JSON object, VARIANT in Spark)."""
+    return next(iter(alert.key.toPython().values()))
 
 
 def test_events_that_spell_a_value_with_escapes_are_still_routed(spark):
@@ -44,7 +49,41 @@ def test_events_that_spell_a_value_with_escapes_are_still_routed(spark):
     rows = [(plain, "events", 0, 0), (escaped, "events", 0, 1), (b"not json", "events", 0, 2)]
     raw = spark.createDataFrame(rows, "value binary, topic string, partition int, offset long")
     alerts = match_rules(raw, FixedRules({"p2p": INTRUSION["p2p"]})).collect()
-    assert sorted(json.loads(a.key)[0] for a in alerts) == ["12.0.0.1", "12.0.0.2"]
+    assert sorted(_host(a) for a in alerts) == ["12.0.0.1", "12.0.0.2"]
+
+
+def test_the_topic_records_are_the_alert_records_rules_try_prints(spark, tmp_path):
+    """The fraud rules over the same payments and logins: each record `freshet run cep` would write to its topic
+    (the row as the topic sink serializes it: ``to_json`` of the whole row) equals `freshet rules try`'s line."""
+    from click.testing import CliRunner
+
+    from freshet.cli.cep_cmd import rules
+
+    t0 = 1_767_225_600_000
+    events = ([{"card": "c1", "country": "NL", "amount": 12.5, "event_time": "2026-01-01T00:00:00.250Z"},
+               {"card": "c1", "country": "NL", "amount": 3, "event_time": t0 + 60_000},
+               {"card": "c1", "country": "CH", "amount": 99.99, "event_time": t0 + 120_007},
+               {"card": "c2", "country": "NL", "amount": 1, "event_time": t0}]
+              + [{"user": "ann", "kind": "login_failed", "event_time": t0 + i * 1000} for i in range(4)]
+              + [{"user": "ann", "kind": "login_ok", "event_time": t0 + 5000},
+                 {"user": "ann", "kind": "password_change", "event_time": "2026-01-01T00:00:06Z"}])
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    tried = CliRunner().invoke(rules, ["try", _fraud_file(), str(tmp_path / "events.jsonl")])
+    assert tried.exit_code == 0, tried.output
+    printed = sorted((json.loads(line) for line in tried.stdout.splitlines()), key=lambda a: a["rule"])
+    fraud = {t.split()[1]: t for t in split_rules(text("fraud"))}
+    alerts = match_rules(raw_frame(spark, events), FixedRules(fraud))
+    written = sorted((json.loads(r.value) for r in alerts.select(F.to_json(F.struct("*")).alias("value")).collect()),
+                     key=lambda a: a["rule"])
+    assert [a["rule"] for a in printed] == ["account_takeover", "card_in_two_countries"]
+    assert written == printed
+    assert printed[1]["key"] == {"card": "c1"} and printed[1]["match_end"] == "2026-01-01T00:02:00.007Z"
+
+
+def _fraud_file() -> str:
+    from importlib import resources
+
+    return str(resources.files("freshet.cep.rulesets").joinpath("fraud.rules"))
 
 
 def test_stored_queries_on_a_static_frame_match_as_a_scan_does(spark):
@@ -89,7 +128,7 @@ def test_rules_added_and_removed_while_the_query_runs(spark, broker, topic_name,
                         ((e["src_ip"].encode(), json.dumps(e).encode(), None) for e in events))
 
     def seen() -> list[tuple]:
-        return sorted((r.rule, json.loads(r.key)[0]) for r in spark.sql(f"select rule, key from {name}").collect())
+        return sorted((r.rule, _host(r)) for r in spark.sql(f"select rule, key from {name}").collect())
 
     try:
         t0 = 1_800_000_000_000

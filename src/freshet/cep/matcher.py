@@ -16,9 +16,10 @@ whole sequence matched in one go would give (the property the tests check).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .expressions import Frame, compile_expression, get_path, holds
@@ -130,6 +131,30 @@ def _parse_seconds(text: str) -> int | None:
     return int(when.timestamp())
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def iso_utc(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 UTC text with milliseconds, ``2026-01-01T00:02:23.128Z`` (the text
+    Spark's ``to_json`` writes for a timestamp in a UTC session)."""
+    when = _EPOCH + timedelta(milliseconds=ms)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def json_value(value):
+    """A measure or key value as JSON holds it: a number that is not finite becomes null (JSON has no
+    NaN or Infinity), anything that is not a JSON type its text."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    return str(value)
+
+
 @dataclass
 class Match:
     rule: str
@@ -140,10 +165,15 @@ class Match:
     measures: dict
     labels: tuple = ()
     kind: str = "match"  # or "timeout": a partial match the time limit ended (side output)
+    key_names: tuple = ()  # the PARTITION BY fields, as the key's names (``a.b`` for a nested field)
 
-    def as_dict(self) -> dict:
-        return {"rule": self.rule, "kind": self.kind, "key": list(self.key), "start_ms": self.start_ms,
-                "end_ms": self.end_ms, "rows": self.rows, "measures": self.measures}
+    def alert(self) -> dict:
+        """The alert record, the one shape of a match wherever it goes: a line of ``freshet rules try``, a
+        record of ``freshet run cep``'s topic (see docs/cep.md, "Alerts")."""
+        return {"rule": self.rule, "kind": self.kind,
+                "key": {name: json_value(value) for name, value in zip(self.key_names, self.key)},
+                "match_start": iso_utc(self.start_ms), "match_end": iso_utc(self.end_ms), "rows": self.rows,
+                "measures": {str(name): json_value(value) for name, value in self.measures.items()}}
 
 
 class CompiledRule:
@@ -160,6 +190,7 @@ class CompiledRule:
         self.absent = rule.absent
         self.absent_condition = self.conditions.get(rule.absent) if rule.absent else None
         self.tables = rule.tables
+        self.key_names = tuple(".".join(path) for path in rule.partition_by)
 
     # ---- routing an event to the rule ----------------------------------------------------------------
 
@@ -247,7 +278,7 @@ class CompiledRule:
         values = {name: fn(frame) for name, fn in self.measures} if self.measures else {
             "rows": len(labels)}
         return Match(self.name, key, times[start], times[start + len(labels) - 1], len(labels), values,
-                     tuple(labels))
+                     tuple(labels), key_names=self.key_names)
 
     def next_start(self, start: int, labels: list) -> int:
         how, var = self.rule.skip
@@ -276,7 +307,9 @@ class CompiledRule:
                 found.append(self.measure(rows, times, start, labels, key))
                 start = self.next_start(start, labels)
             else:
-                if labels and self.rule.emit_timeouts and not closed:
+                # closed (the input has ended): every time limit has run out, as on a stream whose
+                # watermark passed them all, so a partial match cut short is a timeout there too
+                if labels and self.rule.emit_timeouts:
                     timeout = self.measure(rows, times, start, labels, key)
                     timeout.kind = "timeout"
                     found.append(timeout)

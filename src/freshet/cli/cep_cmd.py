@@ -128,8 +128,10 @@ def rules_remove(name: str, bootstrap: str) -> None:
 @click.argument("events", type=click.Path(dir_okay=False))
 @one_line_errors
 def rules_try(source: str, events: str) -> None:
-    """Match the rules of SOURCE against EVENTS (JSON lines) here, without Spark or a broker: one JSON line
-    per match, in each partition's event-time order."""
+    """Match the rules of SOURCE against EVENTS (JSON lines) here, without Spark or a broker: one alert
+    record per line (the record `freshet run cep` writes to its topic), in each partition's event-time order.
+    EVENTS is taken as finished: what is still pending at its end (a NOT FOLLOWED BY, a pattern that could
+    grow) is decided as if every time limit had run out."""
     from freshet.cep.matcher import match_events
 
     parsed = _parsed(_rule_texts(source, None))
@@ -147,7 +149,7 @@ def rules_try(source: str, events: str) -> None:
     found = 0
     for rule in parsed:
         for match in match_events(rule, [e for e in loaded if isinstance(e, dict)]):
-            click.echo(json.dumps(match.as_dict(), default=str))
+            click.echo(json.dumps(match.alert(), ensure_ascii=False, separators=(",", ":")))
             found += 1
     click.echo(f"{found} matches of {len(parsed)} rules in {len(loaded)} events", err=True)
 

@@ -323,19 +323,33 @@ def _match_step(rules: RuleSource):
 
 
 def _matches_frame(found: list) -> pd.DataFrame:
+    """The matches' alert records (``Match.alert``, the shape ``freshet rules try`` prints) as MATCH_OUTPUT
+    rows: ``key`` and ``measures`` as JSON text until ``match_rules`` makes them JSON values again."""
+    alerts = [m.alert() for m in found]
+
+    def times(field: str) -> pd.Series:
+        return pd.to_datetime(pd.Series([a[field] for a in alerts], dtype=object), utc=True, format="ISO8601")
+
     return pd.DataFrame({
-        "rule": pd.Series([m.rule for m in found], dtype=object),
-        "kind": pd.Series([m.kind for m in found], dtype=object),
-        "key": pd.Series([json.dumps(list(m.key)) for m in found], dtype=object),
-        "match_start": pd.to_datetime(pd.Series([m.start_ms for m in found], dtype="int64"), unit="ms", utc=True),
-        "match_end": pd.to_datetime(pd.Series([m.end_ms for m in found], dtype="int64"), unit="ms", utc=True),
-        "rows": pd.Series([m.rows for m in found], dtype="int32"),
-        "measures": pd.Series([json.dumps(m.measures, default=str) for m in found], dtype=object)})
+        "rule": pd.Series([a["rule"] for a in alerts], dtype=object),
+        "kind": pd.Series([a["kind"] for a in alerts], dtype=object),
+        "key": pd.Series([json.dumps(a["key"]) for a in alerts], dtype=object),
+        "match_start": times("match_start"), "match_end": times("match_end"),
+        "rows": pd.Series([a["rows"] for a in alerts], dtype="int32"),
+        "measures": pd.Series([json.dumps(a["measures"]) for a in alerts], dtype=object)})
+
+
+def alert_columns(matches: DataFrame) -> DataFrame:
+    """MATCH_OUTPUT rows as the alert records' columns: ``key`` and ``measures`` parsed into JSON values
+    (Spark's VARIANT), so a topic record (``to_json`` of the row) holds them as objects, not as text."""
+    return matches.select("rule", "kind", F.parse_json("key").alias("key"), "match_start", "match_end", "rows",
+                          F.parse_json("measures").alias("measures"))
 
 
 def match_rules(raw: DataFrame, rules: RuleSource, lateness: str = DEFAULT_LATENESS) -> DataFrame:
     """Every match (and, for rules that ask, every timed-out partial match) of the rules over the raw
-    records of the freshet source: ``rule, kind, key, match_start, match_end, rows, measures`` (JSON).
+    records of the freshet source, as alert records: ``rule, kind, key, match_start, match_end, rows,
+    measures`` (``key`` and ``measures`` JSON values, VARIANT; see ``Match.alert``).
 
     Streaming: each match once, when the watermark (``lateness`` behind the newest event) has passed
     its rows and the rule's time limit allows no other outcome. Static: the matches of the whole input."""
@@ -345,15 +359,15 @@ def match_rules(raw: DataFrame, rules: RuleSource, lateness: str = DEFAULT_LATEN
     if routed.isStreaming:
         from pyspark.sql.streaming.state import GroupStateTimeout
 
-        return (routed.withWatermark("event_time", lateness).groupBy("rule", "bucket")
-                .applyInPandasWithState(step, MATCH_OUTPUT, "matcher string", "append",
-                                        GroupStateTimeout.EventTimeTimeout))
+        return alert_columns(routed.withWatermark("event_time", lateness).groupBy("rule", "bucket")
+                             .applyInPandasWithState(step, MATCH_OUTPUT, "matcher string", "append",
+                                                     GroupStateTimeout.EventTimeTimeout))
 
     def once(key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
         frames = list(step(key, iter([pdf]), _FreshState()))
         return pd.concat(frames) if frames else _matches_frame([])
 
-    return routed.groupBy("rule", "bucket").applyInPandas(once, MATCH_OUTPUT)
+    return alert_columns(routed.groupBy("rule", "bucket").applyInPandas(once, MATCH_OUTPUT))
 
 
 def match_queries(raw: DataFrame, queries: RuleSource) -> DataFrame:

@@ -49,9 +49,14 @@ def pg_type(t: DataType) -> str:
 
 
 def plain(value):
-    """A collected value as JSON can hold it: Rows become objects, recursively."""
+    """A collected value as JSON can hold it: Rows become objects, recursively; a VARIANT its JSON value."""
     from pyspark.sql import Row
+    from pyspark.sql.types import VariantVal
 
+    if isinstance(value, VariantVal):
+        import json
+
+        return json.loads(value.toJson())  # (toPython() would make 1.5 a Decimal, written as text)
     if isinstance(value, Row):
         return {k: plain(v) for k, v in value.asDict().items()}
     if isinstance(value, dict):

@@ -1,0 +1,221 @@
+"""One alert record for a match, wherever it goes: `freshet rules try` prints what the Spark pipeline's
+step builds for its topic, field by field; and what each does with an attempt still pending when the input
+ends (NOT FOLLOWED BY, WITHIN)."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pandas as pd
+from click.testing import CliRunner
+
+from freshet.cep.matcher import CompiledRule, Match, iso_utc
+from freshet.cep.rules import parse_rule
+from freshet.cli.cep_cmd import rules
+from freshet.pipelines.cep import FixedRules, _match_step
+from freshet.pipelines.stateful import _FreshState
+
+MINUTE = 60_000
+
+TAKEOVER = """RULE takeover
+PARTITION BY user, device.os
+MEASURES FIRST(F.ip) AS first_ip, COUNT(F.*) AS failures, AVG(F.score) AS score, S.note AS note,
+         C.city AS city
+PATTERN (F{2,} S C)
+DEFINE F AS kind = 'failed', S AS kind = 'ok', C AS kind = 'changed'
+WITHIN 30 MINUTES
+"""
+
+UNPAID = """RULE unpaid
+PARTITION BY order_id
+MEASURES A.order_id AS order_id
+PATTERN (A) NOT FOLLOWED BY P
+DEFINE A AS kind = 'placed', P AS kind = 'paid'
+WITHIN 30 MINUTES
+"""
+
+BURST = """RULE burst
+PARTITION BY host
+MEASURES COUNT(*) AS attempts
+PATTERN (A{3,})
+WITHIN 2 MINUTES
+"""
+
+REPLIED = """RULE unanswered
+PARTITION BY host
+PATTERN (Q R)
+DEFINE Q AS kind = 'question', R AS kind = 'reply'
+WITHIN 10 SECONDS
+EMIT TIMEOUTS
+"""
+
+
+def rules_try(tmp_path, rule_text: str, events: list[dict]) -> list[dict]:
+    """The alert records `freshet rules try` prints (one JSON object a line)."""
+    (tmp_path / "r.rules").write_text(rule_text)
+    (tmp_path / "e.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    run = CliRunner().invoke(rules, ["try", str(tmp_path / "r.rules"), str(tmp_path / "e.jsonl")])
+    assert run.exit_code == 0, run.output
+    return [json.loads(line) for line in run.stdout.splitlines()]
+
+
+def routed(rule_text: str, events: list[dict]) -> pd.DataFrame:
+    """The rows `route` hands the stateful step for one rule (its columns, one partition's offsets)."""
+    compiled = CompiledRule(parse_rule(rule_text))
+    chosen = [(offset, e) for offset, e in enumerate(events) if compiled.accepts(e)]
+    return pd.DataFrame({
+        "pkey": [orjson.dumps(compiled.key_of(e)).decode() for _, e in chosen],
+        "event": [orjson.dumps(e).decode() for _, e in chosen],
+        # naive, in the session's time zone (UTC), as Spark hands timestamps to a pandas function
+        "event_time": pd.to_datetime(pd.Series([compiled.time_of(e) for _, e in chosen], dtype="int64"), unit="ms"),
+        "ord": [offset for offset, _ in chosen]})
+
+
+def topic_records(frames) -> list[dict]:
+    """The step's output rows as the topic sink writes them (``to_json`` of the row after ``alert_columns``:
+    key and measures parsed from their JSON, timestamps as Spark's UTC ISO text, checked in
+    tests/spark/test_cep.py)."""
+    out = []
+    for frame in frames:
+        for row in frame.to_dict("records"):
+            out.append({**row, "key": json.loads(row["key"]), "measures": json.loads(row["measures"]),
+                        "match_start": row["match_start"].strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+                        "match_end": row["match_end"].strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"})
+    return out
+
+
+def spark_static(rule_text: str, events: list[dict]) -> list[dict]:
+    name = parse_rule(rule_text).name
+    step = _match_step(FixedRules({name: rule_text}))
+    return topic_records(step((name, 0), iter([routed(rule_text, events)]), _FreshState()))
+
+
+class StreamState:
+    """Spark's GroupState as ``applyInPandasWithState`` hands it to the step, with an event-time timeout:
+    the watermark is set by the test, the timeout kept so the test can call the step when Spark would."""
+
+    def __init__(self) -> None:
+        self.exists, self.get, self.hasTimedOut = False, None, False
+        self.watermark = 0
+        self.timeout: int | None = None
+
+    def update(self, value) -> None:
+        self.get, self.exists = value, True
+
+    def remove(self) -> None:
+        self.get, self.exists, self.timeout = None, False, None
+
+    def getCurrentWatermarkMs(self) -> int:
+        return self.watermark
+
+    def setTimeoutTimestamp(self, ms: int) -> None:
+        self.timeout = ms
+
+
+def test_rules_try_prints_the_records_the_spark_step_writes(tmp_path):
+    t0 = 1_767_225_600_000
+    events = [
+        {"user": "ann", "device": {"os": "ios"}, "kind": "failed", "ip": "10.0.0.1", "score": 1, "event_time": t0},
+        {"user": "ann", "device": {"os": "ios"}, "kind": "failed", "ip": "10.0.0.2", "score": 2,
+         "event_time": "2026-01-01T00:00:01.5Z"},
+        {"user": "ann", "device": {"os": "ios"}, "kind": "ok", "note": None, "event_time": t0 + 2_000},
+        {"user": "ann", "device": {"os": "ios"}, "kind": "changed", "city": "Zürich", "event_time": t0 + 3_007},
+        {"user": "bob", "device": {"os": "linux"}, "kind": "failed", "ip": "10.0.0.9", "score": 5,
+         "event_time": t0 + 10},
+        {"user": "bob", "device": {"os": "linux"}, "kind": "failed", "ip": "10.0.0.9", "score": 5,
+         "event_time": t0 + 20},
+        {"user": "bob", "device": {"os": "linux"}, "kind": "ok", "note": "2fa", "event_time": t0 + 30},
+        {"user": "bob", "device": {"os": "linux"}, "kind": "changed", "city": "Delft", "event_time": t0 + 40},
+    ]
+    tried = rules_try(tmp_path, TAKEOVER, events)
+    streamed = spark_static(TAKEOVER, events)
+    assert len(tried) == len(streamed) == 2
+    for mine, theirs in zip(sorted(tried, key=lambda a: a["key"]["user"]),
+                            sorted(streamed, key=lambda a: a["key"]["user"])):
+        assert list(mine) == ["rule", "kind", "key", "match_start", "match_end", "rows", "measures"]
+        for field in mine:
+            assert mine[field] == theirs[field], field
+    ann = min(tried, key=lambda a: a["key"]["user"])
+    assert ann == {"rule": "takeover", "kind": "match", "key": {"user": "ann", "device.os": "ios"},
+                   "match_start": "2026-01-01T00:00:00.000Z", "match_end": "2026-01-01T00:00:03.007Z", "rows": 4,
+                   "measures": {"first_ip": "10.0.0.1", "failures": 2, "score": 1.5, "note": None,
+                                "city": "Zürich"}}
+
+
+def test_a_measure_json_cannot_hold_is_null_in_both():
+    match = Match("r", (), 0, 0, 1, {"huge": float("inf"), "nan": float("nan"), "n": 1.5})
+    assert match.alert()["measures"] == {"huge": None, "nan": None, "n": 1.5} and match.alert()["key"] == {}
+    assert json.loads(json.dumps(match.alert(), allow_nan=False)) == match.alert()
+    assert iso_utc(-1) == "1969-12-31T23:59:59.999Z"
+
+
+def _stream(rule_text: str, events: list[dict], lateness_ms: int):
+    """The Spark step on a stream: one microbatch of ``events`` with the watermark ``lateness_ms`` behind the
+    newest; then no more events, but the watermark moved on (as later events would move it) to each
+    event-time timeout the step asks for, and the step called there as Spark calls it. Returns (the first
+    batch's records, the watermark at which records came, those records)."""
+    name = parse_rule(rule_text).name
+    step = _match_step(FixedRules({name: rule_text}))
+    state = StreamState()
+    compiled = CompiledRule(parse_rule(rule_text))
+    state.watermark = max(compiled.time_of(e) for e in events) - lateness_ms
+    first = topic_records(step((name, 0), iter([routed(rule_text, events)]), state))
+    for _ in range(len(events) + 2):
+        assert state.exists and state.timeout is not None, "the attempt is kept in the state, with a timeout"
+        state.watermark = state.timeout + 1  # Spark times a group out once the watermark passes its timestamp
+        state.hasTimedOut = True
+        later = topic_records(step((name, 0), iter([]), state))
+        if later:
+            assert not state.exists, "decided: nothing left in the state"
+            return first, state.watermark, later
+    raise AssertionError("the stream never decided")
+
+
+def test_not_followed_by_pending_at_the_end_of_input(tmp_path):
+    placed = {"order_id": 7, "kind": "placed", "event_time": 5 * MINUTE}
+    events = [placed, {"order_id": 7, "kind": "shipped", "event_time": 12 * MINUTE}]
+    # rules try: the input is finished, so no payment came: an alert, though the 30 minutes had not run out
+    tried = rules_try(tmp_path, UNPAID, events)
+    assert [(a["kind"], a["measures"]) for a in tried] == [("match", {"order_id": 7})]
+    # the stream: pending until the watermark reaches the time limit (35 minutes), which takes later events
+    first, watermark, later = _stream(UNPAID, events, lateness_ms=30_000)
+    assert first == [] and watermark == 35 * MINUTE - 1
+    assert later == tried
+    # a payment before the limit ends it, in both
+    paid = events + [{"order_id": 7, "kind": "paid", "event_time": 34 * MINUTE}]
+    assert rules_try(tmp_path, UNPAID, paid) == [] and spark_static(UNPAID, paid) == []
+
+
+def test_within_pending_at_the_end_of_input(tmp_path):
+    attack = [{"host": "h1", "event_time": i * 1_000} for i in range(4)]
+    # rules try: a greedy A{3,} that could still grow is taken as it stands at the end
+    tried = rules_try(tmp_path, BURST, attack)
+    assert [(a["rows"], a["match_start"], a["match_end"]) for a in tried] == [
+        (4, "1970-01-01T00:00:00.000Z", "1970-01-01T00:00:03.000Z")]
+    # the stream: reported once the watermark passes the first row's time + WITHIN (it may still grow till then)
+    first, watermark, later = _stream(BURST, attack, lateness_ms=30_000)
+    assert first == [] and watermark == 2 * MINUTE - 1
+    assert later == tried
+    # a partial match at the end, EMIT TIMEOUTS: rules try takes the time limit as run out, a timeout record
+    question = [{"host": "h2", "kind": "question", "event_time": 1_000}]
+    tried = rules_try(tmp_path, REPLIED, question)
+    assert [(a["kind"], a["rows"], a["key"]) for a in tried] == [("timeout", 1, {"host": "h2"})]
+    first, watermark, later = _stream(REPLIED, question, lateness_ms=0)
+    assert first == [] and watermark == 11_000 - 1 and later == tried
+    # and a reply in time is a match in both
+    answered = question + [{"host": "h2", "kind": "reply", "event_time": 10_999}]
+    assert [a["kind"] for a in rules_try(tmp_path, REPLIED, answered)] == ["match"]
+    assert spark_static(REPLIED, answered) == rules_try(tmp_path, REPLIED, answered)
+
+
+def test_a_postgres_sink_writes_key_and_measures_as_json_objects():
+    """`freshet run cep --to postgres:TABLE`: the VARIANT columns go to jsonb as the objects they hold."""
+    from pyspark.sql.types import VariantType, VariantVal
+
+    from freshet.spark.postgres import column_adapter, pg_type
+
+    adapt = column_adapter(VariantType())
+    assert pg_type(VariantType()) == "jsonb"
+    held = adapt(VariantVal.parseJson('{"user": "ann", "score": 1.5, "note": null}'))
+    assert json.loads(held.dumps(held.adapted)) == {"user": "ann", "score": 1.5, "note": None}
