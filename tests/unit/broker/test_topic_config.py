@@ -69,7 +69,8 @@ def test_only_cleanup_policy_is_a_list():
 def test_the_broker_synonyms_are_kafkas():
     assert dynamic_config.TOPIC_DEFAULTS == {
         "log.cleanup.policy": "cleanup.policy", "log.retention.ms": "retention.ms",
-        "log.retention.bytes": "retention.bytes", "log.segment.bytes": "segment.bytes", "log.roll.ms": "segment.ms",
+        "log.retention.bytes": "retention.bytes", "log.segment.bytes": "segment.bytes",
+        "log.roll.ms": "segment.ms",
         "message.max.bytes": "max.message.bytes", "log.index.interval.bytes": "index.interval.bytes",
         "log.cleaner.delete.retention.ms": "delete.retention.ms",
         "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",

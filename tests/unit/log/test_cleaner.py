@@ -150,7 +150,8 @@ def _lagging_partition(tmp_path, lag_ms):
     config = LogConfig(cleanup_policy="compact", min_compaction_lag_ms=lag_ms)
     p = Partition(str(tmp_path / "p"), config)
     young = 10 * HOUR - 600_000
-    for segment in ([(b"a", b"a1", 0), (b"b", b"b1", 0)], [(b"a", b"a2", 0)], [(b"a", b"a3", young), (b"b", b"b3", young)]):
+    segments = [[(b"a", b"a1", 0), (b"b", b"b1", 0)], [(b"a", b"a2", 0)], [(b"a", b"a3", young), (b"b", b"b3", young)]]
+    for segment in segments:
         p.append(encode_batch(segment))
         p.roll()
     p.append(encode_batch([(b"z", b"z", young)]))

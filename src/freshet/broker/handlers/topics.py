@@ -22,7 +22,7 @@ from ..acls import (
     GROUP,
     TOPIC,
 )
-from ..context import Request, RequestContext, Response
+from ..context import BrokerServices, Request, RequestContext, Response
 from ..errors import error_code_for
 from ..registry import TopicError
 from ..share_groups import GROUP_CONFIGS, ShareGroupError
@@ -128,7 +128,7 @@ def create_partitions(ctx: RequestContext, request: Request) -> dict:
     return {"throttle_time": 0, "results": results}
 
 
-def _broker_level(broker, name: str) -> str:
+def _broker_level(broker: BrokerServices, name: str) -> str:
     """The level a BROKER resource names: "" (the cluster default) or this broker's id."""
     if name not in ("", str(broker.config.node_id)):
         raise TopicError(ErrorCode.invalid_request,
@@ -136,8 +136,8 @@ def _broker_level(broker, name: str) -> str:
     return name
 
 
-def _alter_broker(broker, name: str, changes: list[tuple[str, int, str | None]], validate_only: bool,
-                  replace: bool = False) -> None:
+def _alter_broker(broker: BrokerServices, name: str, changes: list[tuple[str, int, str | None]],
+                  validate_only: bool, replace: bool = False) -> None:
     """Dynamic broker configs changed (SET, DELETE; APPEND / SUBTRACT for log.cleanup.policy), all or nothing;
     ``replace`` (AlterConfigs): the given configs become the level's whole set."""
     level = _broker_level(broker, name)
@@ -196,7 +196,7 @@ def describe_configs(ctx: RequestContext, request: Request) -> dict:
     return {"throttle_time": 0, "results": results}
 
 
-def _group_configs(broker, group_id: str, keys: set[str] | None) -> list[dict]:
+def _group_configs(broker: BrokerServices, group_id: str, keys: set[str] | None) -> list[dict]:
     """A group's configs (share groups' share.*): the group's own value, else the broker's default."""
     coordinator = broker.share_groups
     group = coordinator.groups.get(group_id)
@@ -270,7 +270,8 @@ def _list_change(current: str, operation: int, value: str | None) -> str:
     return ",".join(sorted(items))
 
 
-def _alter_topic(broker, name: str, changes: list[tuple[str, int, str | None]], validate_only: bool) -> None:
+def _alter_topic(broker: BrokerServices, name: str, changes: list[tuple[str, int, str | None]],
+                 validate_only: bool) -> None:
     """Incremental changes (SET, DELETE, APPEND, SUBTRACT) applied to a topic's overrides, all or nothing."""
     topic = broker.registry.get(name)
     if topic is None:
