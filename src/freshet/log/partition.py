@@ -241,12 +241,19 @@ class Partition:
         return self.transactions.aborted_between(start, end)
 
     def _require_keys(self, records: bytes | memoryview, headers: list[BatchHeader]) -> None:
+        """Every record of a compacted topic has a key. As Kafka's validator, the first batch with keyless
+        records is refused naming each of them by its index in the batch (the others fail with it)."""
         view = memoryview(records)
         pos = 0
         for header in headers:
-            for record in decode_records(view[pos : pos + header.size]):
-                if record.key is None:
-                    raise InvalidRecordError("compacted topics accept only records with a key")
+            batch = list(decode_records(view[pos : pos + header.size]))
+            keyless = [i for i, record in enumerate(batch) if record.key is None]
+            if keyless:
+                shown = ", ".join(map(str, keyless[:3])) + (", ..." if len(keyless) > 3 else "")
+                raise InvalidRecordError(
+                    f"{len(keyless)} of the {len(batch)} records of a batch have no key (index {shown}): "
+                    f"a compacted topic accepts only records with a key",
+                    tuple((i, "Compacted topic cannot accept message without key") for i in keyless))
             pos += header.size
 
     def _maybe_roll(self, incoming: int) -> None:

@@ -3,6 +3,7 @@
 import struct
 
 import pytest
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
@@ -168,3 +169,55 @@ def test_idempotent_replay_is_not_duplicated_and_gap_is_refused(broker, topic_na
         assert gap.error_code == ErrorCode.out_of_order_sequence_number
         part = fetch(conn, topic_name, 0, 0)
         assert part.high_watermark == 4
+
+
+@pytest.fixture
+def compacted(broker, topic_name):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1, config={"cleanup.policy": "compact"})])[topic_name].result(10)
+    return topic_name
+
+
+def _deliver(broker, topic, keys, **conf):
+    """Produce one record per key (None: keyless) with confluent-kafka; each record's delivery error code."""
+    codes = {}
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "log_level": 0, **conf})
+    producer.list_topics(topic, timeout=10)  # the partition known first: records do not wait for it one by one
+    for i, key in enumerate(keys):
+        producer.produce(topic, b"v%d" % i, key=key,
+                         on_delivery=lambda err, msg, i=i: codes.__setitem__(i, err.code() if err else None))
+        if conf.get("linger.ms") == 0:
+            assert producer.flush(10) == 0  # one record per request, so one per batch
+    assert producer.flush(30) == 0
+    return [codes[i] for i in range(len(keys))]
+
+
+def test_keyless_records_on_a_compacted_topic_fail_alone_with_kafkas_record_errors(broker, compacted):
+    keys = [b"a", None, b"c", b"d", None, b"f"]
+    # one batch: the keyless records fail as invalid, the others of the batch with them ("a different record")
+    codes = _deliver(broker, compacted, keys, **{"linger.ms": 3000, "batch.num.messages": 100})
+    assert codes == [KafkaError._INVALID_DIFFERENT_RECORD, KafkaError.INVALID_RECORD,
+                     KafkaError._INVALID_DIFFERENT_RECORD, KafkaError._INVALID_DIFFERENT_RECORD,
+                     KafkaError.INVALID_RECORD, KafkaError._INVALID_DIFFERENT_RECORD]
+    assert stored(broker, compacted) == (0, b"")
+    # one record per batch: only the keyless ones fail
+    codes = _deliver(broker, compacted, keys, **{"linger.ms": 0})
+    assert codes == [None, KafkaError.INVALID_RECORD, None, None, KafkaError.INVALID_RECORD, None]
+    assert stored(broker, compacted)[0] == 4
+
+
+def test_the_produce_response_names_each_keyless_record(broker, compacted):
+    batch = encode_batch([(b"a", b"1", 1), (None, b"2", 1), (b"c", b"3", 1), (None, b"4", 1)])
+    with RawConnection(broker.bootstrap) as conn:
+        answer = produce(conn, compacted, 0, batch, version=9)
+        assert answer.error_code == ErrorCode.invalid_record and answer.base_offset == -1
+        assert [(e.batch_index, e.batch_index_error_message) for e in answer.record_errors] == [
+            (i, f"Compacted topic cannot accept message without key in topic partition {compacted}-0")
+            for i in (1, 3)]
+        assert answer.error_message == ("2 of the 4 records of a batch have no key (index 1, 3): "
+                                        "a compacted topic accepts only records with a key")
+        older = produce(conn, compacted, 0, batch, version=7)  # before record_errors: the partition's error only
+        assert older.error_code == ErrorCode.invalid_record
+        tombstone = produce(conn, compacted, 0, encode_batch([(b"a", None, 1)]), version=9)
+        assert tombstone.error_code == ErrorCode.none and tombstone.record_errors == ()
+    assert stored(broker, compacted)[0] == 1
