@@ -1,0 +1,53 @@
+"""The page itself, the overview every tab starts from, and its live updates (server-sent events)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, StreamingResponse
+
+from ..collector import Collector
+from . import Source
+
+router = APIRouter()
+STATIC = os.path.join(os.path.dirname(os.path.dirname(__file__)), "static")
+TOPIC_FIELDS = ("messages", "size_bytes", "rate_in", "rate_out", "internal")
+
+
+def overview_of(collector: Collector) -> dict:
+    snap = collector.snapshot
+    return {"at": snap.at, "brokers": snap.brokers, "error": snap.error,
+            "topics": {n: {k: t[k] for k in TOPIC_FIELDS} | {"partitions": len(t["partitions"])}
+                       for n, t in snap.topics.items()},
+            "groups": {g: {"type": x.get("type", "classic"), "state": x["state"], "total_lag": x["total_lag"],
+                           "alert": x["alert"], "members": len(x["members"])} for g, x in snap.groups.items()},
+            "pipelines": {n: {"status": p.get("status"), "progress": p.get("progress")}
+                          for n, p in snap.pipelines.items()}}
+
+
+@router.get("/", response_class=HTMLResponse)
+async def index() -> str:
+    with open(os.path.join(STATIC, "index.html")) as f:
+        return f.read()
+
+
+@router.get("/api/overview")
+async def overview(collector: Source) -> dict:
+    return overview_of(collector)
+
+
+@router.get("/api/events")
+async def events(request: Request, collector: Source) -> StreamingResponse:
+    async def stream():
+        last = None
+        while not await request.is_disconnected():
+            snap = collector.snapshot
+            if snap.at != last:
+                last = snap.at
+                yield f"data: {json.dumps(overview_of(collector))}\n\n"
+            await asyncio.sleep(0.5)
+
+    return StreamingResponse(stream(), media_type="text/event-stream")
