@@ -1,4 +1,4 @@
-"""README's table of the Kafka APIs served is the broker's own: each key, name and version range."""
+"""docs/features.md's table of the Kafka APIs served is the broker's own: each key, name and version range."""
 
 import os
 import re
@@ -6,11 +6,11 @@ import re
 from freshet.broker import protocol
 from freshet.broker.server import _api_table
 
-README = os.path.join(os.path.dirname(__file__), "..", "..", "..", "README.md")
+FEATURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "features.md")
 
 
-def test_readme_lists_every_api_key_with_the_versions_served():
-    with open(README) as f:
+def test_features_list_every_api_key_with_the_versions_served():
+    with open(FEATURES) as f:
         text = f.read()
     section = text.split("## Kafka APIs served", 1)[1].split("\n## ", 1)[0]
     listed = {}
