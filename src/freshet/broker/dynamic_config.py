@@ -105,9 +105,6 @@ def default(name: str) -> str | None:
     return CONFIG_DEFS[TOPIC_DEFAULTS[name]].default if name in TOPIC_DEFAULTS else None
 
 
-_LEVEL_SOURCE = {"broker": ConfigSource.DYNAMIC_BROKER, "cluster": ConfigSource.DYNAMIC_DEFAULT_BROKER}
-
-
 class DynamicBrokerConfigs:
     CLUSTER = ""  # the cluster-wide default's resource name
 
@@ -136,36 +133,43 @@ class DynamicBrokerConfigs:
         """Topic config name -> the default topics without an override of their own take."""
         return {TOPIC_DEFAULTS[k]: v for k, v in self.effective().items() if k in TOPIC_DEFAULTS}
 
-    def inherited(self) -> dict[str, tuple[str, ConfigSource]]:
-        """Topic config name -> the value topics without an override take from here, and its DescribeConfigs
-        source (this broker's level or the cluster default)."""
-        effective = self.effective()
-        return {TOPIC_DEFAULTS[k]: (v, _LEVEL_SOURCE[self.source(k)]) for k, v in effective.items()
-                if k in TOPIC_DEFAULTS}
+    def chain(self, name: str, level: str | None = None) -> list[tuple[str, str, ConfigSource]]:
+        """The dynamic levels that set broker config ``name``, the one that applies first: this broker's, then
+        the cluster default (``level``: the cluster default only)."""
+        levels = [(self.node, ConfigSource.DYNAMIC_BROKER)] if level != self.CLUSTER else []
+        levels.append((self.CLUSTER, ConfigSource.DYNAMIC_DEFAULT_BROKER))
+        return [(name, self.levels[at][name], source) for at, source in levels if name in self.levels[at]]
 
-    def describe(self, config: "BrokerConfig", level: str, keys: set[str] | None = None) -> list[dict]:
+    def inherited(self) -> dict[str, list[tuple[str, str, ConfigSource]]]:
+        """Topic config name -> the dynamic levels its broker synonym is set at (see ``chain``): what topics
+        without an override take, and its DescribeConfigs source."""
+        return {topic: chain for synonym, topic in TOPIC_DEFAULTS.items() if (chain := self.chain(synonym))}
+
+    def describe(self, config: "BrokerConfig", level: str, keys: set[str] | None = None,
+                 synonyms: bool = False) -> list[dict]:
         """DescribeConfigs of a BROKER resource, sorted by name: this broker (its id) shows every config with its
-        source; the cluster default ("") only what is set dynamically at that level, as Kafka does."""
-        if level == self.CLUSTER:
-            values = {k: (v, ConfigSource.DYNAMIC_DEFAULT_BROKER) for k, v in self.levels[level].items()}
-        else:
-            values = {synonym: (CONFIG_DEFS[topic].default, ConfigSource.DEFAULT)
-                      for synonym, topic in TOPIC_DEFAULTS.items()}
-            values.update({name: (s.start_value(config), ConfigSource.STATIC_BROKER)
-                           for name, s in BROKER_SETTINGS.items()})
-            values.update({k: (v, _LEVEL_SOURCE[self.source(k)]) for k, v in self.effective().items()})
+        source (its level, the cluster default, what it was started with, Kafka's default); the cluster default
+        ("") only what is set dynamically at that level, as Kafka does."""
+        names = set(self.levels[level]) if level == self.CLUSTER else (
+            set(TOPIC_DEFAULTS) | set(BROKER_SETTINGS) | set(self.effective()))
         out = []
-        for name, (value, source) in sorted(values.items()):
+        for name in sorted(names):
             if keys is not None and name not in keys:
                 continue
+            chain = self.chain(name, level)
             if name in TOPIC_DEFAULTS:
                 topic_config = CONFIG_DEFS[TOPIC_DEFAULTS[name]]
                 kind, doc = topic_config.type, topic_config.doc
+                fallback = (name, topic_config.default, ConfigSource.DEFAULT)
             elif name in BROKER_SETTINGS:
-                kind, doc = BROKER_SETTINGS[name].type, BROKER_SETTINGS[name].doc
+                setting = BROKER_SETTINGS[name]
+                kind, doc = setting.type, setting.doc
+                fallback = (name, setting.start_value(config), ConfigSource.STATIC_BROKER)
             else:  # stored by an older version, no longer known
-                kind, doc = ConfigType.STRING, None
-            out.append(config_entry(name, value, source, kind, doc, read_only=name not in DYNAMIC))
+                kind, doc, fallback = ConfigType.STRING, None, None
+            if level != self.CLUSTER and fallback is not None:
+                chain.append(fallback)
+            out.append(config_entry(name, chain, kind, doc, read_only=name not in DYNAMIC, synonyms=synonyms))
         return out
 
     def replace(self, level: str, values: dict[str, str]) -> None:

@@ -198,26 +198,32 @@ def log_config(overrides: dict[str, str], defaults: dict[str, str] | None = None
     return LogConfig(**fields)
 
 
-def describe(overrides: Mapping[str, str], inherited: Mapping[str, tuple[str, ConfigSource]] | None = None,
-             keys: set[str] | None = None) -> list[dict]:
+# where a config's value may come from, the one that applies first: (the name it is set under, value, source)
+Chain = list[tuple[str, "str | None", ConfigSource]]
+
+
+def describe(overrides: Mapping[str, str], inherited: Mapping[str, Chain] | None = None,
+             keys: set[str] | None = None, synonyms: bool = False) -> list[dict]:
     """DescribeConfigs' entries for a topic (all its configs, or those in ``keys``), sorted by name: its own
     override, else the value it inherits from the broker's dynamic configs (``inherited``: topic config name ->
-    value and source), else the default."""
+    the levels that set its broker synonym, this broker's first), else the default (named by the synonym, as
+    Kafka names it). ``synonyms``: each entry lists all of them (include_synonyms)."""
     inherited = inherited or {}
     out = []
     for name, d in sorted(CONFIG_DEFS.items()):
         if keys is not None and name not in keys:
             continue
-        if name in overrides:
-            value, source = overrides[name], ConfigSource.DYNAMIC_TOPIC
-        else:
-            value, source = inherited.get(name, (d.default, ConfigSource.DEFAULT))
-        out.append(config_entry(name, value, source, d.type, d.doc))
+        chain: Chain = [(name, overrides[name], ConfigSource.DYNAMIC_TOPIC)] if name in overrides else []
+        chain += [*inherited.get(name, []), (d.synonym or name, d.default, ConfigSource.DEFAULT)]
+        out.append(config_entry(name, chain, d.type, d.doc, synonyms=synonyms))
     return out
 
 
-def config_entry(name: str, value: str | None, source: ConfigSource, kind: ConfigType, doc: str | None,
-                 read_only: bool = False) -> dict:
-    """One config as DescribeConfigs answers it (CreateTopics answers the first five fields)."""
+def config_entry(name: str, chain: Chain, kind: ConfigType, doc: str | None, read_only: bool = False,
+                 synonyms: bool = False) -> dict:
+    """One config as DescribeConfigs answers it: the value and source of the first of ``chain`` that sets it,
+    and with ``synonyms`` the whole chain (CreateTopics answers the first five fields)."""
+    _, value, source = chain[0]
     return {"name": name, "value": value, "read_only": read_only, "config_source": int(source),
-            "is_sensitive": False, "synonyms": [], "config_type": int(kind), "documentation": doc}
+            "is_sensitive": False, "config_type": int(kind), "documentation": doc,
+            "synonyms": [{"name": n, "value": v, "source": int(s)} for n, v, s in chain] if synonyms else []}

@@ -155,3 +155,23 @@ def test_describe_configs_reports_the_declared_types_and_documentation(broker, t
     assert all(c.documentation for c in topic.values())
     assert {name: (c.config_type, c.read_only) for name, c in node.items()} == {
         "log.retention.ms": (5, False), "log.cleanup.policy": (7, False), "log.dirs": (2, True)}
+    assert all(c.synonyms == () for c in topic.values())  # not asked for
+
+
+def test_describe_configs_lists_synonyms_when_asked(own_broker):
+    """include_synonyms (kafka-configs.sh --describe --all; librdkafka asks for them): every level a value could
+    come from, the one that applies first."""
+    admin = create_topic(own_broker.bootstrap, "with-synonyms", 1, {"retention.ms": "1000"})
+    alter_cluster_default(own_broker.bootstrap, ("log.retention.ms", 0, "60000"))
+    with RawConnection(own_broker.bootstrap) as conn:
+        r = conn.request(32, 4, {"resources": [{"resource_type": 2, "resource_name": "with-synonyms",
+                                                "configuration_keys": ["retention.ms"]}],
+                                 "include_synonyms": True, "include_documentation": False})
+    [entry] = r.results[0].configs
+    assert [(s.name, s.value, s.source) for s in entry.synonyms] == [
+        ("retention.ms", "1000", 1), ("log.retention.ms", "60000", 3), ("log.retention.ms", "604800000", 5)]
+    # confluent-kafka keeps a config's synonyms in a dict by name: the last of the two log.retention.ms stays
+    synonyms = described(admin, ResourceType.TOPIC, "with-synonyms")["retention.ms"].synonyms
+    assert {name: (s.value, s.source) for name, s in synonyms.items()} == {
+        "retention.ms": ("1000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
+        "log.retention.ms": ("604800000", ConfigSource.DEFAULT_CONFIG.value)}

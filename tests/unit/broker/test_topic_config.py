@@ -89,8 +89,8 @@ def test_the_broker_synonyms_are_kafkas():
 
 
 def test_describe_a_topic_gives_each_configs_type_source_and_doc():
-    entries = {e["name"]: e for e in describe({"retention.ms": "1000"},
-                                              {"segment.bytes": ("4096", ConfigSource.DYNAMIC_DEFAULT_BROKER)})}
+    inherited = {"segment.bytes": [("log.segment.bytes", "4096", ConfigSource.DYNAMIC_DEFAULT_BROKER)]}
+    entries = {e["name"]: e for e in describe({"retention.ms": "1000"}, inherited)}
     assert sorted(entries) == sorted(CONFIG_DEFS)
     assert (entries["retention.ms"]["value"], entries["retention.ms"]["config_source"]) == ("1000", 1)
     assert (entries["segment.bytes"]["value"], entries["segment.bytes"]["config_source"]) == ("4096", 3)
@@ -102,6 +102,7 @@ def test_describe_a_topic_gives_each_configs_type_source_and_doc():
     assert types["segment.bytes"] == types["min.insync.replicas"] == ConfigType.INT == 3
     assert types["compression.type"] == ConfigType.STRING == 2
     assert all(e["documentation"] for e in entries.values())
+    assert all(e["synonyms"] == [] for e in entries.values())  # not asked for
     assert [e["name"] for e in describe({}, keys={"segment.ms", "nope"})] == ["segment.ms"]
 
 
@@ -123,5 +124,27 @@ def test_describe_the_broker_types_its_topic_defaults_as_the_topic_configs(tmp_p
     assert entries["listeners"]["value"] == "PLAINTEXT://127.0.0.1:9092"
     assert entries["advertised.listeners"]["value"] is None  # not set: each listener advertises itself
     assert [e["name"] for e in dynamic.describe(config, dynamic.CLUSTER)] == ["log.retention.ms"]
-    inherited = dynamic.inherited()
-    assert inherited == {"retention.ms": ("60000", ConfigSource.DYNAMIC_DEFAULT_BROKER)}
+    assert dynamic.inherited() == {"retention.ms": [("log.retention.ms", "60000", ConfigSource.DYNAMIC_DEFAULT_BROKER)]}
+
+
+def test_synonyms_list_every_level_a_value_could_come_from_first_applying_first(tmp_path):
+    """include_synonyms, as kafka-configs.sh --describe --all shows them: the topic's override, this broker's
+    level, the cluster default, then Kafka's default under the broker's name."""
+    dynamic = DynamicBrokerConfigs(str(tmp_path / "broker-configs.json"), 0)
+    dynamic.replace(dynamic.CLUSTER, {"log.retention.ms": "60000", "num.partitions": "2"})
+    dynamic.replace("0", {"log.retention.ms": "7200000"})
+    entries = {e["name"]: e for e in describe({"retention.ms": "1000"}, dynamic.inherited(), synonyms=True)}
+    assert entries["retention.ms"]["synonyms"] == [
+        {"name": "retention.ms", "value": "1000", "source": 1},
+        {"name": "log.retention.ms", "value": "7200000", "source": 2},
+        {"name": "log.retention.ms", "value": "60000", "source": 3},
+        {"name": "log.retention.ms", "value": "604800000", "source": 5}]
+    assert entries["min.insync.replicas"]["synonyms"] == [{"name": "min.insync.replicas", "value": "1", "source": 5}]
+    config = BrokerConfig(data_dir=str(tmp_path), default_partitions=1)
+    node = {e["name"]: e for e in dynamic.describe(config, "0", synonyms=True)}
+    assert [(s["value"], s["source"]) for s in node["num.partitions"]["synonyms"]] == [("2", 3), ("1", 4)]
+    assert (node["num.partitions"]["value"], node["num.partitions"]["config_source"]) == ("2", 3)
+    assert [(s["value"], s["source"]) for s in node["log.retention.ms"]["synonyms"]] == [
+        ("7200000", 2), ("60000", 3), ("604800000", 5)]
+    cluster = {e["name"]: e for e in dynamic.describe(config, dynamic.CLUSTER, synonyms=True)}
+    assert [(s["value"], s["source"]) for s in cluster["log.retention.ms"]["synonyms"]] == [("60000", 3)]

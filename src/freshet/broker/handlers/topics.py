@@ -169,6 +169,7 @@ def _alter_broker(broker: BrokerServices, name: str, changes: list[tuple[str, in
 
 def describe_configs(ctx: RequestContext, request: Request) -> dict:
     broker = ctx.broker
+    synonyms = bool(getattr(request, "include_synonyms", False))  # v1+
     results = []
     for resource in request.resources:
         keys = set(resource.configuration_keys) if resource.configuration_keys is not None else None
@@ -183,9 +184,9 @@ def describe_configs(ctx: RequestContext, request: Request) -> dict:
                 result.update(error_code=ErrorCode.unknown_topic_or_partition,
                               error_message=f"topic {resource.resource_name!r} does not exist")
             else:
-                result["configs"] = topic_configs(topic.configs, broker.dynamic.inherited(), keys)
+                result["configs"] = topic_configs(topic.configs, broker.dynamic.inherited(), keys, synonyms)
         elif resource.resource_type == RESOURCE_BROKER and resource.resource_name in ("", str(broker.config.node_id)):
-            result["configs"] = broker.dynamic.describe(broker.config, resource.resource_name, keys)
+            result["configs"] = broker.dynamic.describe(broker.config, resource.resource_name, keys, synonyms)
         elif resource.resource_type == RESOURCE_GROUP:
             result["configs"] = _group_configs(broker, resource.resource_name, keys)
         else:
@@ -205,9 +206,9 @@ def _group_configs(broker: BrokerServices, group_id: str, keys: set[str] | None)
         if keys is not None and name not in keys:
             continue
         own = group.configs.get(name) if group is not None else None
-        out.append(config_entry(name, own if own is not None else str(getattr(coordinator.settings, attr)),
-                                ConfigSource.GROUP if own is not None else ConfigSource.DEFAULT, ConfigType.STRING,
-                                None))
+        value = own if own is not None else str(getattr(coordinator.settings, attr))
+        source = ConfigSource.GROUP if own is not None else ConfigSource.DEFAULT
+        out.append(config_entry(name, [(name, value, source)], ConfigType.STRING, None))
     return out
 
 
