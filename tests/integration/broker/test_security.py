@@ -532,7 +532,9 @@ def test_no_authorizer_beside_a_sasl_listener(tmp_path):
     """--no-authorizer turns ACLs off even where clients authenticate (Kafka without authorizer.class.name)."""
     data = tmp_path / "data"
     assert freshet("users", "add", "bob", "--password", "bob-pw", "--data-dir", str(data)).returncode == 0
-    with BrokerProcess(data_dir=str(data), listeners=["SASL_PLAINTEXT"], extra_args=["--no-authorizer"]) as b:
+    with BrokerProcess(data_dir=str(data), listeners=["SASL_PLAINTEXT"],
+                       extra_args=["--no-authorizer", "--super-user", "User:bob"]) as b:
+        assert "--super-user and --allow-everyone-if-no-acl-found have no effect" in b.log_tail(50)
         bob = {"bootstrap.servers": b.bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
                "sasl.username": "bob", "sasl.password": "bob-pw", "log_level": 0}
         a = AdminClient(bob)
