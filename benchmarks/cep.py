@@ -94,7 +94,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
 
-    from freshet.cli.demo_cep import recent_start_ms
+    from freshet.cli.gen_cmd import recent_start_ms
     from freshet.spark import session
 
     workdir = tempfile.mkdtemp(prefix="freshet-bench-cep-")

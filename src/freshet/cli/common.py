@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import signal
 import sys
 from contextlib import contextmanager
@@ -13,8 +12,6 @@ import click
 from confluent_kafka import KafkaException
 
 from freshet.client import DEFAULT_BOOTSTRAP, ClientError
-from freshet.local import BrokerProcess
-from freshet.local.spark_cluster import SparkClusterError
 
 bootstrap_option = click.option(
     "--bootstrap", "-b", envvar="FRESHET_BOOTSTRAP", default=DEFAULT_BOOTSTRAP, show_default=True,
@@ -30,7 +27,7 @@ def one_line_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (ClientError, SparkClusterError) as exc:
+        except ClientError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
         except KafkaException as exc:
@@ -43,6 +40,11 @@ def one_line_errors(fn):
             sys.exit(1)
         except KeyboardInterrupt:
             sys.exit(130)
+        except Exception as exc:
+            if not _from_spark_cluster(exc):
+                raise
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
 
     return wrapper
 
@@ -76,10 +78,8 @@ def stopping_on_signals(stop) -> None:
         signal.signal(signum, lambda *_: stop())
 
 
-def demo_broker(data_dir: str) -> BrokerProcess:
-    """A demo's own broker, started on a fresh ``data_dir`` (its log and broker.log inside)."""
-    shutil.rmtree(data_dir, ignore_errors=True)
-    os.makedirs(data_dir)
-    broker = BrokerProcess(data_dir=os.path.join(data_dir, "log"), log_path=os.path.join(data_dir, "broker.log"))
-    broker.start()
-    return broker
+def _from_spark_cluster(exc: Exception) -> bool:
+    """Whether ``exc`` is a SparkClusterError: only a command that imported freshet.local.spark_cluster can
+    raise one, so the module is looked up, not imported (it costs every other command start-up time)."""
+    spark_cluster = sys.modules.get("freshet.local.spark_cluster")
+    return spark_cluster is not None and isinstance(exc, spark_cluster.SparkClusterError)

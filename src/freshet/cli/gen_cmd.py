@@ -14,19 +14,26 @@ from freshet.gen.access_logs import AccessLogGenerator
 from .common import bootstrap_option, one_line_errors
 
 
+def recent_start_ms() -> int:
+    """Event time for generated data: from the start of the hour a day ago (older records would fall to the
+    topic's retention, which goes by the records' timestamps: their event time)."""
+    return (int(time.time() * 1000) // 3_600_000 - 24) * 3_600_000
+
+
 def produce_access_logs(bootstrap: str, topic: str, rate: float, count: int | None, seconds: float | None,
                         out_of_order: float, late: float, seed: int, on_progress=None, time_scale: float = 1.0,
-                        stop=None) -> int:
+                        stop=None, start_ms: int | None = None) -> int:
     """Produce paced access-log events (key: client IP, timestamp: event time). Returns how many.
 
     ``time_scale`` > 1 makes event time pass that many times faster than the wall clock (a demo
-    sees minute windows close every few seconds). ``stop`` is an optional threading.Event.
+    sees minute windows close every few seconds). ``stop`` is an optional threading.Event; ``start_ms``: the first
+    event's time (default: now).
     """
     if time_scale <= 0:
         raise ClientError("--time-scale must be positive")
     try:
         generator = AccessLogGenerator(seed=seed, rate_per_s=rate / time_scale, out_of_order=out_of_order,
-                                       late=late)
+                                       late=late, start_ms=start_ms)
     except ValueError as exc:
         raise ClientError(str(exc)) from None
     producer = Producer(producer_config(bootstrap, {"log_level": 0}))
@@ -191,7 +198,6 @@ def security_events_cmd(topic: str, count: int, attacks: int, rate: float, sourc
     from freshet.client.produce import produce_records
     from freshet.gen.security_events import iso, security_events
 
-    from .demo_cep import recent_start_ms
 
     TopicAdmin(bootstrap).partition_count(topic)
     try:
@@ -225,7 +231,6 @@ def listings_cmd(topic: str, count: int, seed: int, bootstrap: str) -> None:
     from freshet.client.produce import produce_records
     from freshet.gen.listings import listings
 
-    from .demo_cep import recent_start_ms
 
     TopicAdmin(bootstrap).partition_count(topic)
     if count < 0:

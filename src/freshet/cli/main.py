@@ -1,4 +1,8 @@
-"""``freshet``: run the broker, manage topics, produce and consume."""
+"""``freshet``: run the broker, manage topics, produce and consume.
+
+Each command is imported only when it runs (:class:`LazyGroup`): ``freshet --help`` and a client command do not
+pay for the broker, Spark or the other commands' libraries.
+"""
 
 from __future__ import annotations
 
@@ -6,30 +10,52 @@ import os
 
 import click
 
-from .broker_cmd import broker
-from .cdc_cmd import cdc, search
-from .cep_cmd import rules, watch
-from .dashboard_cmd import dashboard, pipelines
-from .demo_cep import alerts_demo, intrusion_demo
-from .demo_cmd import demo
-from .demo_enrollment import enrollment_demo
-from .demo_ingest import ingest_demo
-from .demo_redelivery import redelivery_demo
-from .es_cmd import es
-from .gen_cmd import gen
-from .groups_cmd import groups
-from .ingest_cmd import ingest, webhook
-from .queue_cmd import queue
-from .records_cmd import consume, produce
-from .security_cmd import acl, security, users
-from .run_cmd import run
-from .spark_cmd import spark
-from .timeline_cmd import timeline
-from .topic_cmd import topic
-from .transactions_cmd import transactions
+from .lazy import LazyGroup
+
+# command -> (where it is, its short help: the first sentence of its docstring)
+COMMANDS = {
+    "acl": ("freshet.cli.security_cmd:acl",
+            "Access control lists: which principal may do what to which topic, group or transactional id."),
+    "broker": ("freshet.cli.broker_cmd:broker", "Run the Freshet broker."),
+    "cdc": ("freshet.cli.cdc_cmd:cdc", "Change data capture: databases as streams."),
+    "consume": ("freshet.cli.records_cmd:consume", "Print records of TOPIC, one per line."),
+    "dashboard": ("freshet.cli.dashboard_cmd:dashboard",
+                  "Serve the web dashboard: topics, groups and lag, pipelines, live charts, /metrics."),
+    "demo": ("freshet.cli.demos:demo", "Runnable demonstrations."),
+    "es": ("freshet.cli.es_cmd:es", "Event sourcing: commands, events, state, projections, forgetting."),
+    "gen": ("freshet.cli.gen_cmd:gen", "Generate events into a topic."),
+    "groups": ("freshet.cli.groups_cmd:groups",
+               "Consumer groups and share groups: members, committed offsets, lag, queue state, offset resets."),
+    "ingest": ("freshet.cli.ingest_cmd:ingest",
+               "Events in without a Kafka client: HTTP (REST Proxy v2/v3, beacons), syslog, StatsD."),
+    "pipelines": ("freshet.cli.dashboard_cmd:pipelines", "Pipelines registered by freshet run."),
+    "produce": ("freshet.cli.records_cmd:produce",
+                "Produce one record per line of standard input to TOPIC (idempotent, acks=all)."),
+    "queue": ("freshet.cli.queue_cmd:queue",
+              "Queues on the log: competing consumers in a share group, each record acknowledged on its own."),
+    "rules": ("freshet.cli.cep_cmd:rules",
+              "CEP rules (MATCH_RECOGNIZE with WITHIN and absence) that `freshet run cep` matches."),
+    "run": ("freshet.cli.run_cmd:run", "Run PIPELINE from a topic to a sink until stopped (Ctrl-C stops it cleanly)."),
+    "search": ("freshet.cli.cdc_cmd:search",
+               "Full-text QUERY (FTS5 syntax) over an index kept by `freshet cdc index`; one JSON row per line."),
+    "security": ("freshet.cli.security_cmd:security", "TLS material for local use."),
+    "spark": ("freshet.cli.spark_cmd:spark",
+              "A Spark standalone cluster (master and workers) and a Spark Connect server on this machine."),
+    "timeline": ("freshet.cli.timeline_cmd:timeline",
+                 "USER's home timeline, newest first: the tweets of everyone USER follows."),
+    "topic": ("freshet.cli.topic_cmd:topic", "Create, list, describe and delete topics."),
+    "transactions": ("freshet.cli.transactions_cmd:transactions",
+                     "Kafka transactions: which are open, and what they hold back."),
+    "users": ("freshet.cli.security_cmd:users",
+              "SASL/SCRAM users: credentials kept salted and hashed by the broker (AlterUserScramCredentials)."),
+    "watch": ("freshet.cli.cep_cmd:watch",
+              "Stored search queries that `freshet run watch` matches against every new event."),
+    "webhook": ("freshet.cli.ingest_cmd:webhook",
+                "POST each record of a topic to a URL: signed, retried, at least once, dead-lettered after failures."),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="freshet")
 @click.option("--command-config", type=click.Path(dir_okay=False), default=None,
               help="Client security settings for a secured cluster (security.protocol, sasl.*, ssl.*), as Kafka's "
@@ -38,37 +64,6 @@ def cli(command_config: str | None) -> None:
     """Freshet: stream processing on a Kafka-protocol log."""
     if command_config:
         os.environ["FRESHET_COMMAND_CONFIG"] = os.path.abspath(command_config)  # every client takes it from here
-
-
-cli.add_command(broker)
-cli.add_command(topic)
-cli.add_command(produce)
-cli.add_command(consume)
-cli.add_command(gen)
-cli.add_command(groups)
-cli.add_command(queue)
-cli.add_command(users)
-cli.add_command(acl)
-cli.add_command(security)
-demo.add_command(enrollment_demo)
-demo.add_command(ingest_demo)
-demo.add_command(intrusion_demo)
-demo.add_command(alerts_demo)
-demo.add_command(redelivery_demo)
-cli.add_command(demo)
-cli.add_command(run)
-cli.add_command(spark)
-cli.add_command(cdc)
-cli.add_command(search)
-cli.add_command(dashboard)
-cli.add_command(pipelines)
-cli.add_command(timeline)
-cli.add_command(transactions)
-cli.add_command(es)
-cli.add_command(ingest)
-cli.add_command(webhook)
-cli.add_command(rules)
-cli.add_command(watch)
 
 
 def main() -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from freshet.client import ClientError, TopicAdmin
 
@@ -54,6 +52,9 @@ def list_(bootstrap: str) -> None:
 @one_line_errors
 def describe(name: str, bootstrap: str) -> None:
     """Partitions (log start offset, high watermark, size on disk) and configs of topic NAME."""
+    from rich.console import Console  # imported here: the other topic commands start faster without it
+    from rich.table import Table
+
     info = TopicAdmin(bootstrap).describe_topic(name)
     console = Console()
     table = Table(title=f"topic {name}")

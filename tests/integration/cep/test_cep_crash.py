@@ -11,7 +11,7 @@ import pytest
 
 from freshet.cep.matcher import event_time_ms
 from freshet.cep.rulesets import ruleset
-from freshet.cli.demo_cep import recent_start_ms
+from freshet.cli.gen_cmd import recent_start_ms
 from freshet.client.produce import produce_records
 from freshet.client.stored import RULES_TOPIC, StoredDefinitions
 from freshet.gen.security_events import security_events

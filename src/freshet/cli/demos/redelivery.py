@@ -23,16 +23,14 @@ import time
 
 import click
 from confluent_kafka import Consumer, Producer
-from rich.console import Console
 from rich.table import Table
 
 from freshet.client.admin import TopicAdmin
-from freshet.client.errors import ClientError
 from freshet.client.config import consumer_config, producer_config
 from freshet.client.queue import set_group_configs
 from freshet.client.share_groups import describe_share_group
 
-from .common import demo_broker
+from .preamble import Demo, data_dir_option
 
 TOPIC = "jobs"
 GROUP = "workers"
@@ -86,28 +84,25 @@ def _inversions(events: list[tuple[float, int, int]]) -> dict[int, int]:
     return out
 
 
-def _check(ok: bool, what: str) -> None:
-    if not ok:
-        raise ClientError(f"demo check failed: {what}")
-
-
 @click.command("redelivery")
 @click.option("--jobs", default=600, show_default=True, help="How many jobs go into the queue.")
 @click.option("--work-ms", default=8.0, show_default=True, help="How long each job takes a worker.")
-@click.option("--data-dir", default="./demo-data/redelivery", show_default=True)
+@data_dir_option("redelivery")
 def redelivery_demo(jobs: int, work_ms: float, data_dir: str) -> None:
     """Queues vs logs: competing consumers, one killed, its jobs redelivered out of order; a consumer group keeps order."""
-    console = Console()
-    data_dir = os.path.abspath(data_dir)
-    broker = demo_broker(data_dir)
+    with Demo(data_dir) as demo:
+        _redelivery(demo, jobs, work_ms)
+
+
+def _redelivery(demo: Demo, jobs: int, work_ms: float) -> None:
+    console, bootstrap = demo.console, demo.bootstrap
     workers: list[Worker] = []
     try:
-        bootstrap = broker.bootstrap
         TopicAdmin(bootstrap).create_topic(TOPIC, 2)
         producer = Producer(producer_config(bootstrap, {"log_level": 0}))
         for i in range(jobs):
             producer.produce(TOPIC, f"job-{i}".encode(), f"customer-{i % 40}".encode(), partition=i % 2)
-        _check(producer.flush(30) == 0, "every job acknowledged by the log")
+        demo.require(producer.flush(30) == 0, "every job acknowledged by the log")
         console.print(f"[bold]1. the log[/]: broker on {bootstrap}; {jobs} jobs in topic {TOPIC!r}, 2 partitions")
 
         set_group_configs(bootstrap, GROUP, {"share.auto.offset.reset": "earliest",
@@ -126,7 +121,7 @@ def redelivery_demo(jobs: int, work_ms: float, data_dir: str) -> None:
             victim.wait(60)
         except subprocess.TimeoutExpired:
             pass
-        _check(victim.killed_at is not None, f"the first worker got {victim.kill_after} jobs")
+        demo.require(victim.killed_at is not None, f"the first worker got {victim.kill_after} jobs")
         killed_at = victim.killed_at
         held = len(victim.lines)
         console.print(f"[bold]3. a crash[/]: {victim.name} killed -9 after taking {held} jobs; what it had not "
@@ -139,9 +134,9 @@ def redelivery_demo(jobs: int, work_ms: float, data_dir: str) -> None:
         redelivered = sorted({(p, o) for t, p, o, d in done if d > 1})
         everything = {(p, o) for w in workers for (_, p, o, _) in w.lines}
         by_survivors = {(p, o) for _, p, o, _ in done}
-        _check(len(everything) == jobs, f"every job was taken by a worker ({len(everything)} of {jobs})")
-        _check(by_survivors | {(p, o) for _, p, o, _ in victim.lines} == everything, "no job lost")
-        _check(bool(redelivered), "the killed worker's unacknowledged jobs were redelivered")
+        demo.require(len(everything) == jobs, f"every job was taken by a worker ({len(everything)} of {jobs})")
+        demo.require(by_survivors | {(p, o) for _, p, o, _ in victim.lines} == everything, "no job lost")
+        demo.require(bool(redelivered), "the killed worker's unacknowledged jobs were redelivered")
         late = [t - killed_at for t, p, o, d in done if d > 1]
         table = Table(title="who did what")
         for col in ("worker", "jobs taken", "of them redelivered (delivery 2)", "state"):
@@ -156,8 +151,8 @@ def redelivery_demo(jobs: int, work_ms: float, data_dir: str) -> None:
 
         queue_order = _inversions([(t, p, o) for t, p, o, _ in done])
         log_order = _inversions(ordered)
-        _check(sum(queue_order.values()) > 0, "redelivery broke the queue's order")
-        _check(not log_order and len(ordered) >= jobs, "the consumer group saw every partition in order")
+        demo.require(sum(queue_order.values()) > 0, "redelivery broke the queue's order")
+        demo.require(not log_order and len(ordered) >= jobs, "the consumer group saw every partition in order")
         overtaken = sorted(sum(1 for t2, p2, o2, _ in done if p2 == p and o2 > o and t2 < t)
                            for t, p, o, d in done if d > 1)
         console.print(f"[bold]4. order[/]: a queue keeps no order: competing workers finish side by side "
@@ -166,7 +161,7 @@ def redelivery_demo(jobs: int, work_ms: float, data_dir: str) -> None:
         console.print(f"[bold]5. the log[/]: a consumer group read the same {len(ordered)} records meanwhile, every "
                       "partition in strict offset order (0 out of order): one consumer per partition, no redelivery")
         info = describe_share_group(bootstrap, GROUP)
-        _check(info.backlog == 0, "the queue is drained")
+        demo.require(info.backlog == 0, "the queue is drained")
         console.print(f"   share group {GROUP!r} now: start offsets "
                       f"{', '.join(f'{p.topic}[{p.partition}]={p.start_offset}' for p in info.partitions)}, "
                       f"backlog {info.backlog}")
@@ -176,7 +171,6 @@ def redelivery_demo(jobs: int, work_ms: float, data_dir: str) -> None:
             if w.proc.poll() is None:
                 w.kill()
                 w.proc.wait()
-        broker.close()
 
 
 def _consumer_group_reads(bootstrap: str, jobs: int, out: list[tuple[float, int, int]]) -> None:

@@ -14,7 +14,6 @@ import threading
 import time
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from freshet.eventsourcing import (
@@ -30,7 +29,7 @@ from freshet.eventsourcing import (
 )
 from freshet.eventsourcing.examples.enrollment import Cancel, Enroll, OpenCourse, Roster, WaitingList, app
 
-from .common import demo_broker
+from .preamble import Demo, data_dir_option
 
 COURSES = {"streams": ("Stream processing", 4), "logs": ("Logs and replication", 3),
            "cdc": ("Change data capture", 5)}
@@ -41,14 +40,17 @@ NAMES = ["Ada", "Alan", "Barbara", "Claude", "Donald", "Edsger", "Frances", "Gra
 @click.command("enrollment")
 @click.option("--students", default=18, show_default=True, help="How many students race for the places.")
 @click.option("--clients", default=4, show_default=True, help="Concurrent command clients.")
-@click.option("--data-dir", default="./demo-data/enrollment", show_default=True)
+@data_dir_option("enrollment")
 @click.option("--seed", default=1, show_default=True)
 def enrollment_demo(students: int, clients: int, data_dir: str, seed: int) -> None:
     """Event sourcing: commands, ordered decisions, projections, a projection added later, forgetting."""
-    console = Console()
-    data_dir = os.path.abspath(data_dir)
-    broker = demo_broker(data_dir)
-    bootstrap, database = broker.bootstrap, f"sqlite:{os.path.join(data_dir, 'views.db')}"
+    with Demo(data_dir) as demo:
+        _enrollment(demo, students, clients, seed)
+
+
+def _enrollment(demo: Demo, students: int, clients: int, seed: int) -> None:
+    console = demo.console
+    bootstrap, database = demo.bootstrap, f"sqlite:{os.path.join(demo.data_dir, 'views.db')}"
     processor_thread = None
     try:
         app.create_topics(bootstrap)
@@ -122,7 +124,6 @@ def enrollment_demo(students: int, clients: int, data_dir: str, seed: int) -> No
         if processor_thread is not None:
             processor.stop()
             processor_thread.join(30)
-        broker.stop()
 
 
 def _race(bootstrap: str, students: int, clients: int, seed: int) -> dict:

@@ -1,4 +1,4 @@
-"""``freshet demo access-logs``: the whole path on one machine, watched live."""
+"""``freshet demo access-logs`` (``make demo``): the whole path on one machine, watched live."""
 
 from __future__ import annotations
 
@@ -7,89 +7,84 @@ import sys
 import threading
 import time
 from collections import Counter
+from datetime import datetime
 
 import click
 from confluent_kafka import Consumer, TopicPartition
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 
 from freshet.client import TopicAdmin, consumer_config
-from freshet.local import BrokerProcess
 
-from .common import stderr_to
-from .gen_cmd import produce_access_logs
-
-
-@click.group()
-def demo() -> None:
-    """Runnable demonstrations."""
+from ..common import stderr_to
+from ..gen_cmd import produce_access_logs
+from .preamble import Demo
 
 
-@demo.command("access-logs")
+@click.command("access-logs")
 @click.option("--seconds", default=60.0, show_default=True, help="How long the generator runs.")
 @click.option("--rate", default=2000.0, show_default=True, help="Events per second.")
 @click.option("--time-scale", default=30.0, show_default=True,
               help="Event time runs this much faster than the clock, so minute windows close every few seconds.")
 @click.option("--pipelines/--no-pipelines", default=True, show_default=True,
               help="Run the Spark pipelines (needs Java and the spark extra).")
-@click.option("--data-dir", default="./demo-data", show_default=True)
+@click.option("--data-dir", default="./demo-data", show_default=True,
+              help="Kept (each run has a topic of its own); the other demos' directories are inside it.")
 @click.option("--dashboard-port", default=8080, show_default=True, help="A free port is taken when this one is busy.")
 @click.option("--secure/--plaintext", default=True, show_default=True,
               help="A SASL_SSL listener (SCRAM over TLS, a generated CA and user) that every client uses.")
 def access_logs(seconds: float, rate: float, time_scale: float, pipelines: bool, data_dir: str,
                 dashboard_port: int, secure: bool) -> None:
     """Broker, generated web access logs, Spark window pipelines: results shown live."""
-    console = Console()
-    data_dir = os.path.abspath(data_dir)
-    os.makedirs(data_dir, exist_ok=True)
-    secured = _secure_demo(data_dir) if secure else None
-    broker = BrokerProcess(data_dir=os.path.join(data_dir, "log"), log_path=os.path.join(data_dir, "broker.log"),
-                           metrics=True, listeners=["SASL_SSL"] if secured else None,
-                           extra_args=secured["broker_args"] if secured else None)
-    broker.start()
-    console.print(f"[bold]broker[/] listening on {broker.bootstrap} (data in {data_dir}/log, log in {broker.log_path})")
-    if secured:
-        os.environ.update(secured["client_env"])  # every client of this demo (and its children) authenticates
-        console.print(f"[bold]security[/] SASL_SSL: SCRAM-SHA-256 as user 'demo' over TLS (CA {secured['ca']}); "
-                      f"client settings in {secured['properties']} (freshet --command-config)")
-    dashboard = _start_dashboard(broker.bootstrap, broker.metrics_url, data_dir, dashboard_port)
-    console.print(f"[bold]dashboard[/] on {dashboard[1]}")
-    stop = threading.Event()
-    produced = [0]
-    errors: list[str] = []
-    try:
-        admin = TopicAdmin(broker.bootstrap)
-        topic = f"access-logs-{int(time.time())}"
-        admin.create_topic(topic, 6)
-        console.print(f"[bold]topic[/] {topic}: 6 partitions")
+    with Demo(data_dir, fresh=False, broker=False) as demo:
+        console, data_dir = demo.console, demo.data_dir
+        secured = _secure_demo(data_dir) if secure else None
+        broker = demo.start_broker(metrics=True, listeners=["SASL_SSL"] if secured else None,
+                                   extra_args=secured["broker_args"] if secured else None)
+        console.print(f"[bold]broker[/] listening on {broker.bootstrap} (data in {data_dir}/log, "
+                      f"log in {broker.log_path})")
+        if secured:
+            os.environ.update(secured["client_env"])  # every client of this demo (and its children) authenticates
+            console.print(f"[bold]security[/] SASL_SSL: SCRAM-SHA-256 as user 'demo' over TLS (CA {secured['ca']}); "
+                          f"client settings in {secured['properties']} (freshet --command-config)")
+        dashboard = _start_dashboard(broker.bootstrap, broker.metrics_url, data_dir, dashboard_port)
+        console.print(f"[bold]dashboard[/] on {dashboard[1]}")
+        stop = threading.Event()
+        produced = [0]
+        errors: list[str] = []
+        try:
+            admin = TopicAdmin(broker.bootstrap)
+            topic = f"access-logs-{int(time.time())}"
+            admin.create_topic(topic, 6)
+            console.print(f"[bold]topic[/] {topic}: 6 partitions")
+            start_ms = int(time.time() // 60 * 60_000)  # event time from a whole minute: the first is a full one
 
-        def run_generator() -> None:
-            try:
-                produced[0] = produce_access_logs(broker.bootstrap, topic, rate, None, seconds, 0.05, 0.01, 1,
-                                                  on_progress=lambda n: produced.__setitem__(0, n),
-                                                  time_scale=time_scale, stop=stop)
-            except Exception as exc:  # shown to the user below
-                errors.append(str(exc))
+            def run_generator() -> None:
+                try:
+                    produced[0] = produce_access_logs(broker.bootstrap, topic, rate, None, seconds, 0.05, 0.01, 1,
+                                                      on_progress=lambda n: produced.__setitem__(0, n),
+                                                      time_scale=time_scale, stop=stop, start_ms=start_ms)
+                except Exception as exc:  # shown to the user below
+                    errors.append(str(exc))
 
-        generator = threading.Thread(target=run_generator, daemon=True)
-        if pipelines:
-            with stderr_to(os.path.join(data_dir, "spark.log")):
-                _live_pipelines(console, broker.bootstrap, topic, data_dir, generator, produced, errors)
-        else:
-            generator.start()
-            _live_records(console, broker.bootstrap, topic, generator, produced, seconds)
-        if errors:
-            console.print(f"[red]generator failed:[/] {errors[0]}")
-            raise SystemExit(1)
-    except KeyboardInterrupt:
-        console.print("stopping")
-    finally:
-        stop.set()
-        dashboard[0].terminate()
-        dashboard[0].wait(15)
-        broker.stop()
+            generator = threading.Thread(target=run_generator, daemon=True)
+            if pipelines:
+                with stderr_to(os.path.join(data_dir, "spark.log")):
+                    _live_pipelines(console, broker.bootstrap, topic, data_dir, generator, produced, errors)
+            else:
+                generator.start()
+                _live_records(console, broker.bootstrap, topic, generator, produced, seconds)
+            if errors:
+                console.print(f"[red]generator failed:[/] {errors[0]}")
+                raise SystemExit(1)
+        except KeyboardInterrupt:
+            console.print("stopping")
+        finally:
+            stop.set()
+            dashboard[0].terminate()
+            dashboard[0].wait(15)
 
 
 def _secure_demo(data_dir: str) -> dict:
@@ -166,7 +161,6 @@ def _live_records(console, bootstrap, topic, generator, produced, seconds) -> No
 
 
 def _live_pipelines(console, bootstrap, topic, data_dir, generator, produced, errors) -> None:
-    from freshet.pipelines.access_logs import trend_flag
     from freshet.pipelines.catalog import CATALOG
     from freshet.pipelines.runner import PipelineSpec, source
     from freshet.spark import session
@@ -221,25 +215,15 @@ def _live_pipelines(console, bootstrap, topic, data_dir, generator, produced, er
         # fits 80 columns: users per hour exact (HyperLogLog), response size p50/p99 over 5 minutes
         for col in ("minute", "requests", "vs prev", "MB", "5xx", "users/h", "p50/p99 size"):
             table.add_column(col, justify="right", no_wrap=True)
+        watermark = query_watermark(queries[0])
         with lock:
-            ordered = sorted(minutes)
-            for i in range(max(len(ordered) - 10, 0), len(ordered)):
-                w = ordered[i]
-                r = minutes[w]
-                previous = minutes[ordered[i - 1]].requests if i > 0 else None
-                ratio = r.requests / previous if previous else None
-                flag = trend_flag(ratio)
-                versus = f"x{ratio:.1f}{' ' + flag if flag else ''}" if ratio is not None else "-"
-                hour = max((h for h in users if h <= w), default=None)
-                five = max((f for f in sizes if f <= w), default=None)
-                u = users.get(hour)
-                s = sizes.get(five)
-                table.add_row(w.strftime("%H:%M"), str(r.requests), versus, f"{r.bytes / 1e6:.1f}", str(r.server_errors),
-                              f"{u.unique_exact} ({u.unique_approx})" if u else "-",
-                              f"{s.p50_size:,}/{s.p99_size:,}" if s else "-")
+            for row in window_rows(minutes, users, sizes, watermark):
+                table.add_row(*row)
         dropped = sum(late.dropped(q.id) for q in queries)
         status = (f"produced {produced[0]:,} events   late events dropped by the watermark: {dropped}   "
-                  f"batches: {max((q.lastProgress or {}).get('batchId', 0) for q in queries)}")
+                  f"batches: {max((q.lastProgress or {}).get('batchId', 0) for q in queries)}\n"
+                  f"watermark {f'{datetime.fromtimestamp(watermark):%H:%M:%S}' if watermark else 'none yet'}: "
+                  "a minute ending after it is still open (its events may yet come) and is not compared")
         return Group(table, status)
 
     try:
@@ -278,28 +262,38 @@ def _read_through(query) -> int:
     return total
 
 
-@demo.command("dual-writes")
-@click.option("--keys", default=20, show_default=True)
-@click.option("--rounds", default=3, show_default=True, help="Times each writer sets every key.")
-def dual_writes_demo(keys: int, rounds: int) -> None:
-    """Two writers, dual writes vs change data capture: which index ends up agreeing with the database?"""
-    import tempfile
+def query_watermark(query) -> float:
+    """The event-time watermark ``query`` last reported, as seconds since the epoch (0 before it has one)."""
+    progress = query.lastProgress or {}
+    stamp = (progress.get("eventTime") or {}).get("watermark")
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else 0.0
 
-    from freshet.cdc.dual_writes import dual_writes, through_cdc
-    from freshet.local import PostgresServer
 
-    console = Console()
-    with tempfile.TemporaryDirectory(prefix="freshet-dual-") as tmp, PostgresServer() as pg, \
-            BrokerProcess(data_dir=os.path.join(tmp, "log")) as broker:
-        console.print(f"PostgreSQL on 127.0.0.1:{pg.port} (wal_level=logical), broker on {broker.bootstrap}")
-        console.print(f"two writers set the same {keys} keys side by side, {rounds} times; "
-                      "a dual write is: database, then index")
-        dual = dual_writes(pg.dsn, keys, rounds)
-        line = f"[bold]dual writes[/]: {dual.disagreements} of {dual.keys} keys disagree between database and index"
-        if dual.example:
-            k, db_value, index_value = dual.example
-            line += f" (e.g. {k}: database {db_value!r}, index {index_value!r})"
-        console.print(line)
-        cdc = through_cdc(pg.dsn, broker.bootstrap, os.path.join(tmp, "index.db"), keys, rounds)
-        console.print(f"[bold]through CDC[/]: {cdc.disagreements} of {cdc.keys} keys disagree "
-                      "(the index follows the database's commit order from its replication log)")
+def window_rows(minutes: dict, users: dict, sizes: dict, watermark: float, last: int = 10) -> list[tuple[str, ...]]:
+    """The live table's rows, for the ``last`` minutes: minute, requests, versus the minute before, MB, 5xx,
+    users that hour, p50/p99 size of those 5 minutes. ``minutes``, ``users``, ``sizes``: the window rows of
+    requests-per-minute, unique-users, size-percentiles by window start. A minute whose end is past the
+    ``watermark`` (seconds since the epoch) is still filling (events for it may yet come): it shows ``open``,
+    compared with nothing; a closed minute is compared with the one before, closed too."""
+    from freshet.pipelines.access_logs import trend_flag
+
+    ordered = sorted(minutes)
+    rows = []
+    for i in range(max(len(ordered) - last, 0), len(ordered)):
+        w = ordered[i]
+        r = minutes[w]
+        if r.window_end.timestamp() > watermark:
+            versus = "open"
+        else:
+            previous = minutes[ordered[i - 1]].requests if i > 0 else None
+            ratio = r.requests / previous if previous else None
+            flag = trend_flag(ratio)
+            versus = f"x{ratio:.1f}{' ' + flag if flag else ''}" if ratio is not None else "-"
+        hour = max((h for h in users if h <= w), default=None)
+        five = max((f for f in sizes if f <= w), default=None)
+        u = users.get(hour)
+        s = sizes.get(five)
+        rows.append((w.strftime("%H:%M"), str(r.requests), versus, f"{r.bytes / 1e6:.1f}", str(r.server_errors),
+                     f"{u.unique_exact} ({u.unique_approx})" if u else "-",
+                     f"{s.p50_size:,}/{s.p99_size:,}" if s else "-"))
+    return rows

@@ -24,35 +24,9 @@ from freshet.client import TopicAdmin
 from freshet.client.produce import produce_records
 from freshet.client.stored import RULES_TOPIC, WATCHES_TOPIC, StoredDefinitions
 
-from .common import demo_broker, stderr_to
-from .demo_ingest import _records
-
-
-def recent_start_ms() -> int:
-    """Event time for generated data: from the start of the hour a day ago (older records would fall to the
-    topic's retention, which goes by the records' timestamps: their event time)."""
-    return (int(time.time() * 1000) // 3_600_000 - 24) * 3_600_000
-
-
-class Steps:
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.failures: list[str] = []
-
-    def check(self, ok: bool, what: str) -> None:
-        self.console.print(("  [green]✓[/] " if ok else "  [red]✗[/] ") + what)
-        if not ok:
-            self.failures.append(what)
-
-    def finish(self) -> None:
-        if self.failures:
-            self.console.print(f"[red]{len(self.failures)} step(s) did not hold[/]")
-            raise SystemExit(1)
-        self.console.print("[green]every step held[/]")
-
-
-def _values(bootstrap: str, topic: str) -> list[dict]:
-    return [json.loads(m.value()) for m in _records(bootstrap, topic)]
+from ..common import stderr_to
+from ..gen_cmd import recent_start_ms
+from .preamble import Demo, data_dir_option, json_values
 
 
 def _host(alert: dict):
@@ -84,7 +58,7 @@ def _run_available_now(pipeline: str, topic: str, sink_topic: str, bootstrap: st
 
 
 @click.command("intrusion")
-@click.option("--data-dir", default="./demo-data/intrusion", show_default=True)
+@data_dir_option("intrusion")
 @click.option("--events", default=20_000, show_default=True, help="Background security events.")
 @click.option("--attacks", default=3, show_default=True, help="Attacks planted of each kind.")
 def intrusion_demo(data_dir: str, events: int, attacks: int) -> None:
@@ -93,12 +67,8 @@ def intrusion_demo(data_dir: str, events: int, attacks: int) -> None:
     from freshet.cep.rulesets import ruleset
     from freshet.gen.security_events import iso, security_events
 
-    console = Console()
-    steps = Steps(console)
-    data_dir = os.path.abspath(data_dir)
-    broker = demo_broker(data_dir)
-    bootstrap = broker.bootstrap
-    try:
+    with Demo(data_dir) as demo:
+        console, data_dir, bootstrap = demo.console, demo.data_dir, demo.bootstrap
         admin = TopicAdmin(bootstrap)
         admin.create_topic("security-events", 3)
         admin.create_topic("alerts", 1)
@@ -121,13 +91,13 @@ def intrusion_demo(data_dir: str, events: int, attacks: int) -> None:
             where = rule.text.split("WHERE", 1)[1].split("\n", 1)[0].strip()
             console.print(f"    {rule.name:12} WHERE {where}\n{'':17}PARTITION BY {'.'.join(rule.partition_by[0])} "
                           f"PATTERN ({rule.describe()})")
-        steps.check(sorted(stored.refresh()) == ["brute_force", "http_scan", "p2p"],
+        demo.check(sorted(stored.refresh()) == ["brute_force", "http_scan", "p2p"],
                     f"three rules in {RULES_TOPIC} (a compacted topic: a running query picks up changes)")
 
         console.print("[bold]3. matching on Spark[/]: per rule and partition key, in event-time order once the "
                       "watermark (30 s behind) passes, each match once")
         seconds = _run_available_now("cep", "security-events", "alerts", bootstrap, data_dir, "30 seconds", console)
-        alerts = _values(bootstrap, "alerts")
+        alerts = json_values(bootstrap, "alerts")
         table = Table("rule", "key", "from (UTC)", "to", "what")
         for a in sorted(alerts, key=lambda a: a["match_start"]):
             m = a["measures"]
@@ -141,16 +111,14 @@ def intrusion_demo(data_dir: str, events: int, attacks: int) -> None:
         console.print("[bold]4. the alerts against the plan[/]:")
         got = sorted((a["rule"], _host(a)) for a in alerts)
         expected = sorted((p.rule, p.host) for p in generated.planted)
-        steps.check(got == expected, f"{len(alerts)} alerts: every planted attack once, nothing else "
+        demo.check(got == expected, f"{len(alerts)} alerts: every planted attack once, nothing else "
                                      f"({len(expected)} planted)")
         by_host = {(p.rule, p.host): p for p in generated.planted}
         brute = [a for a in alerts if a["rule"] == "brute_force"]
-        steps.check(all(a["measures"]["attempts"] == by_host[("brute_force", _host(a))].events
+        demo.check(all(a["measures"]["attempts"] == by_host[("brute_force", _host(a))].events
                         for a in brute if ("brute_force", _host(a)) in by_host),
                     "each brute-force alert counts every attempt of its attack (the pattern A{20,} is greedy)")
-        steps.finish()
-    finally:
-        broker.stop()
+        demo.finish()
 
 
 SEARCHES = {
@@ -163,7 +131,7 @@ SEARCHES = {
 
 
 @click.command("alerts")
-@click.option("--data-dir", default="./demo-data/alerts", show_default=True)
+@data_dir_option("alerts")
 @click.option("--listings", "count", default=3000, show_default=True, help="Listings to publish.")
 def alerts_demo(data_dir: str, count: int) -> None:
     """Stored searches matched against every new listing on Spark: alerts as a full scan finds them."""
@@ -171,12 +139,8 @@ def alerts_demo(data_dir: str, count: int) -> None:
     from freshet.cep.search import Document, QueryIndex, matches, parse_query
     from freshet.gen.listings import listings
 
-    console = Console()
-    steps = Steps(console)
-    data_dir = os.path.abspath(data_dir)
-    broker = demo_broker(data_dir)
-    bootstrap = broker.bootstrap
-    try:
+    with Demo(data_dir) as demo:
+        console, data_dir, bootstrap = demo.console, demo.data_dir, demo.bootstrap
         admin = TopicAdmin(bootstrap)
         admin.create_topic("listings", 2)
         admin.create_topic("listing-alerts", 1)
@@ -202,7 +166,7 @@ def alerts_demo(data_dir: str, count: int) -> None:
         console.print("[bold]3. matching on Spark[/]: every listing against every stored search; one record per "
                       "listing that matches, naming the searches")
         seconds = _run_available_now("watch", "listings", "listing-alerts", bootstrap, data_dir, "1 minute", console)
-        alerts = _values(bootstrap, "listing-alerts")
+        alerts = json_values(bootstrap, "listing-alerts")
         table = Table("search", "alerts", "first alert")
         for who in SEARCHES:
             mine = sorted((a for a in alerts if who in a["query_ids"]), key=lambda a: a["offset"])
@@ -216,16 +180,14 @@ def alerts_demo(data_dir: str, count: int) -> None:
         scan = sorted((who, e["listing_id"]) for e in published for who, q in SEARCHES.items()
                       if matches(parse_query(q), Document(e)))
         got = sorted((who, json.loads(a["event"])["listing_id"]) for a in alerts for who in a["query_ids"])
-        steps.check(got == scan, f"{len(got)} alerts in {len(alerts)} records (one per listing, naming its "
+        demo.check(got == scan, f"{len(got)} alerts in {len(alerts)} records (one per listing, naming its "
                                  f"searches), the same as the scan's {len(scan)}")
-        steps.check(all(any(who in a["query_ids"] for a in alerts) for who in SEARCHES),
+        demo.check(all(any(who in a["query_ids"] for a in alerts) for who in SEARCHES),
                     "every search found at least one house")
         for e in published:
             index.match(e)
         evaluated = index.evaluated
-        steps.check(evaluated < len(published) * len(SEARCHES) / 2,
+        demo.check(evaluated < len(published) * len(SEARCHES) / 2,
                     f"the presearch evaluated {evaluated} (listing, search) pairs in full, "
                     f"not all {len(published) * len(SEARCHES)}")
-        steps.finish()
-    finally:
-        broker.stop()
+        demo.finish()

@@ -11,68 +11,38 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 import socket
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import click
-from rich.console import Console
 
 from freshet.client import TopicAdmin
-from freshet.client.reading import read_to_end, reader
-from freshet.local import BrokerProcess, free_port
+from freshet.local import free_port
+
+from .preamble import Demo, data_dir_option, json_values, read_records
 
 SECRET = b"demo-secret"
 
 
-def _records(bootstrap: str, topic: str) -> list:
-    consumer = reader(bootstrap)
-    out: list = []
-    try:
-        partitions = TopicAdmin(bootstrap).partition_count(topic)
-        read_to_end(consumer, [(topic, p, -2) for p in range(partitions)], out.append, 30)
-    finally:
-        consumer.close()
-    return out
-
-
-def _json_values(bootstrap: str, topic: str, at_least: int, timeout_s: float = 30.0) -> list:
-    """The topic's values as JSON, once there are ``at_least`` (or what there is after ``timeout_s``)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        values = [json.loads(m.value()) for m in _records(bootstrap, topic)]
-        if len(values) >= at_least or time.monotonic() > deadline:
-            return values
-        time.sleep(0.2)
-
-
 @click.command("ingest")
-@click.option("--data-dir", default="./demo-data/ingest", show_default=True)
+@data_dir_option("ingest")
 def ingest_demo(data_dir: str) -> None:
     """HTTP (REST Proxy), syslog and StatsD in; a signed webhook with a dead-letter topic out."""
+    with Demo(data_dir) as demo:
+        _ingest(demo)
+        demo.finish()
+
+
+def _ingest(demo: Demo) -> None:
     import httpx  # the ingest extra: imported when the demo runs, so the CLI works without it
 
     from freshet.ingest.http_app import HttpSettings
     from freshet.ingest.server import IngestServer, IngestSettings
     from freshet.ingest.webhook import WebhookSettings, WebhookSink, verify_signature
-    console = Console()
-    data_dir = os.path.abspath(data_dir)
-    shutil.rmtree(data_dir, ignore_errors=True)
-    os.makedirs(data_dir)
-    failures: list[str] = []
 
-    def check(ok: bool, what: str) -> None:
-        console.print(("  [green]✓[/] " if ok else "  [red]✗[/] ") + what)
-        if not ok:
-            failures.append(what)
-
-    broker = BrokerProcess(data_dir=os.path.join(data_dir, "log"), log_path=os.path.join(data_dir, "broker.log"))
-    broker.start()
-    bootstrap = broker.bootstrap
+    console, check, bootstrap = demo.console, demo.check, demo.bootstrap
     http_port, syslog_port, statsd_port = free_port(), free_port(), free_port()
     server = IngestServer(IngestSettings(bootstrap=bootstrap, http_port=http_port, syslog_udp_port=syslog_port,
                                          syslog_tcp_port=syslog_port, statsd_port=statsd_port,
@@ -104,7 +74,7 @@ def ingest_demo(data_dir: str) -> None:
         reports = [json.loads(line) for line in answer.text.splitlines()]
         for r in reports:
             console.print(f"    error_code {r['error_code']}: partition {r['partition_id']}, offset {r['offset']}")
-        stored = {(m.partition(), m.offset()): json.loads(m.value()) for m in _records(bootstrap, "orders")}
+        stored = {(m.partition(), m.offset()): json.loads(m.value()) for m in read_records(bootstrap, "orders")}
         check(all(stored.get((r["partition_id"], r["offset"])) == o for r, o in zip(reports, orders)),
               "each answer names the partition and offset where the log holds that order (answered after acks=all)")
         refused = httpx.post(url + "/v3/clusters/any/topics/no-such-topic/records", json={"value": {"data": 1}})
@@ -116,7 +86,7 @@ def ingest_demo(data_dir: str) -> None:
                    ("127.0.0.1", syslog_port))
         with socket.create_connection(("127.0.0.1", syslog_port)) as tcp:
             tcp.sendall(b"<131>Nov 23 12:00:01 web-02 nginx[4712]: upstream timed out\n")
-        events = _json_values(bootstrap, "syslog", at_least=2)
+        events = json_values(bootstrap, "syslog", at_least=2)
         for e in events:
             console.print(f"    {e['hostname']} {e['app_name']} {e['severity_name']}: {e['message']} ({e['format']})")
         check({(e["hostname"], e["severity_name"]) for e in events} == {("web-01", "info"), ("web-02", "err")},
@@ -125,7 +95,7 @@ def ingest_demo(data_dir: str) -> None:
         console.print("[bold]4. metrics over StatsD[/] (UDP; `freshet run statsd-rollup` rolls them up per 10 s):")
         udp.sendto(b"checkout.requests:1|c\ncheckout.requests:1|c|@0.5\ncheckout.latency:42|ms\nnot statsd",
                    ("127.0.0.1", statsd_port))
-        metrics = _json_values(bootstrap, "metrics", at_least=3)
+        metrics = json_values(bootstrap, "metrics", at_least=3)
         for m in metrics:
             console.print(f"    {m['name']} {m['type']} {m['value']} (sample rate {m['sample_rate']})")
         stats = server.stats()["endpoints"]["statsd"]
@@ -156,7 +126,7 @@ def ingest_demo(data_dir: str) -> None:
         site.shutdown()
         for order, ok, key in received:
             console.print(f"    {order}: signature {'valid' if ok else 'INVALID'}, Idempotency-Key {key}")
-        dead = _records(bootstrap, "orders.dead-letter")
+        dead = read_records(bootstrap, "orders.dead-letter")
         check(counts.delivered == 3 and all(ok for _, ok, _ in received), "three orders delivered, every signature valid")
         reason = dict(dead[0].headers() or []).get("freshet.dead-letter.reason", b"") if dead else b""
         check([d.key() for d in dead] == [b"o4"] and reason.startswith(b"HTTP 422"),
@@ -169,8 +139,3 @@ def ingest_demo(data_dir: str) -> None:
     finally:
         server.stop()
         thread.join(30)
-        broker.close()
-    if failures:
-        console.print(f"[red]{len(failures)} check(s) failed[/]")
-        sys.exit(1)
-    console.print("[green]every step held[/]")
