@@ -160,12 +160,32 @@ def watch() -> None:
 
 
 @watch.command("add")
-@click.argument("query")
+@click.argument("query", required=False)
 @click.option("--id", "query_id", default=None, help="The query's id (default: from its text).")
+@click.option("--file", "path", default=None,
+              help="Store every query of this file ('-': stdin), one per line: QUERY, or ID<tab>QUERY; blank lines "
+                   "and lines starting with # are skipped. Every line is checked first: if one is wrong, none "
+                   "is stored.")
 @bootstrap_option
 @one_line_errors
-def watch_add(query: str, query_id: str | None, bootstrap: str) -> None:
-    """Store QUERY: words, "phrases", field:word, field = value, <, >, IN (...), AND, OR, NOT, ( )."""
+def watch_add(query: str | None, query_id: str | None, path: str | None, bootstrap: str) -> None:
+    """Store QUERY: words, "phrases", field:word, field = value, <, >, IN (...), AND, OR, NOT, ( ).
+    With --file, many at once, written together."""
+    if path is None and query is None:
+        raise ClientError('give a QUERY ("city = Delft AND price < 400000") or --file FILE')
+    if path is not None and (query is not None or query_id is not None):
+        raise ClientError("--file takes the queries and their ids from the file: no QUERY or --id beside it")
+    if path is None:
+        queries = [_checked_query(query, query_id, "--id ")]
+    else:
+        queries = _query_file(path)
+    StoredDefinitions(bootstrap, WATCHES_TOPIC).put_many(queries)
+    for qid, text in queries:
+        click.echo(f"added {qid}: {text}")
+
+
+def _checked_query(query: str, query_id: str | None, id_label: str = "id ") -> tuple[str, str]:
+    """(id, query) once the query parses and the id (default: from the query's text) is a valid one."""
     from freshet.cep.search import parse_query
 
     try:
@@ -174,9 +194,42 @@ def watch_add(query: str, query_id: str | None, bootstrap: str) -> None:
         raise ClientError(f"query: {exc}") from None
     query_id = query_id or "q-" + hashlib.sha1(query.encode()).hexdigest()[:8]
     if not query_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
-        raise ClientError(f"--id {query_id!r}: letters, digits, '-', '_' and '.' only")
-    StoredDefinitions(bootstrap, WATCHES_TOPIC).put(query_id, query)
-    click.echo(f"added {query_id}: {query}")
+        raise ClientError(f"{id_label}{query_id!r}: letters, digits, '-', '_' and '.' only")
+    return query_id, query
+
+
+def _query_file(path: str) -> list[tuple[str, str]]:
+    """Every (id, query) of the file, each line checked; ClientError naming the first bad line."""
+    try:
+        if path == "-":
+            lines = sys.stdin.read().splitlines()
+        else:
+            with open(path, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+    except OSError as exc:
+        raise ClientError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ClientError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    name = "stdin" if path == "-" else path
+    queries: list[tuple[str, str]] = []
+    line_of: dict[str, int] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        query_id, tab, text = line.partition("\t")
+        if not tab:
+            query_id, text = None, line
+        try:
+            query_id, text = _checked_query(text.strip(), query_id.strip() if tab else None)
+        except ClientError as exc:
+            raise ClientError(f"{name}:{number}: {exc}") from None
+        if query_id in line_of:
+            raise ClientError(f"{name}:{number}: id {query_id} is on line {line_of[query_id]} too")
+        line_of[query_id] = number
+        queries.append((query_id, text))
+    if not queries:
+        raise ClientError(f"no query in {name} (one per line: QUERY, or ID<tab>QUERY)")
+    return queries
 
 
 @watch.command("list")
