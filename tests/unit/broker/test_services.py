@@ -28,9 +28,12 @@ def _broker_attributes_used(tree: ast.AST) -> set[str]:
 
 def test_the_broker_provides_every_service(tmp_path):
     broker = Broker(BrokerConfig(data_dir=str(tmp_path)))
-    assert isinstance(broker, BrokerServices)
-    for name in SERVICES:
-        assert hasattr(broker, name), name
+    try:
+        assert isinstance(broker, BrokerServices)
+        for name in SERVICES:
+            assert hasattr(broker, name), name
+    finally:
+        broker.registry.close()
 
 
 def test_handlers_use_only_the_declared_services():
