@@ -5,17 +5,7 @@ from __future__ import annotations
 
 
 class LogError(Exception):
-    """Base class of everything the log refuses or fails at."""
-
-    record_errors: tuple[tuple[int, str], ...] = ()  # the records at fault, when the log can name them
-
-
-class CorruptBatchError(LogError):
-    """A record batch failed its length, magic or CRC-32C check."""
-
-
-class InvalidRecordError(LogError):
-    """A well-formed batch that the log refuses (wrong magic, keyless record on a compacted topic, ...).
+    """Base class of everything the log refuses or fails at.
 
     ``record_errors``: when particular records are at fault, each one's index in its batch and why, as Kafka
     answers them (Produce v8+ ``record_errors``) so that a client fails exactly those records."""
@@ -23,6 +13,14 @@ class InvalidRecordError(LogError):
     def __init__(self, message: str, record_errors: tuple[tuple[int, str], ...] = ()) -> None:
         super().__init__(message)
         self.record_errors = tuple(record_errors)
+
+
+class CorruptBatchError(LogError):
+    """A record batch failed its length, magic or CRC-32C check."""
+
+
+class InvalidRecordError(LogError):
+    """A well-formed batch that the log refuses (wrong magic, keyless record on a compacted topic, ...)."""
 
 
 class InvalidTimestampError(LogError):

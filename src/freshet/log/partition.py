@@ -194,20 +194,21 @@ class Partition:
         before, after = self.config.message_timestamp_before_max_ms, self.config.message_timestamp_after_max_ms
         if before >= 2**63 - 1 and after >= 2**63 - 1:
             return
-        view = memoryview(records)
-        pos = 0
-        for header in headers:
-            timestamps = [r.timestamp for r in decode_records(view[pos:pos + header.size])]
-            pos += header.size
-            for timestamp in (min(timestamps), max(timestamps)):
-                if now_ms - timestamp > before:
-                    raise InvalidTimestampError(
-                        f"timestamp {timestamp} is {now_ms - timestamp} ms before the broker's clock; "
+
+        def fault(record) -> str | None:
+            if now_ms - record.timestamp > before:
+                return (f"Timestamp {record.timestamp} is {now_ms - record.timestamp} ms before the broker's clock; "
                         f"message.timestamp.before.max.ms={before}")
-                if timestamp - now_ms > after:
-                    raise InvalidTimestampError(
-                        f"timestamp {timestamp} is {timestamp - now_ms} ms after the broker's clock; "
+            if record.timestamp - now_ms > after:
+                return (f"Timestamp {record.timestamp} is {record.timestamp - now_ms} ms after the broker's clock; "
                         f"message.timestamp.after.max.ms={after}")
+            return None
+
+        found = _first_faulty_batch(records, headers, fault)
+        if found is not None:
+            count, faults = found
+            raise InvalidTimestampError(
+                f"{_counted(faults, count)} have a timestamp too far from the broker's clock: {faults[0][1]}", faults)
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> AppendResult:
         """End ``producer_id``'s transaction here with a COMMIT or ABORT control batch (the coordinator's
@@ -241,20 +242,14 @@ class Partition:
         return self.transactions.aborted_between(start, end)
 
     def _require_keys(self, records: bytes | memoryview, headers: list[BatchHeader]) -> None:
-        """Every record of a compacted topic has a key. As Kafka's validator, the first batch with keyless
-        records is refused naming each of them by its index in the batch (the others fail with it)."""
-        view = memoryview(records)
-        pos = 0
-        for header in headers:
-            batch = list(decode_records(view[pos : pos + header.size]))
-            keyless = [i for i, record in enumerate(batch) if record.key is None]
-            if keyless:
-                shown = ", ".join(map(str, keyless[:3])) + (", ..." if len(keyless) > 3 else "")
-                raise InvalidRecordError(
-                    f"{len(keyless)} of the {len(batch)} records of a batch have no key (index {shown}): "
-                    f"a compacted topic accepts only records with a key",
-                    tuple((i, "Compacted topic cannot accept message without key") for i in keyless))
-            pos += header.size
+        """Every record of a compacted topic has a key."""
+        found = _first_faulty_batch(records, headers,
+                                    lambda r: "Compacted topic cannot accept message without key" if r.key is None
+                                    else None)
+        if found is not None:
+            count, faults = found
+            raise InvalidRecordError(
+                f"{_counted(faults, count)} have no key: a compacted topic accepts only records with a key", faults)
 
     def _maybe_roll(self, incoming: int) -> None:
         active = self.active_segment
@@ -479,3 +474,24 @@ class Partition:
         for name in os.listdir(self.directory):
             os.unlink(os.path.join(self.directory, name))
         os.rmdir(self.directory)
+
+
+def _first_faulty_batch(records: bytes | memoryview, headers: list[BatchHeader],
+                        fault) -> tuple[int, tuple[tuple[int, str], ...]] | None:
+    """As Kafka's validator: the first batch with records that ``fault`` (record -> reason or None) finds wrong,
+    as its record count and each such record's index in the batch with the reason (None: all are fine)."""
+    view = memoryview(records)
+    pos = 0
+    for header in headers:
+        batch = list(decode_records(view[pos:pos + header.size]))
+        faults = tuple((i, why) for i, why in enumerate(map(fault, batch)) if why is not None)
+        if faults:
+            return len(batch), faults
+        pos += header.size
+    return None
+
+
+def _counted(faults: tuple[tuple[int, str], ...], count: int) -> str:
+    """'2 of the 4 records of a batch (index 1, 3)'."""
+    shown = ", ".join(str(i) for i, _ in faults[:3]) + (", ..." if len(faults) > 3 else "")
+    return f"{len(faults)} of the {count} records of a batch (index {shown})"

@@ -77,9 +77,8 @@ def produce(ctx: RequestContext, request: Request) -> Response:
                 result["error_code"] = error_code_for(exc)
                 result["error_message"] = str(exc)
                 # v8+: the records at fault, so the client fails exactly those (the rest of the batch with them)
-                result["record_errors"] = [
-                    {"batch_index": index, "batch_index_error_message": f"{why} in topic partition {name}-{pd.index}"}
-                    for index, why in exc.record_errors]
+                result["record_errors"] = [{"batch_index": index, "batch_index_error_message": why}
+                                           for index, why in exc.record_errors]
                 if not isinstance(exc, StorageError):
                     log.debug("produce to %s-%d refused: %s", name, pd.index, exc)
                 else:
