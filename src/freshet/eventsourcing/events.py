@@ -43,7 +43,11 @@ class Event:
 
 
 class Command:
-    """Base of every command class (subclasses are frozen dataclasses)."""
+    """Base of every command class (subclasses are frozen dataclasses). Personal fields are declared as in
+    events (``personal()`` and ``subject``): the client seals them with the subject's key before the command
+    is appended to the commands topic, so forgetting the subject shreds them there too."""
+
+    subject: ClassVar[str | None] = None  # the field naming whose personal data this command carries
 
 
 class Sealer(Protocol):
@@ -111,9 +115,7 @@ class Codec:
     def register_event(self, cls: type[Event]) -> type[Event]:
         if not dataclasses.is_dataclass(cls) or not issubclass(cls, Event):
             raise TypeError(f"{cls.__name__}: an event is a dataclass deriving from Event")
-        personal_fields = _personal_fields(cls)
-        if personal_fields and (cls.subject is None or cls.subject not in {f.name for f in dataclasses.fields(cls)}):
-            raise TypeError(f"{cls.__name__}: personal fields {personal_fields} need `subject` naming a field")
+        personal_fields = _check_subject(cls)
         self.events[cls.__name__] = cls
         # what decoding needs of the class, looked up once per event: class, schema, personal fields, and
         # the field names when an instance may be made by filling its __dict__ (see _plain_fields)
@@ -123,6 +125,7 @@ class Codec:
     def register_command(self, cls: type[Command]) -> type[Command]:
         if not dataclasses.is_dataclass(cls) or not issubclass(cls, Command):
             raise TypeError(f"{cls.__name__}: a command is a dataclass deriving from Command")
+        _check_subject(cls)
         self.commands[cls.__name__] = cls
         return cls
 
@@ -140,14 +143,7 @@ class Codec:
         cls = type(event)
         if self.events.get(cls.__name__) is not cls:
             raise SchemaError(f"event class {cls.__name__} is not registered")
-        data = {name: getattr(event, name) for name in _field_names(cls)}
-        personal_fields = _personal_fields(cls)
-        if personal_fields:
-            if sealer is None:
-                raise SchemaError(f"{cls.__name__} has personal fields and no key store was given")
-            subject = str(data[cls.subject])
-            for name in personal_fields:
-                data[name] = sealer.seal(subject, orjson.dumps(data[name]))
+        data = _sealed(cls, {name: getattr(event, name) for name in _field_names(cls)}, sealer)
         return orjson.dumps({"type": cls.__name__, "schema": cls.schema, "stream": stream, "version": version,
                              "data": data})
 
@@ -238,14 +234,110 @@ class Codec:
             raise SchemaError(f"command class {cls.__name__} is not registered")
         return cls.__name__, {name: getattr(command, name) for name in _field_names(cls)}
 
-    def command_from(self, type_name: str, data: dict) -> Command:
+    def command_class(self, type_name: str) -> type[Command]:
         cls = self.commands.get(type_name)
         if cls is None:
-            raise SchemaError(f"unknown command {type_name!r}")
+            known = ", ".join(sorted(self.commands)) or "none"
+            raise SchemaError(f"unknown command {type_name!r} (commands: {known})")
+        return cls
+
+    def command_from(self, type_name: str, data: dict, sealer: Sealer | None = None) -> Command:
+        """The command of ``type_name`` with fields ``data``; sealed personal fields are opened with ``sealer``
+        (or read FORGOTTEN). A field the class does not take, or one it needs and is not given, is refused
+        naming the fields the command takes."""
+        cls = self.command_class(type_name)
+        data = _checked_fields(cls, data)
         try:
-            return cls(**data)
+            return cls(**_opened(cls, data, sealer))
         except TypeError as exc:
             raise SchemaError(f"{type_name}: {exc}") from None
+
+    def seal_command(self, type_name: str, data: dict, sealer: Sealer | None) -> dict:
+        """``data`` checked, with the command's personal fields sealed with its subject's key (as stored)."""
+        cls = self.command_class(type_name)
+        return _sealed(cls, _checked_fields(cls, data), sealer)
+
+    def open_command(self, type_name: str, data: dict, sealer: Sealer | None) -> dict:
+        """Stored command fields with the personal ones opened (or FORGOTTEN); an unknown type as stored."""
+        cls = self.commands.get(type_name)
+        return dict(data) if cls is None else _opened(cls, data, sealer)
+
+    # events appended directly (CommandClient.append): through the commands topic, sealed the same way
+    def seal_appended(self, event: Event, sealer: Sealer | None) -> dict:
+        cls = type(event)
+        if self.events.get(cls.__name__) is not cls:
+            raise SchemaError(f"event class {cls.__name__} is not registered")
+        return {"type": cls.__name__, "data": _sealed(cls, {n: getattr(event, n) for n in _field_names(cls)}, sealer)}
+
+    def open_appended(self, stored: dict, sealer: Sealer | None) -> Event:
+        cls = self.events.get(stored.get("type"))
+        if cls is None:
+            raise SchemaError(f"unknown event type {stored.get('type')!r}")
+        try:
+            return cls(**_opened(cls, stored.get("data") or {}, sealer))
+        except TypeError as exc:
+            raise SchemaError(f"{cls.__name__}: {exc}") from None
+
+
+def _check_subject(cls: type) -> tuple[str, ...]:
+    """A class's personal fields, refused unless ``subject`` names one of its fields."""
+    personal_fields = _personal_fields(cls)
+    if personal_fields and (cls.subject is None or cls.subject not in _field_names(cls)):
+        raise TypeError(f"{cls.__name__}: personal fields {personal_fields} need `subject` naming a field")
+    return personal_fields
+
+
+@functools.cache
+def _shape(cls: type) -> tuple[frozenset[str], frozenset[str]]:
+    """(every field name, the names of the fields with no default) of a dataclass."""
+    fields = dataclasses.fields(cls)
+    return (frozenset(f.name for f in fields),
+            frozenset(f.name for f in fields if f.default is dataclasses.MISSING
+                      and f.default_factory is dataclasses.MISSING))
+
+
+def _checked_fields(cls: type, data: dict) -> dict:
+    """``data``, refused (naming the fields ``cls`` takes) unless it gives every field without a default and
+    nothing else."""
+    if not isinstance(data, dict):
+        raise SchemaError(f"{cls.__name__}: fields must be a JSON object, not {type(data).__name__}")
+    names, required = _shape(cls)
+    if data.keys() <= names and data.keys() >= required:
+        return data
+    takes = ", ".join(_field_names(cls))
+    unknown = [name for name in data if name not in names]
+    if unknown:
+        raise SchemaError(f"{cls.__name__} has no field {', '.join(map(repr, unknown))} (it takes: {takes})")
+    missing = [name for name in _field_names(cls) if name in required and name not in data]
+    raise SchemaError(f"{cls.__name__} needs field {', '.join(map(repr, missing))} (it takes: {takes})")
+
+
+def _sealed(cls: type, data: dict, sealer: Sealer | None) -> dict:
+    """``data`` with ``cls``'s personal fields sealed with the key of the subject ``data`` names."""
+    personal_fields = _personal_fields(cls)
+    if not personal_fields:
+        return data
+    if sealer is None:
+        raise SchemaError(f"{cls.__name__} has personal fields and no key store was given")
+    data, subject = dict(data), str(data[cls.subject])
+    for name in personal_fields:
+        if name in data:
+            data[name] = sealer.seal(subject, orjson.dumps(data[name]))
+    return data
+
+
+def _opened(cls: type, data: dict, sealer: Sealer | None) -> dict:
+    """``data`` with ``cls``'s sealed personal fields opened, or FORGOTTEN where the key is gone."""
+    personal_fields = _personal_fields(cls)
+    if not personal_fields:
+        return data
+    data = dict(data)
+    for name in personal_fields:
+        sealed = data.get(name)
+        if isinstance(sealed, dict) and "sealed" in sealed:
+            plaintext = sealer.open(sealed) if sealer is not None else None
+            data[name] = FORGOTTEN if plaintext is None else orjson.loads(plaintext)
+    return data
 
 
 def b64(data: bytes) -> str:

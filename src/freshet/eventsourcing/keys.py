@@ -6,22 +6,26 @@ writes a tombstone for each of its keys; readers treat a tombstoned key as gone 
 removes the key bytes from the log itself. Every copy of the events (replays, projection rebuilds, a copy of
 the topic elsewhere) is then unreadable for that subject: the ciphertext stays, the key does not.
 
-Only the command processor creates keys, inside the transaction that appends the first event sealed with
-it, so a reader that sees the event can find the key.
+Keys are created where personal data is first sealed: by the command processor, inside the transaction that
+appends the first event sealed with it (a reader that sees the event can find the key), and by a
+``CommandClient`` sealing a command's personal fields, which appends the key and waits for it to be
+acknowledged before it appends the command; the command carries ``keys_at``, the keys-topic offset its keys
+lie below, and the processor reads the keys that far before it opens the command (``read_past``).
 """
 
 from __future__ import annotations
 
 import binascii
 import os
+import time
 from binascii import a2b_base64
 
-from confluent_kafka import Consumer, Message, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from freshet.client import producer_config
-from freshet.client.reading import read_committed_ranges, read_to_end, reader
+from freshet.client.reading import drain, read_committed_ranges, read_to_end, reader
 
 from .events import b64
 
@@ -66,6 +70,25 @@ class SubjectKeys:
         self._position, self._loaded = ends[(self.topic, 0)], True
         return self
 
+    @property
+    def position(self) -> int:
+        """The keys topic's offset this store has read up to: every key below it is known (or forgotten)."""
+        return self._position
+
+    def read_past(self, offset: int, timeout_s: float = 60.0) -> bool:
+        """Read the keys topic until this store has read every key below ``offset`` (keys a command's client
+        appended before the command). False if it did not get there in ``timeout_s`` (a transaction left
+        open on the keys topic holds readers back until it is aborted)."""
+        deadline = time.monotonic() + timeout_s
+        while self._position < offset:
+            if self._consumer is None:
+                self.load()
+                continue
+            self._take_messages(drain(self._consumer, 10_000, 0.05))  # what the consumer fetches, as it comes
+            if self._position < offset and time.monotonic() > deadline:
+                return False
+        return True
+
     def forked(self) -> None:
         """In a forked child: the parent's consumer (librdkafka's threads are not in the child) is not ours to
         use or close; a later read makes its own."""
@@ -77,10 +100,16 @@ class SubjectKeys:
         if self._consumer is None:
             self.load()
             return
-        for m in self._consumer.consume(10_000, 0):
-            if m.error() is None:
+        self._take_messages(self._consumer.consume(10_000, 0))
+
+    def _take_messages(self, messages: list[Message]) -> None:
+        for m in messages:
+            err = m.error()
+            if err is None:
                 self._apply(m)
                 self._position = m.offset() + 1
+            elif err.code() == KafkaError._PARTITION_EOF:  # the end, past any transaction marker there
+                self._position = max(self._position, m.offset())
 
     def _apply(self, m: Message) -> None:
         self._take(m.key().decode(), m.value())
@@ -163,14 +192,18 @@ class SubjectKeys:
         created, self.created = self.created, []
         return created
 
+    def discard(self, ref: str) -> None:
+        """Drop one key this store made (it was never appended): nothing is sealed with it again."""
+        self._keys.pop(ref, None)
+        self._ciphers.pop(ref, None)
+        subject = ref.rsplit("/", 1)[0]
+        if self._current.get(subject) == ref:
+            del self._current[subject]
+
     def forget_pending(self) -> None:
         """Drop keys made for a transaction that was not committed."""
         for ref, _ in self.take_created():
-            self._keys.pop(ref, None)
-            self._ciphers.pop(ref, None)
-            subject = ref.rsplit("/", 1)[0]
-            if self._current.get(subject) == ref:
-                del self._current[subject]
+            self.discard(ref)
 
     # forgetting ------------------------------------------------------------------------------------
     def subjects(self) -> set[str]:

@@ -50,12 +50,14 @@ class ProcessorStats:
 
 
 def encode_command(command_id: str, type_name: str, data: dict, expected_version: int | None = None,
-                   append: list[dict] | None = None) -> bytes:
+                   append: list[dict] | None = None, keys_at: int | None = None) -> bytes:
     doc: dict = {"id": command_id, "type": type_name, "data": data}
     if expected_version is not None:
         doc["expected_version"] = expected_version
     if append is not None:
         doc["append"] = append
+    if keys_at is not None:  # it holds sealed fields: their keys lie below this offset of the keys topic
+        doc["keys_at"] = keys_at
     return orjson.dumps(doc)
 
 
@@ -233,11 +235,14 @@ class CommandProcessor:
                 expected = doc.get("expected_version")
                 if expected is not None and expected != agg.version:
                     raise Conflict(f"{stream} is at version {agg.version}, not {expected}")
+                keys_at = doc.get("keys_at")
+                if keys_at is not None and not self.keys.read_past(keys_at):
+                    raise SchemaError(f"the keys of its personal fields are not readable in {app.keys_topic} "
+                                      f"(below offset {keys_at}) after 60 s")
                 if "append" in doc:  # a direct append: the events are given
-                    events = [codec.events[e["type"]](**e["data"]) if e.get("type") in codec.events else
-                              _unknown(e) for e in doc["append"]]
+                    events = [codec.open_appended(e, self.keys) for e in doc["append"]]
                 else:
-                    events = agg.decide(codec.command_from(doc["type"], doc.get("data") or {})) or []
+                    events = agg.decide(codec.command_from(doc["type"], doc.get("data") or {}, self.keys)) or []
             except Conflict as exc:
                 answer.update(status="conflict", reason=str(exc), version=agg.version if agg else 0)
                 self.stats.rejected += 1
@@ -281,7 +286,3 @@ class CommandProcessor:
 
 class Conflict(Exception):
     """An expected version that is not the aggregate's."""
-
-
-def _unknown(e: dict):
-    raise SchemaError(f"unknown event type {e.get('type')!r}")

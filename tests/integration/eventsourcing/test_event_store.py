@@ -19,10 +19,12 @@ from freshet.eventsourcing import (
     FORGOTTEN,
     CommandClient,
     CommandProcessor,
+    CommandTimeout,
     Database,
     EventStore,
     ProjectionRunner,
     RebuildError,
+    SchemaError,
     SubjectKeys,
     rebuild,
     wait_for,
@@ -108,6 +110,85 @@ def test_append_with_an_expected_version_is_refused_on_conflict(broker, course_a
     assert command.status == "conflict" and "at version 2, not 1" in command.reason
     with EventStore(course_app, broker.bootstrap) as store:
         assert store.state("course/d1").enrolled == ["s1"]
+
+
+def test_the_commands_topic_holds_personal_fields_sealed_and_forgetting_shreds_them(broker, course_app):
+    """Commands and direct appends carry personal fields sealed with the subject's key (keys the client makes
+    are appended before the command); the processor opens them; after forgetting they read FORGOTTEN."""
+    with CommandClient(course_app, broker.bootstrap) as client:
+        assert client.execute("course/p1", OpenCourse("Privacy", 3)).accepted
+        ids = client.send_many([("course/p1", "Enroll", {"student_id": "s1", "name": "Grace Hopper"}, None),
+                                ("course/p1", "Enroll", {"student_id": "s2", "name": "Edsger Dijkstra"}, None)])
+        assert all(a.accepted for a in client.answers(ids).values())
+        appended = client.answer(client.append("course/p1", [StudentEnrolled("s3", "Barbara Liskov")], 3))
+        assert appended.accepted, appended.reason
+        with pytest.raises(SchemaError, match="no field 'nmae'"):  # one bad command: none of them is sent
+            client.send_many([("course/p1", "Cancel", {"student_id": "s1"}, None),
+                              ("course/p1", "Enroll", {"student_id": "s4", "nmae": "x"}, None)])
+    stored = [value for _, value in read_to_end(broker.bootstrap, course_app.commands_topic, course_app.partitions)]
+    assert len(stored) == 4
+    assert not any(name in value for value in stored for name in (b"Grace", b"Edsger", b"Barbara"))
+    with EventStore(course_app, broker.bootstrap) as store:
+        assert [r.event.name for r in store.history("course/p1") if isinstance(r.event, StudentEnrolled)] == [
+            "Grace Hopper", "Edsger Dijkstra", "Barbara Liskov"]
+    keys = SubjectKeys(broker.bootstrap, course_app.keys_topic).load()
+    assert keys.forget("s1") == 1  # the client's key, which the processor sealed the event with too
+    opened = [course_app.codec.open_command(doc["type"], doc["data"], keys)["name"]
+              for doc in map(json.loads, stored) if doc["type"] == "Enroll"]
+    assert opened == [FORGOTTEN, "Edsger Dijkstra"]
+    assert course_app.codec.open_appended(json.loads(stored[3])["append"][0], keys).name == "Barbara Liskov"
+    keys.close()
+
+
+def test_a_command_whose_key_is_behind_an_open_transaction_waits_for_it(broker, course_app):
+    """The client appends a new subject's key before the command; a transaction left open on the keys topic
+    hides it from read_committed readers. The processor waits until it has read the keys below the command's
+    ``keys_at`` instead of taking the key for forgotten (which would record the name as <forgotten>)."""
+    hanging = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"hang-{uuid.uuid4().hex[:8]}",
+                        "log_level": 0})
+    hanging.init_transactions(30)
+    hanging.begin_transaction()
+    hanging.produce(course_app.keys_topic, b"k" * 32, b"nobody/0123456789abcdef", partition=0)
+    assert hanging.flush(30) == 0
+    with CommandClient(course_app, broker.bootstrap) as client:
+        assert client.execute("course/h1", OpenCourse("Radio", 3)).accepted
+        command_id = client.send("course/h1", Enroll("s9", "Hedy Lamarr"))
+        with pytest.raises(CommandTimeout):  # its key cannot be read while the transaction is open
+            client.answer(command_id, timeout=3)
+        hanging.commit_transaction(30)
+        answer = client.answer(command_id, timeout=60)
+    assert answer.accepted, answer.reason
+    with EventStore(course_app, broker.bootstrap) as store:
+        assert [r.event.name for r in store.history("course/h1") if isinstance(r.event, StudentEnrolled)] == [
+            "Hedy Lamarr"]
+
+
+def test_a_command_sealed_with_a_key_the_processor_made_is_decided(broker, course_app):
+    """A key the processor made in a transaction is followed by its commit marker: a client that read the keys
+    topic to its end sends ``keys_at`` past the marker, and the processor reads that far too (not waiting for a
+    record that never comes)."""
+    from freshet.eventsourcing.processor import encode_command
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "log_level": 0})
+    with CommandClient(course_app, broker.bootstrap) as client:
+        assert client.execute("course/m1", OpenCourse("Markers", 3)).accepted
+        assert client.execute("course/m2", OpenCourse("Markers", 3)).accepted
+        # a command appended without a client (plain fields, as before sealing): the processor makes s7's key
+        producer.produce(course_app.commands_topic, encode_command("raw-1", "Enroll", {"student_id": "s7",
+                         "name": "Ken Thompson"}), b"course/m1", partition=course_app.partition_of("course/m1"))
+        assert producer.flush(30) == 0
+        wait_until(lambda: any(k.startswith(b"s7/") for k, _ in read_to_end(broker.bootstrap, course_app.keys_topic,
+                                                                             1)), 60, "the processor's key for s7")
+    with CommandClient(course_app, broker.bootstrap) as client:  # reads the keys to their end, past the marker
+        answer = client.execute("course/m2", Enroll("s7", "Ken Thompson"), timeout=60)
+    assert answer.accepted, answer.reason
+    stored = [json.loads(v) for _, v in read_to_end(broker.bootstrap, course_app.commands_topic,
+                                                    course_app.partitions)]
+    assert [doc["data"]["name"]["key"].split("/")[0] for doc in stored if doc["id"] != "raw-1" and
+            doc["type"] == "Enroll"] == ["s7"]  # sealed with the processor's key
+    with EventStore(course_app, broker.bootstrap) as store:
+        assert [r.event.name for r in store.history("course/m2") if isinstance(r.event, StudentEnrolled)] == [
+            "Ken Thompson"]
 
 
 def test_old_events_in_the_log_are_upcast_on_every_read(broker):

@@ -107,6 +107,48 @@ def test_unregistered_classes_and_commands_are_refused():
         codec.register_command(type("NotACommand", (Command,), {}))
 
 
+def test_commands_personal_fields_are_sealed_with_the_subjects_key_and_read_forgotten_without_it():
+    store = keys()
+    data = codec.seal_command("Enroll", {"student_id": "s1", "name": "Ada Lovelace"}, store)
+    assert b"Ada" not in json.dumps(data).encode() and data["student_id"] == "s1"
+    assert codec.command_from("Enroll", data, store) == Enroll("s1", "Ada Lovelace")
+    assert codec.open_command("Enroll", data, store) == {"student_id": "s1", "name": "Ada Lovelace"}
+    # the same subject's events are sealed with the same key: forgetting it shreds both
+    event = json.loads(codec.encode_event("course/c1", 2, StudentEnrolled("s1", "Ada"), store))
+    assert event["data"]["name"]["key"] == data["name"]["key"]
+    assert codec.seal_command("OpenCourse", {"title": "T", "capacity": 1}, None) == {"title": "T", "capacity": 1}
+    stranger = keys()  # a reader without the key (as after forgetting)
+    assert codec.open_command("Enroll", data, stranger) == {"student_id": "s1", "name": FORGOTTEN}
+    assert codec.command_from("Enroll", data, stranger) == Enroll("s1", FORGOTTEN)
+    appended = codec.seal_appended(StudentEnrolled("s1", "Ada Lovelace"), store)
+    assert b"Ada" not in json.dumps(appended).encode()
+    assert codec.open_appended(appended, store) == StudentEnrolled("s1", "Ada Lovelace")
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"student_id": "s1", "nmae": "Ada"}, r"^Enroll has no field 'nmae' \(it takes: student_id, name\)$"),
+    ({"student_id": "s1"}, r"^Enroll needs field 'name' \(it takes: student_id, name\)$"),
+    ([1, 2], r"^Enroll: fields must be a JSON object, not list$"),
+])
+def test_a_command_with_fields_its_class_does_not_take_is_refused_naming_them(data, message):
+    with pytest.raises(SchemaError, match=message):
+        codec.command_from("Enroll", data)
+    with pytest.raises(SchemaError, match=message):
+        codec.seal_command("Enroll", data, keys())
+
+
+def test_personal_command_fields_need_a_subject():
+    from dataclasses import dataclass
+
+    from freshet.eventsourcing import Command, personal
+
+    with pytest.raises(TypeError, match="personal fields"):
+        @codec.register_command
+        @dataclass(frozen=True)
+        class NoSubject(Command):
+            name: str = personal()
+
+
 def fold(agg, events):
     for e in events:
         agg.apply(e)

@@ -27,8 +27,9 @@ class OpenCourse(Command):
 @codec.register_command
 @dataclass(frozen=True)
 class Enroll(Command):
+    subject = "student_id"  # the name is sealed with the student's key in the commands topic too
     student_id: str
-    name: str
+    name: str = personal()
 
 
 @codec.register_command
