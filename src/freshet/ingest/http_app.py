@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from .buffer import EndpointStats, LogBuffer, TopicCatalog
 from .rest_proxy import (
+    OutgoingRecord,
     ShapeError,
     split_concatenated,
     v2_failure,
@@ -53,16 +54,18 @@ class ClientGone(Exception):
 
 
 class Delivery:
-    """The delivery reports of ``n`` records, resolved on the event loop when the last one arrives.
-    Callbacks run on the producer's poll thread."""
+    """The delivery reports of ``n`` records, resolved on the event loop when the last one arrives. Callbacks
+    run where the producer is polled: on the event loop (``LogBuffer.serve_reports``), or on another thread
+    (the poll thread before that starts, ``flush`` at the end)."""
 
-    __slots__ = ("future", "lock", "loop", "remaining", "results", "stats")
+    __slots__ = ("future", "lock", "loop", "owner", "remaining", "results", "stats")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, stats: EndpointStats, n: int) -> None:
         self.results: list = [None] * n  # (error or None, partition, offset, timestamp ms); None: no report yet
         self.remaining = n
         self.future = loop.create_future()
         self.loop = loop
+        self.owner = threading.get_ident()  # the event loop's thread (made there)
         self.lock = threading.Lock()
         self.stats = stats
         if n == 0:
@@ -87,8 +90,11 @@ class Delivery:
     def _count_down(self) -> None:
         with self.lock:
             self.remaining -= 1
-            done = self.remaining == 0
-        if done:
+            if self.remaining:
+                return
+        if threading.get_ident() == self.owner:  # on the loop: no wake-up through the loop's self-pipe
+            _resolve(self.future)
+        else:
             self.loop.call_soon_threadsafe(_resolve, self.future)
 
 
@@ -147,13 +153,14 @@ class Ingest:
         buffer = self.buffer
         # the usual record (no headers, no timestamp) goes straight to the shared producer
         direct = buffer.producer.produce if stats.producer is None else None
+        callback = delivery.callback
         for i, record in enumerate(records):
-            if isinstance(record, ShapeError):
+            if type(record) is not OutgoingRecord:
                 delivery.settle(i, record)
                 continue
             try:
                 if direct is not None and record.headers is None and not record.timestamp_ms:
-                    direct(topic, record.value, record.key, record.partition, delivery.callback(i))
+                    direct(topic, record.value, record.key, record.partition, callback(i))
                     stats.received += 1
                 else:
                     buffer.produce(stats, topic, record.value, record.key, record.partition, record.headers,
@@ -165,10 +172,15 @@ class Ingest:
                 delivery.settle(i, exc.args[0])
 
     async def delivered(self, delivery: Delivery) -> None:
+        """Wait for every report of ``delivery``, at most ack_timeout_s (then the missing ones are answered 503)."""
+        future = delivery.future
+        if future.done():
+            return
+        timer = delivery.loop.call_later(self.settings.ack_timeout_s, _resolve, future)
         try:
-            await asyncio.wait_for(asyncio.shield(delivery.future), self.settings.ack_timeout_s)
-        except TimeoutError:
-            pass
+            await future
+        finally:
+            timer.cancel()
 
     def outcome(self, result) -> ShapeError | tuple[int, int, int]:
         """A record's fate: (partition, offset, timestamp ms), or the error to report."""
@@ -390,6 +402,7 @@ class V2Records(IngestRoute):
             except orjson.JSONDecodeError as exc:
                 raise ShapeError(400, f"malformed JSON: {exc}", 400) from None
             records = v2_records(parsed, embedded, partitions, path_partition)
+            del parsed, body  # not kept alive (and scanned by the collector) while the log acknowledges
         except ClientGone:
             return
         except ShapeError as exc:

@@ -269,25 +269,30 @@ def v2_records(body, embedded: str, partitions: int, path_partition: int | None 
     if not isinstance(body, dict) or not isinstance(body.get("records"), list):
         raise ShapeError(422, 'the body is {"records": [{"key": ..., "value": ..., "partition": ...}]}', 42201)
     out = []
+    append = out.append
+    dumps = orjson.dumps
+    as_json = embedded == "json"
     for i, r in enumerate(body["records"]):
-        if not isinstance(r, dict):
+        if type(r) is not dict:
             raise ShapeError(422, f"records[{i}] is not an object", 42201)
         partition = r.get("partition") if path_partition is None else path_partition
         if partition is None:
             partition = -1
-        elif not isinstance(partition, int) or isinstance(partition, bool):
+        elif type(partition) is not int:  # bool is not int here
             raise ShapeError(422, f"records[{i}].partition must be an integer", 42201)
         elif not 0 <= partition < partitions:
             raise ShapeError(404, f"partition {partition} not found", 40402)
-        if embedded == "json":
-            key = None if r.get("key") is None else orjson.dumps(r["key"])
-            value = None if r.get("value") is None else orjson.dumps(r["value"])
+        key = r.get("key")
+        value = r.get("value")
+        if as_json:
+            key = None if key is None else dumps(key)
+            value = None if value is None else dumps(value)
         else:
             try:
-                key = None if r.get("key") is None else _base64(r["key"], f"records[{i}].key")
-                value = None if r.get("value") is None else _base64(r["value"], f"records[{i}].value")
+                key = None if key is None else _base64(key, f"records[{i}].key")
+                value = None if value is None else _base64(value, f"records[{i}].value")
             except ShapeError as exc:
                 raise ShapeError(422, exc.message + " (binary embedded format: use"
                                  " application/vnd.kafka.json.v2+json for JSON)", 42205) from None
-        out.append(OutgoingRecord(key, value, partition))
+        append(OutgoingRecord(key, value, partition))
     return out
