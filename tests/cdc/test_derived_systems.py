@@ -11,6 +11,7 @@ import pytest
 from freshet.cdc.derived import Cache, SearchIndex
 from freshet.cdc.postgres import CdcConfig, PostgresConnector
 from freshet.testing.cdc import source_state
+from freshet.testing.cli import freshet, freshet_argv
 from freshet.testing.polling import wait_for
 from freshet.testing.redis_server import RedisServer
 
@@ -86,7 +87,6 @@ def test_search_index_and_cache_equal_the_source_after_a_random_workload(broker,
 
 def test_cli_index_search_and_status(broker, postgres, db, tmp_path):
     import subprocess
-    import sys
 
     conn, schema = db
     cur = conn.cursor()
@@ -94,13 +94,9 @@ def test_cli_index_search_and_status(broker, postgres, db, tmp_path):
     cur.execute(f"INSERT INTO {schema}.notes VALUES (1, 'the quick brown fox'), (2, 'a lazy dog')")
     prefix, slot = "c" + uuid.uuid4().hex[:6], "s" + uuid.uuid4().hex[:8]
 
-    def freshet(*args, timeout=60):
-        return subprocess.run([sys.executable, "-m", "freshet.cli.main", *args], capture_output=True, text=True,
-                              timeout=timeout)
-
-    connector = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "cdc", "postgres", "--dsn", postgres.dsn,
-                                  "--tables", f"{schema}.notes", "--topic-prefix", prefix, "--slot", slot,
-                                  "--publication", "p" + slot, "--bootstrap", broker.bootstrap],
+    connector = subprocess.Popen(freshet_argv("cdc", "postgres", "--dsn", postgres.dsn, "--tables", f"{schema}.notes",
+                                              "--topic-prefix", prefix, "--slot", slot, "--publication", "p" + slot,
+                                              "--bootstrap", broker.bootstrap),
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         topic = f"{prefix}.{schema}.notes"

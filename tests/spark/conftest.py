@@ -1,7 +1,6 @@
-import subprocess
-import sys
-
 import pytest
+
+from freshet.testing.cli import freshet
 
 
 @pytest.fixture(scope="session")
@@ -12,11 +11,6 @@ def spark():
     s = session("freshet-tests", shuffle_partitions=2)
     yield s
     s.stop()
-
-
-def freshet(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "freshet.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
 
 
 @pytest.fixture(scope="session")

@@ -3,13 +3,7 @@
 exactly once (test_end_to_end). The scenarios that run on both engines (windows, a join, CDC enrichment) are parametrized by the
 `engine` fixture in their own modules."""
 
-import subprocess
-import sys
-
-
-def freshet(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "freshet.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+from freshet.testing.cli import freshet
 
 
 def test_status_names_the_workers_the_connect_server_and_refuses_a_second_cluster(spark_cluster):

@@ -2,12 +2,12 @@
 
 import os
 import subprocess
-import sys
 
 import pytest
 
 from freshet.gen.timeline import Follow, Tweet, timeline_events
 from freshet.pipelines import timeline as tl
+from freshet.testing.cli import freshet_argv
 
 
 def frames(spark, events):
@@ -62,10 +62,6 @@ def expected_timelines(events) -> dict[str, set]:
     return {u: t for u, t in out.items() if t}
 
 
-def freshet(*args):
-    return [sys.executable, "-m", "freshet.cli.main", *args]
-
-
 # a Spark driver started two or three times (one killed mid-stream): 20-60 s each on 2 cores
 @pytest.mark.timeout(900)
 def test_timeline_view_in_postgres_survives_kill_9_and_serves_freshet_timeline(broker, postgres, tmp_path):
@@ -91,7 +87,7 @@ def test_timeline_view_in_postgres_survives_kill_9_and_serves_freshet_timeline(b
     produce_records(broker.bootstrap, follows_topic, ((e.key, e.value(), e.ts_ms) for e in events
                                                       if isinstance(e, Follow)))
     checkpoint = str(tmp_path / "ck")
-    run = freshet("run", "timeline", "--from", f"{tweets_topic},{follows_topic}", "--to", f"postgres:{table}",
+    run = freshet_argv("run", "timeline", "--from", f"{tweets_topic},{follows_topic}", "--to", f"postgres:{table}",
                   "--pg-dsn", postgres.dsn, "--checkpoint", checkpoint, "--bootstrap", broker.bootstrap)
     # small microbatches until the kill; the restart takes the rest in one (each microbatch of a stateful
     # query costs seconds on 2 shared cores)
@@ -112,7 +108,7 @@ def test_timeline_view_in_postgres_survives_kill_9_and_serves_freshet_timeline(b
     got = timelines(table)
     assert got == expected_timelines(events)
     # a replay from offset 0 in one go (new checkpoint, new table) builds the same view
-    replay = subprocess.run(freshet("run", "timeline", "--from", f"{tweets_topic},{follows_topic}", "--to",
+    replay = subprocess.run(freshet_argv("run", "timeline", "--from", f"{tweets_topic},{follows_topic}", "--to",
                                     f"postgres:{table}_replay", "--pg-dsn", postgres.dsn, "--checkpoint",
                                     str(tmp_path / "ck-replay"), "--available-now", "--bootstrap", broker.bootstrap),
                             capture_output=True, text=True, timeout=600)
@@ -120,12 +116,12 @@ def test_timeline_view_in_postgres_survives_kill_9_and_serves_freshet_timeline(b
     assert timelines(f"{table}_replay") == got
 
     user = max(got, key=lambda u: len(got[u]))
-    shown = subprocess.run(freshet("timeline", user, "--pg-dsn", postgres.dsn, "--table", table, "--limit", "5"),
+    shown = subprocess.run(freshet_argv("timeline", user, "--pg-dsn", postgres.dsn, "--table", table, "--limit", "5"),
                            capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
     newest = sorted((e for e in events if isinstance(e, Tweet) and e.tweet_id in got[user]),
                     key=lambda e: (e.ts_ms, int(e.tweet_id[1:])), reverse=True)[:5]
     assert [line.split("@", 1)[1] for line in shown.stdout.splitlines()] == [f"{e.user}: {e.text}" for e in newest]
-    missing = subprocess.run(freshet("timeline", user, "--pg-dsn", postgres.dsn, "--table", "no_such_table"),
+    missing = subprocess.run(freshet_argv("timeline", user, "--pg-dsn", postgres.dsn, "--table", "no_such_table"),
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and "no table" in missing.stderr

@@ -5,8 +5,6 @@ import os
 import socket
 import ssl
 import struct
-import subprocess
-import sys
 import time
 
 import pytest
@@ -25,16 +23,12 @@ from confluent_kafka.admin import (
 from kio.schema.errors import ErrorCode
 
 from freshet.local import BrokerProcess
+from freshet.testing.cli import freshet
 from freshet.testing.raw_kafka import RawConnection
 
 ADMIN = ("admin", "admin-secret")
 ALICE = ("alice", "alice-secret")
 MALLORY = ("mallory", "mallory-secret")
-
-
-def freshet(*args, input=None, env=None):
-    return subprocess.run([sys.executable, "-m", "freshet.cli.main", *args], input=input, capture_output=True,
-                          text=True, timeout=60, env={**os.environ, **(env or {})})
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kio.schema.errors import ErrorCode
 
 from freshet.log import encode_batch
+from freshet.testing.cli import freshet
 from freshet.testing.polling import wait_for
 from freshet.testing.raw_kafka import RawConnection, fetch, produce
 from freshet.testing.topics import create_topic, read_to_end
@@ -307,18 +308,14 @@ def test_freshet_transactions_list_and_describe_show_what_an_open_transaction_ho
         producer.produce(topic_name, b"%d" % i, partition=1)
     producer.flush(10)
 
-    def freshet(*args):
-        return subprocess.run([sys.executable, "-m", "freshet.cli.main", *args, "--bootstrap", broker.bootstrap],
-                              capture_output=True, text=True, timeout=60)
-
-    listed = freshet("transactions", "list", "--state", "Ongoing")
+    listed = freshet(broker, "transactions", "list", "--state", "Ongoing")
     assert listed.returncode == 0 and f"tx-{topic_name}\t" in listed.stdout and "\tOngoing" in listed.stdout
-    described = freshet("transactions", "describe", f"tx-{topic_name}")
+    described = freshet(broker, "transactions", "describe", f"tx-{topic_name}")
     assert described.returncode == 0, described.stderr
     assert "Ongoing" in described.stdout
     assert f"{topic_name}\t1\t0\t3\t3" in described.stdout.splitlines()  # 3 records held back on partition 1
     producer.commit_transaction(10)
-    bad = freshet("transactions", "describe", "no-such-transaction")
+    bad = freshet(broker, "transactions", "describe", "no-such-transaction")
     assert bad.returncode == 1 and bad.stderr.startswith("error: ") and len(bad.stderr.strip().splitlines()) == 1
-    bad = freshet("transactions", "list", "--state", "Sleeping")
+    bad = freshet(broker, "transactions", "list", "--state", "Sleeping")
     assert bad.returncode != 0 and "Sleeping" in bad.stderr

@@ -4,24 +4,9 @@ bad input one line and exit 1 with nothing stored."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from freshet.client.stored import RULES_TOPIC, StoredDefinitions
-
-
-def freshet(broker, *args, input=None, bootstrap=True):
-    extra = ["--bootstrap", broker.bootstrap] if bootstrap else []
-    return subprocess.run([sys.executable, "-m", "freshet.cli.main", *args, *extra], input=input,
-                          capture_output=True, text=True, timeout=120)
-
-
-def one_line_error(run, *fragments):
-    assert run.returncode == 1, run.stdout + run.stderr
-    lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), run.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
+from freshet.testing.cli import freshet, one_line_error
 
 
 def test_rules_add_list_show_remove(broker, tmp_path, topic_name):

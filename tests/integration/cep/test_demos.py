@@ -1,16 +1,13 @@
 """`freshet demo intrusion` and `freshet demo alerts` as a newcomer runs them: every step shown and checked
 (each starts a broker and a Spark driver of its own)."""
 
-import subprocess
-import sys
-
 import pytest
+
+from freshet.testing.cli import freshet
 
 
 def demo(name: str, tmp_path, *args):
-    return subprocess.run([sys.executable, "-m", "freshet.cli.main", "demo", name, "--data-dir",
-                           str(tmp_path / name), *args], capture_output=True, text=True, timeout=400,
-                          env={**__import__("os").environ, "COLUMNS": "120"})
+    return freshet("demo", name, "--data-dir", tmp_path / name, *args, timeout=400, env={"COLUMNS": "120"})
 
 
 @pytest.mark.timeout(450)

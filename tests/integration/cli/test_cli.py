@@ -1,14 +1,8 @@
 """The freshet command as a user types it."""
 
-import subprocess
-import sys
-
 import pytest
 
-
-def freshet(broker, *args, input=None):
-    return subprocess.run([sys.executable, "-m", "freshet.cli.main", *args, "--bootstrap", broker.bootstrap],
-                          input=input, capture_output=True, text=True, timeout=60)
+from freshet.testing.cli import freshet
 
 
 def test_topic_lifecycle_and_round_trip(broker, topic_name):
@@ -59,8 +53,7 @@ def test_bad_input_is_one_line_and_exit_1(broker, topic_name, args, message):
 
 
 def test_unreachable_broker_is_one_line():
-    r = subprocess.run([sys.executable, "-m", "freshet.cli.main", "topic", "list", "--bootstrap", "127.0.0.1:1"],
-                       capture_output=True, text=True, timeout=60)
+    r = freshet("topic", "list", "--bootstrap", "127.0.0.1:1")
     assert r.returncode == 1 and r.stderr.startswith("error: cannot reach a broker")
 
 
@@ -129,8 +122,7 @@ def test_run_refuses_what_it_can_before_spark_starts(broker, topic_name):
     for message, args in refused.items():
         r = freshet(broker, *args)
         assert r.returncode == 1 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
-    unreachable = subprocess.run([sys.executable, "-m", "freshet.cli.main", *base, "--bootstrap", "127.0.0.1:1"],
-                                 check=False, capture_output=True, text=True, timeout=60)
+    unreachable = freshet(*base, "--bootstrap", "127.0.0.1:1")
     assert unreachable.returncode == 1 and "cannot reach a broker at 127.0.0.1:1" in unreachable.stderr
     assert len(unreachable.stderr.strip().splitlines()) == 1
 
@@ -142,6 +134,5 @@ def test_run_refuses_what_it_can_before_spark_starts(broker, topic_name):
     (["--telemetry-push-interval-ms", "-1"], "must not be negative"),
 ])
 def test_broker_start_refuses_bad_group_and_telemetry_settings(tmp_path, flags, said):
-    r = subprocess.run([sys.executable, "-m", "freshet.cli.main", "broker", "start", "--data-dir", str(tmp_path),
-                        "--port", "0", *flags], capture_output=True, text=True, timeout=60)
+    r = freshet("broker", "start", "--data-dir", tmp_path, "--port", "0", *flags)
     assert r.returncode == 1 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1

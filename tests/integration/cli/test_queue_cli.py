@@ -1,12 +1,6 @@
 """``freshet queue``, share groups in ``freshet groups``, and ``freshet demo redelivery``, as a user types them."""
 
-import subprocess
-import sys
-
-
-def freshet(broker, *args, input=None, timeout=90):
-    return subprocess.run([sys.executable, "-m", "freshet.cli.main", *args, "--bootstrap", broker.bootstrap],
-                          input=input, capture_output=True, text=True, timeout=timeout)
+from freshet.testing.cli import freshet
 
 
 def test_a_work_queue_with_a_failing_job(broker, topic_name):
@@ -61,9 +55,7 @@ def test_bad_queue_commands_are_one_line_errors(broker, topic_name):
 
 
 def test_demo_redelivery_tells_the_story_and_checks_it(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "freshet.cli.main", "demo", "redelivery", "--data-dir",
-                        str(tmp_path / "demo")], capture_output=True, text=True, timeout=300,
-                       env={**__import__("os").environ, "COLUMNS": "200"})
+    r = freshet("demo", "redelivery", "--data-dir", tmp_path / "demo", timeout=300, env={"COLUMNS": "200"})
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
     assert "killed -9 after taking" in out

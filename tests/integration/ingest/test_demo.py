@@ -1,12 +1,10 @@
 """``freshet demo ingest`` as a newcomer runs it: every step shown and checked."""
 
-import subprocess
-import sys
+from freshet.testing.cli import freshet
 
 
 def test_demo_ingest_tells_the_story_and_checks_it(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "freshet.cli.main", "demo", "ingest", "--data-dir",
-                          str(tmp_path / "demo")], capture_output=True, text=True, timeout=240)
+    run = freshet("demo", "ingest", "--data-dir", tmp_path / "demo", timeout=240)
     out = run.stdout
     assert run.returncode == 0, out + run.stderr
     for step in ("1. one server in front of the log", "2. a REST Proxy request", "3. web-server logs over syslog",
