@@ -84,3 +84,24 @@ def test_policy_wait_holds_a_request_until_the_log_makes_room(own_broker, tmp_pa
         assert answers["first"].status_code == answers["second"].status_code == 200
     stored = sorted(v.decode().strip('"') for _, _, _, v, _ in read_messages(own_broker.bootstrap, "held", 1))
     assert stored == sorted(["before"] + [f"{n}-{j}" for n in ("first", "second") for j in range(5)])
+
+
+def test_records_not_acknowledged_in_time_are_answered_retriable(own_broker, tmp_path):
+    create_topic(own_broker.bootstrap, "late", 1)
+    v2 = {"content-type": "application/vnd.kafka.json.v2+json"}
+    with IngestProcess(own_broker.bootstrap, args=["--ack-timeout", "2"],
+                       log_path=str(tmp_path / "ingest.log")) as ingest:
+        first = httpx.post(ingest.url + "/topics/late", json={"records": [{"value": 0}]}, headers=v2)
+        assert first.json()["offsets"][0]["offset"] == 0
+        own_broker.stop()
+        # taken (the buffer has room) but never acknowledged: after --ack-timeout each record is answered as
+        # one that may or may not be written, REST Proxy v2's error_code 2 (retriable); v3 answers 503
+        r = httpx.post(ingest.url + "/topics/late", json={"records": [{"value": 1}, {"value": 2}]}, headers=v2,
+                       timeout=60)
+        assert r.status_code == 200
+        assert [(o["error_code"], o["offset"]) for o in r.json()["offsets"]] == [(2, None), (2, None)]
+        assert all("not acknowledged" in o["error"] for o in r.json()["offsets"])
+        r = httpx.post(ingest.url + "/v3/clusters/c/topics/late/records", json={"value": {"data": 3}},
+                       timeout=60)
+        assert r.status_code == 503 and r.json()["error_code"] == 503 and "retry-after" in r.headers
+        own_broker.start()
