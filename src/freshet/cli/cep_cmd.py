@@ -7,6 +7,7 @@ running queries within a second or so).
     freshet rules list | show NAME | remove NAME
     freshet rules try my.rules events.jsonl   # match locally, no Spark: what would alert
     freshet watch add "city = Delft AND price < 400000" --id anna
+    freshet watch add --file queries.txt      # one per line: QUERY or ID<tab>QUERY; all checked, then stored
     freshet watch list | remove ID
 """
 
