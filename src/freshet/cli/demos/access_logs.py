@@ -93,7 +93,7 @@ def _secure_demo(data_dir: str) -> dict:
 
     from freshet.broker.credentials import CredentialStore, ScramCredential
 
-    from .security_cmd import _issue, _write
+    from ..security_cmd import _issue, _write
 
     security_dir = os.path.join(data_dir, "security")
     os.makedirs(security_dir, exist_ok=True)
