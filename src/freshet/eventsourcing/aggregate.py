@@ -29,6 +29,7 @@ Example::
 
 from __future__ import annotations
 
+import time
 import zlib
 from typing import ClassVar
 
@@ -143,6 +144,38 @@ class Application:
                 created.append(topic)
         self.announce(bootstrap)
         return created
+
+    def topics_not_ready(self, bootstrap: str) -> list[str]:
+        """The application's topics that cannot be read yet: absent, with fewer partitions than expected, or
+        with a partition that has no leader (just created). Empty when all are ready."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        from freshet.client import ClientError, admin_config
+        from freshet.client.errors import kafka_message
+
+        try:
+            metadata = AdminClient(admin_config(bootstrap, {"log_level": 0})).list_topics(timeout=10)
+        except KafkaException as exc:
+            raise ClientError(f"cannot reach a broker at {bootstrap}: {kafka_message(exc)}") from None
+        not_ready = []
+        for topic, partitions, _ in self.topic_specs():
+            found = metadata.topics.get(topic)
+            if (found is None or found.error is not None or len(found.partitions) < partitions
+                    or any(p.leader < 0 or p.error is not None for p in found.partitions.values())):
+                not_ready.append(topic)
+        return not_ready
+
+    def wait_for_topics(self, bootstrap: str, timeout_s: float | None = None, interval_s: float = 0.5) -> None:
+        """Return once every topic of the application can be read (``topics_not_ready`` is empty): a reader
+        started before the processor has made them waits instead of failing. TimeoutError after
+        ``timeout_s`` (None: no limit)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not_ready := self.topics_not_ready(bootstrap):
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"{self.name}'s topics {', '.join(not_ready)} are not there at {bootstrap} "
+                                   f"after {timeout_s:g} s (`freshet es process` makes them)")
+            time.sleep(interval_s if deadline is None else max(0.0, min(interval_s, deadline - time.monotonic())))
 
     def announce(self, bootstrap: str) -> None:
         """List the application in the registry the dashboard reads (``__freshet_applications``)."""

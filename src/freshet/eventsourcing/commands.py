@@ -136,7 +136,7 @@ class CommandClient:
 
     def _subject_keys(self) -> SubjectKeys:
         if self._keys is None:
-            self._keys = SubjectKeys(self.bootstrap, self.app.keys_topic).load()
+            self._keys = SubjectKeys(self.bootstrap, self.app.keys_topic, bulk=False).load()
             return self._keys
         self._keys.follow()  # subjects forgotten meanwhile are sealed for with a new key (no waiting)
         if len(self._made) > 10_000 and not self._held:  # keys read back since: the position covers them

@@ -38,8 +38,10 @@ os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
 class SubjectKeys:
     """The keys topic, read into memory and followed; seals and opens personal fields."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.bootstrap, self.topic = bootstrap, topic
+    def __init__(self, bootstrap: str, topic: str, bulk: bool = True) -> None:
+        """``bulk=False``: read with a consumer only, never the columnar reader (whose import costs a
+        command-line client more than reading a keys topic of ordinary size)."""
+        self.bootstrap, self.topic, self.bulk = bootstrap, topic, bulk
         self._keys: dict[str, bytes] = {}  # "subject/key-id" -> key
         self._current: dict[str, str] = {}  # subject -> the key reference new data is sealed with
         self._ciphers: dict[str, AESGCM] = {}  # key reference -> its cipher, for the most recent subjects
@@ -54,7 +56,7 @@ class SubjectKeys:
         """Read the keys topic to its end (again: from where the last read stopped). The first read takes every
         key there is at once, through the columnar reader where it serves (no Message object per key: a
         rebuild's 100k keys in a sixth of the time); later ones follow with a consumer."""
-        if not self._loaded and self._consumer is None:
+        if self.bulk and not self._loaded and self._consumer is None:
             bulk = read_committed_ranges(self.bootstrap, {(self.topic, 0): self._position})
             if bulk is not None:
                 chunks, ends = bulk

@@ -37,18 +37,20 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from freshet.client import consumer_config, producer_config
 from freshet.client.application_registry import REGISTRY_TOPIC, ensure_registry, projection_record
-from freshet.client.columnar import Records
 from freshet.client.reading import drain, read_committed_ranges
 
 from .aggregate import Application
 from .events import RecordedEvent
 from .keys import SubjectKeys
+
+if TYPE_CHECKING:
+    from freshet.client.columnar import Records
 
 POSITIONS = "freshet_projection_positions"
 GENERATIONS = "freshet_projection_generations"
@@ -332,6 +334,8 @@ class ProjectionRunner:
         """Apply records (topic, partition, offset, timestamp ms, key, value), or a chunk of one partition's,
         and store the positions past them, in one database transaction. True (and nothing applied) when another
         writer moved the positions."""
+        from freshet.client.columnar import Records  # here: readers that never catch up in bulk never load it
+
         name, codec = self.projection_cls.name, self.app.codec
         decoded = None
         if isinstance(rows, Records) and rows.topic != self.app.keys_topic:

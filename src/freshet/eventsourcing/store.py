@@ -111,9 +111,16 @@ class EventStore:
 
     def state(self, stream: str, version: int | None = None, at_ms: int | None = None) -> Aggregate:
         """The aggregate as of ``version`` (events 1..version), or as of a time (events appended at or
-        before ``at_ms``), or now."""
+        before ``at_ms``), or now. A version the aggregate has not reached is a ValueError (it is no state
+        the aggregate was ever in)."""
         agg = self.app.new_aggregate(stream)
-        for recorded in self.history(stream):
+        if version is not None and version < 0:
+            raise ValueError(f"version {version}: versions count events, from 0")
+        history = self.history(stream)
+        last = history[-1].version if history else 0
+        if version is not None and version > last:
+            raise ValueError(f"{stream} is at version {last}: it has no version {version}")
+        for recorded in history:
             if version is not None and recorded.version > version:
                 break
             if at_ms is not None and recorded.timestamp_ms > at_ms:

@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import uuid
@@ -53,7 +54,7 @@ def test_commands_events_state_and_forget_from_the_command_line(broker, tmp_path
         at_two = freshet(broker, "es", "state", "enrollment", "course/c1", "--version", "1", "--name", name)
         assert json.loads(at_two.stdout)["enrolled"] == []
         listed = freshet(broker, "es", "commands", "enrollment", "--name", name).stdout.splitlines()
-        assert [line.split("\t")[4] for line in listed] == ["accepted", "accepted", "rejected", "conflict"]
+        assert [line.split("\t")[5] for line in listed] == ["accepted", "accepted", "rejected", "conflict"]
 
         forgot = freshet(broker, "es", "forget", "enrollment", "s1", "--name", name)
         assert forgot.returncode == 0 and forgot.stdout.startswith("forgot s1: 1 key(s) tombstoned")
@@ -93,3 +94,158 @@ def test_demo_enrollment_tells_the_story_and_checks_it(tmp_path):
         assert step in out
     assert "shows Latecomer" in out and "their name reads <forgotten>" in out
     assert "none over capacity; equal to the processor's live state: True" in out
+
+
+class Processor:
+    """``freshet es process`` of an application of the test's own name, in a process of its own."""
+
+    def __init__(self, bootstrap, name):
+        self.proc = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "es", "process", "enrollment",
+                                      "--name", name, "--bootstrap", bootstrap], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.communicate(timeout=60)[1]
+        except subprocess.TimeoutExpired:
+            self.proc.kill()  # never outlive the test
+            self.proc.communicate()
+            raise
+
+
+def test_forgetting_a_student_leaves_their_name_nowhere_in_the_brokers_files(own_broker):
+    """Issue 45 item 1: the commands topic held personal fields in plain text; now they are sealed with the
+    subject's key, so after `es forget` no file of the broker holds the name and `es commands` shows
+    <forgotten> (the other student's name still reads)."""
+    name = f"forget-{uuid.uuid4().hex[:8]}"
+    processor = Processor(own_broker.bootstrap, name)
+    try:
+        for command, fields, status in [("OpenCourse", '{"title": "Streams", "capacity": 1}', 0),
+                                        ("Enroll", '{"student_id": "s3", "name": "Grace Hopper"}', 0),
+                                        ("Enroll", '{"student_id": "s4", "name": "Edsger Dijkstra"}', 1)]:
+            r = freshet(own_broker, "es", "command", "enrollment", "course/c1", command, fields, "--name", name)
+            assert r.returncode == status and "Traceback" not in r.stderr, r.stderr
+        forgot = freshet(own_broker, "es", "forget", "enrollment", "s3", "--name", name)
+        assert forgot.returncode == 0, forgot.stderr
+        listed = freshet(own_broker, "es", "commands", "enrollment", "--name", name)
+        assert listed.returncode == 0, listed.stderr
+        enrolls = [line.split("\t") for line in listed.stdout.splitlines() if "\tEnroll\t" in line]
+        assert [json.loads(row[4]) for row in enrolls] == [{"student_id": "s3", "name": "<forgotten>"},
+                                                           {"student_id": "s4", "name": "Edsger Dijkstra"}]
+        assert [row[5] for row in enrolls] == ["accepted", "rejected"]  # the refusal recorded s4's name
+        events = freshet(own_broker, "es", "events", "enrollment", "--name", name)
+        assert "Grace Hopper" not in events.stdout and "Edsger Dijkstra" in events.stdout
+    finally:
+        processor.stop()
+    holding = []
+    for root, _, files in os.walk(own_broker.data_dir):
+        for file in files:
+            with open(os.path.join(root, file), "rb") as f:
+                data = f.read()
+            if b"Grace Hopper" in data:
+                holding.append(os.path.join(root, file))
+    assert holding == [], holding
+
+
+def test_es_command_line_rough_edges(broker, tmp_path):
+    """Issue 45 item 7: an unknown command field names the field and the fields taken; `es commands` rows
+    carry the id `es command` printed; `es state --version` past the last version is an error; `es project`
+    started before the topics exist waits for them (or gives up after --wait)."""
+    name = f"edges-{uuid.uuid4().hex[:8]}"
+    db = f"sqlite:{tmp_path / 'views.db'}"
+    gives_up = freshet(broker, "es", "project", "enrollment", "roster", "--db", db, "--name", name, "--wait", "1")
+    assert gives_up.returncode == 1 and "Traceback" not in gives_up.stderr
+    assert gives_up.stderr.strip().splitlines()[-1].startswith(f"error: {name}'s topics ")
+    project = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "es", "project", "enrollment", "roster",
+                                "--db", db, "--name", name, "--bootstrap", broker.bootstrap],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first_line = project.stderr.readline()  # before the processor makes the topics: it says it waits
+    processor = Processor(broker.bootstrap, name)
+    try:
+        assert first_line.startswith(f"waiting for {name}'s topics at {broker.bootstrap}"), first_line
+        opened = freshet(broker, "es", "command", "enrollment", "course/c1", "OpenCourse",
+                         '{"title": "Streams", "capacity": 2}', "--name", name)
+        assert opened.returncode == 0, opened.stderr
+        command_id = opened.stdout.strip().rsplit("; command ", 1)[1]
+        typo = freshet(broker, "es", "command", "enrollment", "course/c1", "Enroll",
+                       '{"student_id": "s1", "nmae": "Ada"}', "--name", name)
+        assert typo.returncode == 1
+        assert typo.stderr.strip() == "error: Enroll has no field 'nmae' (it takes: student_id, name)"
+        rows = freshet(broker, "es", "commands", "enrollment", "--name", name).stdout.splitlines()
+        assert [row.split("\t")[1:4] for row in rows] == [[command_id, "course/c1", "OpenCourse"]]
+        past = freshet(broker, "es", "state", "enrollment", "course/c1", "--version", "2", "--name", name)
+        assert past.returncode == 1
+        assert past.stderr.strip() == "error: course/c1 is at version 1: it has no version 2"
+        at_one = freshet(broker, "es", "state", "enrollment", "course/c1", "--version", "1", "--name", name)
+        assert at_one.returncode == 0 and json.loads(at_one.stdout)["title"] == "Streams"
+
+        from freshet.eventsourcing import Database
+        from freshet.testing.polling import wait_for as wait_until
+
+        def projected():
+            database = Database(db)
+            try:
+                return database.execute("SELECT course, title FROM roster_courses") == [("c1", "Streams")]
+            except sqlite3.OperationalError:  # the runner has not made its tables yet
+                return False
+            finally:
+                database.close()
+
+        wait_until(projected, 120, "the projection started before the topics to apply the first event", 0.2)
+    finally:
+        project.send_signal(signal.SIGINT)
+        try:
+            _, project_err = project.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            project.kill()
+            project.communicate()
+            raise
+        processor.stop()
+    assert project.returncode == 0, project_err
+    assert project_err.strip() == "roster: 1 events applied"
+
+
+def test_es_command_file_sends_many_over_one_connection(broker, tmp_path):
+    """Issue 45 item 6: `es command --file` sends every line's command, prints one answer a line in the file's
+    order, exits 1 saying how many were refused; a bad line sends nothing."""
+    name = f"bulk-{uuid.uuid4().hex[:8]}"
+    processor = Processor(broker.bootstrap, name)
+    try:
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text('{"stream": "course/b1", "command": "OpenCourse", "fields": {"title": "T", "capacity": 1}}\n'
+                       '{"stream": "course/b1", "command": "Enroll", "fields": {"student_id": "s1", "naem": "x"}}\n')
+        refused = freshet(broker, "es", "command", "enrollment", "--file", str(bad), "--name", name)
+        assert refused.returncode == 1 and refused.stdout == ""
+        assert refused.stderr.strip().startswith(f"error: Enroll has no field 'naem'"), refused.stderr
+        for text, message in [('{"stream": "course/b1"', "line 1 is not JSON"),
+                              ('{"stream": "course/b1", "command": "Cancel", "field": {}}', "line 1: unknown key 'field'"),
+                              ("\n\n", "holds no commands")]:
+            bad.write_text(text)
+            r = freshet(broker, "es", "command", "enrollment", "--file", str(bad), "--name", name)
+            assert r.returncode == 1 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        missing = freshet(broker, "es", "command", "enrollment", "--file", str(tmp_path / "nope"), "--name", name)
+        assert missing.returncode == 1 and "nope" in missing.stderr and "Traceback" not in missing.stderr
+        assert freshet(broker, "es", "commands", "enrollment", "--name", name).stdout == ""  # nothing was sent
+
+        lines = [{"stream": "course/b1", "command": "OpenCourse", "fields": {"title": "Bulk", "capacity": 2}}]
+        lines += [{"stream": "course/b1", "command": "Enroll", "fields": {"student_id": f"s{i}", "name": f"N{i}"}}
+                  for i in range(4)]
+        lines += [{"stream": "course/b1", "command": "Cancel", "fields": {"student_id": "s0"},
+                   "expected_version": 5}]
+        good = tmp_path / "commands.jsonl"
+        good.write_text("\n".join(json.dumps(line) for line in lines[:3]) + "\n\n"
+                        + "\n".join(json.dumps(line) for line in lines[3:]) + "\n")
+        sent = freshet(broker, "es", "command", "enrollment", "--file", str(good), "--name", name)
+        assert sent.returncode == 1, sent.stderr
+        assert sent.stderr.strip() == "2 of 6 commands refused"
+        out = sent.stdout.splitlines()
+        assert [line.split(": ")[0:2] for line in out] == [
+            ["line 1", "accepted"], ["line 2", "accepted"], ["line 3", "accepted"],
+            ["line 5", "rejected"], ["line 6", "rejected"], ["line 7", "accepted"]]
+        assert "course is full" in out[3] and out[5].startswith("line 7: accepted: course/b1 is at version 6")
+        ids = [line.rsplit("; command ", 1)[1] for line in out]
+        listed = freshet(broker, "es", "commands", "enrollment", "--name", name).stdout.splitlines()
+        assert sorted(row.split("\t")[1] for row in listed) == sorted(ids)
+    finally:
+        processor.stop()
