@@ -15,7 +15,7 @@ from urllib.parse import unquote
 from dataclasses import dataclass
 
 import orjson
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Message
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -61,7 +61,9 @@ class Delivery:
     __slots__ = ("future", "lock", "loop", "owner", "remaining", "results", "stats")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, stats: EndpointStats, n: int) -> None:
-        self.results: list = [None] * n  # (error or None, partition, offset, timestamp ms); None: no report yet
+        # each record's report: the written Message (read when answering, not in the callback), the error
+        # (KafkaError, or ShapeError for a record never handed over), or None: no report yet
+        self.results: list = [None] * n
         self.remaining = n
         self.future = loop.create_future()
         self.loop = loop
@@ -75,16 +77,16 @@ class Delivery:
         def report(err, msg) -> None:
             if err is None:
                 self.stats.delivered += 1
-                self.results[i] = (None, msg.partition(), msg.offset(), msg.timestamp()[1])
+                self.results[i] = msg
             else:
                 self.stats.failed += 1
-                self.results[i] = (err, None, None, None)
+                self.results[i] = err
             self._count_down()
         return report
 
     def settle(self, i: int, error) -> None:
         """Record ``i`` will get no delivery report (it was never handed to the producer)."""
-        self.results[i] = (error, None, None, None)
+        self.results[i] = error
         self._count_down()
 
     def _count_down(self) -> None:
@@ -184,15 +186,14 @@ class Ingest:
 
     def outcome(self, result) -> ShapeError | tuple[int, int, int]:
         """A record's fate: (partition, offset, timestamp ms), or the error to report."""
+        if type(result) is Message:
+            return result.partition(), result.offset(), result.timestamp()[1]
         if result is None:
             return ShapeError(503, f"not acknowledged by the log within {self.settings.ack_timeout_s:g} s;"
                                    f" it may still be written (retrying may write it twice)")
-        err, partition, offset, ts = result
-        if err is None:
-            return partition, offset, ts
-        if isinstance(err, ShapeError):
-            return err
-        return ShapeError(_kafka_status(err), f"{err.name()}: {err.str()}")
+        if isinstance(result, ShapeError):
+            return result
+        return ShapeError(_kafka_status(result), f"{result.name()}: {result.str()}")
 
 
 def _kafka_status(err: KafkaError) -> int:
@@ -416,12 +417,13 @@ class V2Records(IngestRoute):
         ingest.produce(stats, topic, records, delivery)
         await ingest.delivered(delivery)
         offsets = []
+        append = offsets.append
         for result in delivery.results:
-            outcome = ingest.outcome(result)
-            if isinstance(outcome, ShapeError):
-                offsets.append(v2_failure(outcome))
+            if type(result) is Message:  # written: the usual case, without outcome()'s tuple
+                append({"partition": result.partition(), "offset": result.offset(), "error_code": None,
+                        "error": None})
             else:
-                offsets.append({"partition": outcome[0], "offset": outcome[1], "error_code": None, "error": None})
+                append(v2_failure(ingest.outcome(result)))
         await respond(send, 200, orjson.dumps({"offsets": offsets, "key_schema_id": None, "value_schema_id": None}),
                       V2_JSON)
 

@@ -90,9 +90,12 @@ def _v3_data(data, what: str) -> tuple[bytes | None, str | None]:
     if not isinstance(data, dict):
         raise ShapeError(400, f"{what} must be an object: {{\"type\": ..., \"data\": ...}}")
     kind = data.get("type", "JSON")
-    if kind == "JSON" and len(data) == 2 and "data" in data and "type" in data:  # the usual shape, checked at once
+    if len(data) == 2 and "data" in data and "type" in data:  # the usual shapes, checked at once
         payload = data["data"]
-        return (None if payload is None else orjson.dumps(payload)), kind  # JSON null: a null value (tombstone)
+        if kind == "JSON":
+            return (None if payload is None else orjson.dumps(payload)), kind  # JSON null: a null (tombstone)
+        if kind == "STRING" and type(payload) is str:
+            return payload.encode(), kind
     if not isinstance(kind, str):
         raise ShapeError(400, f"{what}.type must be a string")
     kind = kind.upper()
