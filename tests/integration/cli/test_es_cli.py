@@ -8,18 +8,14 @@ import subprocess
 import sys
 import uuid
 
-
-
-def freshet(broker, *args):
-    return subprocess.run([sys.executable, "-m", "freshet.cli.main", *args, "--bootstrap", broker.bootstrap],
-                          capture_output=True, text=True, timeout=120)
+from freshet.testing.cli import freshet, freshet_argv
 
 
 def test_commands_events_state_and_forget_from_the_command_line(broker, tmp_path):
     name = f"cli-{uuid.uuid4().hex[:8]}"
-    processor = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "es", "process", "enrollment", "--name",
-                                  name, "--bootstrap", broker.bootstrap], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
+    processor = subprocess.Popen(freshet_argv("es", "process", "enrollment", "--name", name, "--bootstrap",
+                                              broker.bootstrap), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
     try:
         opened = freshet(broker, "es", "command", "enrollment", "course/c1", "OpenCourse",
                          '{"title": "Streams", "capacity": 1}', "--name", name)
@@ -100,9 +96,8 @@ class Processor:
     """``freshet es process`` of an application of the test's own name, in a process of its own."""
 
     def __init__(self, bootstrap, name):
-        self.proc = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "es", "process", "enrollment",
-                                      "--name", name, "--bootstrap", bootstrap], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(freshet_argv("es", "process", "enrollment", "--name", name, "--bootstrap",
+                                                  bootstrap), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def stop(self):
         self.proc.send_signal(signal.SIGINT)
@@ -157,8 +152,8 @@ def test_es_command_line_rough_edges(broker, tmp_path):
     gives_up = freshet(broker, "es", "project", "enrollment", "roster", "--db", db, "--name", name, "--wait", "1")
     assert gives_up.returncode == 1 and "Traceback" not in gives_up.stderr
     assert gives_up.stderr.strip().splitlines()[-1].startswith(f"error: {name}'s topics ")
-    project = subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "es", "project", "enrollment", "roster",
-                                "--db", db, "--name", name, "--bootstrap", broker.bootstrap],
+    project = subprocess.Popen(freshet_argv("es", "project", "enrollment", "roster", "--db", db, "--name", name,
+                                            "--bootstrap", broker.bootstrap),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first_line = project.stderr.readline()  # before the processor makes the topics: it says it waits
     processor = Processor(broker.bootstrap, name)
@@ -247,5 +242,9 @@ def test_es_command_file_sends_many_over_one_connection(broker, tmp_path):
         ids = [line.rsplit("; command ", 1)[1] for line in out]
         listed = freshet(broker, "es", "commands", "enrollment", "--name", name).stdout.splitlines()
         assert sorted(row.split("\t")[1] for row in listed) == sorted(ids)
+        piped = freshet(broker, "es", "command", "enrollment", "--file", "-", "--name", name,
+                        input=json.dumps({"stream": "course/b2", "command": "OpenCourse",
+                                          "fields": {"title": "Piped", "capacity": 1}}) + "\n")
+        assert piped.returncode == 0 and piped.stdout.startswith("line 1: accepted: course/b2 is at version 1")
     finally:
         processor.stop()
