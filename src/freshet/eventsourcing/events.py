@@ -245,8 +245,10 @@ class Codec:
         """The command of ``type_name`` with fields ``data``; sealed personal fields are opened with ``sealer``
         (or read FORGOTTEN). A field the class does not take, or one it needs and is not given, is refused
         naming the fields the command takes."""
-        cls = self.command_class(type_name)
-        data = _checked_fields(cls, data)
+        cls = self.commands.get(type_name) or self.command_class(type_name)
+        names, required = _shape(cls)
+        if type(data) is not dict or (data.keys() != names and not names >= data.keys() >= required):
+            _checked_fields(cls, data)  # says what is wrong
         try:
             return cls(**_opened(cls, data, sealer))
         except TypeError as exc:
@@ -329,7 +331,10 @@ def _sealed(cls: type, data: dict, sealer: Sealer | None) -> dict:
 def _opened(cls: type, data: dict, sealer: Sealer | None) -> dict:
     """``data`` with ``cls``'s sealed personal fields opened, or FORGOTTEN where the key is gone."""
     personal_fields = _personal_fields(cls)
-    if not personal_fields:
+    for name in personal_fields:
+        if type(data.get(name)) is dict:
+            break
+    else:  # nothing sealed (no personal fields, or given in plain text): as it is
         return data
     data = dict(data)
     for name in personal_fields:
