@@ -67,16 +67,17 @@ def _app(name: str, bootstrap: str, create: bool = False, rename: str | None = N
     if projection is not None:
         _projection(app, projection)
     existing = TopicAdmin(bootstrap).list_topics()  # "cannot reach a broker" before anything waits
+    maker = f"`freshet es process {name}{f' --name {rename}' if rename else ''}` makes them"
     if create:
         if any(topic not in existing for topic, _, _ in app.topic_specs()):
             app.create_topics(bootstrap)
     elif wait:
         if app.topics_not_ready(bootstrap):
-            click.echo(f"waiting for {app.name}'s topics at {bootstrap} (`freshet es process {name}` makes them)"
+            click.echo(f"waiting for {app.name}'s topics at {bootstrap} ({maker})"
                        f"{'' if wait_s is None else f' for up to {wait_s:g} s'}; Ctrl-C stops", err=True)
             app.wait_for_topics(bootstrap, wait_s)
     elif app.events_topic not in existing:
-        raise ValueError(f"{app.name} has no topics at {bootstrap} yet (`freshet es process {name}` makes them)")
+        raise ValueError(f"{app.name} has no topics at {bootstrap} yet ({maker})")
     return app
 
 
