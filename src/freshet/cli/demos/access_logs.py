@@ -237,7 +237,13 @@ def _live_pipelines(console, bootstrap, topic, data_dir, generator, produced, er
             while time.monotonic() < deadline and any(_read_through(q) < produced[0] for q in queries):
                 time.sleep(0.5)
                 live.update(render())
-            time.sleep(0.5)
+            # and until the minutes query has run once with nothing new to read (the batch Spark runs to move
+            # the watermark, or its idle report): the watermark it reports then counts the last events, so every
+            # minute they close is shown closed
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and (queries[0].lastProgress or {}).get("numInputRows", 1) != 0:
+                time.sleep(0.5)
+                live.update(render())
             live.update(render())
     finally:
         stop_gracefully(queries)
