@@ -94,20 +94,28 @@ def fetch(ctx: RequestContext, request: Request) -> Response:
     if total >= request.min_bytes or any_error or max_wait_s <= 0:
         return _throttled(ctx, body, total)
 
+    # The wait is registered now, in the step that read: the coroutine below first runs on a later turn of
+    # the event loop, and a group-commit round that ends before then (a write, a transaction marker moving the
+    # last stable offset) would otherwise wake nobody and the fetch would sit out its whole max_wait.
+    commit_log = ctx.broker.group_commit
+    moved = commit_log.high_watermark_moved()
+
     async def long_poll() -> dict:
+        nonlocal moved
         deadline = time.monotonic() + max_wait_s
         result, sent = body, total
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return _throttled(ctx, result, sent)
-            moved = ctx.broker.group_commit.high_watermark_moved()
             try:
                 await asyncio.wait_for(moved, remaining)
             except asyncio.TimeoutError:
                 return _throttled(ctx, result, sent)
+            moved = commit_log.high_watermark_moved()  # before the read, in the same step: no round between
             result, sent, any_error = _read_all(ctx, request)
             if sent >= request.min_bytes or any_error:
+                moved.cancel()
                 return _throttled(ctx, result, sent)
 
     return long_poll()
