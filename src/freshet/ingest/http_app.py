@@ -308,8 +308,10 @@ class V3Records(IngestRoute):
         if len(records) == 1:
             status, report = self._report(lines, records[0], delivery.results[0])
             return await respond(send, status, report, headers=_retry_after(ingest, ShapeError(status, "")))
-        await respond(send, 200, b"\n".join([self._report(lines, r, delivery.results[i])[1]
-                                              for i, r in enumerate(records)]))
+        written = lines.written
+        await respond(send, 200, b"\n".join([
+            written(r, result.partition(), result.offset(), result.timestamp()[1]) if type(result) is Message
+            else self._report(lines, r, result)[1] for r, result in zip(records, delivery.results)]))
 
     def _report(self, lines: V3Reports, record, result) -> tuple[int, bytes]:
         """A record's error code and its line of the answer."""
