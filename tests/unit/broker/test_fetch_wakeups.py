@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from freshet.broker.config import BrokerConfig
 from freshet.broker.context import RequestContext
 from freshet.broker.handlers.fetch import fetch
+from freshet.broker.handlers.share import share_fetch, share_group_heartbeat
 from freshet.broker.protocol import build, request_schema
 from freshet.broker.server import Broker
 from freshet.format.record_batch import TRANSACTIONAL_FLAG, encode_batch
@@ -141,5 +142,28 @@ def test_a_long_poll_for_min_bytes_across_partitions_wakes_once_they_add_up(tmp_
         parts = _partitions(await _answer(pending))
         assert sorted(parts) == [0, 1]
         assert _size(parts[0]) == _size(parts[1]) == len(batch)
+
+    _run(tmp_path, scenario)
+
+
+def test_a_write_made_durable_before_a_share_fetchs_long_poll_first_runs_wakes_it(tmp_path):
+    async def scenario(broker):
+        topic = broker.registry.create("t", 1)
+        partition = topic.partitions[0]
+        ctx = RequestContext(broker, SimpleNamespace(api_version=1, client_id="test"))
+        joined = share_group_heartbeat(ctx, build(request_schema(76, 1), {
+            "group_id": "g", "member_id": "m", "member_epoch": 0, "rack_id": None,
+            "subscribed_topic_names": ["t"]}))
+        assert joined["error_code"] == ErrorCode.none
+        pending = share_fetch(ctx, build(request_schema(78, 1), {
+            "group_id": "g", "member_id": "m", "share_session_epoch": 0, "max_wait": LONG_POLL_MS, "min_bytes": 1,
+            "max_bytes": 1 << 20, "max_records": 100, "batch_size": 100,
+            "topics": [{"topic_id": topic.topic_id, "partitions": [{"partition_index": 0,
+                                                                    "acknowledgement_batches": []}]}],
+            "forgotten_topics_data": []}))
+        assert not isinstance(pending, dict), "nothing to read yet: the share fetch should wait"
+        await _durable(broker, partition, partition.append(encode_batch([(b"k", b"v", _now_ms())])))
+        entry = _partitions(await _answer(pending))[0]
+        assert [(r["first_offset"], r["last_offset"]) for r in entry["acquired_records"]] == [(0, 0)]
 
     _run(tmp_path, scenario)

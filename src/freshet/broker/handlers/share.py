@@ -253,14 +253,19 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
     if acquired_any or ack_results or epoch == -1 or not max_records or max_wait_s <= 0:
         return _when_durable(ctx, group, changed, body, fail_acks, acquired)
 
+    def wake_ups() -> list:
+        return [broker.group_commit.high_watermark_moved(), coordinator.records_available()]
+
+    waiters = wake_ups()  # in the step that read, as Fetch's: a round before the coroutine runs still wakes it
+
     async def long_poll() -> dict:
+        nonlocal waiters
         deadline = time.monotonic() + max_wait_s
         result, got = body, False
         while not got:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or member.member_id not in group.members:
                 break
-            waiters = [broker.group_commit.high_watermark_moved(), coordinator.records_available()]
             done, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
             for fut in pending:
                 fut.cancel()
@@ -268,7 +273,10 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
                 break
             if member.member_id not in group.members or group.sessions.get(member.member_id) is not session:
                 break
+            waiters = wake_ups()
             result, got = read()
+        for fut in waiters:
+            fut.cancel()
         if acquired:  # a long poll carries no acknowledgements: nothing to wait for
             coordinator.write_partitions(group, sorted(acquired))
         return result
