@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from freshet.client import consumer_config, producer_config
 from freshet.client.produce import produce_waiting
-from freshet.log import encode_batch
+from freshet.format.record_batch import encode_batch
 from freshet.testing.crash import read_everything, verify_exactly_once_in_order
 from freshet.testing.polling import wait_for
 from freshet.testing.topics import create_topic

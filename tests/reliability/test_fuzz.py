@@ -7,10 +7,11 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from freshet.broker.framing import FrameError
-from freshet.broker.protocol import decode_request, read_request_header
+from freshet.broker.protocol import decode_request
+from freshet.format.errors import FrameError
+from freshet.format.framing import read_request_header
+from freshet.format.record_batch import encode_batch
 from freshet.local import BrokerProcess
-from freshet.log import encode_batch
 from freshet.testing.fuzz import encode_request, fuzz_decoder, fuzz_live
 from freshet.testing.raw_kafka import RawConnection, SteadyClient, fetch, produce
 

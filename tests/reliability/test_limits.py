@@ -10,9 +10,8 @@ import time
 import pytest
 from kio.schema.errors import ErrorCode
 
+from freshet.format.record_batch import decode_records, encode_batch, iter_batches
 from freshet.local import BrokerProcess
-from freshet.log import decode_records, encode_batch
-from freshet.log.record_batch import iter_batches
 from freshet.testing.raw_kafka import RawConnection, fetch, produce
 from freshet.testing.topics import create_topic
 

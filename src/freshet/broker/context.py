@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
-from .protocol import RequestHeader
+from freshet.format.framing import RequestHeader
 
 if TYPE_CHECKING:
     from .acls import Authorizer

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime
 import struct
 
-from .framing import uvarint
+from freshet.format.varint import uvarint
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")

@@ -22,8 +22,8 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from .framing import FrameError
-from .framing import read_uvarint as _uvarint
+from freshet.format.errors import FrameError
+from freshet.format.varint import read_uvarint as _uvarint
 
 FIXED = {
     "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8,

@@ -12,9 +12,8 @@ import struct
 import time
 from dataclasses import dataclass
 
-from freshet.log import decode_records, encode_batch
-from freshet.log.record_batch import TRANSACTIONAL_FLAG
-from freshet.log.transactions import COMMIT, marker_type
+from freshet.format.control import COMMIT, marker_type
+from freshet.format.record_batch import TRANSACTIONAL_FLAG, decode_records, encode_batch
 
 from .registry import TopicRegistry
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime
 import struct
 
-from .framing import uvarint
+from freshet.format.varint import uvarint
 
 FIRST_VERSION = 3
 LAST_VERSION = 13

@@ -1,4 +1,4 @@
-"""Kafka wire protocol at the edge: frames, request headers, and kio entities.
+"""Kafka wire protocol at the edge: kio entities in and out (frames and headers: freshet.format.framing).
 
 Handlers work with kio's request dataclasses on the way in and return plain dicts on the way
 out; ``build`` turns such a dict into the response dataclass of the version the client asked
@@ -14,7 +14,6 @@ import datetime
 import importlib
 import io
 import os
-import struct
 import uuid
 from dataclasses import MISSING, fields
 from functools import cache
@@ -26,12 +25,11 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field
 from kio.static.constants import EntityType
 
-from .frame_check import check as check_frame
-from .framing import FrameError, skip_tagged_fields
+from freshet.format.errors import FrameError
+from freshet.format.framing import SIZE, RequestHeader, response_header, skip_tagged_fields
 
-_HEADER = struct.Struct(">hhih")
-_INT32 = struct.Struct(">i")
-API_VERSIONS_KEY = 18
+from .frame_check import check as check_frame
+
 _MAX_VERSION = 20  # above the highest version kio has of any API
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -64,32 +62,6 @@ def _reader(schema: type):
 @cache
 def _writer(schema: type):
     return entity_writer(schema)
-
-
-class RequestHeader:
-    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "body_offset")
-
-    def __init__(self, api_key: int, api_version: int, correlation_id: int, client_id: str | None, body_offset: int):
-        self.api_key = api_key
-        self.api_version = api_version
-        self.correlation_id = correlation_id
-        self.client_id = client_id
-        self.body_offset = body_offset
-
-
-def read_request_header(frame: bytes) -> RequestHeader:
-    """The fixed part of a request header (v1 layout; v2 adds tagged fields, skipped in decode)."""
-    if len(frame) < _HEADER.size:
-        raise FrameError(f"frame of {len(frame)} bytes is too short for a request header")
-    api_key, api_version, correlation_id, client_len = _HEADER.unpack_from(frame, 0)
-    pos = _HEADER.size
-    client_id = None
-    if client_len >= 0:
-        if pos + client_len > len(frame):
-            raise FrameError("client id runs past the frame")
-        client_id = frame[pos : pos + client_len].decode("utf-8", "replace")
-        pos += client_len
-    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
 def decode_request(frame: bytes, header: RequestHeader) -> Any:
@@ -232,10 +204,9 @@ def build(schema: type, data: dict) -> Any:
 
 def frame_parts(api_key: int, version: int, correlation_id: int, parts: list) -> list:
     """A response frame around a body already written as ``parts``: size and header put first."""
-    flexible = response_schema(api_key, version).__flexible__ and api_key != API_VERSIONS_KEY
-    header = _INT32.pack(correlation_id) + (b"\0" if flexible else b"")
+    header = response_header(api_key, correlation_id, response_schema(api_key, version).__flexible__)
     size = len(header) + sum(len(p) for p in parts)
-    return [_INT32.pack(size) + header, *parts]
+    return [SIZE.pack(size) + header, *parts]
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, body: dict) -> bytes:
@@ -244,10 +215,8 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: dict)
     entity = build(schema, body)
     buf = io.BytesIO()
     buf.write(b"\0\0\0\0")
-    buf.write(_INT32.pack(correlation_id))
-    if schema.__flexible__ and api_key != API_VERSIONS_KEY:
-        buf.write(b"\0")  # no tagged fields in the response header
+    buf.write(response_header(api_key, correlation_id, schema.__flexible__))
     _writer(schema)(buf, entity)
     out = buf.getbuffer()
-    _INT32.pack_into(out, 0, len(out) - 4)
+    SIZE.pack_into(out, 0, len(out) - 4)
     return bytes(out)

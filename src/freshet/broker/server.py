@@ -14,9 +14,10 @@ import logging
 import os
 import signal
 import socket
-import struct
 from typing import Awaitable, Callable
 
+from freshet.format.errors import FrameError
+from freshet.format.framing import API_VERSIONS_KEY, SIZE, RequestHeader, read_request_header
 from freshet.log import FileRegion
 from freshet.log.cleaner import clean
 
@@ -29,12 +30,10 @@ from .durability import GroupCommit
 from .fetch_encoding import FIRST_VERSION as FETCH_FIRST, LAST_VERSION as FETCH_LAST, encode_fetch_body
 from .produce_encoding import FIRST_VERSION as PRODUCE_FIRST
 from .produce_encoding import LAST_VERSION as PRODUCE_LAST, encode_produce_body
-from .framing import FrameError
 from .groups import GroupCoordinator
 from .listeners import Listener, principal_of_certificate
 from .metrics import MetricsServer
 from .offsets import OffsetStore
-from .protocol import RequestHeader
 from .consumer_groups import ConsumerGroupCoordinator
 from .dynamic_config import DynamicBrokerConfigs
 from .quotas import ClientQuotas
@@ -46,10 +45,9 @@ from .transactions import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
-_SIZE = struct.Struct(">i")
 PRODUCE_KEY, FETCH_KEY = 0, 1
 SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY = 17, 36
-BEFORE_AUTHENTICATION = {protocol.API_VERSIONS_KEY, SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY}
+BEFORE_AUTHENTICATION = {API_VERSIONS_KEY, SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY}
 
 
 def encode(header: RequestHeader, body: dict) -> bytes | list:
@@ -257,7 +255,7 @@ class Broker:
             while True:
                 connection.deadline = loop.time() + idle_timeout
                 size_bytes = await reader.readexactly(4)
-                (size,) = _SIZE.unpack(size_bytes)
+                (size,) = SIZE.unpack(size_bytes)
                 if size < 0 or size > self.config.max_request_bytes:
                     log.warning("closing %s: frame of %d bytes exceeds socket.request.max.bytes=%d",
                                 peer, size, self.config.max_request_bytes)
@@ -265,7 +263,7 @@ class Broker:
                 connection.deadline = loop.time() + frame_timeout
                 frame = await reader.readexactly(size)
                 connection.deadline = None
-                header = protocol.read_request_header(frame)
+                header = read_request_header(frame)
                 sasl = connection.sasl
                 if sasl is not None and header.api_key not in BEFORE_AUTHENTICATION and (
                         not sasl.authenticated or sasl.expired()):
@@ -371,7 +369,7 @@ class Broker:
             raise FrameError(f"unknown API key {header.api_key}")
         low, high, handler = entry
         if not low <= header.api_version <= high:
-            if header.api_key == protocol.API_VERSIONS_KEY:
+            if header.api_key == API_VERSIONS_KEY:
                 from .handlers.cluster import unsupported_api_versions
 
                 return unsupported_api_versions(self, header)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import orjson
 from kio.schema.errors import ErrorCode
 
-from freshet.log import decode_records, encode_batch
+from freshet.format.record_batch import decode_records, encode_batch
 
 from .registry import TopicRegistry
 from .share_partition import SharePartition

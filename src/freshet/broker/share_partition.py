@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from freshet.format.record_batch import iter_batches
 from freshet.log import OffsetOutOfRangeError, Partition
-from freshet.log.record_batch import iter_batches
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
 STATE_NAMES = {AVAILABLE: "available", ACQUIRED: "acquired", ACKNOWLEDGED: "acknowledged", ARCHIVED: "archived"}

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from freshet.compression import decompress
+from freshet.format.compression import decompress
 
 TELEMETRY_KEYS = (71, 72)  # GetTelemetrySubscriptions, PushTelemetry
 REQUESTED_METRICS = ("org.apache.kafka.",)

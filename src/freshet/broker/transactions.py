@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from freshet.log import decode_records, encode_batch
+from freshet.format.record_batch import decode_records, encode_batch
 
 from .offsets import OFFSETS_TOPIC
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import heapq
 import io
 import socket
-import struct
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -40,7 +39,20 @@ from kio.schema.types import BrokerId, TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i8, i32, i64
 
-from freshet.compression import decompress
+from freshet.format.compression import decompress
+from freshet.format.control import ABORT, marker_type
+from freshet.format.errors import FormatError, InvalidBatchError
+from freshet.format.framing import SIZE, read_response_header, request_header, size_prefixed
+from freshet.format.record_batch import (
+    COMPRESSION_MASK,
+    CONTROL_FLAG,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    TIMESTAMP_TYPE_FLAG,
+    TRANSACTIONAL_FLAG,
+    read_header,
+)
 
 # kafka.* options this reader honours (librdkafka's names); any other sends a read to librdkafka
 COVERED_OPTIONS = frozenset({
@@ -54,9 +66,6 @@ BYTES_PER_ARROW_BATCH = 64 << 20
 STALL_TIMEOUT_S = 900.0
 LATEST, EARLIEST = -1, -2  # ListOffsets timestamps: the end, the start
 
-_BATCH_HEADER = struct.Struct(">qiiBIhiqqqhii")  # see freshet.log.record_batch
-_HEADER_SIZE = _BATCH_HEADER.size
-_CONTROL_KEY = struct.Struct(">hh")  # version, type (0 abort, 1 commit)
 _RETRIABLE = {
     ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available, ErrorCode.unknown_topic_or_partition,
     ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch, ErrorCode.kafka_storage_error,
@@ -126,19 +135,21 @@ class BrokerConnection:
 
     def request(self, entity, response_type):
         self.correlation_id += 1
-        header = struct.pack(">hhih", entity.__api_key__, entity.__version__, self.correlation_id,
-                             len(self.client_id)) + self.client_id
-        body = _encode(entity)
+        header = request_header(entity.__api_key__, entity.__version__, self.correlation_id, self.client_id,
+                                type(entity).__flexible__)
         try:
-            self.sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
-            (size,) = struct.unpack(">i", self._read_exactly(4))
+            self.sock.sendall(size_prefixed(header + _encode(entity)))
+            (size,) = SIZE.unpack(self._read_exactly(SIZE.size))
             frame = self._read_exactly(size)
         except (TimeoutError, OSError) as exc:
             raise ReadError(f"lost the connection to {self.address}: {exc}") from None
-        (correlation_id,) = struct.unpack_from(">i", frame, 0)
+        try:
+            correlation_id, pos = read_response_header(frame, entity.__api_key__, response_type.__flexible__)
+        except FormatError as exc:
+            raise ReadError(f"{self.address} answered with a frame that does not parse: {exc}") from None
         if correlation_id != self.correlation_id:
             raise ReadError(f"{self.address} answered request {correlation_id}, expected {self.correlation_id}")
-        result = entity_reader(response_type)(frame, 4)
+        result = entity_reader(response_type)(frame, pos)
         return result[0] if isinstance(result, tuple) else result.value
 
     def _read_exactly(self, n: int) -> memoryview:
@@ -388,35 +399,37 @@ class RangeReader:
                 position.offset = max(position.offset, next_offset)
                 if position.offset >= end:
                     return
-            if size_left - pos < _HEADER_SIZE:
+            if size_left - pos < HEADER_SIZE:
                 return
-            (base_offset, batch_length, _epoch, magic, _crc, attributes, last_delta, base_ts, max_ts, producer_id,
-             _producer_epoch, _sequence, count) = _BATCH_HEADER.unpack_from(records, pos)
-            batch_end = pos + batch_length + 12
-            if batch_length < _HEADER_SIZE - 12:
+            batch = read_header(records, pos)
+            base_offset, attributes = batch.base_offset, batch.attributes
+            batch_end = pos + batch.size
+            if batch.batch_length < HEADER_SIZE - LOG_OVERHEAD:
                 raise ReadError(f"corrupt record batch at offset {base_offset} of "
                                 f"{position.range.topic}-{position.range.partition}")
             if batch_end > size_left:
                 return  # a partial batch ends the fetch
-            if magic != 2:
-                raise ReadError(f"{position.range.topic}-{position.range.partition} holds message format v{magic} "
-                                f"at offset {base_offset}; the columnar reader reads v2 (Kafka 0.11+) only")
-            last_offset = base_offset + last_delta
+            if batch.magic != MAGIC:
+                raise ReadError(f"{position.range.topic}-{position.range.partition} holds message format "
+                                f"v{batch.magic} at offset {base_offset}; the columnar reader reads v2 (Kafka 0.11+) "
+                                "only")
+            last_offset = batch.last_offset
             skip = False
             if aborted is not None:
                 aborted.reach(last_offset)
-                if attributes & 0x20:  # a control batch: its marker closes the producer's transaction
-                    if count and aborted.is_abort_marker(records, pos + _HEADER_SIZE, batch_end):
-                        aborted.close(producer_id)
+                if attributes & CONTROL_FLAG:  # a control batch: its marker closes the producer's transaction
+                    if batch.records_count and _is_abort_marker(records, pos, batch_end):
+                        aborted.close(batch.producer_id)
                     skip = True
-                elif attributes & 0x10 and producer_id in aborted.producers:
+                elif attributes & TRANSACTIONAL_FLAG and batch.producer_id in aborted.producers:
                     skip = True
-            elif attributes & 0x20:
+            elif attributes & CONTROL_FLAG:
                 skip = True
             if not skip and last_offset >= position.offset:
-                payload = _payload(records, pos, batch_end, attributes & 0x07, base_offset)
+                payload = _payload(records, pos, batch_end, attributes & COMPRESSION_MASK, base_offset)
                 try:
-                    columns.add_records(payload, count, base_offset, base_ts, max_ts if attributes & 0x08 else -1,
+                    columns.add_records(payload, batch.records_count, base_offset, batch.base_timestamp,
+                                        batch.max_timestamp if attributes & TIMESTAMP_TYPE_FLAG else -1,
                                         position.offset, end)
                 except ValueError as exc:
                     raise ReadError(f"{position.range.topic}-{position.range.partition}: {exc}") from None
@@ -517,37 +530,22 @@ class _AbortedTransactions:
     def close(self, producer_id: int) -> None:
         self.producers.discard(producer_id)
 
-    @staticmethod
-    def is_abort_marker(records: bytes, start: int, end: int) -> bool:
-        """The control record's key is (version, type): type 0 is an abort marker."""
-        view = memoryview(records)[start:end]
-        _length, pos = _varint(view, 0)
-        pos += 1  # attributes
-        _ts, pos = _varint(view, pos)
-        _delta, pos = _varint(view, pos)
-        key_length, pos = _varint(view, pos)
-        if key_length < 4 or pos + 4 > len(view):
-            return False
-        return _CONTROL_KEY.unpack_from(view, pos)[1] == 0
 
-
-def _varint(buf, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise ReadError("corrupt control record")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
+def _is_abort_marker(records: bytes, start: int, end: int) -> bool:
+    """Whether the control batch at ``records[start:end]`` is an abort marker (a control batch without a
+    control record is none)."""
+    try:
+        return marker_type(memoryview(records)[start:end]) == ABORT
+    except InvalidBatchError:
+        return False
+    except ValueError as exc:  # a FormatError, or a header key that is not UTF-8
+        raise ReadError(f"corrupt control record: {exc}") from None
 
 
 def _payload(records: bytes, start: int, end: int, codec: int, base_offset: int):
     """The records section of the batch at ``records[start:end]``, decompressed."""
     try:
-        return decompress(codec, memoryview(records)[start + _HEADER_SIZE:end])
+        return decompress(codec, memoryview(records)[start + HEADER_SIZE:end])
     except ValueError as exc:
         raise ReadError(f"the record batch at offset {base_offset} does not decompress: {exc}") from None
 

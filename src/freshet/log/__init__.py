@@ -1,4 +1,4 @@
-"""The storage engine: Kafka v2 record batches in segments, partitions with recovery."""
+"""The storage engine: Kafka v2 record batches (freshet.format) in segments, partitions with recovery."""
 
 from .config import LogConfig
 from .errors import (
@@ -12,12 +12,10 @@ from .errors import (
     StorageError,
 )
 from .partition import AppendResult, Partition
-from .record_batch import BatchHeader, Record, decode_records, encode_batch, validate_batches
 from .segment import FileRegion, Segment
 
 __all__ = [
-    "AppendResult", "BatchHeader", "CorruptBatchError", "FileRegion", "InvalidProducerEpochError",
+    "AppendResult", "CorruptBatchError", "FileRegion", "InvalidProducerEpochError",
     "InvalidRecordError", "LogConfig", "LogError", "OffsetOutOfRangeError",
-    "OutOfOrderSequenceError", "Partition", "Record", "RecordTooLargeError", "Segment",
-    "StorageError", "decode_records", "encode_batch", "validate_batches",
+    "OutOfOrderSequenceError", "Partition", "RecordTooLargeError", "Segment", "StorageError",
 ]

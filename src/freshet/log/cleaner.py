@@ -29,8 +29,15 @@ import logging
 import time
 from dataclasses import dataclass
 
+from freshet.format.record_batch import (
+    TIMESTAMP_TYPE_FLAG,
+    TRANSACTIONAL_FLAG,
+    decode_records,
+    encode_batch,
+    iter_batches,
+)
+
 from .partition import Partition
-from .record_batch import TIMESTAMP_TYPE_FLAG, TRANSACTIONAL_FLAG, decode_records, encode_batch, iter_batches
 
 log = logging.getLogger(__name__)
 

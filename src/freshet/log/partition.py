@@ -15,12 +15,10 @@ import time
 from bisect import bisect_right
 from dataclasses import dataclass
 
-from freshet.compression import TOPIC_CODECS
-
-from .config import LogConfig
-from .errors import InvalidRecordError, InvalidTimestampError, OffsetOutOfRangeError, RecordTooLargeError
-from .producer_state import ProducerEntry, ProducerStateManager
-from .record_batch import (
+from freshet.format import errors as format_errors
+from freshet.format.compression import TOPIC_CODECS
+from freshet.format.control import ABORT, COMMIT, marker_batch, marker_type
+from freshet.format.record_batch import (
     TIMESTAMP_TYPE_FLAG,
     BatchHeader,
     decode_records,
@@ -31,8 +29,18 @@ from .record_batch import (
     validate_batches,
     with_base_offset,
 )
+
+from .config import LogConfig
+from .errors import (
+    CorruptBatchError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from .producer_state import ProducerEntry, ProducerStateManager
 from .segment import LOG_SUFFIX, FileRegion, Segment
-from .transactions import ABORT, COMMIT, AbortedTransaction, TransactionIndex, marker_batch, marker_type
+from .transactions import AbortedTransaction, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +123,18 @@ class Partition:
     def append(self, records: bytes | memoryview) -> AppendResult:
         """Validate and append the batches of one produce request for this partition.
 
-        Every check runs before anything is written: a refused request changes nothing.
+        Every check runs before anything is written: a refused request changes nothing. Batches the format
+        refuses are refused as CorruptBatchError (length, CRC-32C, a record that runs out, a payload that does
+        not decompress) or InvalidRecordError (magic, counts, codec).
         """
+        try:
+            return self._append(records)
+        except format_errors.CorruptBatchError as exc:
+            raise CorruptBatchError(str(exc)) from None
+        except format_errors.FormatError as exc:
+            raise InvalidRecordError(str(exc)) from None
+
+    def _append(self, records: bytes | memoryview) -> AppendResult:
         headers = validate_batches(records)
         for header in headers:
             if header.is_control:

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from freshet.format.record_batch import BatchHeader
+
 from .errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from .record_batch import BatchHeader
 
 BATCHES_KEPT = 5
 SEQUENCE_SPAN = 1 << 31

@@ -19,8 +19,9 @@ import time
 from array import array
 from bisect import bisect_left, bisect_right
 
+from freshet.format.record_batch import HEADER_SIZE, BatchHeader, read_header, scan_valid_prefix
+
 from .errors import StorageError
-from .record_batch import HEADER_SIZE, BatchHeader, read_header, scan_valid_prefix
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from kio.serial import entity_writer
 
 from freshet.broker import protocol
-from freshet.broker.framing import FrameError
-from freshet.log import encode_batch
+from freshet.format.errors import FrameError
+from freshet.format.framing import read_request_header, request_header, size_prefixed
+from freshet.format.record_batch import encode_batch
 
 INTERESTING = [0x00, 0x01, 0x7F, 0x80, 0xFF, 0xFE]
 # DeleteTopics, DeleteRecords, DeleteGroups, OffsetDelete, share offsets, users, ACL and config changes
@@ -153,10 +154,7 @@ def encode_request(api_key: int, version: int, body: dict, correlation_id: int =
     """A request frame body (no size prefix), as a client would send it."""
     schema = protocol.request_schema(api_key, version)
     buf = io.BytesIO()
-    client = b"fuzzer"
-    buf.write(struct.pack(">hhih", api_key, version, correlation_id, len(client)) + client)
-    if schema.__flexible__:
-        buf.write(b"\0")
+    buf.write(request_header(api_key, version, correlation_id, b"fuzzer", schema.__flexible__))
     entity_writer(schema)(buf, protocol.build(schema, body))
     return buf.getvalue()
 
@@ -221,7 +219,7 @@ def fuzz_decoder(frames: int, seed: int = 1) -> FuzzReport:
         frame = mutate(rng, rng.choice(corpus), corpus)
         report.frames += 1
         try:
-            header = protocol.read_request_header(frame)
+            header = read_request_header(frame)
             entry = table.get(header.api_key)
             if entry is None or not entry[0] <= header.api_version <= entry[1]:
                 report.rejected += 1
@@ -258,7 +256,7 @@ def fuzz_live(host: str, port: int, frames: int, seed: int = 1, burst: int = 50,
             frame = mutate(rng, rng.choice(corpus), corpus)
             if struct.unpack_from(">h", frame)[0] in skip_apis if len(frame) >= 2 else False:
                 frame = frame[:1]
-            payload += struct.pack(">i", len(frame)) + frame
+            payload += size_prefixed(frame)
             report.frames += 1
         try:
             sock.sendall(payload)

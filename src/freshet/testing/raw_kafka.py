@@ -12,7 +12,8 @@ import time
 from kio.serial import entity_reader, entity_writer
 
 from freshet.broker.protocol import build, request_schema, response_schema
-from freshet.log.record_batch import iter_batches
+from freshet.format.framing import SIZE, read_response_header, request_header, size_prefixed
+from freshet.format.record_batch import iter_batches
 
 
 class RawConnection:
@@ -31,13 +32,13 @@ class RawConnection:
         self.close()
 
     def send_frame(self, payload: bytes) -> None:
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        self.sock.sendall(size_prefixed(payload))
 
     def send_bytes(self, data: bytes) -> None:
         self.sock.sendall(data)
 
     def read_frame(self) -> bytes:
-        size = struct.unpack(">i", self._read_exactly(4))[0]
+        (size,) = SIZE.unpack(self._read_exactly(SIZE.size))
         return self._read_exactly(size)
 
     def _read_exactly(self, n: int) -> bytes:
@@ -61,10 +62,7 @@ class RawConnection:
         schema = request_schema(api_key, version)
         self.correlation_id += 1
         buf = io.BytesIO()
-        client_id = b"raw-test"
-        buf.write(struct.pack(">hhih", api_key, version, self.correlation_id, len(client_id)) + client_id)
-        if schema.__flexible__:
-            buf.write(b"\0")
+        buf.write(request_header(api_key, version, self.correlation_id, b"raw-test", schema.__flexible__))
         entity_writer(schema)(buf, build(schema, body))
         return buf.getvalue()
 
@@ -74,12 +72,9 @@ class RawConnection:
         if not expect_response:
             return None
         frame = self.read_frame()
-        (correlation_id,) = struct.unpack_from(">i", frame, 0)
-        assert correlation_id == self.correlation_id
-        pos = 4
         rschema = response_schema(api_key, version)
-        if rschema.__flexible__ and api_key != 18:
-            pos += 1
+        correlation_id, pos = read_response_header(frame, api_key, rschema.__flexible__)
+        assert correlation_id == self.correlation_id
         result = entity_reader(rschema)(frame, pos)
         return result[0] if isinstance(result, tuple) else result.value
 
@@ -127,7 +122,7 @@ class SteadyClient(threading.Thread):
         self.done = threading.Event()
 
     def run(self) -> None:
-        from freshet.log import encode_batch
+        from freshet.format.record_batch import encode_batch
 
         with RawConnection(self.bootstrap) as conn:
             while not self.done.is_set():
@@ -153,7 +148,7 @@ def fetch_request(conn: RawConnection, topic: str, offsets: dict[int, int], part
     defaults size them, for a caller that reads the response itself."""
     payload = conn.encode(1, version, fetch_body(topic, offsets, partition_max_bytes, max_bytes, max_wait_ms=500,
                                                  min_bytes=1))
-    return struct.pack(">i", len(payload)) + payload
+    return size_prefixed(payload)
 
 
 def pull_fetches(bootstrap: str, topic: str, partitions: int, count: int, partition_max_bytes: int = 1 << 20,

@@ -8,7 +8,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
-from freshet.log import encode_batch
+from freshet.format.record_batch import encode_batch
 from freshet.testing.raw_kafka import RawConnection, fetch, produce
 
 

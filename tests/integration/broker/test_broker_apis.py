@@ -9,9 +9,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from freshet.client import consumer_config
+from freshet.format.record_batch import decode_records, encode_batch, iter_batches
 from freshet.local import BrokerProcess
-from freshet.log import decode_records, encode_batch
-from freshet.log.record_batch import iter_batches
 from freshet.testing.polling import wait_for
 from freshet.testing.raw_kafka import RawConnection, fetch, produce
 from freshet.testing.topics import create_topic

@@ -6,7 +6,7 @@ import time
 import pytest
 from kio.schema.errors import ErrorCode
 
-from freshet.log import encode_batch
+from freshet.format.record_batch import encode_batch
 from freshet.testing.raw_kafka import RawConnection
 from freshet.testing.topics import create_topic
 

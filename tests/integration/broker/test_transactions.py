@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kio.schema.errors import ErrorCode
 
-from freshet.log import encode_batch
+from freshet.format.record_batch import encode_batch
 from freshet.testing.cli import freshet
 from freshet.testing.polling import wait_for
 from freshet.testing.raw_kafka import RawConnection, fetch, produce

@@ -37,7 +37,7 @@ def test_same_bytes_as_kio(version, body, correlation_id):
 
 
 def test_the_broker_answers_produce_through_it():
-    from freshet.broker.protocol import RequestHeader
+    from freshet.format.framing import RequestHeader
 
     body = {"throttle_time": 0, "responses": [{"name": "t", "partition_responses": [
         {"index": 0, "error_code": 0, "base_offset": 42, "log_append_time": None, "log_start_offset": 0,

@@ -18,8 +18,8 @@ from freshet.broker.share_partition import (
     AcknowledgeError,
     SharePartition,
 )
-from freshet.log import Partition, decode_records, encode_batch
-from freshet.log.record_batch import iter_batches
+from freshet.format.record_batch import decode_records, encode_batch, iter_batches
+from freshet.log import Partition
 
 LOCK_MS = 30_000
 LIMIT = 5

@@ -9,7 +9,7 @@ from freshet.broker.durability import GroupCommit
 from freshet.broker.offsets import CommittedOffset, OffsetStore
 from freshet.broker.quotas import ClientQuotas
 from freshet.broker.registry import TopicError, TopicRegistry
-from freshet.log import encode_batch
+from freshet.format.record_batch import encode_batch
 
 
 def test_registry_creates_persists_and_refuses_bad_topics(tmp_path):

@@ -1,6 +1,6 @@
-"""The columnar range reader's decoding, without a broker: record sets built by the log's own encoder
-(freshet.log.record_batch), compressed with each codec, with control batches and aborted transactions,
-decoded by the C decoder into Arrow and compared with the log's Python decoder record by record. Malformed
+"""The columnar range reader's decoding, without a broker: record sets built by the format's own encoder
+(freshet.format.record_batch), compressed with each codec, with control batches and aborted transactions,
+decoded by the C decoder into Arrow and compared with the format's Python decoder record by record. Malformed
 record sets raise ReadError and leave the columns as they were."""
 
 import struct
@@ -21,8 +21,8 @@ from freshet.client.columnar import (
     _Position,
     decoder,
 )
-from freshet.compression import compress as freshet_compress
-from freshet.log.record_batch import decode_records, encode_batch
+from freshet.format.compression import compress as freshet_compress
+from freshet.format.record_batch import decode_records, encode_batch
 
 SCHEMA = pa.schema([
     ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),

@@ -1,8 +1,8 @@
 import random
 
-from freshet.log import LogConfig, Partition, decode_records, encode_batch
+from freshet.format.record_batch import decode_records, encode_batch, iter_batches
+from freshet.log import LogConfig, Partition
 from freshet.log.cleaner import apply_retention, clean, compact
-from freshet.log.record_batch import iter_batches
 
 HOUR = 3600 * 1000
 

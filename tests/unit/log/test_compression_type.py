@@ -6,9 +6,9 @@ import struct
 
 import pytest
 
-from freshet.compression import TOPIC_CODECS, compress
-from freshet.log import LogConfig, Partition, decode_records, encode_batch
-from freshet.log.record_batch import iter_batches, validate_batches
+from freshet.format.compression import TOPIC_CODECS, compress
+from freshet.format.record_batch import decode_records, encode_batch, iter_batches, validate_batches
+from freshet.log import LogConfig, Partition
 
 
 def batch(codec: int, n: int = 20, producer_id: int = -1) -> bytes:

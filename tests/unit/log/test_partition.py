@@ -2,17 +2,18 @@ import os
 
 import pytest
 
+from freshet.format.record_batch import decode_records, encode_batch, iter_batches
 from freshet.log import (
+    CorruptBatchError,
     InvalidProducerEpochError,
+    InvalidRecordError,
     LogConfig,
+    LogError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     Partition,
     RecordTooLargeError,
-    decode_records,
-    encode_batch,
 )
-from freshet.log.record_batch import iter_batches
 
 
 def values(data: bytes) -> list[bytes]:
@@ -150,6 +151,20 @@ def test_batch_over_max_message_bytes_refused_and_nothing_written(tmp_path):
 
 def idem(pid, epoch, seq, value=b"v", n=1):
     return encode_batch([(b"k", value, 1)] * n, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+
+@pytest.mark.parametrize("spoil, refused", [
+    (lambda b: b[:-3], CorruptBatchError),  # cut short
+    (lambda b: b[:-2] + bytes([b[-2] ^ 0xFF]) + b[-1:], CorruptBatchError),  # CRC-32C
+    (lambda b: b[:16] + b"\x01" + b[17:], InvalidRecordError),  # magic 1
+])
+def test_batches_the_format_refuses_are_log_errors_and_nothing_is_written(tmp_path, spoil, refused):
+    """The format's errors come out of append as the log's own, which the broker answers with a Kafka code."""
+    p = Partition(str(tmp_path / "p0"))
+    with pytest.raises(refused) as caught:
+        p.append(spoil(encode_batch([(b"k", b"value", 1)])))
+    assert isinstance(caught.value, LogError)
+    assert p.log_end_offset == 0
 
 
 def test_idempotent_producer_duplicates_and_gaps(tmp_path):

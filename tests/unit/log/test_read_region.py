@@ -6,8 +6,8 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from freshet.log import LogConfig, Partition, encode_batch
-from freshet.log.record_batch import iter_batches
+from freshet.format.record_batch import encode_batch, iter_batches
+from freshet.log import LogConfig, Partition
 
 
 def reference(p: Partition, offset: int, max_bytes: int, limit: int) -> bytes:

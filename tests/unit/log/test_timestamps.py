@@ -5,10 +5,16 @@ import time
 
 import pytest
 
-from freshet.log import LogConfig, Partition, decode_records, encode_batch
+from freshet.format.record_batch import (
+    TIMESTAMP_TYPE_FLAG,
+    decode_records,
+    encode_batch,
+    iter_batches,
+    validate_batches,
+)
+from freshet.log import LogConfig, Partition
 from freshet.log.cleaner import compact
 from freshet.log.errors import InvalidTimestampError
-from freshet.log.record_batch import TIMESTAMP_TYPE_FLAG, iter_batches, validate_batches
 
 HOUR = 3600 * 1000
 

@@ -3,9 +3,9 @@ indexed for read_committed readers, and both are rebuilt when the partition reop
 
 import pytest
 
-from freshet.log import InvalidRecordError, Partition, encode_batch
-from freshet.log.record_batch import TRANSACTIONAL_FLAG
-from freshet.log.transactions import marker_batch
+from freshet.format.control import marker_batch
+from freshet.format.record_batch import TRANSACTIONAL_FLAG, encode_batch
+from freshet.log import InvalidRecordError, Partition
 
 
 def txn_batch(pid: int, epoch: int, seq: int, *values: bytes) -> bytes:
@@ -47,9 +47,9 @@ def test_a_marker_fences_older_epochs_and_producers_cannot_write_markers(tmp_pat
 
 
 def test_compaction_drops_aborted_records_keeps_markers_and_leaves_open_transactions(tmp_path):
-    from freshet.log import LogConfig, decode_records
+    from freshet.format.record_batch import decode_records, iter_batches
+    from freshet.log import LogConfig
     from freshet.log.cleaner import compact
-    from freshet.log.record_batch import iter_batches
 
     p = Partition(str(tmp_path), LogConfig(cleanup_policy="compact"))
     p.append(encode_batch([(b"k", b"v1", 1)]))  # 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from freshet.format.framing import API_VERSIONS_KEY
+
 from .. import protocol
 from ..acls import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
 from ..context import Request, RequestContext
@@ -36,7 +38,7 @@ def unsupported_api_versions(broker, header) -> bytes:
             for key, (low, high, _) in sorted(broker.apis.items())
         ],
     }
-    return protocol.encode_response(protocol.API_VERSIONS_KEY, 0, header.correlation_id, body)
+    return protocol.encode_response(API_VERSIONS_KEY, 0, header.correlation_id, body)
 
 
 def _broker_nodes(ctx: RequestContext, id_field: str) -> list[dict]:

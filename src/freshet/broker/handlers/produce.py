@@ -7,8 +7,8 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
+from freshet.format.record_batch import HEADER_SIZE, read_header
 from freshet.log import LogError, StorageError
-from freshet.log.record_batch import HEADER_SIZE, read_header
 
 from ..acls import CLUSTER, CLUSTER_NAME, IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRITE
 from ..context import Request, RequestContext, Response

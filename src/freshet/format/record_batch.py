@@ -20,9 +20,9 @@ from typing import Iterator, NamedTuple
 
 import crc32c
 
-from freshet.compression import CorruptPayloadError, UnknownCodecError, compress, decompress
-
-from .errors import CorruptBatchError, InvalidRecordError
+from .compression import compress, decompress
+from .errors import CorruptBatchError, CorruptPayloadError, InvalidBatchError
+from .varint import read_varint, write_varint
 
 HEADER = struct.Struct(">qiiBIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -92,7 +92,7 @@ def read_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
 def validate_batches(buf: bytes | memoryview) -> list[BatchHeader]:
     """Check every batch in a produce request's records: length, magic, CRC-32C, counts.
 
-    Returns the headers in order. Raises CorruptBatchError or InvalidRecordError and
+    Returns the headers in order. Raises CorruptBatchError or InvalidBatchError (freshet.format.errors) and
     nothing else; a failing buffer is refused whole.
     """
     headers: list[BatchHeader] = []
@@ -108,11 +108,11 @@ def validate_batches(buf: bytes | memoryview) -> list[BatchHeader]:
         if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
             raise CorruptBatchError(f"batch length {header.batch_length} at byte {pos} does not fit")
         if header.magic != MAGIC:
-            raise InvalidRecordError(f"record batch magic {header.magic}; only magic 2 is accepted")
+            raise InvalidBatchError(f"record batch magic {header.magic}; only magic 2 is accepted")
         if crc32c.crc32c(view[pos + CRC_START : pos + size]) != header.crc:
             raise CorruptBatchError(f"CRC-32C mismatch in batch at byte {pos}")
         if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
-            raise InvalidRecordError(
+            raise InvalidBatchError(
                 f"batch claims {header.records_count} records with last offset delta "
                 f"{header.last_offset_delta}"
             )
@@ -185,39 +185,11 @@ class Record:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
-def _zigzag(n: int) -> int:
-    return (n << 1) ^ (n >> 63)
-
-
-def _write_varint(out: bytearray, n: int) -> None:
-    v = _zigzag(n) & 0xFFFFFFFFFFFFFFFF
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-
-
-def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= len(buf):
-            raise CorruptBatchError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise CorruptBatchError("varint too long")
-    return (result >> 1) ^ -(result & 1), pos
-
-
 def _write_bytes(out: bytearray, data: bytes | None) -> None:
     if data is None:
-        _write_varint(out, -1)
+        write_varint(out, -1)
     else:
-        _write_varint(out, len(data))
+        write_varint(out, len(data))
         out += data
 
 
@@ -249,15 +221,15 @@ def encode_batch(
         headers = rec[3] if len(rec) > 3 else ()
         r = bytearray()
         r.append(0)
-        _write_varint(r, ts - base_ts)
-        _write_varint(r, delta)
+        write_varint(r, ts - base_ts)
+        write_varint(r, delta)
         _write_bytes(r, key)
         _write_bytes(r, value)
-        _write_varint(r, len(headers))
+        write_varint(r, len(headers))
         for hk, hv in headers:
             _write_bytes(r, hk.encode())
             _write_bytes(r, hv)
-        _write_varint(body, len(r))
+        write_varint(body, len(r))
         body += r
     after_crc = struct.pack(
         ">hiqqqhii", attributes, deltas[-1], base_ts, max_ts, producer_id,
@@ -274,9 +246,7 @@ def _records_payload(batch: bytes | memoryview, header: BatchHeader) -> bytes | 
     try:
         out = decompress(header.compression, payload)
     except CorruptPayloadError as exc:
-        raise CorruptBatchError(f"batch does not decompress: {exc}") from None
-    except UnknownCodecError as exc:
-        raise InvalidRecordError(str(exc)) from None
+        raise CorruptPayloadError(f"batch does not decompress: {exc}") from None
     return out if isinstance(out, (bytes, memoryview)) else bytes(out)
 
 
@@ -293,29 +263,29 @@ def recompress(batch: bytes | memoryview, header: BatchHeader, codec: int) -> by
 
 
 def decode_records(batch: bytes | memoryview) -> Iterator[Record]:
-    """Yield the records of one batch (uncompressed or gzip)."""
+    """Yield the records of one batch, decompressed with its codec."""
     header = read_header(batch)
     payload = _records_payload(batch, header)
     pos = 0
     for _ in range(header.records_count):
-        length, pos = _read_varint(payload, pos)
+        length, pos = read_varint(payload, pos)
         end = pos + length
         pos += 1  # attributes
-        ts_delta, pos = _read_varint(payload, pos)
-        off_delta, pos = _read_varint(payload, pos)
-        klen, pos = _read_varint(payload, pos)
+        ts_delta, pos = read_varint(payload, pos)
+        off_delta, pos = read_varint(payload, pos)
+        klen, pos = read_varint(payload, pos)
         key = None if klen < 0 else bytes(payload[pos : pos + klen])
         pos += max(klen, 0)
-        vlen, pos = _read_varint(payload, pos)
+        vlen, pos = read_varint(payload, pos)
         value = None if vlen < 0 else bytes(payload[pos : pos + vlen])
         pos += max(vlen, 0)
-        nheaders, pos = _read_varint(payload, pos)
+        nheaders, pos = read_varint(payload, pos)
         hdrs = []
         for _h in range(nheaders):
-            hklen, pos = _read_varint(payload, pos)
+            hklen, pos = read_varint(payload, pos)
             hk = bytes(payload[pos : pos + hklen]).decode()
             pos += hklen
-            hvlen, pos = _read_varint(payload, pos)
+            hvlen, pos = read_varint(payload, pos)
             hv = None if hvlen < 0 else bytes(payload[pos : pos + hvlen])
             pos += max(hvlen, 0)
             hdrs.append((hk, hv))

@@ -1,6 +1,6 @@
-"""Kafka's record-batch compression codecs (the low three bits of a batch's attributes), undone with
-cramjam. Shared by the log (compaction, timestamp lookups) and the columnar range reader; it imports
-nothing of Freshet's."""
+"""Kafka's record-batch compression codecs (the low three bits of a batch's attributes), done and undone
+with cramjam and zlib. The log (compaction, timestamp lookups, a topic's compression.type), the broker (client
+telemetry) and the columnar range reader all decompress here."""
 
 from __future__ import annotations
 
@@ -9,18 +9,12 @@ import zlib
 
 import cramjam
 
+from .errors import CorruptPayloadError, UnknownCodecError
+
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 # a topic's compression.type -> codec (``producer``: keep each batch's own, absent here)
 TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
-
-
-class UnknownCodecError(ValueError):
-    """The attributes name a codec Kafka does not have."""
-
-
-class CorruptPayloadError(ValueError):
-    """The records section does not decompress with its codec."""
 
 
 def decompress(codec: int, payload: bytes | memoryview):

@@ -1,0 +1,102 @@
+import pytest
+
+from freshet.format.compression import compress
+from freshet.format.control import ABORT, COMMIT, marker_batch, marker_type
+from freshet.format.errors import (
+    CorruptBatchError,
+    CorruptPayloadError,
+    InvalidBatchError,
+    UnknownCodecError,
+)
+from freshet.format.record_batch import (
+    HEADER_SIZE,
+    decode_records,
+    encode_batch,
+    read_header,
+    recompress,
+    validate_batches,
+    with_base_offset,
+)
+
+
+def test_encode_then_validate_and_decode():
+    batch = encode_batch([(b"k1", b"v1", 1000), (None, b"v2", 1005, (("h", b"x"),))])
+    [header] = validate_batches(batch)
+    assert header.records_count == 2
+    assert header.base_timestamp == 1000 and header.max_timestamp == 1005
+    records = list(decode_records(batch))
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in records] == [
+        (0, b"k1", b"v1", 1000),
+        (1, None, b"v2", 1005),
+    ]
+    assert records[1].headers == (("h", b"x"),)
+
+
+def test_base_offset_patch_keeps_crc_valid():
+    batch = with_base_offset(encode_batch([(b"k", b"v", 1)]), 12345, leader_epoch=7)
+    [header] = validate_batches(bytes(batch))
+    assert header.base_offset == 12345 and header.partition_leader_epoch == 7
+    assert next(decode_records(bytes(batch))).offset == 12345
+
+
+def test_flipped_byte_fails_crc():
+    batch = bytearray(encode_batch([(b"k", b"value", 1)]))
+    batch[-2] ^= 0xFF
+    with pytest.raises(CorruptBatchError, match="CRC"):
+        validate_batches(bytes(batch))
+
+
+def test_truncated_batch_is_corrupt():
+    batch = encode_batch([(b"k", b"value", 1)])
+    with pytest.raises(CorruptBatchError):
+        validate_batches(batch[:-3])
+    with pytest.raises(CorruptBatchError):
+        validate_batches(batch[: HEADER_SIZE - 1])
+    with pytest.raises(CorruptBatchError):
+        validate_batches(b"")
+
+
+def test_wrong_magic_is_an_invalid_batch():
+    batch = bytearray(encode_batch([(b"k", b"v", 1)]))
+    batch[16] = 1
+    with pytest.raises(InvalidBatchError, match="magic"):
+        validate_batches(bytes(batch))
+
+
+def test_several_batches_in_one_record_set():
+    data = encode_batch([(b"a", b"1", 1)]) + encode_batch([(b"b", b"2", 2), (b"c", b"3", 3)])
+    headers = validate_batches(data)
+    assert [h.records_count for h in headers] == [1, 2]
+    assert read_header(data).records_count == 1
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_a_recompressed_batch_holds_the_same_records(codec):
+    plain = encode_batch([(b"k%d" % i, b"value %d" % i * 10, 1000 + i) for i in range(20)], base_offset=40)
+    [header] = validate_batches(plain)
+    packed = recompress(plain, header, codec)
+    [packed_header] = validate_batches(packed)
+    assert packed_header.compression == codec and len(packed) < len(plain)
+    assert list(decode_records(packed)) == list(decode_records(plain))
+
+
+def test_a_payload_that_does_not_decompress_or_an_unknown_codec():
+    plain = encode_batch([(b"k", b"v", 1)])
+    [header] = validate_batches(plain)
+    garbled = bytearray(recompress(plain, header, 4))
+    garbled[HEADER_SIZE + 2] ^= 0xFF
+    with pytest.raises(CorruptPayloadError, match="does not decompress"):
+        list(decode_records(bytes(garbled)))
+    with pytest.raises(UnknownCodecError, match="codec 6"):
+        compress(6, b"x")
+
+
+def test_transaction_markers():
+    for commit, kind in ((True, COMMIT), (False, ABORT)):
+        marker = marker_batch(7, 2, commit, 1000)
+        [header] = validate_batches(marker)
+        assert header.is_control and header.is_transactional and header.producer_id == 7
+        assert marker_type(marker) == kind
+    not_a_marker = encode_batch([(None, b"v", 1)], attributes=0x30)
+    with pytest.raises(InvalidBatchError, match="control record"):
+        marker_type(not_a_marker)
