@@ -1,0 +1,50 @@
+"""``python -m freshet.controller --node-id 1 --voters 1@127.0.0.1:9101,2@127.0.0.1:9102,3@127.0.0.1:9103
+--listen 127.0.0.1:9201 [--data-dir DIR]``: one controller node, running until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from .node import DEFAULT_SESSION_TIMEOUT_MS, Controller, parse_voters
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT")
+    return host, int(port)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m freshet.controller", description=__doc__)
+    parser.add_argument("--node-id", type=int, required=True)
+    parser.add_argument("--voters", required=True, help="ID@HOST:PORT,... every controller's Raft address")
+    parser.add_argument("--listen", type=_address, required=True, help="HOST:PORT of the JSON endpoint")
+    parser.add_argument("--data-dir", help="where the Raft journal and snapshots are kept (memory only if none)")
+    parser.add_argument("--session-timeout-ms", type=int, default=DEFAULT_SESSION_TIMEOUT_MS)
+    args = parser.parse_args(argv)
+    try:
+        voters = parse_voters(args.voters)
+        controller = Controller(
+            args.node_id, voters, listen=args.listen, data_dir=args.data_dir,
+            session_timeout_ms=args.session_timeout_ms,
+        )
+        controller.start()
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    host, port = controller.endpoint
+    print(f"controller {args.node_id} listening on {host}:{port}", flush=True)
+    stop.wait()
+    controller.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""The commands of the cluster metadata log: what the active controller proposes and every controller applies.
+
+Each command carries every input its application needs, the time (``now_ms``) and any random choice (a topic's
+id, the placer's start index and shift) included, so that applying it is deterministic: the state machine
+reads no clock and draws no random number, and every node that applies the same commands in the same order
+holds the same metadata. The proposer (``controller.node``) fills those fields in; tests fill them by hand.
+
+Commands are frozen dataclasses, pickled into the Raft log by pysyncobj; they are also what the controller's
+JSON endpoint accepts (``to_dict`` / ``from_dict``), until the brokers speak BrokerRegistration (62),
+BrokerHeartbeat (63), AlterPartition (56) and CreateTopics to it over the Kafka protocol.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RegisterBroker:
+    """BrokerRegistration: a broker (re)joins. ``incarnation_id`` tells a retry of the same process (accepted,
+    same epoch) from a second process with the same node id (DUPLICATE_BROKER_REGISTRATION while the first
+    one's session is alive)."""
+
+    broker_id: int
+    incarnation_id: str
+    host: str
+    port: int
+    now_ms: int
+    rack: str | None = None
+    session_timeout_ms: int = 9000  # broker.session.timeout.ms
+
+
+@dataclass(frozen=True)
+class BrokerHeartbeat:
+    """BrokerHeartbeat: keeps the broker's session; ``want_fence=False`` unfences a registered broker."""
+
+    broker_id: int
+    broker_epoch: int
+    now_ms: int
+    want_fence: bool = False
+
+
+@dataclass(frozen=True)
+class UnregisterBroker:
+    broker_id: int
+
+
+@dataclass(frozen=True)
+class FenceStaleBrokers:
+    """Fences every unfenced broker whose last heartbeat is older than ``now_ms - session_timeout_ms``: its
+    leaderships move to another ISR member, the ISRs drop it, leader epochs bump."""
+
+    now_ms: int
+    session_timeout_ms: int
+
+
+@dataclass(frozen=True)
+class CreateTopic:
+    """CreateTopics for one topic. ``start_index`` and ``shift`` are the placer's random choices (Kafka's
+    rack-unaware assignment: a random first broker and a random shift of the followers), made by the
+    proposer; ``topic_id`` likewise."""
+
+    name: str
+    topic_id: str
+    partitions: int
+    replication_factor: int
+    start_index: int
+    shift: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DeleteTopic:
+    name: str
+
+
+@dataclass(frozen=True)
+class AlterPartition:
+    """AlterPartition (KIP-497): the leader of a partition changes its ISR. Fenced by the broker epoch, the
+    leader epoch (FENCED_LEADER_EPOCH) and the partition epoch (INVALID_UPDATE_VERSION)."""
+
+    broker_id: int
+    broker_epoch: int
+    topic_id: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ElectLeaders:
+    """ElectLeaders for one partition: ``preferred`` moves leadership to the first replica when it is in the
+    ISR and unfenced; ``unclean`` elects an unfenced replica outside the ISR when no ISR member is alive."""
+
+    topic: str
+    partition: int
+    election_type: str = "preferred"  # or "unclean"
+
+
+@dataclass(frozen=True)
+class AlterConfigs:
+    """IncrementalAlterConfigs for one resource: ``resource_type`` is "topic" or "broker" (``name`` "" for the
+    cluster-wide broker default); ``set`` values replace, ``delete`` names are removed."""
+
+    resource_type: str
+    name: str
+    set: dict[str, str] = field(default_factory=dict)
+    delete: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class UpsertScramCredential:
+    user: str
+    mechanism: str
+    iterations: int
+    salt: str  # base64, as the broker stores it
+    stored_key: str
+    server_key: str
+
+
+@dataclass(frozen=True)
+class DeleteScramCredential:
+    user: str
+    mechanism: str
+
+
+@dataclass(frozen=True)
+class CreateAcl:
+    resource_type: str
+    resource_name: str
+    pattern_type: str
+    principal: str
+    host: str
+    operation: str
+    permission: str
+
+
+@dataclass(frozen=True)
+class DeleteAcls:
+    """Deletes the ACLs matching every field given (None matches anything)."""
+
+    resource_type: str | None = None
+    resource_name: str | None = None
+    principal: str | None = None
+    operation: str | None = None
+
+
+@dataclass(frozen=True)
+class AlterClientQuota:
+    """AlterClientQuotas for one entity (e.g. ``(("user", "alice"), ("client-id", None))``): ``value`` None
+    removes the quota ``key``."""
+
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float | None
+
+
+COMMANDS = {
+    cls.__name__: cls
+    for cls in (
+        RegisterBroker, BrokerHeartbeat, UnregisterBroker, FenceStaleBrokers, CreateTopic, DeleteTopic,
+        AlterPartition, ElectLeaders, AlterConfigs, UpsertScramCredential, DeleteScramCredential, CreateAcl,
+        DeleteAcls, AlterClientQuota,
+    )
+}
+
+Command = (
+    RegisterBroker | BrokerHeartbeat | UnregisterBroker | FenceStaleBrokers | CreateTopic | DeleteTopic
+    | AlterPartition | ElectLeaders | AlterConfigs | UpsertScramCredential | DeleteScramCredential | CreateAcl
+    | DeleteAcls | AlterClientQuota
+)
+
+
+def to_dict(command: Command) -> dict:
+    return {"command": type(command).__name__, **dataclasses.asdict(command)}
+
+
+def from_dict(data: dict) -> Command:
+    """A command from its JSON form; a ValueError names what is wrong (an unknown command or field)."""
+    data = dict(data)
+    name = data.pop("command", None)
+    cls = COMMANDS.get(name)
+    if cls is None:
+        raise ValueError(f"unknown command {name!r}; known: {', '.join(sorted(COMMANDS))}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ValueError(f"{name}: unknown field(s) {', '.join(unknown)}")
+    for key in ("new_isr", "delete"):
+        if key in data and isinstance(data[key], list):
+            data[key] = tuple(data[key])
+    if "entity" in data and isinstance(data["entity"], list):
+        data["entity"] = tuple(tuple(pair) for pair in data["entity"])
+    try:
+        return cls(**data)
+    except TypeError as exc:
+        raise ValueError(f"{name}: {exc}") from None

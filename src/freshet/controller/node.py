@@ -1,0 +1,259 @@
+"""A controller node: the metadata state machine replicated by pysyncobj's Raft, and a small JSON endpoint.
+
+Every node holds the whole ``ClusterMetadata`` and applies the Raft log's commands in order; the Raft leader is
+the active controller (as in KRaft: the active controller is the leader of the metadata quorum). A command
+given to any node is forwarded by pysyncobj to the leader and answered once this node has applied it, so a
+reader of the same node sees its own write. The active controller alone runs the session check (fencing
+brokers whose heartbeats stopped), and only once it has led for a whole session timeout, so that a new leader
+gives every broker a full session before fencing it.
+
+The endpoint (``--listen``) speaks newline-delimited JSON, one request a line:
+``{"op": "command", "command": {"command": "CreateTopic", "name": ..., ...}}`` → the command's result,
+``{"op": "metadata"}`` → the metadata snapshot with the controller's id, ``{"op": "status"}`` → Raft status.
+It is the interface until the brokers speak BrokerRegistration / BrokerHeartbeat / AlterPartition / CreateTopics
+to the controller over the Kafka protocol (issue #46's next step).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socketserver
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+
+from . import commands as c
+from .state import ClusterMetadata, Result
+
+DEFAULT_SESSION_TIMEOUT_MS = 9000  # Kafka's broker.session.timeout.ms
+
+
+@dataclass(frozen=True)
+class Voter:
+    node_id: int
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def parse_voters(text: str) -> list[Voter]:
+    """Kafka's ``controller.quorum.voters`` form: ``1@127.0.0.1:9101,2@127.0.0.1:9102,...``."""
+    voters = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        try:
+            node_id, address = item.split("@", 1)
+            host, port = address.rsplit(":", 1)
+            voters.append(Voter(int(node_id), host, int(port)))
+        except ValueError:
+            raise ValueError(f"voter {item!r} is not ID@HOST:PORT") from None
+    ids = [v.node_id for v in voters]
+    if not voters or len(set(ids)) != len(ids):
+        raise ValueError(f"voters {text!r}: give each node id once, as ID@HOST:PORT,...")
+    return voters
+
+
+class ReplicatedMetadata(SyncObjConsumer):
+    """The state machine as pysyncobj sees it: one replicated method, ``apply``. pysyncobj snapshots the
+    attributes set after ``SyncObjConsumer.__init__`` (the metadata), not the lock made before it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        super().__init__()
+        self.metadata = ClusterMetadata()
+
+    @replicated
+    def apply(self, command: c.Command) -> Result:
+        with self.lock:
+            return self.metadata.apply(command)
+
+    def read(self, fn):
+        with self.lock:
+            return fn(self.metadata)
+
+
+def complete(data: dict, now_ms: int, rng: random.Random) -> dict:
+    """Fills in what the proposer decides for a command given over the endpoint: the time, and a new topic's
+    id and the placer's random start and shift."""
+    data = dict(data)
+    name = data.get("command")
+    if name in ("RegisterBroker", "BrokerHeartbeat", "FenceStaleBrokers") and data.get("now_ms") is None:
+        data["now_ms"] = now_ms
+    if name == "CreateTopic":
+        data.setdefault("topic_id", str(uuid.UUID(int=rng.getrandbits(128), version=4)))
+        data.setdefault("start_index", rng.randrange(1 << 16))
+        data.setdefault("shift", rng.randrange(1 << 16))
+    return data
+
+
+class Controller:
+    """One controller node. ``start()`` joins the Raft group and opens the endpoint; ``stop()`` leaves."""
+
+    def __init__(
+        self,
+        node_id: int,
+        voters: list[Voter],
+        listen: tuple[str, int] | None = None,
+        data_dir: str | None = None,
+        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        command_timeout_s: float = 10.0,
+    ) -> None:
+        by_id = {v.node_id: v for v in voters}
+        if node_id not in by_id:
+            raise ValueError(f"node id {node_id} is not among the voters {sorted(by_id)}")
+        self.node_id = node_id
+        self.voters = voters
+        self._by_address = {v.address: v.node_id for v in voters}
+        self.session_timeout_ms = session_timeout_ms
+        self.command_timeout_s = command_timeout_s
+        self.state = ReplicatedMetadata()
+        conf = SyncObjConf(dynamicMembershipChange=False, commandsWaitLeader=True)
+        if data_dir:
+            os.makedirs(data_dir, exist_ok=True)
+            conf.journalFile = os.path.join(data_dir, "raft.journal")
+            conf.fullDumpFile = os.path.join(data_dir, "raft.snapshot")
+        self._conf = conf
+        self._self = by_id[node_id].address
+        self._others = [v.address for v in voters if v.node_id != node_id]
+        self._sync: SyncObj | None = None
+        self._listen = listen
+        self._server: socketserver.ThreadingTCPServer | None = None
+        self._stopping = threading.Event()
+        self._rng = random.Random()
+        self._leading_since: float | None = None
+
+    # -- life ----------------------------------------------------------------------------------------------
+    def start(self) -> "Controller":
+        self._sync = SyncObj(self._self, self._others, conf=self._conf, consumers=[self.state])
+        threading.Thread(target=self._duties, name="controller-duties", daemon=True).start()
+        if self._listen:
+            self._server = _Server(self._listen, _Handler, controller=self)
+            threading.Thread(target=self._server.serve_forever, name="controller-endpoint", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._sync is not None:
+            self._sync.destroy()
+
+    @property
+    def endpoint(self) -> tuple[str, int] | None:
+        return self._server.server_address[:2] if self._server else None
+
+    # -- who leads -----------------------------------------------------------------------------------------
+    def controller_id(self) -> int:
+        """The active controller's node id as this node knows it, -1 when it knows of none."""
+        leader = self._sync._getLeader() if self._sync else None
+        return self._by_address.get(getattr(leader, "address", None) or str(leader or ""), -1)
+
+    def is_active(self) -> bool:
+        return self._sync is not None and self._sync._isLeader()
+
+    # -- writing and reading -------------------------------------------------------------------------------
+    def propose(self, command: c.Command) -> Result:
+        """Replicates ``command`` through the active controller and answers its result once this node applied
+        it; NOT_CONTROLLER when no leader could take it, REQUEST_TIMED_OUT when it did not commit in time."""
+        done = threading.Event()
+        answer: list[Any] = [None, None]
+
+        def callback(result, error):
+            answer[0], answer[1] = result, error
+            done.set()
+
+        self.state.apply(command, callback=callback)
+        if not done.wait(self.command_timeout_s):
+            return Result("REQUEST_TIMED_OUT", f"not committed within {self.command_timeout_s} s")
+        result, error = answer
+        if error != FAIL_REASON.SUCCESS:
+            return Result("NOT_CONTROLLER", f"no active controller took the command (pysyncobj reason {error})")
+        return result
+
+    def propose_dict(self, data: dict) -> Result:
+        try:
+            command = c.from_dict(complete(data, int(time.time() * 1000), self._rng))
+        except ValueError as exc:
+            return Result("INVALID_REQUEST", str(exc))
+        return self.propose(command)
+
+    def metadata(self) -> dict:
+        snapshot = self.state.read(ClusterMetadata.snapshot)
+        snapshot["controller_id"] = self.controller_id()
+        snapshot["node_id"] = self.node_id
+        return snapshot
+
+    def status(self) -> dict:
+        status = self._sync.getStatus() if self._sync else {}
+        return {
+            "node_id": self.node_id,
+            "controller_id": self.controller_id(),
+            "active": self.is_active(),
+            "ready": bool(self._sync and self._sync.isReady()),
+            "raft_term": status.get("raft_term"),
+            "commit_idx": status.get("commit_idx"),
+            "last_applied": status.get("last_applied"),
+            "has_quorum": status.get("has_quorum"),
+        }
+
+    # -- the active controller's duties --------------------------------------------------------------------
+    def _duties(self) -> None:
+        period = max(self.session_timeout_ms / 4000, 0.05)
+        while not self._stopping.wait(period):
+            if not self.is_active():
+                self._leading_since = None
+                continue
+            now = time.monotonic()
+            if self._leading_since is None:
+                self._leading_since = now
+            if (now - self._leading_since) * 1000 < self.session_timeout_ms:
+                continue  # a new active controller gives every broker one whole session first
+            now_ms = int(time.time() * 1000)
+            stale = self.state.read(
+                lambda m: [
+                    b for b in m.brokers.values()
+                    if not b.fenced and b.last_heartbeat_ms + self.session_timeout_ms < now_ms
+                ]
+            )
+            if stale:
+                self.propose(c.FenceStaleBrokers(now_ms, self.session_timeout_ms))
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address, handler, controller: Controller):
+        self.controller = controller
+        super().__init__(address, handler)
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        controller: Controller = self.server.controller
+        for line in self.rfile:
+            try:
+                request = json.loads(line)
+                op = request.get("op") if isinstance(request, dict) else None
+                if op == "command" and isinstance(request.get("command"), dict):
+                    answer = controller.propose_dict(request["command"]).to_dict()
+                elif op == "metadata":
+                    answer = controller.metadata()
+                elif op == "status":
+                    answer = controller.status()
+                else:
+                    answer = Result("INVALID_REQUEST", "op must be command (with a command object), metadata or "
+                                    "status").to_dict()
+            except ValueError as exc:
+                answer = Result("INVALID_REQUEST", f"not JSON: {exc}").to_dict()
+            self.wfile.write(json.dumps(answer).encode() + b"\n")
+            self.wfile.flush()

@@ -1,0 +1,430 @@
+"""The cluster metadata and its state machine: what every controller holds, changed only by ``apply``.
+
+``ClusterMetadata.apply(command)`` is deterministic (no clock, no random number, no I/O: everything comes in
+the command) and either changes the metadata and answers ``Result()`` (error ``NONE``) or refuses with the
+error a Kafka controller answers (DUPLICATE_BROKER_REGISTRATION, INVALID_REPLICATION_FACTOR,
+FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, ...) and changes nothing: every check runs before the first
+change. The Raft layer (``controller.node``) applies the same commands in the same order on every node.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from . import commands as c
+
+NO_LEADER = -1
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+@dataclass(frozen=True)
+class Result:
+    """A command's answer: ``error`` is Kafka's error name (``NONE`` when applied), ``value`` what it made."""
+
+    error: str = "NONE"
+    message: str = ""
+    value: Any = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error == "NONE"
+
+    @property
+    def error_code(self) -> int:
+        return 0 if self.ok else ErrorCode[self.error.lower()].value
+
+    def to_dict(self) -> dict:
+        return {"error": self.error, "error_code": self.error_code, "message": self.message, "value": self.value}
+
+
+def _refuse(error: str, message: str) -> Result:
+    ErrorCode[error.lower()]  # a name Kafka knows, or a KeyError in the tests
+    return Result(error, message)
+
+
+@dataclass
+class Broker:
+    broker_id: int
+    incarnation_id: str
+    host: str
+    port: int
+    rack: str | None
+    epoch: int
+    last_heartbeat_ms: int
+    fenced: bool = True  # registered brokers are fenced until their first heartbeat, as in KRaft
+
+
+@dataclass
+class PartitionState:
+    replicas: list[int]
+    isr: list[int]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+
+@dataclass
+class Topic:
+    topic_id: str
+    name: str
+    partitions: list[PartitionState]
+
+
+@dataclass
+class ClusterMetadata:
+    """All of the cluster's metadata. ``offset`` counts the commands applied (a refused one changes nothing,
+    this count included): the metadata version, and the source of broker epochs (as Kafka's broker epoch is
+    the offset of its registration record)."""
+
+    brokers: dict[int, Broker] = field(default_factory=dict)
+    topics: dict[str, Topic] = field(default_factory=dict)  # by topic id
+    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # by topic name
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # "" = cluster default
+    users: dict[str, dict[str, dict]] = field(default_factory=dict)  # user -> mechanism -> credential
+    acls: list[dict[str, str]] = field(default_factory=list)
+    quotas: dict[tuple, dict[str, float]] = field(default_factory=dict)
+    offset: int = 0
+
+    # -- reading -------------------------------------------------------------------------------------------
+    def topic_by_name(self, name: str) -> Topic | None:
+        return next((t for t in self.topics.values() if t.name == name), None)
+
+    def unfenced(self) -> list[int]:
+        return sorted(b.broker_id for b in self.brokers.values() if not b.fenced)
+
+    def snapshot(self) -> dict:
+        """A JSON-able copy of everything: what Metadata and DescribeCluster will answer."""
+        return {
+            "offset": self.offset,
+            "brokers": [asdict(b) for b in sorted(self.brokers.values(), key=lambda b: b.broker_id)],
+            "topics": [
+                {
+                    "topic_id": t.topic_id,
+                    "name": t.name,
+                    "partitions": [{"partition": i, **asdict(p)} for i, p in enumerate(t.partitions)],
+                    "configs": dict(self.topic_configs.get(t.name, {})),
+                }
+                for t in sorted(self.topics.values(), key=lambda t: t.name)
+            ],
+            "broker_configs": copy.deepcopy(self.broker_configs),
+            "users": {u: sorted(m) for u, m in sorted(self.users.items())},
+            "acls": copy.deepcopy(self.acls),
+            "quotas": [{"entity": [list(p) for p in e], "values": dict(v)} for e, v in self.quotas.items()],
+        }
+
+    # -- applying ------------------------------------------------------------------------------------------
+    def apply(self, command: c.Command) -> Result:
+        handler = getattr(self, "_" + type(command).__name__, None)
+        if handler is None:
+            return _refuse("INVALID_REQUEST", f"unknown command {type(command).__name__}")
+        result = handler(command)
+        if result.ok:
+            self.offset += 1
+        return result
+
+    def _RegisterBroker(self, cmd: c.RegisterBroker) -> Result:
+        if cmd.broker_id < 0:
+            return _refuse("INVALID_REQUEST", f"broker id {cmd.broker_id} is negative")
+        old = self.brokers.get(cmd.broker_id)
+        if old is not None and old.incarnation_id == cmd.incarnation_id:
+            return Result(value={"broker_epoch": old.epoch})  # the same process retrying: same epoch
+        if old is not None and cmd.now_ms - old.last_heartbeat_ms < cmd.session_timeout_ms:
+            return _refuse(
+                "DUPLICATE_BROKER_REGISTRATION",
+                f"broker {cmd.broker_id} is registered by another incarnation ({old.incarnation_id}) whose "
+                "session has not expired",
+            )
+        if old is not None and not old.fenced:
+            self._fence(cmd.broker_id)  # the old incarnation's session expired: its leaderships move first
+        epoch = self.offset + 1
+        self.brokers[cmd.broker_id] = Broker(
+            cmd.broker_id, cmd.incarnation_id, cmd.host, cmd.port, cmd.rack, epoch, cmd.now_ms, fenced=True
+        )
+        return Result(value={"broker_epoch": epoch})
+
+    def _check_broker(self, broker_id: int, broker_epoch: int) -> Result | None:
+        broker = self.brokers.get(broker_id)
+        if broker is None:
+            return _refuse("BROKER_ID_NOT_REGISTERED", f"broker {broker_id} is not registered")
+        if broker.epoch != broker_epoch:
+            return _refuse(
+                "STALE_BROKER_EPOCH", f"broker {broker_id}'s epoch is {broker.epoch}, not {broker_epoch}"
+            )
+        return None
+
+    def _BrokerHeartbeat(self, cmd: c.BrokerHeartbeat) -> Result:
+        if refused := self._check_broker(cmd.broker_id, cmd.broker_epoch):
+            return refused
+        broker = self.brokers[cmd.broker_id]
+        broker.last_heartbeat_ms = max(broker.last_heartbeat_ms, cmd.now_ms)
+        if broker.fenced and not cmd.want_fence:
+            broker.fenced = False
+            self._elect_offline()
+        elif not broker.fenced and cmd.want_fence:
+            self._fence(cmd.broker_id)
+        return Result(value={"fenced": broker.fenced})
+
+    def _UnregisterBroker(self, cmd: c.UnregisterBroker) -> Result:
+        if cmd.broker_id not in self.brokers:
+            return _refuse("BROKER_ID_NOT_REGISTERED", f"broker {cmd.broker_id} is not registered")
+        self._fence(cmd.broker_id)
+        del self.brokers[cmd.broker_id]
+        return Result()
+
+    def _FenceStaleBrokers(self, cmd: c.FenceStaleBrokers) -> Result:
+        stale = sorted(
+            b.broker_id for b in self.brokers.values()
+            if not b.fenced and b.last_heartbeat_ms + cmd.session_timeout_ms < cmd.now_ms
+        )
+        for broker_id in stale:
+            self._fence(broker_id)
+        return Result(value={"fenced": stale})
+
+    def _fence(self, broker_id: int) -> None:
+        """The broker leaves every ISR it is in (unless it is the last member: with unclean election off, the
+        last ISR member is the one replica that may lead again) and every leadership it has moves to the next
+        live ISR member, or to none (offline partition)."""
+        self.brokers[broker_id].fenced = True
+        live = set(self.unfenced())
+        for topic in self.topics.values():
+            for part in topic.partitions:
+                if broker_id not in part.isr and part.leader != broker_id:
+                    continue
+                changed = False
+                if broker_id in part.isr and len(part.isr) > 1:
+                    part.isr = [r for r in part.isr if r != broker_id]
+                    changed = True
+                if part.leader == broker_id:
+                    part.leader = next((r for r in part.replicas if r in part.isr and r in live), NO_LEADER)
+                    part.leader_epoch += 1
+                    changed = True
+                if changed:
+                    part.partition_epoch += 1
+
+    def _elect_offline(self) -> None:
+        """Partitions without a leader whose ISR has a live member get it as leader."""
+        live = set(self.unfenced())
+        for topic in self.topics.values():
+            for part in topic.partitions:
+                if part.leader != NO_LEADER:
+                    continue
+                leader = next((r for r in part.replicas if r in part.isr and r in live), NO_LEADER)
+                if leader != NO_LEADER:
+                    part.leader = leader
+                    part.leader_epoch += 1
+                    part.partition_epoch += 1
+
+    def _CreateTopic(self, cmd: c.CreateTopic) -> Result:
+        if not _TOPIC_NAME.match(cmd.name) or cmd.name in (".", ".."):
+            return _refuse(
+                "INVALID_TOPIC_EXCEPTION",
+                f"topic name {cmd.name!r} is not 1-249 characters of ASCII letters, digits, '.', '_', '-'",
+            )
+        if self.topic_by_name(cmd.name) is not None:
+            return _refuse("TOPIC_ALREADY_EXISTS", f"topic {cmd.name!r} already exists")
+        if cmd.topic_id in self.topics:
+            return _refuse("INVALID_REQUEST", f"topic id {cmd.topic_id} is taken")
+        if cmd.partitions < 1:
+            return _refuse("INVALID_PARTITIONS", f"number of partitions must be at least 1, not {cmd.partitions}")
+        live = self.unfenced()
+        if cmd.replication_factor < 1 or cmd.replication_factor > len(live):
+            return _refuse(
+                "INVALID_REPLICATION_FACTOR",
+                f"replication factor {cmd.replication_factor} is not between 1 and the {len(live)} "
+                "unfenced broker(s)",
+            )
+        if refused := _check_topic_configs(cmd.configs):
+            return refused
+        assignment = place_replicas(live, cmd.partitions, cmd.replication_factor, cmd.start_index, cmd.shift)
+        self.topics[cmd.topic_id] = Topic(
+            cmd.topic_id, cmd.name,
+            [PartitionState(replicas=r, isr=list(r), leader=r[0]) for r in assignment],
+        )
+        if cmd.configs:
+            self.topic_configs[cmd.name] = dict(cmd.configs)
+        return Result(value={"topic_id": cmd.topic_id, "assignment": assignment})
+
+    def _DeleteTopic(self, cmd: c.DeleteTopic) -> Result:
+        topic = self.topic_by_name(cmd.name)
+        if topic is None:
+            return _refuse("UNKNOWN_TOPIC_OR_PARTITION", f"topic {cmd.name!r} does not exist")
+        del self.topics[topic.topic_id]
+        self.topic_configs.pop(cmd.name, None)
+        return Result()
+
+    def _AlterPartition(self, cmd: c.AlterPartition) -> Result:
+        if refused := self._check_broker(cmd.broker_id, cmd.broker_epoch):
+            return refused
+        topic = self.topics.get(cmd.topic_id)
+        if topic is None:
+            return _refuse("UNKNOWN_TOPIC_ID", f"no topic has id {cmd.topic_id}")
+        if not 0 <= cmd.partition < len(topic.partitions):
+            return _refuse("UNKNOWN_TOPIC_OR_PARTITION", f"{topic.name} has no partition {cmd.partition}")
+        part = topic.partitions[cmd.partition]
+        where = f"{topic.name}-{cmd.partition}"
+        if part.leader != cmd.broker_id:
+            return _refuse("NOT_LEADER_OR_FOLLOWER", f"broker {cmd.broker_id} does not lead {where}")
+        if cmd.leader_epoch != part.leader_epoch:
+            return _refuse(
+                "FENCED_LEADER_EPOCH", f"{where}'s leader epoch is {part.leader_epoch}, not {cmd.leader_epoch}"
+            )
+        if cmd.partition_epoch != part.partition_epoch:
+            return _refuse(
+                "INVALID_UPDATE_VERSION",
+                f"{where}'s partition epoch is {part.partition_epoch}, not {cmd.partition_epoch}",
+            )
+        new_isr = list(cmd.new_isr)
+        if len(set(new_isr)) != len(new_isr) or cmd.broker_id not in new_isr:
+            return _refuse("INVALID_REQUEST", f"ISR {new_isr} must hold the leader {cmd.broker_id}, once each")
+        if not set(new_isr) <= set(part.replicas):
+            return _refuse("INVALID_REQUEST", f"ISR {new_isr} is not among {where}'s replicas {part.replicas}")
+        live = set(self.unfenced())
+        ineligible = [r for r in new_isr if r not in part.isr and r not in live]
+        if ineligible:
+            return _refuse("INELIGIBLE_REPLICA", f"broker(s) {ineligible} are fenced and may not join the ISR")
+        part.isr = [r for r in part.replicas if r in new_isr]
+        part.partition_epoch += 1
+        return Result(value={"isr": list(part.isr), "partition_epoch": part.partition_epoch})
+
+    def _ElectLeaders(self, cmd: c.ElectLeaders) -> Result:
+        topic = self.topic_by_name(cmd.topic)
+        if topic is None or not 0 <= cmd.partition < len(topic.partitions):
+            return _refuse("UNKNOWN_TOPIC_OR_PARTITION", f"no partition {cmd.topic}-{cmd.partition}")
+        part = topic.partitions[cmd.partition]
+        live = set(self.unfenced())
+        if cmd.election_type == "preferred":
+            preferred = part.replicas[0]
+            if part.leader == preferred:
+                return _refuse("ELECTION_NOT_NEEDED", f"broker {preferred} already leads")
+            if preferred not in part.isr or preferred not in live:
+                return _refuse("PREFERRED_LEADER_NOT_AVAILABLE", f"broker {preferred} is not a live ISR member")
+            part.leader = preferred
+            part.isr = [r for r in part.replicas if r in part.isr]
+        elif cmd.election_type == "unclean":
+            if part.leader != NO_LEADER:
+                return _refuse("ELECTION_NOT_NEEDED", f"broker {part.leader} leads")
+            candidate = next((r for r in part.replicas if r in live), NO_LEADER)
+            if candidate == NO_LEADER:
+                return _refuse("ELIGIBLE_LEADERS_NOT_AVAILABLE", f"no replica of {part.replicas} is live")
+            part.leader = candidate
+            part.isr = [candidate]
+        else:
+            return _refuse("INVALID_REQUEST", f"election type {cmd.election_type!r} is not preferred or unclean")
+        part.leader_epoch += 1
+        part.partition_epoch += 1
+        return Result(value={"leader": part.leader, "leader_epoch": part.leader_epoch})
+
+    def _AlterConfigs(self, cmd: c.AlterConfigs) -> Result:
+        if cmd.resource_type == "topic":
+            if self.topic_by_name(cmd.name) is None:
+                return _refuse("UNKNOWN_TOPIC_OR_PARTITION", f"topic {cmd.name!r} does not exist")
+            if refused := _check_topic_configs(cmd.set):
+                return refused
+            store = self.topic_configs
+        elif cmd.resource_type == "broker":
+            if cmd.name != "" and not (cmd.name.isdigit() and int(cmd.name) in self.brokers):
+                return _refuse("INVALID_REQUEST", f"broker {cmd.name!r} is not registered")
+            if refused := _check_topic_configs({k: v for k, v in cmd.set.items() if k == "min.insync.replicas"}):
+                return refused
+            store = self.broker_configs
+        else:
+            return _refuse("INVALID_REQUEST", f"resource type {cmd.resource_type!r} is not topic or broker")
+        configs = {k: v for k, v in store.get(cmd.name, {}).items() if k not in cmd.delete}
+        configs.update(cmd.set)
+        if configs:
+            store[cmd.name] = configs
+        else:
+            store.pop(cmd.name, None)
+        return Result()
+
+    def _UpsertScramCredential(self, cmd: c.UpsertScramCredential) -> Result:
+        if cmd.mechanism not in _SCRAM_MECHANISMS:
+            return _refuse("UNSUPPORTED_SASL_MECHANISM", f"{cmd.mechanism!r} is not one of {_SCRAM_MECHANISMS}")
+        if not cmd.user:
+            return _refuse("INVALID_REQUEST", "user name is empty")
+        if cmd.iterations < 4096:
+            return _refuse("INVALID_REQUEST", f"{cmd.iterations} iterations is below SCRAM's minimum of 4096")
+        self.users.setdefault(cmd.user, {})[cmd.mechanism] = {
+            "iterations": cmd.iterations, "salt": cmd.salt, "stored_key": cmd.stored_key,
+            "server_key": cmd.server_key,
+        }
+        return Result()
+
+    def _DeleteScramCredential(self, cmd: c.DeleteScramCredential) -> Result:
+        if cmd.mechanism not in self.users.get(cmd.user, {}):
+            return _refuse("RESOURCE_NOT_FOUND", f"user {cmd.user!r} has no {cmd.mechanism} credential")
+        del self.users[cmd.user][cmd.mechanism]
+        if not self.users[cmd.user]:
+            del self.users[cmd.user]
+        return Result()
+
+    def _CreateAcl(self, cmd: c.CreateAcl) -> Result:
+        binding = asdict(cmd)
+        if any(not v for v in binding.values()):
+            return _refuse("INVALID_REQUEST", "every field of an ACL binding is required")
+        if binding not in self.acls:
+            self.acls.append(binding)
+        return Result()
+
+    def _DeleteAcls(self, cmd: c.DeleteAcls) -> Result:
+        wanted = {k: v for k, v in asdict(cmd).items() if v is not None}
+        removed = [a for a in self.acls if all(a[k] == v for k, v in wanted.items())]
+        self.acls = [a for a in self.acls if a not in removed]
+        return Result(value={"deleted": removed})
+
+    def _AlterClientQuota(self, cmd: c.AlterClientQuota) -> Result:
+        kinds = [k for k, _ in cmd.entity]
+        if not kinds or len(set(kinds)) != len(kinds) or not set(kinds) <= {"user", "client-id", "ip"}:
+            return _refuse("INVALID_REQUEST", f"entity {cmd.entity} is not of user, client-id, ip (each once)")
+        if cmd.value is not None and cmd.value <= 0:
+            return _refuse("INVALID_REQUEST", f"quota {cmd.key} must be positive, not {cmd.value}")
+        entity = tuple(sorted(cmd.entity))
+        values = dict(self.quotas.get(entity, {}))
+        if cmd.value is None:
+            values.pop(cmd.key, None)
+        else:
+            values[cmd.key] = cmd.value
+        if values:
+            self.quotas[entity] = values
+        else:
+            self.quotas.pop(entity, None)
+        return Result()
+
+
+def _check_topic_configs(configs: dict[str, str]) -> Result | None:
+    for key in ("min.insync.replicas",):
+        if key in configs:
+            value = configs[key]
+            if not str(value).isdigit() or int(value) < 1:
+                return _refuse("INVALID_CONFIG", f"{key} must be an integer of at least 1, not {value!r}")
+    for key in ("unclean.leader.election.enable",):
+        if key in configs and str(configs[key]).lower() not in ("true", "false"):
+            return _refuse("INVALID_CONFIG", f"{key} must be true or false, not {configs[key]!r}")
+    return None
+
+
+def place_replicas(
+    brokers: list[int], partitions: int, replication_factor: int, start_index: int, shift: int
+) -> list[list[int]]:
+    """Kafka's rack-unaware replica assignment (``AdminUtils.assignReplicasToBrokersRackUnaware``): partition
+    p's first replica is broker ``(start_index + p) mod n``; its followers sit at a shift from it that grows by
+    one each time the first replica wraps round the broker list, so leaders and followers spread evenly."""
+    n = len(brokers)
+    start_index %= n
+    shift %= n
+    assignment = []
+    for p in range(partitions):
+        if p > 0 and (p + start_index) % n == 0:
+            shift += 1
+        first = (p + start_index) % n
+        replicas = [brokers[first]]
+        for j in range(replication_factor - 1):
+            replicas.append(brokers[(first + 1 + (shift + j) % (n - 1)) % n])
+        assignment.append(replicas)
+    return assignment
