@@ -1,0 +1,136 @@
+"""Three controller processes on 127.0.0.1: the Raft leader is the active controller; killed -9, another takes
+over with the metadata intact and topics can be created again."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from freshet.controller.client import ControllerClient
+from freshet.local import free_port
+
+DEADLINE = 90.0  # generous: two cores shared by many test runs
+
+
+def wait_for(what: str, probe, deadline: float = DEADLINE):
+    """Calls ``probe`` until it returns something truthy (exceptions count as not yet)."""
+    end = time.monotonic() + deadline
+    last = None
+    while time.monotonic() < end:
+        try:
+            value = probe()
+            if value:
+                return value
+        except (OSError, ValueError) as exc:
+            last = exc
+        time.sleep(0.1)
+    pytest.fail(f"gave up waiting for {what} after {deadline} s (last error: {last!r})")
+
+
+@pytest.fixture
+def controllers(tmp_path):
+    raft = [free_port() for _ in range(3)]
+    api = [free_port() for _ in range(3)]
+    voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(raft))
+    procs = {}
+    for i in range(3):
+        node_id = i + 1
+        log = open(tmp_path / f"controller-{node_id}.log", "wb")
+        procs[node_id] = subprocess.Popen(
+            [sys.executable, "-m", "freshet.controller", "--node-id", str(node_id), "--voters", voters,
+             "--listen", f"127.0.0.1:{api[i]}", "--data-dir", str(tmp_path / f"c{node_id}"),
+             # the brokers here are the test's commands, not processes that heartbeat: a session long
+             # enough that no slowness of this machine fences them (fencing: tests/unit/controller)
+             "--session-timeout-ms", "600000"],
+            stdout=log, stderr=subprocess.STDOUT,
+        )
+        log.close()
+    endpoints = {i + 1: ("127.0.0.1", api[i]) for i in range(3)}
+    try:
+        yield procs, endpoints
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs.values():
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def ask(endpoint, request: dict) -> dict:
+    with ControllerClient(endpoint, timeout=30) as client:
+        return client.request(request)
+
+
+def agreed_controller(endpoints: dict) -> int | None:
+    """The active controller's id when every given node names the same one and that one says it is active."""
+    ids = {ask(e, {"op": "status"})["controller_id"] for e in endpoints.values()}
+    if len(ids) == 1 and (leader := ids.pop()) in endpoints:
+        return leader if ask(endpoints[leader], {"op": "status"})["active"] else None
+    return None
+
+
+def test_three_controllers_survive_losing_the_active_one(controllers):
+    procs, endpoints = controllers
+    first = wait_for("an active controller all three agree on", lambda: agreed_controller(endpoints))
+    entry = endpoints[first % 3 + 1]  # a follower: commands given to it reach the leader
+
+    for broker_id in (1, 2, 3):
+        registered = ask(entry, {"op": "command", "command": {
+            "command": "RegisterBroker", "broker_id": broker_id, "incarnation_id": f"b{broker_id}",
+            "host": "127.0.0.1", "port": 19090 + broker_id}})
+        assert registered["error"] == "NONE", registered
+        beat = ask(entry, {"op": "command", "command": {
+            "command": "BrokerHeartbeat", "broker_id": broker_id,
+            "broker_epoch": registered["value"]["broker_epoch"]}})
+        assert beat["value"] == {"fenced": False}, beat
+    duplicate = ask(entry, {"op": "command", "command": {
+        "command": "RegisterBroker", "broker_id": 2, "incarnation_id": "impostor", "host": "h", "port": 1}})
+    assert (duplicate["error"], duplicate["error_code"]) == ("DUPLICATE_BROKER_REGISTRATION", 101)
+    too_many = ask(entry, {"op": "command", "command": {
+        "command": "CreateTopic", "name": "wide", "partitions": 1, "replication_factor": 4}})
+    assert (too_many["error"], too_many["error_code"]) == ("INVALID_REPLICATION_FACTOR", 38)
+    created = ask(entry, {"op": "command", "command": {
+        "command": "CreateTopic", "name": "orders", "partitions": 3, "replication_factor": 3,
+        "configs": {"min.insync.replicas": "2"}}})
+    assert created["error"] == "NONE", created
+
+    def everywhere_the_same():
+        snaps = [ask(e, {"op": "metadata"}) for e in endpoints.values()]
+        topics = [s["topics"] for s in snaps]
+        return snaps[0] if topics[0] and all(t == topics[0] for t in topics) else None
+
+    before = wait_for("every node holding topic orders", everywhere_the_same)
+    [orders] = before["topics"]
+    assert orders["name"] == "orders" and orders["configs"] == {"min.insync.replicas": "2"}
+    assert [sorted(p["replicas"]) for p in orders["partitions"]] == [[1, 2, 3]] * 3
+    assert sorted(p["leader"] for p in orders["partitions"]) == [1, 2, 3]
+    assert [b["broker_id"] for b in before["brokers"] if not b["fenced"]] == [1, 2, 3]
+
+    os.kill(procs[first].pid, signal.SIGKILL)
+    procs[first].wait(timeout=30)
+    survivors = {n: e for n, e in endpoints.items() if n != first}
+    second = wait_for("a new active controller", lambda: agreed_controller(survivors))
+    assert second != first
+
+    after = ask(survivors[second], {"op": "metadata"})
+    assert after["controller_id"] == second
+    assert after["topics"] == before["topics"] and after["brokers"] == before["brokers"]
+
+    def create_again():
+        answer = ask(survivors[second], {"op": "command", "command": {
+            "command": "CreateTopic", "name": "payments", "partitions": 2, "replication_factor": 3}})
+        return answer if answer["error"] != "NOT_CONTROLLER" else None
+
+    again = wait_for("topic creation on the new controller", create_again)
+    assert again["error"] == "NONE", again
+    other = next(n for n in survivors if n != second)
+    names = wait_for("the other survivor seeing payments", lambda: [
+        t["name"] for t in ask(survivors[other], {"op": "metadata"})["topics"] if t["name"] == "payments"])
+    assert names == ["payments"]
