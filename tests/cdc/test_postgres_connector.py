@@ -1,5 +1,6 @@
 """The PostgreSQL connector against a real PostgreSQL and a real broker."""
 
+import json
 import random
 import signal
 import subprocess
@@ -12,7 +13,7 @@ import psycopg2.errors
 import pytest
 
 from freshet.cdc.postgres import CdcConfig, CdcError, PostgresConnector
-from freshet.testing.cdc import rebuild, run_connector, source_state, unique
+from freshet.testing.cdc import ChangeFollower, rebuild, run_connector, source_state, unique
 from freshet.testing.crash import read_everything
 from freshet.testing.polling import wait_for
 
@@ -129,6 +130,8 @@ def test_writes_during_the_snapshot_appear_exactly_once(broker, postgres, db):
     assert set(per_key.values()) == {1}  # in the snapshot or in the stream, never both, never missing
 
 
+# waits on what the connector does, not on how fast: the deadlines are for a busy machine
+@pytest.mark.timeout(1500)
 def test_random_concurrent_workload_with_five_kill_9s(broker, postgres, db, tmp_path):
     conn, schema = db
     cur = conn.cursor()
@@ -171,32 +174,42 @@ def test_random_concurrent_workload_with_five_kill_9s(broker, postgres, db, tmp_
         finally:
             wconn.close()
 
+    topic = f"{prefix}.{schema}.accounts"
+    follower = ChangeFollower(broker.bootstrap, topic)
     writers = [threading.Thread(target=workload, args=(s,)) for s in range(3)]
     for w in writers:
         w.start()
     log = open(tmp_path / "connector.log", "wb")
-    for kill in range(5):
-        proc = subprocess.Popen(cmd, stdout=log, stderr=log)
-        time.sleep(2.0 + kill * 0.3)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    stop.set()
-    for w in writers:
-        w.join(30)
-    # let a last run catch up, then stop it cleanly
-    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
-    deadline = time.monotonic() + 240
+    try:
+        # each run is killed once it has written 300 records of its own (the first: mid-snapshot or just after),
+        # however long it takes to start on a busy machine; the writers go on meanwhile
+        for _ in range(5):
+            start = follower.end()
+            proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+            try:
+                wait_for(lambda: follower.end() >= start + 300 or proc.poll() is not None, 600,
+                         "the connector to write 300 records", 0.05)
+                assert proc.poll() is None, "the connector exited on its own (connector.log)"
+            finally:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+    finally:
+        stop.set()
+        for w in writers:
+            w.join(30)
+    # the last write, after all the others: once its change is in the topic, everything before it is too
+    cur.execute(f"INSERT INTO {schema}.accounts VALUES (1000000, 'last', 0, 'the last write')")
+    last = json.dumps({"id": 1000000})
     expected = source_state(postgres.dsn, f"{schema}.accounts", ["id"])
-    state = None
-    while time.monotonic() < deadline:
-        time.sleep(2)
-        state, _ = rebuild(broker.bootstrap, f"{prefix}.{schema}.accounts")
-        if state == expected:
-            break
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(30)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+    try:
+        wait_for(lambda: follower.poll() >= 0 and last in follower.state, 600, "the last write in the topic", 0)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        follower.close()
     assert errors == []
-    assert state == expected
+    assert follower.state == expected
 
 
 def test_the_connector_on_a_secured_cluster_with_only_the_rights_it_needs(postgres, db, tmp_path, monkeypatch):

@@ -51,30 +51,65 @@ def unique(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:8]}"
 
 
-def rebuild(bootstrap: str, topic: str) -> tuple[dict, list[dict]]:
-    from confluent_kafka import Consumer, TopicPartition
+class ChangeFollower:
+    """A CDC topic (one partition) read as it grows: the table its change events describe (key JSON -> row),
+    applied in offset order, and every change event read."""
 
-    from freshet.client import consumer_config
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from confluent_kafka import Consumer
 
-    consumer = Consumer(consumer_config(bootstrap))
-    high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    state, events, position = {}, [], 0
-    deadline = time.monotonic() + 60
-    while position < high and time.monotonic() < deadline:
-        for m in consumer.consume(5000, 0.5):
-            if m.error() is not None:
-                continue
-            position = m.offset() + 1
+        from freshet.client import consumer_config
+
+        self.topic = topic
+        self.consumer = Consumer(consumer_config(bootstrap, overrides={"log_level": 0}))
+        self.assigned = False  # on the first poll: the topic may not exist yet when this starts
+        self.state: dict = {}
+        self.events: list[dict] = []
+        self.position = 0
+
+    def end(self) -> int:
+        """The partition's high watermark; 0 while the topic does not exist yet."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            return self.consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=10)[1]
+        except KafkaException:
+            return 0
+
+    def poll(self, timeout_s: float = 0.5) -> int:
+        """Apply what has arrived (waiting up to ``timeout_s`` for it); the number of records read."""
+        if not self.assigned:
+            from confluent_kafka import TopicPartition
+
+            self.consumer.assign([TopicPartition(self.topic, 0, 0)])
+            self.assigned = True
+        messages = [m for m in self.consumer.consume(5000, timeout_s) if m.error() is None]
+        for m in messages:
+            self.position = m.offset() + 1
             key = json.dumps(json.loads(m.key()), sort_keys=True)
-            if m.value() is None:
-                state.pop(key, None)
+            if m.value() is None:  # a delete's tombstone
+                self.state.pop(key, None)
                 continue
             event = json.loads(m.value())
-            events.append(event)
+            self.events.append(event)
             if event["op"] == "d":
-                state.pop(key, None)
+                self.state.pop(key, None)
             else:
-                state[key] = event["after"]
-    consumer.close()
-    return state, events
+                self.state[key] = event["after"]
+        return len(messages)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def rebuild(bootstrap: str, topic: str) -> tuple[dict, list[dict]]:
+    """The table a CDC topic describes, read from its start to its end now, and its change events."""
+    follower = ChangeFollower(bootstrap, topic)
+    try:
+        high = follower.end()
+        deadline = time.monotonic() + 60
+        while follower.position < high and time.monotonic() < deadline:
+            follower.poll()
+    finally:
+        follower.close()
+    return follower.state, follower.events
