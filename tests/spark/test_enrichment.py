@@ -2,6 +2,8 @@
 
 from collections import Counter
 
+import pytest
+
 from freshet.pipelines import enrichment as en
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z in ms
@@ -50,6 +52,8 @@ def _as_of(versions, t):
     return age
 
 
+# two pipeline runs (the cluster's: two client processes): a minute on 2 quiet cores, more on a busy machine
+@pytest.mark.timeout(900)
 def test_streaming_enrichment_from_the_cdc_users_topic(engine, broker, postgres, db, tmp_path):
     """users in PostgreSQL -> freshet cdc -> topic; activity -> topic; Spark keeps the table in state and
     joins each event with the profile of its time; counts land in PostgreSQL; a view names favourites. On the
@@ -102,32 +106,36 @@ def test_streaming_enrichment_from_the_cdc_users_topic(engine, broker, postgres,
     produce_records(broker.bootstrap, activity_topic, [(b"0", json.dumps({"user_id": 0, "url": "/", "ts": flush_at})
                                                         .encode(), flush_at)])
 
-    def run_and_read(table=f"visits_{prefix}", checkpoint=str(tmp_path / "ck")):
-        query = engine.run(PipelineSpec("favourite-urls", f"{activity_topic},{users_topic}", f"postgres:{table}",
-                                        broker.bootstrap, checkpoint, lateness="1 minute", available_now=True,
-                                        pg_dsn=postgres.dsn, query_name=table))
+    def spec(table, checkpoint):
+        return PipelineSpec("favourite-urls", f"{activity_topic},{users_topic}", f"postgres:{table}", broker.bootstrap,
+                            str(tmp_path / checkpoint), lateness="1 minute", available_now=True, pg_dsn=postgres.dsn,
+                            query_name=table)
+
+    def read(table):
         from freshet.testing.postgres import rows
 
         visits = {(g, u): v for g, u, v in rows(postgres.dsn, f"SELECT age_group, url, visits FROM {table}")}
         favourites = dict(rows(postgres.dsn, f"SELECT age_group, url FROM {table}_favourite"))
-        return query, visits, favourites
+        return visits, favourites
 
-    _, got, favourites = run_and_read()
+    # the run and a replay from offset 0 (new checkpoint, new table) in one go: the join depends on event time
+    # only, so they give the same answer
+    table, replay = f"visits_{prefix}", f"replay_{prefix}"
+    engine.run_all([spec(table, "ck"), spec(replay, "ck-replay")])
+    got, favourites = read(table)
     expected = Counter((en.age_group(_as_of(versions.get(u, []), t)), url) for u, url, t in events)
     assert got == dict(expected)
     assert got[("65+", "/home")] > 0 and sum(v for (g, _), v in got.items() if g == "unknown") > 0
     for group in {g for g, _ in expected}:
         best = max(v for (g, _), v in expected.items() if g == group)
         assert expected[(group, favourites[group])] == best
-
-    # a replay from offset 0 (new checkpoint, new table) gives the same answer: the join depends on event time only
-    assert run_and_read(f"replay_{prefix}", str(tmp_path / "ck-replay"))[1:] == (got, favourites)
+    assert read(replay) == (got, favourites)
 
     # late: an event older than the watermark is dropped and counted, and changes nothing
     old = events[0][2]
     produce_records(broker.bootstrap, activity_topic, [(b"1", json.dumps({"user_id": 1, "url": "/late", "ts": old})
                                                         .encode(), old)])
-    query, again, _ = run_and_read()
-    assert again == got
+    query = engine.run(spec(table, "ck"))
+    assert read(table)[0] == got
     if engine.name == "local":  # the query's own progress reports (the cluster's ran in another process)
         assert sum(op["numRowsDroppedByWatermark"] for p in query.recentProgress for op in p["stateOperators"]) == 1
