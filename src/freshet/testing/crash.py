@@ -71,11 +71,16 @@ def kill_mid_stream(cmd: list[str], checkpoint: str, targets=(2,), env=None) -> 
     kills = 0
     for target in targets:
         driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        deadline = time.monotonic() + 240
+        # a driver's start (a JVM, Python workers) and first microbatches take 20-60 s on 2 quiet cores and
+        # several minutes on a busy machine: the deadline is for the latter
+        deadline = time.monotonic() + 480
         while committed_batches(checkpoint) < target and time.monotonic() < deadline:
             assert driver.poll() is None, "the driver died on its own"
             time.sleep(0.2)
-        assert committed_batches(checkpoint) >= target, "the driver made no progress"
+        if committed_batches(checkpoint) < target:
+            driver.kill()
+            driver.wait()
+        assert committed_batches(checkpoint) >= target, "the driver made no progress in 480 s"
         driver.send_signal(signal.SIGKILL)
         driver.wait()
         kills += 1
