@@ -537,11 +537,43 @@ def _hashable(value):
     return value
 
 
-def compile_expression(node) -> Evaluator:
-    """A closure ``frame -> value`` for ``node``."""
+class _NotOneRow(Exception):
+    """The expression looks at more than the current row (another variable's row, PREV, an aggregate)."""
+
+
+@dataclass(frozen=True)
+class _OneRow:
+    var: str | None  # the variable whose DEFINE this is: its fields are the current row's
+    tables: dict
+
+
+def compile_row_expression(node, var: str | None = None, tables: dict | None = None) -> Callable[[dict], Any] | None:
+    """A closure ``row -> value`` for an expression that looks at the current row alone (a WHERE; a DEFINE of
+    ``var`` that names no other variable, no PREV, no aggregate), evaluated without a :class:`Frame`; None for
+    any other expression."""
+    try:
+        return compile_expression(node, _OneRow(var, tables or {}))
+    except _NotOneRow:
+        return None
+
+
+def compile_expression(node, one_row: _OneRow | None = None) -> Evaluator:
+    """A closure ``frame -> value`` for ``node`` (``row -> value`` with ``one_row``: see
+    :func:`compile_row_expression`). Only fields, PREV, aggregates and LOOKUP look at what they are given;
+    every other node passes it on to its children."""
     if isinstance(node, Literal):
         value = node.value
         return lambda f: value
+    if one_row is not None and isinstance(node, Field):
+        if node.var is not None and node.var != one_row.var:
+            raise _NotOneRow
+        path = node.path
+        if len(path) == 1:
+            name = path[0]
+            return lambda row: row.get(name)
+        return lambda row: get_path(row, path)
+    if one_row is not None and isinstance(node, (Prev, Aggregate)):
+        raise _NotOneRow
     if isinstance(node, Field):
         path, var = node.path, node.var
         if var is None:
@@ -570,12 +602,28 @@ def compile_expression(node) -> Evaluator:
         return prev
     if isinstance(node, Aggregate):
         function, var, distinct = node.function, node.var, node.distinct
-        if node.field is None:
-            return lambda f: len(f.rows_of(var))
+        if node.field is None:  # COUNT(*), COUNT(A.*): the labels say it
+            if var is None:
+                return lambda f: len(f.labels) + (f.current is not None)
+            return lambda f: f.labels.count(var) + (f.current is not None and f.var == var)
         path = node.field.path
+        if len(path) == 1 and function == "COUNT" and distinct:
+            name = path[0]
+
+            def count_distinct(f):
+                values = {row.get(name) for row in f.rows_of(var)}  # rows are events: JSON objects
+                values.discard(None)
+                return len(values)
+
+            def count_distinct_any(f):
+                try:
+                    return count_distinct(f)
+                except TypeError:  # a list or object among the values
+                    return _aggregate(function, [get_path(r, path) for r in f.rows_of(var)], distinct)
+            return count_distinct_any
         return lambda f: _aggregate(function, [get_path(r, path) for r in f.rows_of(var)], distinct)
     if isinstance(node, Unary):
-        operand = compile_expression(node.operand)
+        operand = compile_expression(node.operand, one_row)
         if node.op == "NOT":
             def negate(f):
                 v = operand(f)
@@ -583,7 +631,7 @@ def compile_expression(node) -> Evaluator:
             return negate
         return lambda f: _arith(operator.sub)(0, operand(f))
     if isinstance(node, Binary):
-        left, right = compile_expression(node.left), compile_expression(node.right)
+        left, right = compile_expression(node.left, one_row), compile_expression(node.right, one_row)
         if node.op == "AND":
             def conj(f):
                 a = left(f)
@@ -605,9 +653,11 @@ def compile_expression(node) -> Evaluator:
                 return None if a is None or b is None else False
             return disj
         op = BINARY[node.op]
+        if node.op in COMPARISONS and isinstance(node.right, Literal) and node.right.value is not None:
+            return _compare_to_literal(node, left, one_row)
         return lambda f: op(left(f), right(f))
     if isinstance(node, InList):
-        operand = compile_expression(node.operand)
+        operand = compile_expression(node.operand, one_row)
         negated = node.negated
         if all(isinstance(i, Literal) for i in node.items):
             options = {_hashable(i.value) for i in node.items}
@@ -618,7 +668,7 @@ def compile_expression(node) -> Evaluator:
                     return None
                 return (_hashable(v) in options) != negated
             return in_literals
-        items = [compile_expression(i) for i in node.items]
+        items = [compile_expression(i, one_row) for i in node.items]
 
         def in_list(f):
             v = operand(f)
@@ -627,18 +677,18 @@ def compile_expression(node) -> Evaluator:
             return any(v == item(f) for item in items) != negated
         return in_list
     if isinstance(node, IsNull):
-        operand, negated = compile_expression(node.operand), node.negated
+        operand, negated = compile_expression(node.operand, one_row), node.negated
         return lambda f: (operand(f) is None) != negated
     if isinstance(node, Like):
-        operand, negated, pattern = compile_expression(node.operand), node.negated, _like(node.pattern)
+        operand, negated, pattern = compile_expression(node.operand, one_row), node.negated, _like(node.pattern)
 
         def like(f):
             v = operand(f)
             return None if v is None else (pattern.fullmatch(str(v)) is not None) != negated
         return like
     if isinstance(node, Case):
-        whens = [(compile_expression(c), compile_expression(r)) for c, r in node.whens]
-        otherwise = compile_expression(node.otherwise)
+        whens = [(compile_expression(c, one_row), compile_expression(r, one_row)) for c, r in node.whens]
+        otherwise = compile_expression(node.otherwise, one_row)
 
         def case(f):
             for condition, result in whens:
@@ -648,15 +698,18 @@ def compile_expression(node) -> Evaluator:
             return otherwise(f)
         return case
     if isinstance(node, Call):
-        args = [compile_expression(a) for a in node.args]
+        args = [compile_expression(a, one_row) for a in node.args]
         fn = node.function
         if fn == "LOOKUP":
             table_name = node.args[0].path[0]
             key = args[1]
 
+            fixed = one_row.tables.get(table_name, {}) if one_row is not None else None
+
             def lookup(f):
                 k = key(f)
-                return f.tables.get(table_name, {}).get(k if not isinstance(k, float) or not k.is_integer() else int(k))
+                table = fixed if fixed is not None else f.tables.get(table_name, {})
+                return table.get(k if not isinstance(k, float) or not k.is_integer() else int(k))
             return lookup
         if fn == "COALESCE":
             def coalesce(f):
@@ -671,6 +724,30 @@ def compile_expression(node) -> Evaluator:
                   "LENGTH": lambda v: len(str(v)), "ABS": lambda v: abs(v) if isinstance(v, (int, float)) else None}[fn]
         return lambda f: (None if (v := one(f)) is None else simple(v))
     raise TypeError(f"not an expression node: {node!r}")
+
+
+COMPARISONS = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+               ">=": operator.ge}
+
+
+def _compare_to_literal(node: Binary, left: Evaluator, one_row: _OneRow | None) -> Evaluator:
+    """``x op literal``, the usual condition, in one closure: what ``BINARY[op]`` does, without its calls;
+    ``field = literal`` on the current row alone (``one_row``) with the field read inline too."""
+    value, raw, loose = node.right.value, COMPARISONS[node.op], BINARY[node.op]
+    field = node.left if one_row is not None and isinstance(node.left, Field) and len(node.left.path) == 1 else None
+    if field is not None and node.op == "=":  # == never raises: no text fallback needed
+        name = field.path[0]
+        return lambda row: None if (a := row.get(name)) is None else a == value
+
+    def compare(f):
+        a = left(f)
+        if a is None:
+            return None
+        try:
+            return raw(a, value)
+        except TypeError:
+            return loose(a, value)
+    return compare
 
 
 def _index_of(f: Frame, var: str) -> int:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .expressions import Frame, compile_expression, get_path, holds
+from .expressions import Frame, compile_expression, compile_row_expression, get_path, holds
 from .rules import Alt, Repeat, Rule, Seq, Var
 
 MATCH, NO_MATCH, PENDING = "match", "no match", "pending"
@@ -184,20 +184,27 @@ class CompiledRule:
         self.name = rule.name
         self.program = compile_pattern(rule.pattern)
         self.conditions = {v: compile_expression(c) for v, c in rule.defines.items()}
-        self.where = compile_expression(rule.where) if rule.where is not None else None
+        # conditions on the current row alone run on the row itself, without a Frame: (on the row, on a Frame)
+        self.tests = {v: (compile_row_expression(c, v, rule.tables), self.conditions[v])
+                      for v, c in rule.defines.items()}
+        self.where = None  # row -> whether the event passes WHERE
+        if rule.where is not None:
+            where = compile_row_expression(rule.where, None, rule.tables)
+            if where is None:  # an aggregate or PREV in WHERE looks at the one-row frame of the event itself
+                on_frame, tables = compile_expression(rule.where), rule.tables
+                where = lambda event: on_frame(Frame([event], 0, [], 0, None, tables))  # noqa: E731
+            self.where = where
         self.measures = [(n, compile_expression(e)) for n, e in rule.measures]
         self.within = rule.within_ms
         self.absent = rule.absent
-        self.absent_condition = self.conditions.get(rule.absent) if rule.absent else None
+        self.absent_test = self.tests.get(rule.absent) if rule.absent else None
         self.tables = rule.tables
         self.key_names = tuple(".".join(path) for path in rule.partition_by)
 
     # ---- routing an event to the rule ----------------------------------------------------------------
 
     def accepts(self, event: dict) -> bool:
-        if self.where is None:
-            return True
-        return holds(self.where(Frame([event], 0, [], 0, None, self.tables)))
+        return self.where is None or bool(self.where(event))
 
     def key_of(self, event: dict) -> tuple:
         return tuple(get_path(event, path) for path in self.rule.partition_by)
@@ -214,7 +221,7 @@ class CompiledRule:
         have. Returns ``(MATCH, labels)``, ``(NO_MATCH, partial)`` (the longest partial match the time
         limit cut short, for timeouts) or ``(PENDING, None)``.
         """
-        program, conditions, within, tables = self.program, self.conditions, self.within, self.tables
+        program, tests, within, tables = self.program, self.tests, self.within, self.tables
         n_rows = len(rows)
         limit = times[start] + within if within is not None else None
         # no later row can belong to a match from here: the time limit is behind the horizon
@@ -240,9 +247,14 @@ class CompiledRule:
                             partial = labels[:]
                         break
                     var = ins[1]
-                    condition = conditions.get(var)
-                    if condition is not None and not holds(condition(Frame(rows, start, labels, pos, var, tables))):
-                        break
+                    test = tests.get(var)
+                    if test is not None:
+                        on_row, on_frame = test
+                        if on_row is not None:
+                            if not on_row(rows[pos]):
+                                break
+                        elif not on_frame(Frame(rows, start, labels, pos, var, tables)):
+                            break
                     labels.append(var)
                     pos += 1
                     pc += 1
@@ -263,11 +275,12 @@ class CompiledRule:
         return NO_MATCH, partial
 
     def _absence(self, rows, times, start, labels, pos, closed, horizon, limit) -> str:
-        condition = self.absent_condition
+        on_row, on_frame = self.absent_test
         for i in range(pos, len(rows)):
             if times[i] >= limit:
                 return MATCH
-            if holds(condition(Frame(rows, start, labels, i, self.absent, self.tables))):
+            if on_row(rows[i]) if on_row is not None else on_frame(Frame(rows, start, labels, i, self.absent,
+                                                                           self.tables)):
                 return NO_MATCH
         if closed or (horizon is not None and horizon >= limit):
             return MATCH

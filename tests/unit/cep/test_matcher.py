@@ -127,7 +127,7 @@ def patterns(depth: int = 2):
 
 CONDITIONS = [
     "{v}.x = 'a'", "{v}.x <> 'c'", "{v}.n > PREV({v}.n)", "{v}.n >= 2", "COUNT({v}.*) <= 2",
-    "{v}.x = FIRST(A.x)", "SUM(n) < 9", None,
+    "{v}.x = FIRST(A.x)", "SUM(n) < 9", "COUNT(DISTINCT x) >= 2", "{v}.n < '3' AND {v}.x IN ('a', 'b')", None,
 ]
 SKIPS = ["PAST LAST ROW", "TO NEXT ROW", "TO FIRST A", "TO LAST B"]
 
