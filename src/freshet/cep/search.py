@@ -13,8 +13,9 @@ blind); AND, OR, NOT, parentheses; adjacent terms are ANDed.
 The queries are indexed, not the events (Lucene's monitor, Elasticsearch's percolator): each query
 gets the terms one of which any event it matches must contain (the rarest side of an AND, every side
 of an OR, a phrase's longest word, ``field:value`` for equality). An event's terms pick the candidate
-queries from that index; only candidates (and the few queries with no such terms, like a lone range
-filter or a NOT) are evaluated in full.
+queries from that index; queries that bound a number (``price <= 400000``) are kept by that band too,
+so the event's number picks those whose band holds it, among the queries with no terms as well (a lone
+range filter, a NOT). Only what the terms and the band do not prove is verified.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from __future__ import annotations
 import bisect
 import operator
 import re
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -512,11 +512,11 @@ class _Bands:
 
 
 class _Bucket:
-    """The queries under one pair of terms: those with a numeric band kept by band, so that an event's number
-    picks the few whose band holds it (the rest: every one a candidate). Each query is kept with what is left
-    to verify once the presearch found it: the query without the pair's terms (``after_pair``), and without
-    the band's inclusive bounds as well (``after_band``), for an event whose field held a plain number the
-    band holds; None when nothing is left."""
+    """The queries under one pair of terms (or one term, or none): those with a numeric band kept by band, so
+    that an event's number picks the few whose band holds it (the rest: every one a candidate). Each query is
+    kept with what is left to verify once the presearch found it: the query without what the terms prove
+    (``after_pair``), and without the band's inclusive bounds as well (``after_band``), for an event whose
+    field held a plain number the band holds; None when nothing is left."""
 
     __slots__ = ("plain", "banded", "after_pair", "after_band")
 
@@ -552,7 +552,7 @@ class _Bucket:
         return bool(self.plain or self.banded)
 
     def collect(self, doc: Document, narrowed: dict[str, Callable | None]) -> None:
-        """Add this bucket's candidates for ``doc`` (whose terms hold the pair), each with its check."""
+        """Add this bucket's candidates for ``doc`` (whose terms hold the bucket's), each with its check."""
         narrowed.update(self.plain)
         for field, bands in self.banded.items():
             value = doc.fields.get(field)
@@ -667,21 +667,18 @@ def compile_query(node) -> Callable[[Document], bool]:
 
 class _Deferred:
     """A query's check compiled on its first call, which then puts the compiled closure where it was kept
-    (``store[key]``, or the attribute ``key`` of ``store``): indexing 10,000 stored queries parses them but
-    compiles only the checks events come to need (each Python worker of a pipeline builds its own index)."""
+    (``store[key]``): indexing 10,000 stored queries parses them but compiles only the checks events come to
+    need (each Python worker of a pipeline builds its own index)."""
 
     __slots__ = ("node", "store", "key")
 
-    def __init__(self, node, store, key: str) -> None:
+    def __init__(self, node, store: dict, key: str) -> None:
         self.node, self.store, self.key = node, store, key
 
     def __call__(self, doc: Document) -> bool:
         check = compile_query(self.node)
-        if isinstance(self.store, dict):
-            if self.store.get(self.key) is self:  # not removed (or replaced) meanwhile
-                self.store[self.key] = check
-        else:
-            setattr(self.store, self.key, check)
+        if self.store.get(self.key) is self:  # not removed (or replaced) meanwhile
+            self.store[self.key] = check
         return check(doc)
 
 
@@ -691,6 +688,15 @@ def _without(node, proven):
     if not left:
         return None
     return left[0] if len(left) == 1 else And(left)
+
+
+def _proves(part, terms: frozenset[str]) -> bool:
+    """Whether a document holding one of ``terms`` (the query's presearch terms) holds ``part``: ``part`` is a
+    word anywhere, a text field equal to a text, or one of texts, and its own terms are exactly ``terms``."""
+    if isinstance(part, OneOf):
+        return all(_textual(v) for v in part.values) and anchors(part) == terms
+    term = _required_term(part)
+    return term is not None and frozenset([term]) == terms
 
 
 def _band_bound(part, field: str) -> bool:
@@ -705,19 +711,19 @@ class StoredQuery:
     id: str
     text: str
     node: Any
-    check: Callable[[Document], bool]
     anchor: tuple  # ("pair", t1, t2) | ("any", terms) | ("none",)
 
 
 class QueryIndex:
     """Stored queries, indexed by their presearch terms: a pair of terms both required where the query has
-    one, else a set of terms one of which is required, else checked against every event."""
+    one, else a set of terms one of which is required, else none (a candidate for every event); under each,
+    by the query's numeric band where it has one (see :class:`_Bucket`)."""
 
     def __init__(self) -> None:
         self.queries: dict[str, StoredQuery] = {}
         self.by_pair: dict[str, dict[str, _Bucket]] = {}
-        self.by_term: dict[str, set[str]] = defaultdict(set)
-        self.unanchored: set[str] = set()
+        self.by_term: dict[str, _Bucket] = {}
+        self.unanchored = _Bucket()
         self.evaluated = 0  # queries evaluated in full, for the presearch's hit rate
 
     def __len__(self) -> int:
@@ -736,16 +742,22 @@ class QueryIndex:
             self.by_pair.setdefault(pair[0], {}).setdefault(pair[1], _Bucket()).add(
                 query_id, band, after_pair, after_band)
         else:
+            # one term of a set (or none) found by the presearch: each term's bucket (or the one of the queries
+            # without terms) keeps the query by its numeric band too, and with what is left to verify: the
+            # query without the part any of those terms proves, without the band's bounds as well
             terms = anchors(node)
+            band = numeric_band(node)
+            proven = lambda p: terms is not None and _proves(p, terms)  # noqa: E731
+            after_terms = _without(node, proven) if isinstance(node, And) else (None if proven(node) else node)
+            after_band = _without(node, lambda p: proven(p) or _band_bound(p, band[0])) if band else None
             if terms is None:
                 anchor = ("none",)
-                self.unanchored.add(query_id)
+                self.unanchored.add(query_id, band, after_terms, after_band)
             else:
                 anchor = ("any", terms)
                 for term in terms:
-                    self.by_term[term].add(query_id)
-        stored = StoredQuery(query_id, text, node, None, anchor)  # type: ignore[arg-type]
-        stored.check = _Deferred(node, stored, "check")
+                    self.by_term.setdefault(term, _Bucket()).add(query_id, band, after_terms, after_band)
+        stored = StoredQuery(query_id, text, node, anchor)
         self.queries[query_id] = stored
         return stored
 
@@ -764,37 +776,35 @@ class QueryIndex:
                     del self.by_pair[t1]
         elif kind == "any":
             for term in stored.anchor[1]:
-                ids = self.by_term.get(term)
-                if ids is not None:
-                    ids.discard(query_id)
-                    if not ids:
+                bucket = self.by_term.get(term)
+                if bucket is not None:
+                    bucket.discard(query_id)
+                    if not bucket:
                         del self.by_term[term]
         else:
             self.unanchored.discard(query_id)
 
-    def candidates(self, doc: Document) -> tuple[set[str], dict[str, Callable | None]]:
-        """The queries the presearch cannot rule out for ``doc``: those to verify in full, and those found
-        through a pair of terms, each with what is left to verify (None: nothing; the presearch proved the
-        whole query)."""
-        full = set(self.unanchored)
+    def candidates(self, doc: Document) -> dict[str, Callable | None]:
+        """The queries the presearch cannot rule out for ``doc``, each with what is left to verify (None:
+        nothing, the presearch proved the whole query): those without terms, those under a term the document
+        holds or a pair of terms it holds both of, each narrowed by its numeric band where it has one."""
         terms = doc.terms
+        narrowed: dict[str, Callable | None] = {}
+        self.unanchored.collect(doc, narrowed)
         by_term, by_pair = self.by_term, self.by_pair
         for term in by_term.keys() & terms:  # the document's terms some query is indexed by (a C-level join)
-            full |= by_term[term]
-        narrowed: dict[str, Callable | None] = {}
+            by_term[term].collect(doc, narrowed)
         for term in by_pair.keys() & terms:
             for other, bucket in by_pair[term].items():
                 if other in terms:
                     bucket.collect(doc, narrowed)
-        return full, narrowed
+        return narrowed
 
     def match(self, event: dict) -> list[str]:
         """The ids of the stored queries ``event`` matches, sorted."""
         doc = Document(event)
-        full, narrowed = self.candidates(doc)
-        self.evaluated += len(full) + len(narrowed)
-        queries = self.queries
-        hits = [query_id for query_id in full if queries[query_id].check(doc)]
-        hits += [query_id for query_id, check in narrowed.items() if check is None or check(doc)]
+        narrowed = self.candidates(doc)
+        self.evaluated += len(narrowed)
+        hits = [query_id for query_id, check in narrowed.items() if check is None or check(doc)]
         hits.sort()
         return hits

@@ -147,3 +147,40 @@ def test_a_band_proven_by_the_presearch_still_checks_what_it_does_not_prove():
         expected = sorted(q for q, text in texts.items() if matches(parse_query(text), Document(doc)))
         assert index.match(doc) == expected
     assert index.match(docs[0]) == ["inclusive", "word"]  # 200,000: on the inclusive bounds, not the strict
+
+
+def test_queries_of_one_term_or_none_are_narrowed_by_their_band_and_what_the_term_proves():
+    """Broad searches (a price ceiling alone, a few cities, a word, with a bound): the band picks the candidates
+    among the queries without terms too, and a query whose remaining parts the term and band prove is not
+    verified at all; the matches are a brute-force scan's."""
+    import random
+
+    rng = random.Random(9)
+    texts = {}
+    for i in range(300):
+        ceiling = rng.randint(1, 9) * 100_000
+        texts[f"q{i}"] = rng.choice([
+            f"price <= {ceiling} AND bedrooms >= {rng.randint(1, 4)}",
+            f"city IN ('Delft', '{rng.choice(['Leiden', 'Gouda'])}') AND price <= {ceiling}",
+            f"garden AND bedrooms >= {rng.randint(1, 4)}",
+            f"city = 'Delft' OR (garden AND price < {ceiling})",
+            f"NOT garden AND price > {ceiling}",
+        ])
+    index = QueryIndex()
+    for name, text in texts.items():
+        index.add(name, text)
+    docs = [{"city": c, "price": p, "bedrooms": b, "title": t}
+            for c in ("Delft", "Gouda", "Utrecht") for p in (50_000, 450_000, 450_000.0, "450000", None, 950_000)
+            for b in (1, 3, "3") for t in ("garden", "Garden shed", "")]
+    for doc in docs:
+        assert index.match(doc) == sorted(q for q, text in texts.items() if matches(parse_query(text), Document(doc)))
+    proven = [q for q, text in texts.items() if text.startswith(("city IN", "garden"))]
+    index.match({"city": "Delft", "price": 100_000, "bedrooms": 5, "title": "garden"})  # compiles what is left
+    for query_id in proven:
+        for bucket in (index.by_term["city=delft"], index.by_term["garden"]):
+            if query_id in bucket.after_band:
+                assert bucket.after_band[query_id] is None, texts[query_id]  # the term and the band prove it all
+    index.evaluated = 0
+    index.match({"city": "Utrecht", "price": 850_000, "bedrooms": 1, "title": ""})
+    unanchored = [t for t in texts.values() if t.startswith(("price", "NOT"))]
+    assert index.evaluated < len(unanchored) * 0.6  # the ceilings below 850,000 and the floors above are not candidates
