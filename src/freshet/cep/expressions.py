@@ -393,6 +393,22 @@ def variables_used(node) -> set[str]:
     return found
 
 
+def fields_used(node) -> set[str]:
+    """The top-level event fields an expression reads (``a`` of ``a.b``, of ``A.a``, of ``SUM(A.a)``)."""
+    found: set[str] = set()
+
+    def walk(n) -> None:
+        if isinstance(n, Field):
+            found.add(n.path[0])
+        elif isinstance(n, Aggregate) and n.field is not None:
+            found.add(n.field.path[0])
+        for child in _children(n):
+            walk(child)
+
+    walk(node)
+    return found
+
+
 def _children(n) -> list:
     if isinstance(n, Unary):
         return [n.operand]

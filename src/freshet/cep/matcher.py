@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .expressions import Frame, compile_expression, compile_row_expression, get_path, holds
+from .expressions import Frame, compile_expression, compile_row_expression, fields_used, get_path, holds
 from .rules import Alt, Repeat, Rule, Seq, Var
 
 MATCH, NO_MATCH, PENDING = "match", "no match", "pending"
@@ -200,6 +200,16 @@ class CompiledRule:
         self.absent_test = self.tests.get(rule.absent) if rule.absent else None
         self.tables = rule.tables
         self.key_names = tuple(".".join(path) for path in rule.partition_by)
+        # the top-level fields the rule reads: an event cut down to them matches as the whole event does
+        used = {path[0] for path in (*rule.partition_by, rule.order_by)}
+        for node in (rule.where, *rule.defines.values(), *(e for _, e in rule.measures)):
+            if node is not None:
+                used |= fields_used(node)
+        self.fields = tuple(sorted(used))
+
+    def project(self, event: dict) -> dict:
+        """``event`` with only the fields the rule reads (what a stream's matcher keeps in its state)."""
+        return {name: event[name] for name in self.fields if name in event}
 
     # ---- routing an event to the rule ----------------------------------------------------------------
 

@@ -137,8 +137,8 @@ class _Compiled:
 
 def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
     """One row per (event, rule it passes): the rule, a state bucket, the partition key (JSON), event time,
-    order (partition, offset), the event (JSON); and per chunk one heartbeat row (rule "") with the newest
-    event time of the chunk, so that events no rule wants move the watermark too."""
+    order (partition, offset), the event's fields the rule reads (JSON); and per chunk one heartbeat row (rule
+    "") with the newest event time of the chunk, so that events no rule wants move the watermark too."""
 
     def routed(batches):
         import pyarrow as pa
@@ -159,13 +159,15 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
                 event = _parse(value) if value is not None else None
                 if event is None:
                     continue
-                text = None
+                wanted = False
                 for rule in router.rules_for(event, topic):
                     when = rule.time_of(event)
                     if when is None:
                         continue
-                    if text is None:
-                        text = orjson.dumps(event).decode()
+                    wanted = True
+                    # the fields the rule reads, not the whole event: less to parse again in the stateful
+                    # step and to keep in its state
+                    text = orjson.dumps(rule.project(event)).decode()
                     pkey = orjson.dumps(rule.key_of(event)).decode()
                     out["rule"].append(rule.name)
                     out["bucket"].append(zlib.crc32(pkey.encode()) % BUCKETS)
@@ -175,7 +177,7 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
                     out["event"].append(text)
                     if newest is None or when > newest:
                         newest = when
-                if text is None:
+                if not wanted:
                     clock.see(event)
             if needles is not None:
                 # the events not parsed tell the time through the newest record of each partition in the chunk
@@ -297,7 +299,8 @@ def _match_step(rules: RuleSource):
                     for pkey, s in saved.items()}
         for pdf in batches:
             times = epoch_ms(pdf["event_time"]).tolist()
-            for pkey, event, when, order in zip(pdf["pkey"], pdf["event"], times, pdf["ord"].tolist()):
+            for pkey, event, when, order in zip(pdf["pkey"].tolist(), pdf["event"].tolist(), times,
+                                                pdf["ord"].tolist()):
                 matcher = matchers.get(pkey)
                 if matcher is None:
                     matcher = matchers[pkey] = PartitionMatcher(compiled, tuple(orjson.loads(pkey)))

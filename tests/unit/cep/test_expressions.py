@@ -54,3 +54,17 @@ def test_count_distinct_of_lists_and_objects():
     rule = parse_rule("RULE r PATTERN (S*? T) DEFINE T AS COUNT(DISTINCT v) >= 3")
     events = [{"v": v, "event_time": t} for t, v in enumerate([[1], [1], {"a": 1}, None, "x"])]
     assert [(m.start_ms, m.rows) for m in match_events(rule, events)] == [(0, 5)]
+
+
+def test_a_rule_reads_only_its_fields_and_matches_the_cut_down_events_as_the_whole_ones():
+    rule = CompiledRule(parse_rule("""RULE r WHERE kind = 'pay' PARTITION BY card.id ORDER BY ts
+        MEASURES SUM(A.amount) AS total, LAST(B.shop.name) AS shop, LOOKUP(t, B.country) AS region
+        PATTERN (A+ B) DEFINE A AS A.amount < PREV(A.limit), B AS COUNT(DISTINCT A.ip) > 1
+        TABLE t ('NL' = 'EU')"""))
+    assert set(rule.fields) >= {"kind", "card", "ts", "amount", "shop", "country", "limit", "ip"}
+    assert "note" not in rule.fields
+    events = [{"kind": "pay", "card": {"id": i % 2}, "ts": i, "amount": a, "limit": 50, "ip": f"ip{i % 3}",
+               "shop": {"name": f"s{i}"}, "country": "NL", "note": "x" * 50}
+              for i, a in enumerate([10, 20, 60, 5, 7, 90, 1, 2, 3, 80])]
+    whole = [m.alert() for m in match_events(rule, events)]
+    assert whole and whole == [m.alert() for m in match_events(rule, [rule.project(e) for e in events])]
