@@ -5,17 +5,26 @@ Starts a broker (127.0.0.1) and one local Spark session (local[2]). Produces:
 - ``--events`` security events from 10,000 source IPs (``freshet gen security-events``: background plus
   planted attacks), and stores the lecture's three intrusion rules;
 - ``--listings`` house listings, and ``--queries`` stored searches as people save them on a housing site
-  (a city with a kind or a feature or a street, a price band, a minimum of bedrooms),
+  (a city with a kind or a feature or a street, a price band, a minimum of bedrooms), and
+  ``--dense-queries`` broad ones (each listing matches about a quarter of them);
+- ``--dense-events`` events for the dense rule set (``DENSE_RULES``: eight rules, three quarters of the events
+  reaching two to four of them: brute force with SKIP TO NEXT ROW, a distinct-count port scan, an optional
+  row, NOT FOLLOWED BY, a Kleene ``R+`` with SUM, ``A X*? B``, a WHERE with two conditions, a flood count),
 
 then for ``--rounds`` rounds, alternating: the ``cep`` pipeline over the events, the ``watch`` pipeline over
 the listings (each ``--available-now`` into a topic through the exactly-once sink, on a fresh checkpoint),
 and, in this process, the pure-Python matcher (``match_events``) and query index (``QueryIndex.match``)
-over the same data. events/s through Spark = input rows / the microbatches' time (200,000 offsets per
-microbatch; each run's first batch included), and steady = the same without each run's first batch (which
-also starts Python workers and state stores). The alerts are checked against the planted attacks every round.
+over the same data; and the same for the dense rules and the broad searches (the rules and watches topics
+hold one set at a time, swapped between the runs; the dense rules' alerts on Spark are checked against the
+pure-Python matcher's: none it does not find, and every one the watermark has settled). events/s through
+Spark = input rows / the microbatches' time (``--max-offsets`` offsets per microbatch; each run's first
+batch included), and steady = the same without each run's first batch (which also starts Python workers
+and state stores). The alerts are checked against the planted attacks every round. ``--python-only``: the
+pure-Python matchers alone. To compare with another source tree, run this file with ``PYTHONPATH=<tree>/src``.
 
 Prints one JSON object per measurement, then the medians and spreads. Targets: >= 100,000 events/s for the
-rules, >= 10,000 events/s against 10,000 stored queries.
+rules, >= 50,000 for the dense rules, >= 10,000 events/s against 10,000 stored queries and against the
+broad ones.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import tempfile
 import time
 
 from freshet.cep.matcher import CompiledRule, event_time_ms, match_events
+from freshet.cep.rules import parse_rule
 from freshet.cep.rulesets import ruleset
 from freshet.cep.search import QueryIndex
 from freshet.client.produce import produce_records
@@ -37,7 +47,123 @@ from freshet.client.stored import RULES_TOPIC, WATCHES_TOPIC, StoredDefinitions
 from freshet.gen.listings import CITIES, FEATURES, KINDS, STREETS, listings
 from freshet.gen.security_events import security_events
 from freshet.local import BrokerProcess
+from freshet.pipelines.cep import REFRESH_S
 from freshet.testing.topics import create_topic, read_to_end
+
+
+# ---- the dense rule set (issue 50): most events reach two to four rules ------------------------------
+
+DENSE_RULES = [
+    # brute force that gets in: 5+ failed logins then a good one, every start row tried (SKIP TO NEXT ROW)
+    """RULE dense_brute_force
+    WHERE kind = 'login'
+    PARTITION BY user
+    MEASURES FIRST(F.user) AS user, COUNT(F.*) AS failures, S.event_time AS got_in
+    PATTERN (F{5,} S)
+    DEFINE F AS F.status = 'failed', S AS S.status = 'ok'
+    WITHIN 2 MINUTES
+    AFTER MATCH SKIP TO NEXT ROW""",
+    # a source connecting to more than 7 distinct ports within a minute
+    """RULE dense_port_scan
+    WHERE kind = 'conn'
+    PARTITION BY src_ip
+    MEASURES FIRST(src_ip) AS src_ip, COUNT(DISTINCT dst_port) AS ports, COUNT(*) AS probes
+    PATTERN (S*? T)
+    DEFINE T AS COUNT(DISTINCT dst_port) > 7
+    WITHIN 1 MINUTE""",
+    # a good login, perhaps a second login, then a big payment (an optional row)
+    """RULE dense_login_then_pay
+    WHERE kind IN ('login', 'payment')
+    PARTITION BY user
+    MEASURES L.user AS user, P.amount AS amount, COUNT(*) AS rows
+    PATTERN (L R? P)
+    DEFINE L AS L.kind = 'login' AND L.status = 'ok', R AS R.kind = 'login', P AS P.kind = 'payment' AND P.amount > 500
+    WITHIN 10 MINUTES""",
+    # a failed login no good login follows within a minute
+    """RULE dense_locked_out
+    WHERE kind = 'login'
+    PARTITION BY user
+    MEASURES F.user AS user, F.event_time AS failed_at
+    PATTERN (F) NOT FOLLOWED BY S
+    DEFINE F AS F.status = 'failed' AND PREV(F.status) = 'failed', S AS S.status = 'ok'
+    WITHIN 1 MINUTE""",
+    # small payments in a row adding up to a lot (a Kleene R+ with SUM)
+    """RULE dense_structuring
+    WHERE kind = 'payment'
+    PARTITION BY user
+    MEASURES FIRST(R.user) AS user, SUM(R.amount) + T.amount AS total, COUNT(*) AS payments
+    PATTERN (R+ T)
+    DEFINE R AS R.amount < 300, T AS T.amount < 300 AND SUM(R.amount) + T.amount >= 900
+    WITHIN 10 MINUTES""",
+    # a card used in two countries (A X*? B: relaxed contiguity)
+    """RULE dense_two_countries
+    WHERE kind = 'payment'
+    PARTITION BY user
+    MEASURES A.user AS user, A.country AS first_country, B.country AS second_country
+    PATTERN (A X*? B)
+    DEFINE B AS B.country <> A.country
+    WITHIN 5 MINUTES""",
+    # every big payment
+    """RULE dense_big_payment
+    WHERE kind = 'payment' AND amount > 900
+    PARTITION BY user
+    MEASURES P.user AS user, P.amount AS amount
+    PATTERN (P)""",
+    # one server hit by 40+ connections within 10 seconds
+    """RULE dense_flood
+    WHERE kind = 'conn'
+    PARTITION BY dst_ip
+    MEASURES FIRST(dst_ip) AS dst_ip, COUNT(*) AS connections
+    PATTERN (C{40,})
+    WITHIN 10 SECONDS""",
+]
+
+
+def dense_events(count: int, seed: int = 11, start_ms: int = 1_767_225_600_000, rate_per_s: float = 2_000.0
+                 ) -> list[dict]:
+    """Events for DENSE_RULES: 30% logins (3 rules each), 25% connections (2), 20% payments (3-4), 25%
+    other events no rule wants; 2,000 users, 1,000 sources, 50 servers; in event-time order."""
+    rng = random.Random(seed)
+    countries = ["NL", "NL", "NL", "NL", "DE", "BE", "FR"]
+    out = []
+    for i in range(count):
+        when = start_ms + int(i * 1000 / rate_per_s)
+        roll = rng.random()
+        user = f"u{rng.randrange(2_000)}"
+        if roll < 0.30:
+            event = {"event_time": when, "kind": "login", "user": user,
+                     "status": "failed" if rng.random() < 0.4 else "ok"}
+        elif roll < 0.55:
+            event = {"event_time": when, "kind": "conn", "src_ip": f"11.0.{rng.randrange(4)}.{rng.randrange(250)}",
+                     "dst_ip": f"10.0.0.{rng.randrange(50)}", "dst_port": rng.choice((80, 443, 22, 8080)) if
+                     rng.random() < 0.9 else rng.randrange(1, 65_536)}
+        elif roll < 0.75:
+            event = {"event_time": when, "kind": "payment", "user": user, "amount": rng.randrange(1, 1_000),
+                     "country": rng.choice(countries)}
+        else:
+            event = {"event_time": when, "kind": "pageview", "user": user, "path": f"/p/{rng.randrange(100)}"}
+        out.append(event)
+    return out
+
+
+def dense_searches(n: int, seed: int = 7) -> list[str]:
+    """Broad stored searches (a price ceiling, a few cities, a feature, a minimum of bedrooms): each listing
+    matches about a quarter of them."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        roll = rng.random()
+        ceiling = rng.randint(20, 100) * 10_000
+        if roll < 0.3:
+            out.append(f"price <= {ceiling} AND bedrooms >= {rng.randint(1, 4)}")
+        elif roll < 0.55:
+            cities = ", ".join(f"'{c}'" for c in rng.sample(CITIES, 4))
+            out.append(f"city IN ({cities}) AND price <= {ceiling + 300_000}")
+        elif roll < 0.8:
+            out.append(f"\"{rng.choice(FEATURES)}\" AND bedrooms >= {rng.randint(1, 4)}")
+        else:
+            out.append(f"kind = '{rng.choice(KINDS)}' OR (\"{rng.choice(FEATURES)}\" AND price <= {ceiling})")
+    return out
 
 
 def saved_searches(n: int, seed: int = 5) -> list[str]:
@@ -61,13 +187,14 @@ def saved_searches(n: int, seed: int = 5) -> list[str]:
     return out
 
 
-def run_pipeline(spark, pipeline: str, topic: str, bootstrap: str, workdir: str, round_no: int) -> dict:
+def run_pipeline(spark, pipeline: str, topic: str, bootstrap: str, workdir: str, round_no: int,
+                 max_offsets: int = 200_000) -> dict:
     from freshet.pipelines.runner import PipelineSpec, start
 
     sink = f"{pipeline}-out-{round_no}"
     create_topic(bootstrap, sink, 1)
     spec = PipelineSpec(pipeline, topic, f"topic:{sink}", bootstrap, os.path.join(workdir, f"ck-{pipeline}-{round_no}"),
-                        lateness="30 seconds", available_now=True, max_offsets_per_trigger=200_000)
+                        lateness="30 seconds", available_now=True, max_offsets_per_trigger=max_offsets)
     began = time.monotonic()
     query = start(spark, spec)
     query.awaitTermination()
@@ -86,82 +213,151 @@ def run_pipeline(spark, pipeline: str, topic: str, bootstrap: str, workdir: str,
             "output": out}
 
 
+PARTS = ("rules", "queries", "dense", "dense-queries")
+
+
+def python_rules(compiled: list[CompiledRule], events: list[dict]) -> tuple[float, list]:
+    began = time.perf_counter()
+    found = [m for rule in compiled for m in match_events(rule, events)]
+    return len(events) / (time.perf_counter() - began), found
+
+
+def python_queries(searches: list[str], sample: list[dict]) -> dict:
+    index = QueryIndex()
+    for i, text in enumerate(searches):
+        index.add(f"s{i}", text)
+    began = time.perf_counter()
+    matched = sum(len(index.match(e)) for e in sample)
+    seconds = time.perf_counter() - began
+    return {"events_per_s": round(len(sample) / seconds),
+            "evaluated_per_event": round(index.evaluated / len(sample), 1),
+            "matches_per_event": round(matched / len(sample), 1)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=300_000)
+    parser.add_argument("--dense-events", type=int, default=200_000)
     parser.add_argument("--listings", type=int, default=30_000)
     parser.add_argument("--queries", type=int, default=10_000)
+    parser.add_argument("--dense-queries", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-offsets", type=int, default=200_000, help="records per microbatch")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"which to measure, of {','.join(PARTS)}")
+    parser.add_argument("--python-only", action="store_true", help="the pure-Python matchers only (no broker, "
+                        "no Spark)")
     args = parser.parse_args()
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    if not parts or any(p not in PARTS for p in parts):
+        raise SystemExit(f"--parts takes some of {','.join(PARTS)}")
 
     from freshet.cli.gen_cmd import recent_start_ms
+
+    start_ms = recent_start_ms()
+    generated = security_events(args.events, sources=10_000, attacks=10, rate_per_s=500, seed=17, start_ms=start_ms)
+    dense = dense_events(args.dense_events, start_ms=start_ms)
+    houses = list(listings(args.listings, seed=3, start_ms=start_ms))
+    searches, broad = saved_searches(args.queries), dense_searches(args.dense_queries)
+    expected = sorted((p.rule, p.host) for p in generated.planted)
+    compiled = [CompiledRule(r) for r in ruleset("intrusion")]
+    dense_compiled = [CompiledRule(parse_rule(text)) for text in DENSE_RULES]
+    dense_expected = {json.dumps(m.alert(), sort_keys=True): m.end_ms for m in python_rules(dense_compiled, dense)[1]}
+    # a stream that does not end leaves the last matches pending (the watermark is 30 s behind, WITHIN up to 10 min)
+    settled_ms = max(e["event_time"] for e in dense) - 11 * 60_000
+    results: dict[str, list[float]] = {}
+
+    def record(name: str, value: float, **shown) -> None:
+        print(json.dumps({"what": name, "events_per_s": round(value), **shown,
+                          "load_average": [round(x, 2) for x in os.getloadavg()]}), flush=True)
+        results.setdefault(name, []).append(value)
+
+    def python_round() -> None:
+        if "rules" in parts:
+            rate, found = python_rules(compiled, generated.events)
+            record("rules_python", rate, alerts_equal_planted=sorted((m.rule, m.key[0]) for m in found) == expected)
+        if "dense" in parts:
+            rate, found = python_rules(dense_compiled, dense)
+            record("dense_rules_python", rate, alerts=len(found))
+        if "queries" in parts:
+            shown = python_queries(searches, houses[:5000])
+            record("queries_python", shown.pop("events_per_s"), **shown)
+        if "dense-queries" in parts:
+            shown = python_queries(broad, houses[:5000])
+            record("dense_queries_python", shown.pop("events_per_s"), **shown)
+
+    print(json.dumps({"setup": {"events": len(generated.events), "planted": len(generated.planted),
+                                "dense_events": len(dense), "dense_alerts": len(dense_expected),
+                                "listings": len(houses), "queries": len(searches), "dense_queries": len(broad),
+                                "machine": f"{os.cpu_count()} cores, {platform.machine()}"}}), flush=True)
+    if args.python_only:
+        for _ in range(args.rounds):
+            python_round()
+        summarize(results)
+        return
+
     from freshet.spark import session
 
     workdir = tempfile.mkdtemp(prefix="freshet-bench-cep-")
-    results: dict[str, list[float]] = {}
     with BrokerProcess(data_dir=os.path.join(workdir, "log"), log_path=os.path.join(workdir, "broker.log")) as broker:
         bootstrap = broker.bootstrap
-        generated = security_events(args.events, sources=10_000, attacks=10, rate_per_s=500, seed=17,
-                                    start_ms=recent_start_ms())
-        create_topic(bootstrap, "security-events", 4)
-        produce_records(bootstrap, "security-events", ((e["src_ip"].encode(), json.dumps(e).encode(),
-                                                        event_time_ms(e["event_time"])) for e in generated.events))
+        for topic, events, key in (("security-events", generated.events, "src_ip"), ("dense-events", dense, "kind"),
+                                   ("listings", houses, "listing_id")):
+            create_topic(bootstrap, topic, 4)
+            produce_records(bootstrap, topic, ((str(e.get(key)).encode(), json.dumps(e).encode(),
+                                                event_time_ms(e["event_time"])) for e in events))
         rules = StoredDefinitions(bootstrap, RULES_TOPIC)
-        for rule in ruleset("intrusion"):
-            rules.put(rule.name, rule.text)
-        houses = list(listings(args.listings, seed=3, start_ms=recent_start_ms()))
-        create_topic(bootstrap, "listings", 4)
-        produce_records(bootstrap, "listings", ((e["listing_id"].encode(), json.dumps(e).encode(),
-                                                 event_time_ms(e["event_time"])) for e in houses))
-        searches = saved_searches(args.queries)
         watches = StoredDefinitions(bootstrap, WATCHES_TOPIC)
-        watches.put_many([(f"s{i}", text) for i, text in enumerate(searches)])
-        print(json.dumps({"setup": {"events": len(generated.events), "planted": len(generated.planted),
-                                    "listings": len(houses), "queries": len(searches),
-                                    "machine": f"{os.cpu_count()} cores, {platform.machine()}"}}), flush=True)
-        expected = sorted((p.rule, p.host) for p in generated.planted)
-        compiled = [CompiledRule(r) for r in ruleset("intrusion")]
+
+        def stored(definitions: StoredDefinitions, wanted: list[tuple[str, str]]) -> None:
+            """The topic holds ``wanted`` and nothing else (the pipelines' workers re-read it once a second)."""
+            definitions.refresh()
+            names = {name for name, _ in wanted}
+            for name in [n for n in definitions.definitions if n not in names]:
+                definitions.remove(name)
+            definitions.put_many(wanted)
+            time.sleep(2 * REFRESH_S)
+
         spark = session("bench-cep", shuffle_partitions=2)
+        runs = 0
         for round_no in range(args.rounds):
-            cep = run_pipeline(spark, "cep", "security-events", bootstrap, workdir, round_no)
-            alerts = sorted((a["rule"], next(iter(a["key"].values()))) for a in cep.pop("output"))
-            print(json.dumps({"round": round_no, "what": "rules on Spark", **cep,
-                              "alerts_equal_planted": alerts == expected}), flush=True)
-            results.setdefault("rules_spark", []).append(cep["events_per_s"])
-            results.setdefault("rules_spark_steady", []).append(cep["steady_events_per_s"])
-
-            watch = run_pipeline(spark, "watch", "listings", bootstrap, workdir, round_no)
-            hits = sum(len(r["query_ids"]) for r in watch.pop("output"))
-            print(json.dumps({"round": round_no, "what": "stored queries on Spark", **watch,
-                              "matches_per_event": round(hits / max(1, watch["rows"]), 1)}), flush=True)
-            results.setdefault("queries_spark", []).append(watch["events_per_s"])
-            results.setdefault("queries_spark_steady", []).append(watch["steady_events_per_s"])
-
-            began = time.perf_counter()
-            found = [m for rule in compiled for m in match_events(rule, generated.events)]
-            seconds = time.perf_counter() - began
-            ok = sorted((m.rule, m.key[0]) for m in found) == expected
-            print(json.dumps({"round": round_no, "what": "rules, pure Python, one core",
-                              "events_per_s": round(len(generated.events) / seconds), "alerts_equal_planted": ok}),
-                  flush=True)
-            results.setdefault("rules_python", []).append(len(generated.events) / seconds)
-
-            index = QueryIndex()
-            for i, text in enumerate(searches):
-                index.add(f"s{i}", text)
-            sample = houses[:5000]
-            began = time.perf_counter()
-            matched = sum(len(index.match(e)) for e in sample)
-            seconds = time.perf_counter() - began
-            print(json.dumps({"round": round_no, "what": "stored queries, pure Python, one core",
-                              "events_per_s": round(len(sample) / seconds),
-                              "evaluated_per_event": round(index.evaluated / len(sample), 1),
-                              "matches_per_event": round(matched / len(sample), 1)}), flush=True)
-            results.setdefault("queries_python", []).append(len(sample) / seconds)
+            if "rules" in parts:
+                stored(rules, [(r.name, r.text) for r in ruleset("intrusion")])
+                cep = run_pipeline(spark, "cep", "security-events", bootstrap, workdir, runs := runs + 1,
+                                   args.max_offsets)
+                alerts = sorted((a["rule"], next(iter(a["key"].values()))) for a in cep.pop("output"))
+                record("rules_spark", cep.pop("events_per_s"), **cep, alerts_equal_planted=alerts == expected)
+                results.setdefault("rules_spark_steady", []).append(cep["steady_events_per_s"])
+            if "dense" in parts:
+                stored(rules, [(r.name, r.rule.text) for r in dense_compiled])
+                cep = run_pipeline(spark, "cep", "dense-events", bootstrap, workdir, runs := runs + 1,
+                                   args.max_offsets)
+                alerts = {json.dumps(a, sort_keys=True) for a in cep.pop("output")}
+                settled = {a for a, end_ms in dense_expected.items() if end_ms < settled_ms}
+                record("dense_rules_spark", cep.pop("events_per_s"), **cep, alerts=len(alerts),
+                       alerts_all_python=alerts <= dense_expected.keys(), settled_alerts=len(settled),
+                       settled_alerts_equal_python=settled <= alerts)
+                results.setdefault("dense_rules_spark_steady", []).append(cep["steady_events_per_s"])
+            for part, texts in (("queries", searches), ("dense-queries", broad)):
+                if part not in parts:
+                    continue
+                stored(watches, [(f"s{i}", text) for i, text in enumerate(texts)])
+                watch = run_pipeline(spark, "watch", "listings", bootstrap, workdir, runs := runs + 1,
+                                   args.max_offsets)
+                hits = sum(len(r["query_ids"]) for r in watch.pop("output"))
+                name = part.replace("-", "_") + "_spark"
+                record(name, watch.pop("events_per_s"), **watch,
+                       matches_per_event=round(hits / max(1, watch["rows"]), 1))
+                results.setdefault(name + "_steady", []).append(watch["steady_events_per_s"])
+            python_round()
         spark.stop()
+    summarize(results)
+
+
+def summarize(results: dict[str, list[float]]) -> None:
     summary = {name: {"median": round(statistics.median(v)), "min": round(min(v)), "max": round(max(v))}
                for name, v in results.items()}
-    print(json.dumps({"summary": summary, "targets": {"rules_spark": 100_000, "queries_spark": 10_000}}))
+    print(json.dumps({"summary": summary, "targets": {"rules_spark": 100_000, "dense_rules_spark": 50_000,
+                                                      "queries_spark": 10_000, "dense_queries_spark": 10_000}}))
 
 
 if __name__ == "__main__":
