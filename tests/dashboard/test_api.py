@@ -55,18 +55,11 @@ def test_topic_page_and_message_browser(client):
     t = client.get("/api/topics/dash-events").json()
     assert [p["high_watermark"] for p in t["partitions"]] == [51, 50]
     assert t["configs"]["retention.ms"] == {"value": "600000", "default": False}
-    newest = client.get("/api/topics/dash-events/messages?partition=1&limit=3").json()
-    assert [m["offset"] for m in newest] == [47, 48, 49]
-    assert newest[0]["json"] == '{\n  "n": 95\n}' and newest[0]["headers"] == [["h", "v"]] and newest[0]["key"] == "k95"
-    from_offset = client.get("/api/topics/dash-events/messages?partition=0&offset=10&limit=2").json()
-    assert [m["value"] for m in from_offset] == ['{"n": 20}', '{"n": 22}']
-    ts = newest[0]["timestamp"]
-    iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts / 1000)) + f".{ts % 1000:03d}Z"
-    from_time = client.get(f"/api/topics/dash-events/messages?partition=1&from_time={iso}&limit=1").json()
-    assert from_time[0]["offset"] == 47
+    newest = client.get("/api/topics/dash-events/messages?partition=1&limit=3").json()["records"]  # see test_messages.py
+    assert [m["offset"] for m in newest] == [49, 48, 47]
+    assert newest[2]["value"]["json"] == '{\n  "n": 95\n}' and newest[2]["key"]["text"] == "k95"
     assert client.get("/api/topics/nope").status_code == 404
     assert client.get("/api/topics/dash-events/messages?partition=9").status_code == 400
-    assert client.get("/api/topics/dash-events/messages?from_time=yesterday").status_code == 400
 
 
 def test_groups(client):
@@ -140,7 +133,7 @@ def test_segment_count_and_size_per_partition_from_broker_metrics(broker):
 
 def test_without_broker_metrics_segments_are_unknown_not_wrong(loaded):
     t = TestClient(create_app(loaded)).get("/api/topics/dash-events").json()
-    assert all(p["segments"] is None and p["size_bytes"] is None for p in t["partitions"])
+    assert all(p["segments"] is None and p["size_bytes"] > 0 for p in t["partitions"])  # sizes: DescribeLogDirs
 
 
 def test_unreachable_broker_metrics_leave_the_rest_working(broker, loaded):

@@ -10,7 +10,7 @@ from fastapi.staticfiles import StaticFiles
 
 from .collector import Collector
 from .login import KafkaLogin
-from .routers import access, groups, metrics, overview, pipelines, services, topics
+from .routers import access, groups, messages, metrics, overview, pipelines, services, topics
 
 HERE = os.path.dirname(__file__)
 
@@ -23,6 +23,6 @@ def create_app(collector: Collector, token: str | None = None, login: KafkaLogin
     app.state.metrics = metrics.registry_for(collector)
     app.middleware("http")(access.require_access)
     app.mount("/static", StaticFiles(directory=os.path.join(HERE, "static")), name="static")
-    for module in (access, overview, topics, groups, pipelines, services, metrics):
+    for module in (access, overview, messages, topics, groups, pipelines, services, metrics):
         app.include_router(module.router)
     return app

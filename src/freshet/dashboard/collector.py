@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from freshet.client import admin_config, consumer_config
 from freshet.client.groups import GroupAdmin
+from freshet.client.log_dirs import LogDirSizes
 from freshet.client.share_groups import read_share_groups
 
 HISTORY = 300  # samples kept per series
@@ -43,6 +44,7 @@ class Collector:
         self.group_thresholds = group_thresholds or {}
         self.admin = AdminClient(admin_config(bootstrap, {"log_level": 0}))
         self.groups_admin = GroupAdmin(bootstrap)
+        self.log_dirs = LogDirSizes(bootstrap)  # partition sizes (DescribeLogDirs)
         self.snapshot = Snapshot()
         self._event_counts: dict[str, EventCounter] = {}
         self._ingest_view = None
@@ -93,11 +95,14 @@ class Collector:
                 for tp, f in futures.items():
                     offsets[(tp.topic, tp.partition, kind)] = f.result(5).offset
         log_figures, snap.clients = self._broker_figures(now)
+        sizes_on_disk = self.log_dirs.sizes()
         for name in names:
             parts = [{"partition": p, "log_start_offset": offsets.get((name, p, "low"), 0),
                       "high_watermark": offsets.get((name, p, "high"), 0),
                       **log_figures.get((name, p), {"segments": None, "size_bytes": None})}
                      for p in sorted(md.topics[name].partitions)]
+            for x in parts:  # sizes from the Kafka API; a broker's /metrics (--broker-metrics) only where it won't say
+                x["size_bytes"] = sizes_on_disk.get((name, x["partition"]), x["size_bytes"])
             sizes = [x["size_bytes"] for x in parts]
             total = sum(x["high_watermark"] for x in parts)
             previous = self._previous.get(name)
@@ -292,36 +297,6 @@ class Collector:
         configs = self.admin.describe_configs([resource])[resource].result(10)
         return {k: {"value": v.value, "default": v.is_default} for k, v in sorted(configs.items())}
 
-    def messages(self, topic: str, partition: int, offset: int | None = None, from_time_ms: int | None = None,
-                 limit: int = 20) -> list[dict]:
-        """Newest ``limit`` records of a partition, or ``limit`` records from an offset or a time."""
-        consumer = Consumer(consumer_config(self.bootstrap, overrides={"log_level": 0}))
-        try:
-            tp = TopicPartition(topic, partition)
-            low, high = consumer.get_watermark_offsets(tp, timeout=5)
-            if from_time_ms is not None:
-                found = consumer.offsets_for_times([TopicPartition(topic, partition, from_time_ms)], timeout=5)[0]
-                start = found.offset if found.offset >= 0 else high
-            elif offset is not None:
-                start = min(max(offset, low), high)
-            else:
-                start = max(high - limit, low)
-            end = min(start + limit, high)
-            if start >= end:
-                return []
-            consumer.assign([TopicPartition(topic, partition, start)])
-            out = []
-            deadline = time.monotonic() + 10
-            while len(out) < end - start and time.monotonic() < deadline:
-                for m in consumer.consume(limit, 0.5):
-                    if m.error() is None and m.offset() < end:
-                        out.append(_render(m))
-                if out and out[-1]["offset"] >= end - 1:
-                    break
-            return out[:limit]
-        finally:
-            consumer.close()
-
 
 class EventCounter:
     """Counts an events topic's records per aggregate type (the key's ``Type/`` prefix) and the distinct
@@ -367,26 +342,3 @@ class EventCounter:
 
     def close(self) -> None:
         self.consumer.close()
-
-
-def _text(data: bytes | None):
-    if data is None:
-        return None
-    try:
-        return data.decode()
-    except UnicodeDecodeError:
-        return data.hex()
-
-
-def _render(m) -> dict:
-    import json
-
-    value = _text(m.value())
-    pretty = None
-    if value:
-        try:
-            pretty = json.dumps(json.loads(value), indent=2)
-        except ValueError:
-            pretty = None
-    return {"partition": m.partition(), "offset": m.offset(), "timestamp": m.timestamp()[1], "key": _text(m.key()),
-            "value": value, "json": pretty, "headers": [[k, _text(v)] for k, v in (m.headers() or [])]}

@@ -1,11 +1,10 @@
-"""A topic's page (partitions, configs, rate history), its message browser, and open transactions."""
+"""A topic's page (partitions, configs, rate history) and open transactions (its records: messages.py)."""
 
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter
 
 from . import Source, history, one
 
@@ -21,21 +20,6 @@ async def topic(name: str, collector: Source) -> dict:
     t = existing(collector, name)
     configs = await asyncio.to_thread(collector.topic_configs, name)
     return {"name": name, **t, "configs": configs, "rates": history(collector, f"topic:{name}")}
-
-
-@router.get("/api/topics/{name}/messages")
-async def messages(name: str, collector: Source, partition: int = 0, offset: int | None = Query(None, ge=0),
-                   from_time: str | None = None, limit: int = Query(20, ge=1, le=500)) -> list:
-    t = existing(collector, name)
-    if not 0 <= partition < len(t["partitions"]):
-        raise HTTPException(400, f"partition must be 0..{len(t['partitions']) - 1}")
-    from_ms = None
-    if from_time:
-        try:
-            from_ms = int(datetime.fromisoformat(from_time.replace("Z", "+00:00")).timestamp() * 1000)
-        except ValueError:
-            raise HTTPException(400, "from_time must be an ISO 8601 time") from None
-    return await asyncio.to_thread(collector.messages, name, partition, offset, from_ms, limit)
 
 
 @router.get("/api/transactions")

@@ -1,0 +1,323 @@
+"""Finding records in a topic as a Kafka client: a scan over offset ranges, read forward or backward in chunks,
+filtered in the server (key, value substring, header, JSON path) within a budget of records scanned, each match
+rendered for the page (JSON, text or bytes) with its transaction state.
+
+Transaction state, the method: the scan reads with ``isolation.level=read_uncommitted`` (it sees every data
+record, aborted ones included; librdkafka drops the control records). For each record shown, a second consumer
+with ``read_committed`` decides: below the partition's last stable offset (LSO, which a read_committed
+``get_watermark_offsets`` answers) every record is decided, and a read_committed fetch from its offset returns
+it unless it was aborted (the broker sends the aborted transactions of the range, the client skips their
+records): returned -> committed or not transactional, skipped -> ``aborted``. At or past the LSO nothing is
+decided yet: ``open`` (the open transaction's own record, or one written after it began, which read_committed
+readers do not see until that transaction ends). librdkafka does not hand Python a batch's producer id or
+transactional bit, so the two cannot be told apart past the LSO.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from freshet.client import consumer_config
+
+START_KINDS = ("newest", "oldest", "offset", "timestamp")
+FIRST_CHUNK, MAX_CHUNK = 500, 100_000  # records a partition reads per round; it doubles each round
+COMPARISON = re.compile(r"^(?P<path>.+?)\s*(?P<op>==|!=|>=|<=|>|<)\s*(?P<literal>[^=<>!]+)$")
+
+
+class BadRequest(ValueError):
+    """A request the scan refuses: the message is shown to the user as it is."""
+
+
+@dataclass
+class Filters:
+    key: bytes | None = None
+    value: bytes | None = None
+    header: tuple[str, bytes | None] | None = None
+    json_path: object = None  # a parsed jsonpath-ng expression
+    compare: tuple[str, object] | None = None  # (operator, JSON literal) the path's values are compared with
+
+    @classmethod
+    def parse(cls, key: str | None, value: str | None, header: str | None, json_path: str | None) -> "Filters":
+        f = cls(key=key.encode() if key is not None else None, value=value.encode() if value else None)
+        if header:
+            name, sep, wanted = header.partition("=")
+            f.header = (name, wanted.encode() if sep else None)
+        if json_path:
+            f.json_path, f.compare = parse_json_path(json_path)
+        return f
+
+    @property
+    def active(self) -> bool:
+        return any(x is not None for x in (self.key, self.value, self.header, self.json_path))
+
+    def match(self, m) -> bool:
+        if self.key is not None and m.key() != self.key:
+            return False
+        raw = m.value()
+        if self.value is not None and (raw is None or self.value not in raw):
+            return False
+        if self.header is not None:
+            name, wanted = self.header
+            if not any(k == name and (wanted is None or v == wanted) for k, v in (m.headers() or ())):
+                return False
+        if self.json_path is not None:
+            if not raw:
+                return False
+            try:
+                doc = json.loads(raw)
+            except ValueError:
+                return False
+            found = [x.value for x in self.json_path.find(doc)]
+            if self.compare is None:
+                return bool(found)
+            op, literal = self.compare
+            return any(_compare(x, op, literal) for x in found)
+        return True
+
+
+def parse_json_path(text: str):
+    """A jsonpath-ng expression (its extended syntax: filters such as ``$.items[?(@.price > 10)]``), optionally
+    followed by a comparison with a JSON literal: ``$.user.id == "u1"``, ``$.amount >= 100``."""
+    from jsonpath_ng.exceptions import JSONPathError
+    from jsonpath_ng.ext import parse
+
+    try:
+        return parse(text), None
+    except (JSONPathError, Exception) as first:  # jsonpath-ng's lexer raises bare Exceptions too
+        found = COMPARISON.match(text.strip())
+        if found is None:
+            raise BadRequest(f"bad JSON path {text!r}: {first}") from None
+        try:
+            literal = json.loads(found["literal"])
+        except ValueError:
+            raise BadRequest(f"bad JSON path {text!r}: {found['literal']!r} is not a JSON value "
+                             "(strings take double quotes)") from None
+        try:
+            return parse(found["path"]), (found["op"], literal)
+        except (JSONPathError, Exception) as exc:
+            raise BadRequest(f"bad JSON path {found['path']!r}: {exc}") from None
+
+
+def _compare(x, op: str, literal) -> bool:
+    if op == "==":
+        return x == literal
+    if op == "!=":
+        return x != literal
+    try:
+        return {">": x > literal, ">=": x >= literal, "<": x < literal, "<=": x <= literal}[op]
+    except TypeError:  # a string against a number: no match, not an error
+        return False
+
+
+@dataclass
+class Scan:
+    """What a search asks: where to start, which way, how many matches at most, how many records at most."""
+    topic: str
+    partitions: list[int]
+    start: str = "newest"
+    offset: int | None = None
+    timestamp_ms: int | None = None
+    backward: bool = True
+    limit: int = 50
+    max_scan: int = 100_000
+    filters: Filters = field(default_factory=Filters)
+
+
+@dataclass
+class Result:
+    records: list = field(default_factory=list)
+    scanned: int = 0
+    total: int = 0
+    stopped: str = "end"  # end | limit | budget
+
+    @property
+    def progress(self) -> dict:
+        return {"scanned": self.scanned, "total": self.total, "matches": len(self.records), "stopped": self.stopped,
+                "line": f"scanned {count(self.scanned)} of {count(self.total)}, {len(self.records)} "
+                        f"match{'' if len(self.records) == 1 else 'es'}"
+                        + {"end": "", "limit": " (limit reached)", "budget": " (scan budget spent)"}[self.stopped]}
+
+
+def count(n: int) -> str:
+    """1234 -> 1,234; 1_200_000 -> 1.2M (as the progress line shows them)."""
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f}M".replace(".0M", "M")
+    if n >= 10_000:
+        return f"{n / 1000:.0f}k"
+    return f"{n:,}"
+
+
+def new_consumer(bootstrap: str, isolation: str) -> Consumer:
+    return Consumer(consumer_config(bootstrap, overrides={
+        "log_level": 0, "isolation.level": isolation, "enable.partition.eof": True, "fetch.wait.max.ms": 50,
+        "queued.min.messages": 100_000}))
+
+
+def ranges(consumer: Consumer, scan: Scan) -> dict[int, tuple[int, int]]:
+    """Per partition, the offsets [first, end) the scan may read, from the start asked for."""
+    out = {}
+    for p in scan.partitions:
+        low, high = consumer.get_watermark_offsets(TopicPartition(scan.topic, p), timeout=10)
+        if scan.start == "offset":
+            if not low <= scan.offset <= high and len(scan.partitions) == 1:
+                raise BadRequest(f"offset {scan.offset} is out of range for partition {p} "
+                                 f"(its records are at offsets {low}..{high - 1}; {high} is the next one)")
+            at = min(max(scan.offset, low), high)
+            out[p] = (low, min(at + 1, high)) if scan.backward else (at, high)
+        elif scan.start == "timestamp":
+            # backward from a time: the records written up to it (the first offset at or after time + 1)
+            wanted = scan.timestamp_ms + (1 if scan.backward else 0)
+            found = consumer.offsets_for_times([TopicPartition(scan.topic, p, wanted)], timeout=10)[0].offset
+            at = found if found >= 0 else high
+            out[p] = (low, at) if scan.backward else (at, high)
+        else:
+            out[p] = (low, high)
+    return out
+
+
+def read_windows(consumer: Consumer, topic: str, windows: dict[int, tuple[int, int]], on_record,
+                 deadline_s: float = 60.0) -> None:
+    """Every data record of each partition's [a, b), in offset order per partition, handed to ``on_record``;
+    a window ends at its last offset, at the partition's end, or past its end (control records, compaction)."""
+    open_ = {p: w for p, w in windows.items() if w[0] < w[1]}
+    if not open_:
+        return
+    consumer.assign([TopicPartition(topic, p, a) for p, (a, _) in open_.items()])
+    deadline = time.monotonic() + deadline_s
+    while open_ and time.monotonic() < deadline:
+        for m in consumer.consume(10_000, 0.2):
+            p = m.partition()
+            window = open_.get(p)
+            if window is None:
+                continue
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    del open_[p]
+                continue
+            off = m.offset()
+            if off < window[1]:
+                on_record(m)
+            if off >= window[1] - 1:
+                del open_[p]
+                consumer.incremental_unassign([TopicPartition(topic, p)])
+    consumer.unassign()
+
+
+def search(bootstrap: str, scan: Scan) -> Result:
+    """The records matching ``scan.filters`` from its start in its direction: at most ``limit`` of them, after
+    at most ``max_scan`` records read. Each partition reads a chunk per round (500, doubling to 100k); backward,
+    a chunk is read forward and turned around. Matches from several partitions come newest (or oldest) first by
+    timestamp."""
+    consumer = new_consumer(bootstrap, "read_uncommitted")
+    result = Result()
+    try:
+        bounds = ranges(consumer, scan)
+        result.total = sum(b - a for a, b in bounds.values())
+        position = {p: (b if scan.backward else a) for p, (a, b) in bounds.items()}
+        chunk = max(FIRST_CHUNK, scan.limit)
+        matches: list = []
+        while True:
+            todo = {p for p, (a, b) in bounds.items() if (position[p] > a if scan.backward else position[p] < b)}
+            budget = scan.max_scan - result.scanned
+            if not todo:
+                break
+            if budget <= 0:
+                result.stopped = "budget"
+                break
+            share = max(min(chunk, budget // len(todo)), 1)
+            windows = {}
+            for p in sorted(todo)[:budget]:
+                a, b = bounds[p]
+                windows[p] = (max(a, position[p] - share), position[p]) if scan.backward else \
+                    (position[p], min(b, position[p] + share))
+            got: dict[int, list] = {p: [] for p in windows}
+
+            def take(m):
+                result.scanned += 1
+                if scan.filters.match(m):
+                    got[m.partition()].append(m)
+
+            read_windows(consumer, scan.topic, windows, take)
+            for p, (a, b) in windows.items():
+                position[p] = a if scan.backward else b
+                matches += reversed(got[p]) if scan.backward else got[p]
+            if len(matches) >= scan.limit:
+                result.stopped = "limit"
+                break
+            chunk = min(chunk * 2, MAX_CHUNK)
+        matches.sort(key=lambda m: (m.timestamp()[1], m.partition(), m.offset()), reverse=scan.backward)
+        if len(matches) > scan.limit:
+            matches = matches[:scan.limit]
+            result.stopped = "limit"
+        states = transaction_states(bootstrap, scan.topic, matches)
+        result.records = [render(m, states.get((m.partition(), m.offset()))) for m in matches]
+        return result
+    finally:
+        consumer.close()
+
+
+def transaction_states(bootstrap: str, topic: str, records: list) -> dict[tuple[int, int], str]:
+    """(partition, offset) -> "aborted" or "open" for the records shown (see the module's docstring); records
+    committed or written outside a transaction are not in the answer."""
+    wanted: dict[int, list[int]] = {}
+    for m in records:
+        wanted.setdefault(m.partition(), []).append(m.offset())
+    if not wanted:
+        return {}
+    consumer = new_consumer(bootstrap, "read_committed")
+    states = {}
+    try:
+        for p, offsets in wanted.items():
+            _, stable = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)  # the LSO
+            pending = sorted(o for o in offsets if o < stable)
+            states.update({(p, o): "open" for o in offsets if o >= stable})
+            while pending:
+                first = pending[0]
+                group = [o for o in pending if o < first + 1000]  # read in one pass when close together
+                seen: set[int] = set()
+                read_windows(consumer, topic, {p: (first, group[-1] + 1)}, lambda m: seen.add(m.offset()),
+                             deadline_s=20.0)
+                for o in group:
+                    if o not in seen:
+                        states[(p, o)] = "aborted"
+                pending = pending[len(group):]
+    finally:
+        consumer.close()
+    return states
+
+
+def payload(data: bytes | None) -> dict | None:
+    """Bytes as the page shows them: ``text`` when they are UTF-8 (and ``json``, pretty, when that text is a JSON
+    object or array), else ``base64``; always their ``size``."""
+    if data is None:
+        return None
+    out: dict = {"size": len(data)}
+    try:
+        out["text"] = data.decode()
+    except UnicodeDecodeError:
+        out["base64"] = base64.b64encode(data).decode()
+        return out
+    if out["text"][:1] in ("{", "["):
+        try:
+            out["json"] = json.dumps(json.loads(out["text"]), indent=2, ensure_ascii=False)
+        except ValueError:
+            pass
+    return out
+
+
+TIMESTAMP_TYPES = {1: "create", 2: "log-append"}
+
+
+def render(m, transaction: str | None) -> dict:
+    kind, ts = m.timestamp()
+    return {"partition": m.partition(), "offset": m.offset(), "timestamp": ts if ts >= 0 else None,
+            "timestamp_type": TIMESTAMP_TYPES.get(kind), "key": payload(m.key()), "value": payload(m.value()),
+            "headers": [{"name": k, "value": payload(v)} for k, v in (m.headers() or ())],
+            "transaction": transaction}

@@ -1,0 +1,176 @@
+"""A topic's records: found (browse, filters evaluated in the server within a scan budget, download as JSON
+lines) and produced from the page. Both go through confluent-kafka, as any client of the cluster would."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import threading
+import time
+from typing import Literal
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
+
+from freshet.client import producer_config
+
+from ..browse import START_KINDS, BadRequest, Filters, Scan, search
+from ..collector import Collector
+from . import Source
+
+router = APIRouter()
+MAX_JSON_LIMIT = 1000  # records in one page answer; a download (format=jsonl) may ask for more
+DIRECTIONS = {"forward": False, "oldest-first": False, "backward": True, "newest-first": True}
+TOO_LARGE = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}
+
+
+def partitions_of(collector: Collector, topic: str) -> int:
+    """The topic's partition count from the cluster's metadata now (not the last snapshot: a topic created a
+    moment ago is found); 404 when there is no such topic."""
+    try:
+        md = collector.admin.list_topics(timeout=10)
+    except KafkaException as exc:
+        raise HTTPException(503, f"cannot reach the cluster: {exc.args[0].str()}") from None
+    meta = md.topics.get(topic)
+    if meta is None or meta.error is not None:
+        raise HTTPException(404, f"topic {topic!r} does not exist")
+    return len(meta.partitions)
+
+
+@router.get("/api/topics/{topic}/messages")
+async def messages(topic: str, collector: Source, partition: str = "all", start: str | None = None,
+                   offset: int | None = Query(None, ge=0), timestamp: int | None = Query(None, ge=0),
+                   direction: str | None = None, limit: int = Query(50, ge=1, le=1_000_000),
+                   max_scan: int = Query(100_000, ge=1, le=100_000_000), key: str | None = None,
+                   value: str | None = None, header: str | None = None, json_path: str | None = None,
+                   format: Literal["json", "jsonl"] = "json"):
+    """Records of ``partition`` (a number, or ``all``) from ``start`` (``newest``, ``oldest``, ``offset`` with
+    ``offset=N``, ``timestamp`` with ``timestamp=ms``; ``offset=``/``timestamp=`` alone imply it) going
+    ``direction`` (``forward``/``oldest-first`` or ``backward``/``newest-first``), those matching every filter
+    given: ``key`` (exact), ``value`` (substring of the bytes), ``header`` (``name=value``, or ``name``: has it),
+    ``json_path`` (a JSONPath expression that finds something in the value, or ``PATH OP JSON`` such as
+    ``$.user.id == "u1"``). At most ``limit`` matches after at most ``max_scan`` records read; the answer's
+    ``progress.line`` says "scanned N of M, K matches". ``format=jsonl``: a download, one record a line."""
+    count = partitions_of(collector, topic)
+    if partition == "all":
+        chosen = list(range(count))
+    else:
+        try:
+            chosen = [int(partition)]
+        except ValueError:
+            raise HTTPException(400, f"partition must be a number or 'all', not {partition!r}") from None
+        if not 0 <= chosen[0] < count:
+            raise HTTPException(400, f"partition {chosen[0]} does not exist: topic {topic!r} has partitions "
+                                     f"0..{count - 1}")
+    start = start or ("offset" if offset is not None else "timestamp" if timestamp is not None else "newest")
+    if start not in START_KINDS:
+        raise HTTPException(400, f"start must be one of {', '.join(START_KINDS)}, not {start!r}")
+    if start == "offset" and offset is None:
+        raise HTTPException(400, "start=offset needs offset=N")
+    if start == "timestamp" and timestamp is None:
+        raise HTTPException(400, "start=timestamp needs timestamp=MILLISECONDS")
+    if direction is not None and direction not in DIRECTIONS:
+        raise HTTPException(400, f"direction must be one of {', '.join(DIRECTIONS)}, not {direction!r}")
+    backward = DIRECTIONS[direction] if direction else start == "newest"
+    if (start, backward) in (("newest", False), ("oldest", True)):
+        raise HTTPException(400, f"nothing lies {'after the newest' if start == 'newest' else 'before the oldest'} "
+                                 "record: read newest backward or oldest forward")
+    if format == "json" and limit > MAX_JSON_LIMIT:
+        raise HTTPException(400, f"limit is at most {MAX_JSON_LIMIT} on the page; download (format=jsonl) for more")
+    try:
+        filters = Filters.parse(key, value, header, json_path)
+        scan = Scan(topic, chosen, start, offset, timestamp, backward, limit, max_scan, filters)
+        result = await asyncio.to_thread(search, collector.bootstrap, scan)
+    except BadRequest as exc:
+        raise HTTPException(400, str(exc)) from None
+    except KafkaException as exc:
+        raise HTTPException(502, f"the cluster refused the read: {exc.args[0].str()}") from None
+    if format == "jsonl":
+        lines = (json.dumps(r, ensure_ascii=False) + "\n" for r in result.records)
+        return StreamingResponse(lines, media_type="application/x-ndjson", headers={
+            "Content-Disposition": f'attachment; filename="{topic}.jsonl"', "X-Scan-Progress": result.progress["line"]})
+    return {"topic": topic, "partitions": chosen, "start": start, "direction": "backward" if backward else "forward",
+            "records": result.records, "progress": result.progress}
+
+
+class NewRecord(BaseModel):
+    partition: int | None = None  # none: the producer's partitioner (by the key's hash; keyless: sticky)
+    key: str | None = None
+    value: str | None = None  # none: a tombstone
+    headers: dict[str, str] | list[tuple[str, str]] | None = None
+    encoding: Literal["text", "base64"] = "text"  # how key, value and header values are written in this body
+
+
+_producers: dict[str, Producer] = {}
+_producers_lock = threading.Lock()
+
+
+def producer_for(bootstrap: str) -> Producer:
+    """One producer per cluster for the dashboard's lifetime. ``message.max.bytes`` at librdkafka's ceiling so the
+    broker, not the client, judges a record's size (its answer is what the page shows)."""
+    with _producers_lock:
+        if bootstrap not in _producers:
+            _producers[bootstrap] = Producer(producer_config(bootstrap, {
+                "linger.ms": 0, "log_level": 0, "message.max.bytes": 1_000_000_000}))
+        return _producers[bootstrap]
+
+
+def decode(text: str | None, encoding: str, what: str) -> bytes | None:
+    if text is None:
+        return None
+    if encoding == "text":
+        return text.encode()
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise HTTPException(400, f"{what} is not base64") from None
+
+
+def produce(bootstrap: str, topic: str, partition: int | None, key: bytes | None, value: bytes | None,
+            headers: list) -> tuple[int, int]:
+    producer = producer_for(bootstrap)
+    done = threading.Event()
+    outcome: dict = {}
+
+    def delivered(err, msg):
+        outcome["err"], outcome["msg"] = err, msg
+        done.set()
+
+    extra = {} if partition is None else {"partition": partition}
+    try:
+        producer.produce(topic, value, key, headers=headers, on_delivery=delivered, **extra)
+    except KafkaException as exc:
+        outcome["err"] = exc.args[0]
+        done.set()
+    except BufferError:
+        raise HTTPException(503, "the dashboard's producer queue is full; try again") from None
+    deadline = time.monotonic() + 30
+    while not done.is_set() and time.monotonic() < deadline:
+        producer.poll(0.05)
+    if not done.is_set():
+        raise HTTPException(504, "the broker did not acknowledge the record within 30 s")
+    err = outcome["err"]
+    if err is not None:
+        status = 413 if err.code() in TOO_LARGE else 403 if "AUTHORIZATION" in err.name() else 502
+        raise HTTPException(status, f"{err.name()}: {err.str()}")
+    return outcome["msg"].partition(), outcome["msg"].offset()
+
+
+@router.post("/api/topics/{topic}/messages")
+async def produce_record(topic: str, record: NewRecord, collector: Source) -> dict:
+    """One record written with acks=all (idempotent); the answer is where it landed: ``{partition, offset}``."""
+    count = partitions_of(collector, topic)
+    if record.partition is not None and not 0 <= record.partition < count:
+        raise HTTPException(400, f"partition {record.partition} does not exist: topic {topic!r} has partitions "
+                                 f"0..{count - 1}")
+    pairs = record.headers.items() if isinstance(record.headers, dict) else (record.headers or [])
+    headers = [(name, decode(v, record.encoding, f"header {name!r}")) for name, v in pairs]
+    key = decode(record.key, record.encoding, "key")
+    value = decode(record.value, record.encoding, "value")
+    partition, offset = await asyncio.to_thread(produce, collector.bootstrap, topic, record.partition, key, value,
+                                                headers)
+    return {"topic": topic, "partition": partition, "offset": offset}

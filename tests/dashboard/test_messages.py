@@ -1,0 +1,231 @@
+"""The console's records against a live broker: browsing from every start and both ways, filters evaluated in the
+server within a scan budget, transaction states, the JSON-lines download, producing, and partition sizes."""
+
+import base64
+import json
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from fastapi.testclient import TestClient
+
+from freshet.client import consumer_config
+from freshet.dashboard.app import create_app
+from freshet.dashboard.collector import Collector
+from freshet.testing.topics import create_topic
+
+TOPIC = "console-records"
+BASE_MS = 1_700_000_000_000
+
+
+@pytest.fixture(scope="module")
+def client(broker):
+    """120 records over two partitions (n = 0..119 to partition n % 2, timestamp BASE + n seconds), JSON values,
+    one header each, every tenth record with an "odd" header; and one binary record at the end of partition 1."""
+    create_topic(broker.bootstrap, TOPIC, 2, {"retention.ms": "-1"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for n in range(120):
+        headers = [("source", b"gen")] + ([("odd", b"yes")] if n % 10 == 0 else [])
+        value = json.dumps({"n": n, "user": {"id": f"u{n % 7}"}, "tags": ["a", "b"] if n % 3 else ["c"]})
+        producer.produce(TOPIC, value.encode(), f"k{n}".encode(), partition=n % 2, timestamp=BASE_MS + n * 1000,
+                         headers=headers)
+    producer.produce(TOPIC, b"\xff\x00\xfe", b"bin", partition=1, timestamp=BASE_MS + 200_000)
+    producer.flush(10)
+    collector = Collector(broker.bootstrap)
+    collector.collect()
+    return TestClient(create_app(collector))
+
+
+def get(client, query: str, status: int = 200) -> dict:
+    answer = client.get(f"/api/topics/{TOPIC}/messages?{query}")
+    assert answer.status_code == status, answer.text
+    return answer.json()
+
+
+def ns(answer: dict) -> list:
+    return [json.loads(r["value"]["text"])["n"] for r in answer["records"]]
+
+
+def test_newest_first_across_partitions_and_one_partition(client):
+    newest = get(client, "limit=5&partition=0")
+    assert newest["direction"] == "backward" and ns(newest) == [118, 116, 114, 112, 110]
+    assert [r["offset"] for r in newest["records"]] == [59, 58, 57, 56, 55]
+    every = get(client, "limit=4")  # all partitions, newest by timestamp first
+    assert every["records"][0]["key"]["text"] == "bin" and ns({"records": every["records"][1:]}) == [119, 118, 117]
+
+
+def test_oldest_first_from_an_offset_and_from_a_time(client):
+    assert ns(get(client, "start=oldest&partition=1&limit=3")) == [1, 3, 5]
+    assert ns(get(client, "offset=10&partition=0&limit=2")) == [20, 22]  # offset= alone starts there, forward
+    assert ns(get(client, "offset=10&partition=0&limit=2&direction=newest-first")) == [20, 18]
+    at = BASE_MS + 50_500  # between n=50 and n=51
+    assert ns(get(client, f"timestamp={at}&limit=4")) == [51, 52, 53, 54]
+    assert ns(get(client, f"timestamp={at}&limit=3&direction=backward")) == [50, 49, 48]
+
+
+def test_a_record_shows_its_timestamp_type_key_headers_and_json(client):
+    r = get(client, "offset=0&partition=0&limit=1")["records"][0]
+    assert (r["partition"], r["offset"], r["timestamp"], r["timestamp_type"]) == (0, 0, BASE_MS, "create")
+    assert r["key"] == {"size": 2, "text": "k0"} and r["transaction"] is None
+    assert json.loads(r["value"]["json"]) == {"n": 0, "user": {"id": "u0"}, "tags": ["c"]}
+    assert r["value"]["json"].startswith('{\n  "n": 0')  # pretty
+    assert r["headers"] == [{"name": "source", "value": {"size": 3, "text": "gen"}},
+                            {"name": "odd", "value": {"size": 3, "text": "yes"}}]
+    binary = get(client, "partition=1&limit=1")["records"][0]
+    assert binary["value"] == {"size": 3, "base64": base64.b64encode(b"\xff\x00\xfe").decode()}
+
+
+def test_filters_run_in_the_server(client):
+    by_key = get(client, "key=k77&start=oldest")
+    assert ns(by_key) == [77] and by_key["progress"]["scanned"] == 121 and by_key["progress"]["total"] == 121
+    assert by_key["progress"]["line"] == "scanned 121 of 121, 1 match"
+    assert ns(get(client, "key=k")) == []  # exact, not a prefix
+    assert ns(get(client, 'value="n": 11&start=oldest')) == [11, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119]
+    assert ns(get(client, "header=odd=yes&start=oldest")) == list(range(0, 120, 10))
+    assert ns(get(client, "header=odd&start=oldest&limit=2")) == [0, 10]
+    assert sorted(ns(get(client, 'json_path=$.user.id == "u3"&start=oldest'))) == list(range(3, 120, 7))
+    assert ns(get(client, "json_path=$.n >= 117&start=oldest")) == [117, 118, 119]
+    assert sorted(ns(get(client, "json_path=$.tags[?(@ == 'c')]&start=oldest&partition=0&limit=500"))) == \
+        list(range(0, 120, 6))
+    both = get(client, 'json_path=$.user.id == "u3"&header=odd=yes')
+    assert ns(both) == [80, 10]  # n % 7 == 3 and n % 10 == 0, newest first
+
+
+def test_a_scan_stops_at_its_budget_and_says_so(client):
+    answer = get(client, "key=k0&max_scan=30&partition=0")  # k0 is partition 0's first record: out of reach
+    assert answer["records"] == []
+    assert answer["progress"] == {"scanned": 30, "total": 60, "matches": 0, "stopped": "budget",
+                                  "line": "scanned 30 of 60, 0 matches (scan budget spent)"}
+    limited = get(client, "start=oldest&partition=0&limit=7")
+    assert len(limited["records"]) == 7 and limited["progress"]["stopped"] == "limit"
+
+
+def test_download_as_json_lines(client):
+    answer = client.get(f"/api/topics/{TOPIC}/messages?format=jsonl&start=oldest&partition=0&limit=100000")
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/x-ndjson"
+    assert f'filename="{TOPIC}.jsonl"' in answer.headers["content-disposition"]
+    lines = [json.loads(line) for line in answer.text.splitlines()]
+    assert [r["offset"] for r in lines] == list(range(60))
+    assert answer.headers["x-scan-progress"] == "scanned 60 of 60, 60 matches"
+
+
+@pytest.mark.parametrize("query, status, message", [
+    ("partition=2", 400, "partition 2 does not exist: topic 'console-records' has partitions 0..1"),
+    ("partition=x", 400, "partition must be a number or 'all'"),
+    ("offset=500&partition=0", 400, "offset 500 is out of range for partition 0 (its records are at offsets 0..59"),
+    ("start=offset", 400, "start=offset needs offset=N"),
+    ("start=tomorrow", 400, "start must be one of newest, oldest, offset, timestamp"),
+    ("start=oldest&direction=backward", 400, "nothing lies before the oldest record"),
+    ("direction=sideways", 400, "direction must be one of"),
+    ("json_path=$.[[", 400, "bad JSON path '$.[['"),
+    ("json_path=$.n == u1", 400, "'u1' is not a JSON value (strings take double quotes)"),
+    ("limit=5000", 400, "limit is at most 1000 on the page"),
+    ("limit=0", 422, None),
+])
+def test_bad_requests_are_refused_with_a_reason(client, query, status, message):
+    answer = get(client, query, status)
+    if message:
+        assert message in answer["detail"]
+
+
+def test_an_unknown_topic_is_404(client):
+    assert client.get("/api/topics/no-such-topic/messages").status_code == 404
+    assert client.post("/api/topics/no-such-topic/messages", json={"value": "x"}).status_code == 404
+
+
+def test_aborted_and_open_transactions_are_marked(broker, client):
+    topic = "console-txn"
+    create_topic(broker.bootstrap, topic, 1)
+    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    plain.produce(topic, b"before", partition=0)
+    plain.flush(10)
+    txn = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "console-txn"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    txn.produce(topic, b"aborted-1", partition=0)
+    txn.produce(topic, b"aborted-2", partition=0)
+    txn.flush(10)
+    txn.abort_transaction(30)
+    txn.begin_transaction()
+    txn.produce(topic, b"committed", partition=0)
+    txn.flush(10)
+    txn.commit_transaction(30)
+    txn.begin_transaction()
+    txn.produce(topic, b"open", partition=0)
+    txn.flush(10)
+    try:
+        answer = client.get(f"/api/topics/{topic}/messages?start=oldest").json()
+        states = {r["value"]["text"]: r["transaction"] for r in answer["records"]}
+        assert states == {"before": None, "aborted-1": "aborted", "aborted-2": "aborted", "committed": None,
+                          "open": "open"}
+        assert client.get(f"/api/topics/{topic}/messages?value=aborted").json()["progress"]["matches"] == 2
+    finally:
+        txn.commit_transaction(30)
+    after = client.get(f"/api/topics/{topic}/messages?start=oldest&value=open").json()["records"]
+    assert [r["transaction"] for r in after] == [None]
+
+
+def test_produce_answers_where_the_record_landed(broker, client):
+    topic = "console-produce"
+    create_topic(broker.bootstrap, topic, 3)
+    written = client.post(f"/api/topics/{topic}/messages",
+                          json={"partition": 2, "key": "order-1", "value": '{"total": 12}', "headers": {"trace": "t1"}})
+    assert written.status_code == 200, written.text
+    assert written.json() == {"topic": topic, "partition": 2, "offset": 0}
+    again = client.post(f"/api/topics/{topic}/messages", json={"partition": 2, "value": "second"}).json()
+    assert again["offset"] == 1
+    binary = client.post(f"/api/topics/{topic}/messages", json={
+        "key": base64.b64encode(b"\x01").decode(), "value": base64.b64encode(b"\xff\xfe").decode(),
+        "encoding": "base64"}).json()
+    consumer = Consumer(consumer_config(broker.bootstrap, overrides={"log_level": 0}))
+    try:
+        consumer.assign([TopicPartition(topic, 2, 0), TopicPartition(topic, binary["partition"], binary["offset"])])
+        seen = {}
+        deadline = time.monotonic() + 30
+        while len(seen) < 3 and time.monotonic() < deadline:
+            for m in consumer.consume(10, 0.5):
+                if m.error() is None:
+                    seen[(m.partition(), m.offset())] = m
+    finally:
+        consumer.close()
+    first = seen[(2, 0)]
+    assert (first.key(), first.value(), first.headers()) == (b"order-1", b'{"total": 12}', [("trace", b"t1")])
+    assert seen[(binary["partition"], binary["offset"])].value() == b"\xff\xfe"
+    assert seen[(binary["partition"], binary["offset"])].key() == b"\x01"
+
+
+def test_produce_refusals(broker, client):
+    topic = "console-produce-small"
+    create_topic(broker.bootstrap, topic, 1, {"max.message.bytes": "2000"})
+    big = client.post(f"/api/topics/{topic}/messages", json={"value": "x" * 5000})
+    assert big.status_code == 413
+    assert big.json()["detail"] == "MSG_SIZE_TOO_LARGE: Broker: Message size too large"  # the broker's answer
+    wrong = client.post(f"/api/topics/{topic}/messages", json={"partition": 1, "value": "x"})
+    assert wrong.status_code == 400 and "has partitions 0..0" in wrong.json()["detail"]
+    bad = client.post(f"/api/topics/{topic}/messages", json={"value": "not base64!", "encoding": "base64"})
+    assert bad.status_code == 400 and bad.json()["detail"] == "value is not base64"
+    nothing = client.get(f"/api/topics/{topic}/messages").json()
+    assert nothing["records"] == []  # nothing refused was written
+
+
+def test_topic_sizes_without_broker_metrics(broker):
+    """The size column comes from DescribeLogDirs through the admin client: no --broker-metrics needed."""
+    import glob
+    import os
+
+    topic = "console-sizes"
+    create_topic(broker.bootstrap, topic, 2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(40):
+        producer.produce(topic, b"y" * 300, partition=0)
+    producer.flush(10)
+    collector = Collector(broker.bootstrap)  # no broker_metrics
+    collector.collect()
+    on_disk = [sum(os.path.getsize(f) for f in glob.glob(os.path.join(broker.data_dir, "topics", topic, str(p),
+                                                                      "*.log"))) for p in (0, 1)]
+    assert on_disk[0] > 12_000
+    shown = TestClient(create_app(collector)).get("/api/overview").json()["topics"][topic]
+    assert shown["size_bytes"] == sum(on_disk)
+    page = TestClient(create_app(collector)).get(f"/api/topics/{topic}").json()
+    assert [p["size_bytes"] for p in page["partitions"]] == on_disk
+    assert all(p["segments"] is None for p in page["partitions"])  # segment counts still need --broker-metrics
