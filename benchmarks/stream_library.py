@@ -52,7 +52,6 @@ from freshet.testing.topics import read_to_end
 
 QUIX = "quixstreams==3.28.*"
 GUARANTEES = ("at-least-once", "exactly-once")
-EPOCH_MS = 1_790_000_040_000  # a whole minute: the first event opens a window
 CLOSE_AFTER_MS = 120_000  # the closing events' lead over the last event: past every window's end
 
 APP = r'''
@@ -63,7 +62,7 @@ from quixstreams import Application
 bootstrap, source, sink, group, state_dir, guarantee, windows, report = sys.argv[1:9]
 app = Application(broker_address=bootstrap, consumer_group=group, auto_offset_reset="earliest",
                   processing_guarantee=guarantee, state_dir=state_dir, use_changelog_topics=True,
-                  loglevel="WARNING")
+                  loglevel="INFO")
 events = app.topic(source, key_deserializer="str", value_deserializer="json")
 counts = app.topic(sink, key_serializer="str", value_serializer="json")
 first = []
@@ -96,7 +95,12 @@ def plan(args) -> tuple[list[tuple[str, int]], collections.Counter]:
     """The events ``(user, timestamp ms)`` and the expected count of each ``(user, window start)``."""
     rng = random.Random(50)
     step = 60_000 / args.per_minute
-    events = [(f"user-{rng.randrange(args.users)}", EPOCH_MS + int(i * step)) for i in range(args.events)]
+    # event time ending a few minutes ago, the first event on a whole minute: within the output topic's
+    # retention (a week by default, by record timestamp, on Freshet as on Kafka), or the windows written would
+    # be deleted as soon as their segment rolls
+    span_ms = int(args.events * step) + 10 * 60_000
+    epoch_ms = (int(time.time() * 1000) - span_ms) // 60_000 * 60_000
+    events = [(f"user-{rng.randrange(args.users)}", epoch_ms + int(i * step)) for i in range(args.events)]
     expected = collections.Counter((user, ts - ts % 60_000) for user, ts in events)
     return events, expected
 
@@ -116,7 +120,7 @@ def write_events(bootstrap: str, topic: str, partitions: int, events: list[tuple
                 break
             except BufferError:
                 producer.poll(0.05)
-    last = events[-1][1] if events else EPOCH_MS
+    last = events[-1][1] if events else int(time.time() * 1000)
     for p in range(partitions):  # each partition's event time past every window: all of them close
         producer.produce(topic, b'{"user":"close"}', f"close-{p}".encode(), partition=p,
                          timestamp=last + CLOSE_AFTER_MS)
@@ -128,6 +132,7 @@ def check(bootstrap: str, sink: str, expected: collections.Counter) -> dict:
     """Whether the windows read back (read_committed) are exactly the expected ones."""
     metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(sink, timeout=30)
     partitions = len(metadata.topics[sink].partitions)
+    ends = end_offsets(bootstrap, [(sink, p) for p in range(partitions)])
     got = collections.Counter()
     wrong = 0
     for key, value in read_to_end(bootstrap, sink, partitions, timeout_s=120):
@@ -139,20 +144,25 @@ def check(bootstrap: str, sink: str, expected: collections.Counter) -> dict:
     missing = sum(1 for k in expected if k not in got)
     repeated = sum(n - 1 for n in got.values() if n > 1)
     return {"windows_written": sum(got.values()), "windows_expected": len(expected), "wrong_counts": wrong,
-            "missing": missing, "repeated": repeated, "exact": not (wrong or missing or repeated)}
+            "missing": missing, "repeated": repeated, "exact": not (wrong or missing or repeated),
+            "sink_end_offsets": ends}
+
+
+def end_offsets(bootstrap: str, partitions: list[tuple[str, int]]) -> int:
+    """The high watermarks of ``partitions``, added up."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "stream-library-ends"})
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(t, p), 30)[1] for t, p in partitions)
+    finally:
+        consumer.close()
 
 
 def changelog_offsets(bootstrap: str) -> int:
     """The end offsets of the application's changelog topics, added up (under exactly-once the transaction
     markers take offsets too): how much state it wrote."""
     metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "stream-library-ends"})
-    try:
-        return sum(consumer.get_watermark_offsets(TopicPartition(name, p), 30)[1]
-                   for name, topic in metadata.topics.items() if name.startswith("changelog__")
-                   for p in topic.partitions)
-    finally:
-        consumer.close()
+    return end_offsets(bootstrap, [(name, p) for name, topic in metadata.topics.items()
+                                   if name.startswith("changelog__") for p in topic.partitions])
 
 
 def start_profile(pid: int, path: str) -> subprocess.Popen:
@@ -241,6 +251,12 @@ def one_run(name: str, guarantee: str, args, events, expected, python: str, work
             times = json.load(f)
         result = check(server.bootstrap, sink, expected)
         result["changelog_offsets"] = changelog_offsets(server.bootstrap)
+        if not result["exact"]:
+            kept = tempfile.mkdtemp(prefix=f"stream-library-{name}-{guarantee}-")
+            shutil.copy(log.name, kept)
+            if name != "tansu":
+                shutil.copy(server.log_path, kept)
+            result["kept"] = kept  # the application's log and the broker's
     finally:
         if spy:
             spy.send_signal(signal.SIGINT)
