@@ -115,7 +115,14 @@ class Controller:
         self.session_timeout_ms = session_timeout_ms
         self.command_timeout_s = command_timeout_s
         self.state = ReplicatedMetadata()
-        conf = SyncObjConf(dynamicMembershipChange=False, commandsWaitLeader=True)
+        # appendEntriesUseBatch=False: a command goes to the followers at once, not on the next append-entries
+        # period (100 ms): metadata changes are few, each one's latency is what brokers wait on
+        # connectionRetryTime 1 s (5 s by default): a restarted node is reconnected to within a second; until
+        # then the two others lack the link that a failover right after the restart needs
+        conf = SyncObjConf(
+            dynamicMembershipChange=False, commandsWaitLeader=True, appendEntriesUseBatch=False,
+            connectionRetryTime=1.0,
+        )
         if data_dir:
             os.makedirs(data_dir, exist_ok=True)
             conf.journalFile = os.path.join(data_dir, "raft.journal")
@@ -203,6 +210,9 @@ class Controller:
             "commit_idx": status.get("commit_idx"),
             "last_applied": status.get("last_applied"),
             "has_quorum": status.get("has_quorum"),
+            "peers_connected": sum(
+                1 for key, value in status.items() if key.startswith("partner_node_status_server_") and value == 2
+            ),
         }
 
     # -- the active controller's duties --------------------------------------------------------------------
