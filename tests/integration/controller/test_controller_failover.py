@@ -134,3 +134,38 @@ def test_three_controllers_survive_losing_the_active_one(controllers):
     names = wait_for("the other survivor seeing payments", lambda: [
         t["name"] for t in ask(survivors[other], {"op": "metadata"})["topics"] if t["name"] == "payments"])
     assert names == ["payments"]
+
+
+def test_a_leader_without_its_followers_commits_nothing_until_they_return(controllers):
+    procs, endpoints = controllers
+    leader = wait_for("an active controller all three agree on", lambda: agreed_controller(endpoints))
+    followers = [n for n in endpoints if n != leader]
+    change = {"command": "AlterConfigs", "resource_type": "broker", "name": "", "set": {"quorum.test": "1"}}
+    for n in followers:
+        os.kill(procs[n].pid, signal.SIGSTOP)
+    try:
+        answer = ask(endpoints[leader], {"op": "command", "command": change})
+        # outcome unknown, as Kafka's REQUEST_TIMED_OUT: the change waits in the leader's log, uncommitted
+        assert answer["error"] == "REQUEST_TIMED_OUT", answer
+        assert ask(endpoints[leader], {"op": "metadata"})["broker_configs"] == {}
+    finally:
+        for n in followers:
+            os.kill(procs[n].pid, signal.SIGCONT)
+    # back together, the group may keep the timed-out change (the old leader kept leading) or drop it (a
+    # follower whose election timer ran out while stopped won an election without it): either way every node
+    # agrees, and a new change commits
+    wait_for("an active controller all three agree on", lambda: agreed_controller(endpoints))
+    after = {"command": "AlterConfigs", "resource_type": "broker", "name": "", "set": {"quorum.after": "1"}}
+
+    def commit_after():
+        answer = ask(endpoints[followers[0]], {"op": "command", "command": after})
+        return answer if answer["error"] != "NOT_CONTROLLER" else None
+
+    assert wait_for("a change committed with the quorum back", commit_after)["error"] == "NONE"
+
+    def agreed_configs():
+        configs = [ask(e, {"op": "metadata"})["broker_configs"].get("", {}) for e in endpoints.values()]
+        return configs[0] if all(c == configs[0] and "quorum.after" in c for c in configs) else None
+
+    configs = wait_for("every node holding the same configs", agreed_configs)
+    assert configs["quorum.after"] == "1" and configs.get("quorum.test") in (None, "1")
