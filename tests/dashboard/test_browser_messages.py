@@ -1,0 +1,78 @@
+"""The console's Messages view in a real browser (Chromium driven by Playwright) against a real broker: a record
+produced from the form, read back with confluent-kafka, then found among others with a value filter."""
+
+import json
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from freshet.client import consumer_config
+from freshet.testing.topics import create_topic
+
+from .test_browser import open_dashboard, page, start_dashboard  # noqa: F401 (page: the Chromium fixture)
+
+
+def test_produce_from_the_form_then_find_it_with_a_value_filter(broker, page, tmp_path):  # noqa: F811
+    topic = "browser-console"
+    create_topic(broker.bootstrap, topic, 3)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for n in range(300):  # records to search among
+        producer.produce(topic, json.dumps({"order": f"o-{n}", "total": n}).encode(), f"c{n % 10}".encode())
+    producer.flush(10)
+    dash, port = start_dashboard(broker.bootstrap)
+    try:
+        open_dashboard(page, port)
+        page.click("nav a[data-tab='records']")
+        page.wait_for_selector(f"#produce select[name=topic] option[value='{topic}']", state="attached",
+                               timeout=30_000)
+        page.select_option("#produce select[name=topic]", topic)
+        page.fill("#produce input[name=key]", "planted")
+        page.fill("#produce textarea[name=value]", '{"order": "o-planted-4242", "total": 99}')
+        page.fill("#produce textarea[name=headers]", "trace=abc")
+        page.click("#produce button")
+        page.wait_for_selector("#produced:has-text('at offset')", timeout=30_000)
+        produced = page.locator("#produced")
+        partition, offset = int(produced.get_attribute("data-partition")), int(produced.get_attribute("data-offset"))
+        assert produced.inner_text() == f"written to {topic} partition {partition} at offset {offset}"
+        page.screenshot(path=str(tmp_path / "console-produced.png"))
+
+        consumer = Consumer(consumer_config(broker.bootstrap, overrides={"log_level": 0}))
+        try:
+            consumer.assign([TopicPartition(topic, partition, offset)])
+            read = None
+            deadline = time.monotonic() + 30
+            while read is None and time.monotonic() < deadline:
+                read = next((m for m in consumer.consume(1, 0.5) if m.error() is None), None)
+        finally:
+            consumer.close()
+        assert (read.key(), read.value(), read.headers()) == (
+            b"planted", b'{"order": "o-planted-4242", "total": 99}', [("trace", b"abc")])
+
+        page.select_option("#search select[name=topic]", topic)
+        page.select_option("#search select[name=start]", "oldest")
+        page.fill("#search input[name=value]", "o-planted-42")
+        page.click("#search button")
+        page.wait_for_selector("#progress:has-text('match')", timeout=30_000)
+        assert page.locator("#progress").inner_text() == "scanned 301 of 301, 1 match"
+        rows = page.locator("#record-list tbody tr")
+        assert rows.count() == 1
+        assert rows.first.get_attribute("data-offset") == str(offset)
+        assert rows.first.get_attribute("data-partition") == str(partition)
+        cells = rows.first.locator("td").all_inner_texts()
+        assert cells[3] == "planted" and json.loads(cells[4]) == {"order": "o-planted-4242", "total": 99}
+        assert "trace=abc" in cells[5] and "create" in cells[2]
+        download = page.get_attribute("#download", "href")
+        assert "format=jsonl" in download and "value=o-planted-42" in download
+        page.screenshot(path=str(tmp_path / "console-found.png"))
+
+        page.fill("#search input[name=json_path]", "$.[[")  # a bad filter: one line saying why
+        page.click("#search button")
+        page.wait_for_selector("#search-error:has-text('bad JSON path')", timeout=30_000)
+
+        page.click("nav a[data-tab='overview']")  # the topic page's own short list of the newest records
+        page.click(f"a[data-topic='{topic}']")
+        page.wait_for_selector("#messages tbody tr", timeout=30_000)
+        assert '"order"' in page.locator("#messages tbody").inner_text()
+    finally:
+        dash.terminate()
+        dash.wait(30)
