@@ -201,11 +201,26 @@ class ClusterMetadata:
                     part.isr = [r for r in part.isr if r != broker_id]
                     changed = True
                 if part.leader == broker_id:
-                    part.leader = next((r for r in part.replicas if r in part.isr and r in live), NO_LEADER)
+                    part.leader = self._choose_leader(topic.name, part, live)
                     part.leader_epoch += 1
                     changed = True
                 if changed:
                     part.partition_epoch += 1
+
+    def _choose_leader(self, topic: str, part: PartitionState, live: set[int]) -> int:
+        """The first live ISR member in replica order; when there is none and the topic's (or the cluster's)
+        ``unclean.leader.election.enable`` is true, the first live replica, which becomes the whole ISR."""
+        leader = next((r for r in part.replicas if r in part.isr and r in live), NO_LEADER)
+        if leader == NO_LEADER and self._unclean_allowed(topic):
+            leader = next((r for r in part.replicas if r in live), NO_LEADER)
+            if leader != NO_LEADER:
+                part.isr = [leader]
+        return leader
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        key = "unclean.leader.election.enable"
+        value = self.topic_configs.get(topic, {}).get(key, self.broker_configs.get("", {}).get(key, "false"))
+        return value.lower() == "true"
 
     def _elect_offline(self) -> None:
         """Partitions without a leader whose ISR has a live member get it as leader."""
@@ -214,7 +229,7 @@ class ClusterMetadata:
             for part in topic.partitions:
                 if part.leader != NO_LEADER:
                     continue
-                leader = next((r for r in part.replicas if r in part.isr and r in live), NO_LEADER)
+                leader = self._choose_leader(topic.name, part, live)
                 if leader != NO_LEADER:
                     part.leader = leader
                     part.leader_epoch += 1
@@ -330,7 +345,8 @@ class ClusterMetadata:
         elif cmd.resource_type == "broker":
             if cmd.name != "" and not (cmd.name.isdigit() and int(cmd.name) in self.brokers):
                 return _refuse("INVALID_REQUEST", f"broker {cmd.name!r} is not registered")
-            if refused := _check_topic_configs({k: v for k, v in cmd.set.items() if k == "min.insync.replicas"}):
+            shared = ("min.insync.replicas", "unclean.leader.election.enable")
+            if refused := _check_topic_configs({k: v for k, v in cmd.set.items() if k in shared}):
                 return refused
             store = self.broker_configs
         else:

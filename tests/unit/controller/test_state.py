@@ -151,6 +151,22 @@ def test_the_last_isr_member_stays_in_the_isr_and_the_partition_goes_offline_the
     assert (p.leader, p.leader_epoch) == (1, epoch + 1)
 
 
+@pytest.mark.parametrize("where", ["topic", "cluster"])
+def test_unclean_leader_election_enable_lets_a_live_replica_outside_the_isr_lead(where):
+    m, epochs = cluster(2)
+    configs = {"unclean.leader.election.enable": "true"}
+    if where == "cluster":
+        assert m.apply(c.AlterConfigs("broker", "", configs)).ok
+        configs = {}
+    tid = create(m, partitions=1, rf=2, **configs)
+    m.apply(c.BrokerHeartbeat(2, epochs[2], 2000, want_fence=True))
+    m.apply(c.BrokerHeartbeat(1, epochs[1], 2000, want_fence=True))
+    p = partition(m, tid, 0)
+    assert (p.leader, p.isr) == (NO_LEADER, [1])
+    m.apply(c.BrokerHeartbeat(2, epochs[2], 3000))
+    assert (p.leader, p.isr, p.leader_epoch) == (2, [2], 2)
+
+
 def test_unclean_election_picks_a_live_replica_outside_the_isr_only_when_asked():
     m, epochs = cluster(2)
     tid = create(m, partitions=1, rf=2)
@@ -281,6 +297,7 @@ def test_alter_configs_of_topics_and_brokers():
     refused(m, c.AlterConfigs("topic", "t", {"min.insync.replicas": "x"}), "INVALID_CONFIG")
     refused(m, c.AlterConfigs("broker", "9", {"a": "b"}), "INVALID_REQUEST")
     refused(m, c.AlterConfigs("broker", "", {"min.insync.replicas": "-1"}), "INVALID_CONFIG")
+    refused(m, c.AlterConfigs("broker", "", {"unclean.leader.election.enable": "maybe"}), "INVALID_CONFIG")
     refused(m, c.AlterConfigs("group", "g", {"a": "b"}), "INVALID_REQUEST")
 
 

@@ -1,0 +1,62 @@
+"""The controller's JSON endpoint on a one-node group (in this process): bad requests are named and change
+nothing; commands and snapshots go through it."""
+
+import socket
+import time
+
+import pytest
+
+from freshet.controller.client import ControllerClient
+from freshet.controller.node import Controller, parse_voters
+from freshet.local import free_port
+
+
+@pytest.fixture
+def endpoint():
+    controller = Controller(1, parse_voters(f"1@127.0.0.1:{free_port()}"), listen=("127.0.0.1", free_port()))
+    controller.start()
+    try:
+        end = time.monotonic() + 60
+        while not controller.is_active():
+            assert time.monotonic() < end, "a one-node group elected no leader in 60 s"
+            time.sleep(0.05)
+        with ControllerClient(controller.endpoint) as client:
+            yield client
+    finally:
+        controller.stop()
+
+
+def test_commands_and_the_snapshot(endpoint):
+    registered = endpoint.command({"command": "RegisterBroker", "broker_id": 5, "incarnation_id": "i",
+                                   "host": "127.0.0.1", "port": 9092, "rack": "r1"})
+    assert registered["error"] == "NONE" and registered["error_code"] == 0
+    snapshot = endpoint.metadata()
+    assert snapshot["controller_id"] == 1 and snapshot["node_id"] == 1
+    [broker] = snapshot["brokers"]
+    assert (broker["broker_id"], broker["rack"], broker["fenced"]) == (5, "r1", True)
+    status = endpoint.status()
+    assert status["active"] and status["controller_id"] == 1 and status["peers_connected"] == 0
+
+
+@pytest.mark.parametrize("request_, message", [
+    ({"op": "command", "command": {"command": "Nope"}}, "unknown command 'Nope'"),
+    ({"op": "command", "command": {"command": "DeleteTopic", "name": "t", "x": 1}}, "unknown field(s) x"),
+    ({"op": "command", "command": {"command": "DeleteTopic"}}, "DeleteTopic"),
+    ({"op": "command"}, "op must be"),
+    ({"op": "drop everything"}, "op must be"),
+    ([1, 2], "op must be"),
+])
+def test_bad_requests_are_named_and_change_nothing(endpoint, request_, message):
+    before = endpoint.metadata()
+    answer = endpoint.request(request_)
+    assert (answer["error"], answer["error_code"]) == ("INVALID_REQUEST", 42)
+    assert message in answer["message"]
+    assert endpoint.metadata() == before
+
+
+def test_a_line_that_is_not_json_is_answered_and_the_connection_goes_on(endpoint):
+    with socket.create_connection(endpoint.address, timeout=30) as sock, sock.makefile("rb") as lines:
+        sock.sendall(b"{not json\n")
+        assert b'"INVALID_REQUEST"' in lines.readline()
+        sock.sendall(b'{"op": "status"}\n')
+        assert b'"active": true' in lines.readline()
