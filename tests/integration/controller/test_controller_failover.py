@@ -32,6 +32,15 @@ def wait_for(what: str, probe, deadline: float = DEADLINE):
 
 @pytest.fixture
 def controllers(tmp_path):
+    yield from start_controllers(tmp_path, session_timeout_ms=600000)
+
+
+@pytest.fixture
+def short_session_controllers(tmp_path):
+    yield from start_controllers(tmp_path, session_timeout_ms=6000)
+
+
+def start_controllers(tmp_path, session_timeout_ms: int):
     raft = [free_port() for _ in range(3)]
     api = [free_port() for _ in range(3)]
     voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(raft))
@@ -42,9 +51,9 @@ def controllers(tmp_path):
         procs[node_id] = subprocess.Popen(
             [sys.executable, "-m", "freshet.controller", "--node-id", str(node_id), "--voters", voters,
              "--listen", f"127.0.0.1:{api[i]}", "--data-dir", str(tmp_path / f"c{node_id}"),
-             # the brokers here are the test's commands, not processes that heartbeat: a session long
-             # enough that no slowness of this machine fences them (fencing: tests/unit/controller)
-             "--session-timeout-ms", "600000"],
+             # the brokers here are the test's commands, not processes that heartbeat: a session long enough
+             # that no slowness of this machine fences them, but in the fencing test
+             "--session-timeout-ms", str(session_timeout_ms)],
             stdout=log, stderr=subprocess.STDOUT,
         )
         log.close()
@@ -169,3 +178,40 @@ def test_a_leader_without_its_followers_commits_nothing_until_they_return(contro
 
     configs = wait_for("every node holding the same configs", agreed_configs)
     assert configs["quorum.after"] == "1" and configs.get("quorum.test") in (None, "1")
+
+
+def test_the_active_controller_fences_a_broker_whose_heartbeats_stopped(short_session_controllers):
+    procs, endpoints = short_session_controllers
+    leader = wait_for("an active controller all three agree on", lambda: agreed_controller(endpoints))
+    epochs = {}
+    for broker_id in (1, 2):
+        registered = ask(endpoints[leader], {"op": "command", "command": {
+            "command": "RegisterBroker", "broker_id": broker_id, "incarnation_id": f"b{broker_id}",
+            "host": "127.0.0.1", "port": 19090 + broker_id}})
+        epochs[broker_id] = registered["value"]["broker_epoch"]
+
+    def heartbeat(broker_id):
+        answer = ask(endpoints[leader], {"op": "command", "command": {
+            "command": "BrokerHeartbeat", "broker_id": broker_id, "broker_epoch": epochs[broker_id]}})
+        assert answer["error"] == "NONE", answer
+
+    heartbeat(1)
+    heartbeat(2)
+    created = ask(endpoints[leader], {"op": "command", "command": {
+        "command": "CreateTopic", "name": "t", "partitions": 2, "replication_factor": 2}})
+    assert created["error"] == "NONE", created
+    led_by_2 = [p for p, replicas in enumerate(created["value"]["assignment"]) if replicas[0] == 2]
+    assert len(led_by_2) == 1
+
+    def broker_2_fenced():  # broker 1 keeps heartbeating, broker 2 has stopped
+        heartbeat(1)
+        snapshot = ask(endpoints[leader], {"op": "metadata"})
+        fenced = {b["broker_id"]: b["fenced"] for b in snapshot["brokers"]}
+        return snapshot if fenced == {1: False, 2: True} else None
+
+    snapshot = wait_for("broker 2 fenced by the active controller", broker_2_fenced)
+    [topic] = snapshot["topics"]
+    for p in topic["partitions"]:
+        assert (p["leader"], p["isr"]) == (1, [1])
+    moved = topic["partitions"][led_by_2[0]]
+    assert (moved["leader_epoch"], moved["partition_epoch"]) == (1, 1)
