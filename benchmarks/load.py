@@ -16,7 +16,7 @@ import time
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.serial import entity_reader
 
-from freshet.broker.protocol import response_schema
+from freshet.broker.wire.protocol import response_schema
 from freshet.local import BrokerProcess
 from freshet.log import encode_batch
 from freshet.testing.fuzz import encode_request

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from freshet.broker.protocol import CHECKS_VARIABLE
+from freshet.broker.wire.protocol import CHECKS_VARIABLE
 from freshet.local import BrokerProcess, PostgresServer
 
 # every broker the tests start (they inherit the environment) refuses a handler's key that no version of its

@@ -7,7 +7,7 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from freshet.broker.protocol import decode_request
+from freshet.broker.wire.protocol import decode_request
 from freshet.format.errors import FrameError
 from freshet.format.framing import read_request_header
 from freshet.format.record_batch import encode_batch

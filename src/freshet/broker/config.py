@@ -4,9 +4,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .consumer_groups import ConsumerGroupSettings
-from .listeners import Listener, SecurityConfig
-from .share_groups import ShareSettings
+from .security.listeners import Listener, SecurityConfig
+
+
+@dataclass(frozen=True)
+class ConsumerGroupSettings:
+    """Kafka's ``group.consumer.*`` broker configs."""
+
+    session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    max_size: int = 1_000  # group.consumer.max.size
+    default_assignor: str = "uniform"  # the first of group.consumer.assignors
+
+
+@dataclass(frozen=True)
+class ShareSettings:
+    """Broker-level defaults (Kafka's ``group.share.*``); a group's own configs override the first five."""
+
+    record_lock_duration_ms: int = 30_000  # group.share.record.lock.duration.ms
+    delivery_count_limit: int = 5  # group.share.delivery.count.limit
+    session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
+    heartbeat_interval_ms: int = 5_000  # group.share.heartbeat.interval.ms
+    auto_offset_reset: str = "latest"  # share.auto.offset.reset
+    isolation_level: str = "read_uncommitted"  # share.isolation.level
+    max_record_locks: int = 2_000  # group.share.partition.max.record.locks
+    max_size: int = 200  # group.share.max.size
 
 
 @dataclass

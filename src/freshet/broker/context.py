@@ -19,20 +19,20 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 from freshet.format.framing import RequestHeader
 
 if TYPE_CHECKING:
-    from .acls import Authorizer
     from .config import BrokerConfig
-    from .consumer_groups import ConsumerGroupCoordinator
-    from .credentials import CredentialStore
     from .durability import GroupCommit
-    from .dynamic_config import DynamicBrokerConfigs
-    from .groups import GroupCoordinator
-    from .listeners import Listener
-    from .offsets import OffsetStore
+    from .groups.classic import GroupCoordinator
+    from .groups.consumer import ConsumerGroupCoordinator
+    from .groups.offsets import OffsetStore
+    from .groups.share import ShareGroupCoordinator
     from .quotas import ClientQuotas
-    from .registry import TopicRegistry
-    from .sasl import FailedLogins, SaslSession
-    from .share_groups import ShareGroupCoordinator
+    from .security.acls import Authorizer
+    from .security.credentials import CredentialStore
+    from .security.listeners import Listener
+    from .security.sasl import FailedLogins, SaslSession
     from .telemetry import ClientTelemetry
+    from .topics.dynamic_config import DynamicBrokerConfigs
+    from .topics.registry import TopicRegistry
     from .transactions import TransactionCoordinator
 
 Request: TypeAlias = Any  # a kio request dataclass, of the version in ``ctx.header.api_version``

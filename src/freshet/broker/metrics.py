@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from .registry import TopicRegistry
+from .topics.registry import TopicRegistry
 
 log = logging.getLogger(__name__)
 

@@ -21,27 +21,30 @@ from freshet.format.framing import API_VERSIONS_KEY, SIZE, RequestHeader, read_r
 from freshet.log import FileRegion
 from freshet.log.cleaner import clean
 
-from . import protocol
 from .config import BrokerConfig
-from .acls import Authorizer
 from .context import Connection, Handler, RequestContext
-from .credentials import CredentialStore
 from .durability import GroupCommit
-from .fetch_encoding import FIRST_VERSION as FETCH_FIRST, LAST_VERSION as FETCH_LAST, encode_fetch_body
-from .produce_encoding import FIRST_VERSION as PRODUCE_FIRST
-from .produce_encoding import LAST_VERSION as PRODUCE_LAST, encode_produce_body
-from .groups import GroupCoordinator
-from .listeners import Listener, principal_of_certificate
+from .groups.classic import GroupCoordinator
+from .groups.consumer import ConsumerGroupCoordinator
+from .groups.offsets import OffsetStore
+from .groups.share import ShareGroupCoordinator
 from .metrics import MetricsServer
-from .offsets import OffsetStore
-from .consumer_groups import ConsumerGroupCoordinator
-from .dynamic_config import DynamicBrokerConfigs
 from .quotas import ClientQuotas
+from .security.acls import Authorizer
+from .security.credentials import CredentialStore
+from .security.listeners import Listener, principal_of_certificate
+from .security.sasl import FailedLogins, SaslSession
 from .telemetry import TELEMETRY_KEYS, ClientTelemetry
-from .registry import TopicRegistry
-from .sasl import FailedLogins, SaslSession
-from .share_groups import ShareGroupCoordinator
+from .topics.dynamic_config import DynamicBrokerConfigs
+from .topics.registry import TopicRegistry
 from .transactions import TransactionCoordinator
+from .wire import protocol
+from .wire.fetch_encoding import FIRST_VERSION as FETCH_FIRST, LAST_VERSION as FETCH_LAST, encode_fetch_body
+from .wire.produce_encoding import (
+    FIRST_VERSION as PRODUCE_FIRST,
+    LAST_VERSION as PRODUCE_LAST,
+    encode_produce_body,
+)
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from kio.schema.errors import ErrorCode
 
 from freshet.format.record_batch import decode_records, encode_batch
 
-from .offsets import OFFSETS_TOPIC
+from .groups.offsets import OFFSETS_TOPIC
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,10 @@ import sys
 
 import click
 
-from freshet.broker.config import BrokerConfig
-from freshet.broker.listeners import ListenerError, SecurityConfig, parse_listener
-from freshet.broker.sasl import SUPPORTED
-from freshet.broker.consumer_groups import ASSIGNORS, ConsumerGroupSettings
-from freshet.broker.share_groups import ShareSettings
+from freshet.broker.config import BrokerConfig, ConsumerGroupSettings, ShareSettings
+from freshet.broker.groups.consumer import ASSIGNORS
+from freshet.broker.security.listeners import ListenerError, SecurityConfig, parse_listener
+from freshet.broker.security.sasl import SUPPORTED
 
 DEFAULTS = BrokerConfig(data_dir="./data")  # every default below is BrokerConfig's
 

@@ -58,7 +58,12 @@ def users_add(name: str, password_stdin: bool, password: str | None, mechanisms:
     secret = _password(password, password_stdin)
     chosen = list(mechanisms) or sorted(MECHANISMS)
     if data_dir is not None:
-        from freshet.broker.credentials import MAX_ITERATIONS, MIN_ITERATIONS, CredentialStore, ScramCredential
+        from freshet.broker.security.credentials import (
+            MAX_ITERATIONS,
+            MIN_ITERATIONS,
+            CredentialStore,
+            ScramCredential,
+        )
 
         if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
             raise ClientError(f"--iterations must be {MIN_ITERATIONS}..{MAX_ITERATIONS}")
@@ -76,7 +81,7 @@ def users_add(name: str, password_stdin: bool, password: str | None, mechanisms:
 def users_list(data_dir: str | None, bootstrap: str) -> None:
     """Every user with its mechanisms and iteration counts."""
     if data_dir is not None:
-        from freshet.broker.credentials import CredentialStore
+        from freshet.broker.security.credentials import CredentialStore
 
         store = CredentialStore(os.path.join(data_dir, "security", "scram-credentials.json"))
         found = {u: sorted((c.mechanism, c.iterations) for c in store.any_for(u)) for u in store.users}

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from kio.serial import entity_writer
 
-from freshet.broker import protocol
+from freshet.broker.wire import protocol
 from freshet.format.errors import FrameError
 from freshet.format.framing import read_request_header, request_header, size_prefixed
 from freshet.format.record_batch import encode_batch

@@ -11,7 +11,7 @@ import time
 
 from kio.serial import entity_reader, entity_writer
 
-from freshet.broker.protocol import build, request_schema, response_schema
+from freshet.broker.wire.protocol import build, request_schema, response_schema
 from freshet.format.framing import SIZE, read_response_header, request_header, size_prefixed
 from freshet.format.record_batch import iter_batches
 

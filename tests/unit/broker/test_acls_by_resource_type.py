@@ -1,7 +1,7 @@
 """Kafka's authorizeByResourceType: may a principal do an operation on *some* resource of a type, whether or not
 one exists yet (what an idempotent producer needs: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic)."""
 
-from freshet.broker.acls import (
+from freshet.broker.security.acls import (
     ALL,
     ALLOW,
     DENY,

@@ -3,8 +3,8 @@
 import os
 import re
 
-from freshet.broker import protocol
 from freshet.broker.server import _api_table
+from freshet.broker.wire import protocol
 
 FEATURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "features.md")
 

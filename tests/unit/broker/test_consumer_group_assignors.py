@@ -2,7 +2,7 @@
 
 import random
 
-from freshet.broker.consumer_groups import range_assignment, uniform_assignment
+from freshet.broker.groups.consumer import range_assignment, uniform_assignment
 
 
 def flatten(assignment):

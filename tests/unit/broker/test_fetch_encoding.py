@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from freshet.broker.fetch_encoding import encode_fetch_body
-from freshet.broker.protocol import encode_response, frame_parts
+from freshet.broker.wire.fetch_encoding import encode_fetch_body
+from freshet.broker.wire.protocol import encode_response, frame_parts
 
 aborted = st.lists(st.fixed_dictionaries({"producer_id": st.integers(0, 2**62), "first_offset": st.integers(0, 2**62)}),
                    max_size=3)

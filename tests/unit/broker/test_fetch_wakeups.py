@@ -13,8 +13,8 @@ from freshet.broker.config import BrokerConfig
 from freshet.broker.context import RequestContext
 from freshet.broker.handlers.fetch import fetch
 from freshet.broker.handlers.share import share_fetch, share_group_heartbeat
-from freshet.broker.protocol import build, request_schema
 from freshet.broker.server import Broker
+from freshet.broker.wire.protocol import build, request_schema
 from freshet.format.record_batch import TRANSACTIONAL_FLAG, encode_batch
 from freshet.testing.raw_kafka import fetch_body
 

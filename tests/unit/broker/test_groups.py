@@ -5,7 +5,7 @@ import asyncio
 import pytest
 from kio.schema.errors import ErrorCode
 
-from freshet.broker.groups import EMPTY, STABLE, GroupCoordinator, GroupError
+from freshet.broker.groups.classic import EMPTY, STABLE, GroupCoordinator, GroupError
 
 PROTOCOLS = [("range", b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff")]
 

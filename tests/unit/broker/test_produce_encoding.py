@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from freshet.broker.produce_encoding import encode_produce_body
-from freshet.broker.protocol import encode_response, frame_parts
 from freshet.broker.server import encode
+from freshet.broker.wire.produce_encoding import encode_produce_body
+from freshet.broker.wire.protocol import encode_response, frame_parts
 
 record_error = st.fixed_dictionaries({"batch_index": st.integers(0, 2**31 - 1),
                                       "batch_index_error_message": st.none() | st.text(max_size=30)})

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.serial import entity_reader
 
-from freshet.broker.protocol import decode_request, encode_response, response_schema
+from freshet.broker.wire.protocol import decode_request, encode_response, response_schema
 from freshet.format.errors import FrameError
 from freshet.format.framing import read_request_header
 
@@ -60,7 +60,7 @@ def test_garbage_body_is_a_frame_error():
 
 
 def test_build_refuses_a_key_that_names_no_field_in_any_version():
-    from freshet.broker.protocol import build
+    from freshet.broker.wire.protocol import build
 
     schema = response_schema(0, 10)  # ProduceResponse v10
     ok = build(schema, {"responses": [], "throttle_time": 0})
@@ -72,8 +72,8 @@ def test_build_refuses_a_key_that_names_no_field_in_any_version():
 
 
 def test_frame_check_bounds_every_size_by_the_frame():
-    from freshet.broker.frame_check import check
-    from freshet.broker.protocol import request_schema
+    from freshet.broker.wire.frame_check import check
+    from freshet.broker.wire.protocol import request_schema
 
     metadata_v1 = request_schema(3, 1)  # topics: array of names
     assert check(metadata_v1, b"\x00\x00\x00\x01\x00\x01t", 0) == 7
@@ -82,7 +82,7 @@ def test_frame_check_bounds_every_size_by_the_frame():
 
 
 def test_a_key_no_version_has_is_an_error_under_checks_and_dropped_otherwise(monkeypatch):
-    from freshet.broker.protocol import CHECKS_VARIABLE, build, response_schema
+    from freshet.broker.wire.protocol import CHECKS_VARIABLE, build, response_schema
 
     schema = response_schema(3, 13)  # Metadata v13 has no cluster_authorized_operations (v8-10 do)
     body = {"throttle_time": 0, "error_code": 0, "brokers": [], "cluster_id": "c", "controller_id": 0,

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from freshet.broker.share_partition import (
+from freshet.broker.groups.share_partition import (
     ACCEPT,
     ACKNOWLEDGED,
     ACQUIRED,

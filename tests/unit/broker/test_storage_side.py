@@ -6,9 +6,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from freshet.broker.durability import GroupCommit
-from freshet.broker.offsets import CommittedOffset, OffsetStore
+from freshet.broker.groups.offsets import CommittedOffset, OffsetStore
 from freshet.broker.quotas import ClientQuotas
-from freshet.broker.registry import TopicError, TopicRegistry
+from freshet.broker.topics.registry import TopicError, TopicRegistry
 from freshet.format.record_batch import encode_batch
 
 

@@ -5,11 +5,18 @@ import dataclasses
 
 import pytest
 
-from freshet.broker import dynamic_config
 from freshet.broker.config import BrokerConfig
-from freshet.broker.dynamic_config import DynamicBrokerConfigs
-from freshet.broker.topic_config import (CONFIG_DEFS, ConfigSource, ConfigType, InvalidConfigError, describe,
-                                         log_config, validate_configs)
+from freshet.broker.topics import dynamic_config
+from freshet.broker.topics.dynamic_config import DynamicBrokerConfigs
+from freshet.broker.topics.topic_config import (
+    CONFIG_DEFS,
+    ConfigSource,
+    ConfigType,
+    InvalidConfigError,
+    describe,
+    log_config,
+    validate_configs,
+)
 from freshet.log import LogConfig
 
 

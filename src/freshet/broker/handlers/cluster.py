@@ -6,10 +6,10 @@ from kio.schema.errors import ErrorCode
 
 from freshet.format.framing import API_VERSIONS_KEY
 
-from .. import protocol
-from ..acls import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
 from ..context import Request, RequestContext
-from ..registry import TopicError, check_topic_name
+from ..security.acls import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
+from ..topics.registry import TopicError, check_topic_name
+from ..wire import protocol
 
 NO_AUTHORIZED_OPERATIONS = -(2**31)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from ..acls import DESCRIBE, GROUP, READ
-from ..consumer_groups import ConsumerGroupError
 from ..context import Request, RequestContext
+from ..groups.consumer import ConsumerGroupError
+from ..security.acls import DESCRIBE, GROUP, READ
 
 
 def group_kind(broker, group_id: str) -> str | None:

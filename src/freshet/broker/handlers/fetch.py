@@ -9,8 +9,8 @@ from kio.schema.errors import ErrorCode
 
 from freshet.log import OffsetOutOfRangeError
 
-from ..acls import DESCRIBE, READ, TOPIC
 from ..context import Request, RequestContext, Response
+from ..security.acls import DESCRIBE, READ, TOPIC
 
 LATEST = -1
 EARLIEST = -2

@@ -6,12 +6,12 @@ import time
 
 from kio.schema.errors import ErrorCode
 
-from ..acls import CLUSTER, CLUSTER_NAME, DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID
 from ..context import Request, RequestContext, Response
-from ..consumer_groups import ConsumerGroupError
-from ..groups import COMPLETING, DEAD, EMPTY, PREPARING, GroupError
-from ..offsets import CommittedOffset
-from ..share_groups import ShareGroupError
+from ..groups.classic import COMPLETING, DEAD, EMPTY, PREPARING, GroupError
+from ..groups.consumer import ConsumerGroupError
+from ..groups.offsets import CommittedOffset
+from ..groups.share import ShareGroupError
+from ..security.acls import CLUSTER, CLUSTER_NAME, DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID
 
 MAX_METADATA = 4096  # offset.metadata.max.bytes
 

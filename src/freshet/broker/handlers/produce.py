@@ -10,9 +10,9 @@ from kio.schema.errors import ErrorCode
 from freshet.format.record_batch import HEADER_SIZE, read_header
 from freshet.log import LogError, StorageError
 
-from ..acls import CLUSTER, CLUSTER_NAME, IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRITE
 from ..context import Request, RequestContext, Response
 from ..errors import error_code_for
+from ..security.acls import CLUSTER, CLUSTER_NAME, IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRITE
 from ..transactions import TransactionError
 
 log = logging.getLogger(__name__)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from ..acls import ALTER_CONFIGS, CLUSTER, CLUSTER_NAME, DESCRIBE_CONFIGS
 from ..context import Request, RequestContext
 from ..quotas import QuotaError, entity_key
+from ..security.acls import ALTER_CONFIGS, CLUSTER, CLUSTER_NAME, DESCRIBE_CONFIGS
 
 
 def _entity_out(entity) -> list[dict]:

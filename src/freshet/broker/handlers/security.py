@@ -9,10 +9,10 @@ import time
 
 from kio.schema.errors import ErrorCode
 
-from ..acls import ALTER, CLUSTER, CLUSTER_NAME, DESCRIBE, AclBinding, AclError, AclFilter
 from ..context import Request, RequestContext, Response
-from ..credentials import MAX_ITERATIONS, MECHANISM_IDS, MECHANISMS, MIN_ITERATIONS, ScramCredential
-from ..sasl import AuthenticationFailed
+from ..security.acls import ALTER, CLUSTER, CLUSTER_NAME, DESCRIBE, AclBinding, AclError, AclFilter
+from ..security.credentials import MAX_ITERATIONS, MECHANISMS, MECHANISM_IDS, MIN_ITERATIONS, ScramCredential
+from ..security.sasl import AuthenticationFailed
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ import time
 
 from kio.schema.errors import ErrorCode
 
-from ..acls import DELETE, DESCRIBE, GROUP, READ, TOPIC
 from ..context import Request, RequestContext, Response
-from ..share_groups import ShareGroup, ShareGroupError
-from ..share_partition import AcknowledgeError
+from ..groups.share import ShareGroup, ShareGroupError
+from ..groups.share_partition import AcknowledgeError
+from ..security.acls import DELETE, DESCRIBE, GROUP, READ, TOPIC
 from .consumer_groups import group_kind
 
 ASSIGNOR = "simple"

@@ -9,8 +9,8 @@ from kio.schema.errors import ErrorCode
 
 from freshet.log import LogError
 
-from .. import protocol
-from ..acls import (
+from ..wire import protocol
+from ..security.acls import (
     ALTER,
     ALTER_CONFIGS,
     CLUSTER,
@@ -24,11 +24,17 @@ from ..acls import (
 )
 from ..context import BrokerServices, Request, RequestContext, Response
 from ..errors import error_code_for
-from ..registry import TopicError
-from ..share_groups import GROUP_CONFIGS, ShareGroupError
-from .. import dynamic_config
-from ..topic_config import CONFIG_DEFS, ConfigSource, ConfigType, InvalidConfigError, config_entry
-from ..topic_config import describe as topic_configs
+from ..groups.share import GROUP_CONFIGS, ShareGroupError
+from ..topics import dynamic_config
+from ..topics.registry import TopicError
+from ..topics.topic_config import (
+    CONFIG_DEFS,
+    ConfigSource,
+    ConfigType,
+    InvalidConfigError,
+    config_entry,
+    describe as topic_configs,
+)
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4

@@ -8,11 +8,11 @@ import time
 
 from kio.schema.errors import ErrorCode
 
-from ..acls import DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE
 from ..context import Request, RequestContext, Response
-from ..consumer_groups import ConsumerGroupError
-from ..groups import GroupError
-from ..offsets import CommittedOffset
+from ..groups.classic import GroupError
+from ..groups.consumer import ConsumerGroupError
+from ..groups.offsets import CommittedOffset
+from ..security.acls import DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE
 from ..transactions import STATES, TransactionError
 from .groups import MAX_METADATA, answer_when_durable, check_commit
 

@@ -91,7 +91,7 @@ def _secure_demo(data_dir: str) -> dict:
     """A CA and broker certificate, a user ``demo`` with a fresh password: what the demo's broker and clients use."""
     import secrets
 
-    from freshet.broker.credentials import CredentialStore, ScramCredential
+    from freshet.broker.security.credentials import CredentialStore, ScramCredential
 
     from ..security_cmd import _issue, _write
 

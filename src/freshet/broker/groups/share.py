@@ -25,7 +25,8 @@ from kio.schema.errors import ErrorCode
 
 from freshet.format.record_batch import decode_records, encode_batch
 
-from .registry import TopicRegistry
+from ..config import ShareSettings
+from ..topics.registry import TopicRegistry
 from .share_partition import SharePartition
 
 log = logging.getLogger(__name__)
@@ -35,20 +36,6 @@ SHARE_STATE_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(1
 EMPTY, STABLE, DEAD = "Empty", "Stable", "Dead"
 LEAVE_EPOCH = -1
 JOIN_EPOCH = 0
-
-
-@dataclass(frozen=True)
-class ShareSettings:
-    """Broker-level defaults (Kafka's ``group.share.*``); a group's own configs override the first five."""
-
-    record_lock_duration_ms: int = 30_000  # group.share.record.lock.duration.ms
-    delivery_count_limit: int = 5  # group.share.delivery.count.limit
-    session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
-    heartbeat_interval_ms: int = 5_000  # group.share.heartbeat.interval.ms
-    auto_offset_reset: str = "latest"  # share.auto.offset.reset
-    isolation_level: str = "read_uncommitted"  # share.isolation.level
-    max_record_locks: int = 2_000  # group.share.partition.max.record.locks
-    max_size: int = 200  # group.share.max.size
 
 
 # group config name -> (settings field, parse, check): what IncrementalAlterConfigs may set on a GROUP

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .durability import write_json_atomically
+from ..durability import write_json_atomically
 from .topic_config import CONFIG_DEFS, ConfigSource, ConfigType, InvalidConfigError, config_entry
 
 if TYPE_CHECKING:
-    from .config import BrokerConfig
+    from ..config import BrokerConfig
 
 # broker config -> the topic config it is the default of (each topic config's declared synonym)
 TOPIC_DEFAULTS = {d.synonym: d.name for d in CONFIG_DEFS.values() if d.synonym is not None}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from freshet.format.control import COMMIT, marker_type
 from freshet.format.record_batch import TRANSACTIONAL_FLAG, decode_records, encode_batch
 
-from .registry import TopicRegistry
+from ..topics.registry import TopicRegistry
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}

@@ -17,7 +17,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from .durability import write_json_atomically
+from ..durability import write_json_atomically
 
 MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 MECHANISM_IDS = {name: number for number, name in MECHANISMS.items()}

@@ -14,7 +14,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 
-from .durability import write_json_atomically
+from ..durability import write_json_atomically
 
 # resource types
 ANY_RESOURCE, TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = 1, 2, 3, 4, 5

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from .registry import TopicRegistry
+from ..config import ConsumerGroupSettings
+from ..topics.registry import TopicRegistry
 
 log = logging.getLogger(__name__)
 
@@ -46,16 +47,6 @@ MEMBER_STABLE, UNREVOKED, UNRELEASED = "stable", "unrevoked_partitions", "unrele
 ASSIGNORS = ("uniform", "range")
 
 Assignment = dict[str, frozenset[int]]  # topic name -> partitions
-
-
-@dataclass(frozen=True)
-class ConsumerGroupSettings:
-    """Kafka's ``group.consumer.*`` broker configs."""
-
-    session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
-    heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
-    max_size: int = 1_000  # group.consumer.max.size
-    default_assignor: str = "uniform"  # the first of group.consumer.assignors
 
 
 class ConsumerGroupError(Exception):

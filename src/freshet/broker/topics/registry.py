@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from freshet.log import Partition
 
-from .durability import write_json_atomically
+from ..durability import write_json_atomically
 from .topic_config import InvalidConfigError, log_config, validate_configs
 
 log = logging.getLogger(__name__)
