@@ -229,3 +229,35 @@ def test_topic_sizes_without_broker_metrics(broker):
     page = TestClient(create_app(collector)).get(f"/api/topics/{topic}").json()
     assert [p["size_bytes"] for p in page["partitions"]] == on_disk
     assert all(p["segments"] is None for p in page["partitions"])  # segment counts still need --broker-metrics
+
+
+class Record:
+    """What Filters.select reads of a confluent-kafka Message."""
+
+    def __init__(self, value: bytes, key: bytes | None = None, headers=None):
+        self._value, self._key, self._headers = value, key, headers
+
+    def value(self):
+        return self._value
+
+    def key(self):
+        return self._key
+
+    def headers(self):
+        return self._headers
+
+
+def test_plain_json_paths_are_looked_up_as_jsonpath_ng_finds_them():
+    from jsonpath_ng.ext import parse
+
+    from freshet.dashboard.browse import Filters
+
+    docs = [{"a": {"b": [1, {"c": 2}]}}, {"a": [1]}, [{"a": 1}], {"a": {"b": "x"}}, 5, {"a": None}, {"b": 1}]
+    for path in ("$.a.b", "$.a.b[1].c", "$.a[0]", "a.b", "$[0].a", "$.a", "$.a.b[5]"):
+        f = Filters.parse(None, None, None, path)
+        assert f.steps is not None, path  # looked up directly, not through jsonpath-ng
+        for doc in docs:
+            assert f._find(doc) == [x.value for x in parse(path).find(doc)], (path, doc)
+    assert Filters.parse(None, None, None, "$.items[?(@.p > 1)]").steps is None  # jsonpath-ng evaluates filters
+    big = Filters.parse(None, None, None, "$.id == 123456789012345678901234567890")  # beyond orjson's 64 bits
+    assert len(big.select([Record(b'{"id": 123456789012345678901234567890}'), Record(b'{"id": 1}')])) == 1

@@ -21,12 +21,14 @@ import re
 import time
 from dataclasses import dataclass, field
 
+import orjson
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from freshet.client import consumer_config
 
 START_KINDS = ("newest", "oldest", "offset", "timestamp")
 FIRST_CHUNK, MAX_CHUNK = 500, 100_000  # records a partition reads per round; it doubles each round
+BRIDGE = 50_000  # matches closer than this are checked in one read_committed pass (a seek costs ~as much)
 COMPARISON = re.compile(r"^(?P<path>.+?)\s*(?P<op>==|!=|>=|<=|>|<)\s*(?P<literal>[^=<>!]+)$")
 
 
@@ -41,6 +43,7 @@ class Filters:
     header: tuple[str, bytes | None] | None = None
     json_path: object = None  # a parsed jsonpath-ng expression
     compare: tuple[str, object] | None = None  # (operator, JSON literal) the path's values are compared with
+    steps: list | None = None  # the path as keys to follow, when it is a plain one (plain_steps)
 
     @classmethod
     def parse(cls, key: str | None, value: str | None, header: str | None, json_path: str | None) -> "Filters":
@@ -50,35 +53,77 @@ class Filters:
             f.header = (name, wanted.encode() if sep else None)
         if json_path:
             f.json_path, f.compare = parse_json_path(json_path)
+            f.steps = plain_steps(f.json_path)
         return f
 
-    @property
-    def active(self) -> bool:
-        return any(x is not None for x in (self.key, self.value, self.header, self.json_path))
-
-    def match(self, m) -> bool:
-        if self.key is not None and m.key() != self.key:
-            return False
-        raw = m.value()
-        if self.value is not None and (raw is None or self.value not in raw):
-            return False
+    def select(self, batch: list) -> list:
+        """The records of ``batch`` matching every filter: one pass over the list per filter given, cheapest first
+        (key, value substring, header, then the JSON path, which parses the value)."""
+        if self.key is not None:
+            key = self.key
+            batch = [m for m in batch if m.key() == key]
+        if self.value is not None:
+            needle = self.value
+            batch = [m for m in batch if needle in (m.value() or b"")]
         if self.header is not None:
             name, wanted = self.header
-            if not any(k == name and (wanted is None or v == wanted) for k, v in (m.headers() or ())):
-                return False
+            batch = [m for m in batch if any(k == name and (wanted is None or v == wanted)
+                                             for k, v in (m.headers() or ()))]
         if self.json_path is not None:
-            if not raw:
-                return False
-            try:
+            batch = [m for m in batch if self._json_match(m.value())]
+        return batch
+
+    def _json_match(self, raw: bytes | None) -> bool:
+        if not raw:
+            return False
+        try:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            try:  # what orjson refuses and the standard library reads: integers beyond 64 bits
                 doc = json.loads(raw)
             except ValueError:
                 return False
-            found = [x.value for x in self.json_path.find(doc)]
-            if self.compare is None:
-                return bool(found)
-            op, literal = self.compare
-            return any(_compare(x, op, literal) for x in found)
-        return True
+        found = self._find(doc)
+        if self.compare is None:
+            return bool(found)
+        op, literal = self.compare
+        return any(_compare(x, op, literal) for x in found)
+
+    def _find(self, doc) -> list:
+        steps = self.steps
+        if steps is None:
+            return [x.value for x in self.json_path.find(doc)]
+        for step in steps:  # a plain path ($.a.b[0]): looked up directly, as jsonpath-ng would find it
+            if isinstance(step, str):
+                if not isinstance(doc, dict) or step not in doc:
+                    return []
+            elif not isinstance(doc, list) or step >= len(doc):
+                return []
+            doc = doc[step]
+        return [doc]
+
+
+def plain_steps(expression) -> list | None:
+    """A jsonpath-ng expression made only of single field names and non-negative indexes (``$.user.id``,
+    ``$.items[0].sku``) as the keys to follow; None for anything else (filters, wildcards, slices, ...)."""
+    from jsonpath_ng.jsonpath import Child, Fields, Index, Root
+
+    steps: list = []
+
+    def walk(node, first: bool) -> bool:
+        if isinstance(node, Child):
+            return walk(node.left, first) and walk(node.right, False)
+        if isinstance(node, Root):
+            return first
+        if isinstance(node, Fields) and len(node.fields) == 1 and node.fields[0] != "*":
+            steps.append(node.fields[0])
+            return True
+        if type(node) is Index and len(node.indices) == 1 and node.indices[0] >= 0:
+            steps.append(node.indices[0])
+            return True
+        return False
+
+    return steps if walk(expression, True) else None
 
 
 def parse_json_path(text: str):
@@ -155,7 +200,8 @@ def count(n: int) -> str:
 
 def new_consumer(bootstrap: str, isolation: str) -> Consumer:
     return Consumer(consumer_config(bootstrap, overrides={
-        "log_level": 0, "isolation.level": isolation, "enable.partition.eof": True, "fetch.wait.max.ms": 50,
+        "log_level": 0, "isolation.level": isolation, "enable.partition.eof": True, "fetch.wait.max.ms": 5,
+        "fetch.error.backoff.ms": 10,
         "queued.min.messages": 100_000}))
 
 
@@ -181,17 +227,32 @@ def ranges(consumer: Consumer, scan: Scan) -> dict[int, tuple[int, int]]:
     return out
 
 
-def read_windows(consumer: Consumer, topic: str, windows: dict[int, tuple[int, int]], on_record,
+def read_windows(consumer: Consumer, topic: str, windows: dict[int, tuple[int, int]], on_batch,
                  deadline_s: float = 60.0) -> None:
-    """Every data record of each partition's [a, b), in offset order per partition, handed to ``on_record``;
-    a window ends at its last offset, at the partition's end, or past its end (control records, compaction)."""
+    """Every data record of each partition's [a, b), handed to ``on_batch(partition, records)`` in offset order per
+    partition; a window ends at its last offset, at the partition's end, or past its end (control records,
+    compaction)."""
     open_ = {p: w for p, w in windows.items() if w[0] < w[1]}
     if not open_:
         return
     consumer.assign([TopicPartition(topic, p, a) for p, (a, _) in open_.items()])
     deadline = time.monotonic() + deadline_s
+    at = {p: a for p, (a, _) in open_.items()}  # the next offset expected
     while open_ and time.monotonic() < deadline:
-        for m in consumer.consume(10_000, 0.2):
+        # consume() waits for as many records as it is asked for: never more than the windows still hold
+        batch = consumer.consume(max(min(sum(open_[p][1] - at[p] for p in open_), 10_000), 1), 0.2)
+        if not batch:
+            continue
+        first, last = batch[0], batch[-1]
+        if len(open_) == 1 and first.error() is None and first.partition() in open_ \
+                and last.error() is None and last.partition() == first.partition() \
+                and last.offset() < open_[first.partition()][1] - 1:
+            # the common case: one partition, mid-window (no end-of-partition event can sit before its last record)
+            at[last.partition()] = last.offset() + 1
+            on_batch(first.partition(), [m for m in batch if m.error() is None])
+            continue
+        by_partition: dict[int, list] = {}
+        for m in batch:
             p = m.partition()
             window = open_.get(p)
             if window is None:
@@ -202,11 +263,14 @@ def read_windows(consumer: Consumer, topic: str, windows: dict[int, tuple[int, i
                     del open_[p]
                 continue
             off = m.offset()
+            at[p] = off + 1
             if off < window[1]:
-                on_record(m)
+                by_partition.setdefault(p, []).append(m)
             if off >= window[1] - 1:
                 del open_[p]
                 consumer.incremental_unassign([TopicPartition(topic, p)])
+        for p, records in by_partition.items():
+            on_batch(p, records)
     consumer.unassign()
 
 
@@ -239,10 +303,9 @@ def search(bootstrap: str, scan: Scan) -> Result:
                     (position[p], min(b, position[p] + share))
             got: dict[int, list] = {p: [] for p in windows}
 
-            def take(m):
-                result.scanned += 1
-                if scan.filters.match(m):
-                    got[m.partition()].append(m)
+            def take(p, batch):
+                result.scanned += len(batch)
+                got[p] += scan.filters.select(batch)
 
             read_windows(consumer, scan.topic, windows, take)
             for p, (a, b) in windows.items():
@@ -280,10 +343,10 @@ def transaction_states(bootstrap: str, topic: str, records: list) -> dict[tuple[
             states.update({(p, o): "open" for o in offsets if o >= stable})
             while pending:
                 first = pending[0]
-                group = [o for o in pending if o < first + 1000]  # read in one pass when close together
+                group = [o for o in pending if o < first + BRIDGE]  # one pass: reading is cheaper than seeking
                 seen: set[int] = set()
-                read_windows(consumer, topic, {p: (first, group[-1] + 1)}, lambda m: seen.add(m.offset()),
-                             deadline_s=20.0)
+                read_windows(consumer, topic, {p: (first, group[-1] + 1)},
+                             lambda _, batch: seen.update(m.offset() for m in batch), deadline_s=20.0)
                 for o in group:
                     if o not in seen:
                         states[(p, o)] = "aborted"
