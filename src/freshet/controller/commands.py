@@ -17,6 +17,15 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
+class LeaderChange:
+    """Written by a new active controller as its first command (KRaft's LeaderChangeMessage): once applied, every
+    command of the terms before it has been applied too, so its writer may act on the metadata it holds."""
+
+    node_id: int
+    term: int
+
+
+@dataclass(frozen=True)
 class RegisterBroker:
     """BrokerRegistration: a broker (re)joins. ``incarnation_id`` tells a retry of the same process (accepted,
     same epoch) from a second process with the same node id (DUPLICATE_BROKER_REGISTRATION while the first
@@ -160,14 +169,14 @@ class AlterClientQuota:
 COMMANDS = {
     cls.__name__: cls
     for cls in (
-        RegisterBroker, BrokerHeartbeat, UnregisterBroker, FenceStaleBrokers, CreateTopic, DeleteTopic,
+        LeaderChange, RegisterBroker, BrokerHeartbeat, UnregisterBroker, FenceStaleBrokers, CreateTopic, DeleteTopic,
         AlterPartition, ElectLeaders, AlterConfigs, UpsertScramCredential, DeleteScramCredential, CreateAcl,
         DeleteAcls, AlterClientQuota,
     )
 }
 
 Command = (
-    RegisterBroker | BrokerHeartbeat | UnregisterBroker | FenceStaleBrokers | CreateTopic | DeleteTopic
+    LeaderChange | RegisterBroker | BrokerHeartbeat | UnregisterBroker | FenceStaleBrokers | CreateTopic | DeleteTopic
     | AlterPartition | ElectLeaders | AlterConfigs | UpsertScramCredential | DeleteScramCredential | CreateAcl
     | DeleteAcls | AlterClientQuota
 )

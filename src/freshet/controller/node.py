@@ -17,6 +17,7 @@ to the controller over the Kafka protocol (issue #46's next step).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import socketserver
@@ -30,6 +31,8 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replic
 
 from . import commands as c
 from .state import ClusterMetadata, Result
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_SESSION_TIMEOUT_MS = 9000  # Kafka's broker.session.timeout.ms
 
@@ -59,6 +62,63 @@ def parse_voters(text: str) -> list[Voter]:
     if not voters or len(set(ids)) != len(ids):
         raise ValueError(f"voters {text!r}: give each node id once, as ID@HOST:PORT,...")
     return voters
+
+
+def _fsync_path(path: str) -> None:
+    """fsyncs a file and the directory naming it (a rename is durable once its directory is)."""
+    for target, flags in ((path, os.O_RDONLY), (os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY)):
+        if os.path.exists(target):
+            fd = os.open(target, flags)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+class DurableJournal:
+    """pysyncobj's file journal, made durable before Raft answers: pysyncobj writes entries into an mmap and the
+    term and vote into a file renamed into place, and syncs neither, so a power loss could take back a change a
+    majority had acknowledged or a vote a node had given. Every change here is msync'd (entries) or fsync'd
+    (term and vote, and the snapshot a log compaction wrote before the entries it replaces are dropped) before
+    pysyncobj goes on to send the message that depends on it."""
+
+    def __init__(self, inner, snapshot_path: str | None) -> None:
+        self._inner = inner
+        self._meta_path = inner._FileJournal__metaStorer.getPath()
+        self._snapshot_path = snapshot_path
+        inner.flush()
+        _fsync_path(self._meta_path)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __getitem__(self, item):
+        return self._inner[item]
+
+    def add(self, command, idx, term) -> None:
+        self._inner.add(command, idx, term)
+        self._inner.flush()
+
+    def clear(self) -> None:
+        self._inner.clear()
+        self._inner.flush()
+
+    def deleteEntriesFrom(self, entry_from) -> None:  # noqa: N802 (pysyncobj's names)
+        self._inner.deleteEntriesFrom(entry_from)
+        self._inner.flush()
+
+    def deleteEntriesTo(self, entry_to) -> None:  # noqa: N802
+        if self._snapshot_path:
+            _fsync_path(self._snapshot_path)
+        self._inner.deleteEntriesTo(entry_to)
+        self._inner.flush()
+
+    def setCurrentTerm(self, term, voted_for) -> None:  # noqa: N802
+        self._inner.setCurrentTerm(term, voted_for)
+        _fsync_path(self._meta_path)
 
 
 class ReplicatedMetadata(SyncObjConsumer):
@@ -127,6 +187,7 @@ class Controller:
             os.makedirs(data_dir, exist_ok=True)
             conf.journalFile = os.path.join(data_dir, "raft.journal")
             conf.fullDumpFile = os.path.join(data_dir, "raft.snapshot")
+        conf.autoTick = False  # ticked by our thread, started once the journal is made durable
         self._conf = conf
         self._self = by_id[node_id].address
         self._others = [v.address for v in voters if v.node_id != node_id]
@@ -136,10 +197,15 @@ class Controller:
         self._stopping = threading.Event()
         self._rng = random.Random()
         self._leading_since: float | None = None
+        self._announced_term: int | None = None
 
     # -- life ----------------------------------------------------------------------------------------------
     def start(self) -> "Controller":
         self._sync = SyncObj(self._self, self._others, conf=self._conf, consumers=[self.state])
+        if self._conf.journalFile:
+            self._sync._SyncObj__raftLog = DurableJournal(self._sync._SyncObj__raftLog, self._conf.fullDumpFile)
+        self._ticker = threading.Thread(target=self._tick, name="controller-raft", daemon=True)
+        self._ticker.start()
         threading.Thread(target=self._duties, name="controller-duties", daemon=True).start()
         if self._listen:
             self._server = _Server(self._listen, _Handler, controller=self)
@@ -152,11 +218,21 @@ class Controller:
             self._server.shutdown()
             self._server.server_close()
         if self._sync is not None:
+            self._ticker.join()
             self._sync.destroy()
 
     @property
     def endpoint(self) -> tuple[str, int] | None:
         return self._server.server_address[:2] if self._server else None
+
+    def _tick(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._sync.doTick(self._conf.autoTickPeriod)
+                self._announce()
+            except Exception:  # as pysyncobj's own tick thread does: log, wait a little, go on
+                logger.exception("controller %d: Raft tick failed", self.node_id)
+                self._stopping.wait(self._conf.autoTickPeriod)
 
     # -- who leads -----------------------------------------------------------------------------------------
     def controller_id(self) -> int:
@@ -165,7 +241,28 @@ class Controller:
         return self._by_address.get(getattr(leader, "address", None) or str(leader or ""), -1)
 
     def is_active(self) -> bool:
-        return self._sync is not None and self._sync._isLeader()
+        """This node leads the Raft group and has applied its own LeaderChange: the metadata it holds has every
+        command of the terms before its own (a leader fresh from a restart may not have applied them yet)."""
+        if self._sync is None or not self._sync._isLeader():
+            return False
+        term = self._sync._getTerm()
+        return self.state.read(lambda m: (m.controller_id, m.controller_epoch)) == (self.node_id, term)
+
+    def _announce(self) -> None:
+        """A leader in a term it has not announced proposes its LeaderChange (asynchronously: this runs in the
+        tick thread, which must go on ticking for the command to commit); a failed proposal is tried again."""
+        if not self._sync._isLeader():
+            return
+        term = self._sync._getTerm()
+        if self._announced_term == term:
+            return
+        self._announced_term = term
+
+        def done(result, error):
+            if error != FAIL_REASON.SUCCESS and self._announced_term == term:
+                self._announced_term = None
+
+        self.state.apply(c.LeaderChange(self.node_id, term), callback=done)
 
     # -- writing and reading -------------------------------------------------------------------------------
     def propose(self, command: c.Command) -> Result:

@@ -90,6 +90,8 @@ class ClusterMetadata:
     acls: list[dict[str, str]] = field(default_factory=list)
     quotas: dict[tuple, dict[str, float]] = field(default_factory=dict)
     offset: int = 0
+    controller_id: int = -1  # the last active controller that announced itself (LeaderChange)
+    controller_epoch: int = 0  # its Raft term
 
     # -- reading -------------------------------------------------------------------------------------------
     def topic_by_name(self, name: str) -> Topic | None:
@@ -102,6 +104,7 @@ class ClusterMetadata:
         """A JSON-able copy of everything: what Metadata and DescribeCluster will answer."""
         return {
             "offset": self.offset,
+            "controller_epoch": self.controller_epoch,
             "brokers": [asdict(b) for b in sorted(self.brokers.values(), key=lambda b: b.broker_id)],
             "topics": [
                 {
@@ -127,6 +130,14 @@ class ClusterMetadata:
         if result.ok:
             self.offset += 1
         return result
+
+    def _LeaderChange(self, cmd: c.LeaderChange) -> Result:
+        if cmd.term <= self.controller_epoch:
+            return _refuse(
+                "STALE_CONTROLLER_EPOCH", f"controller epoch {cmd.term} is not above {self.controller_epoch}"
+            )
+        self.controller_id, self.controller_epoch = cmd.node_id, cmd.term
+        return Result()
 
     def _RegisterBroker(self, cmd: c.RegisterBroker) -> Result:
         if cmd.broker_id < 0:

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from freshet.controller.client import ControllerClient
-from freshet.controller.node import Controller, parse_voters
+from freshet.controller.node import Controller, DurableJournal, parse_voters
 from freshet.local import free_port
 
 
@@ -60,3 +60,26 @@ def test_a_line_that_is_not_json_is_answered_and_the_connection_goes_on(endpoint
         assert b'"INVALID_REQUEST"' in lines.readline()
         sock.sendall(b'{"op": "status"}\n')
         assert b'"active": true' in lines.readline()
+
+
+def test_a_node_with_a_data_directory_comes_back_with_its_metadata(tmp_path):
+    voters = parse_voters(f"1@127.0.0.1:{free_port()}")
+
+    def run(check):
+        controller = Controller(1, voters, listen=("127.0.0.1", free_port()), data_dir=str(tmp_path))
+        controller.start()
+        try:
+            assert isinstance(controller._sync._SyncObj__raftLog, DurableJournal)
+            end = time.monotonic() + 60
+            while not controller.is_active():
+                assert time.monotonic() < end, "a one-node group elected no leader in 60 s"
+                time.sleep(0.05)
+            return check(controller)
+        finally:
+            controller.stop()
+
+    created = run(lambda c: c.propose_dict({"command": "UpsertScramCredential", "user": "alice",
+                                            "mechanism": "SCRAM-SHA-256", "iterations": 4096, "salt": "c2FsdA==",
+                                            "stored_key": "a2V5", "server_key": "c2Vy"}))
+    assert created.ok, created
+    assert run(lambda c: c.metadata()["users"]) == {"alice": ["SCRAM-SHA-256"]}

@@ -48,6 +48,16 @@ def partition(m: ClusterMetadata, topic_id: str, p: int):
     return m.topics[topic_id].partitions[p]
 
 
+# -- the active controller ---------------------------------------------------------------------------------------
+def test_leader_change_records_the_active_controller_and_refuses_an_old_term():
+    m = ClusterMetadata()
+    assert m.apply(c.LeaderChange(2, 3)).ok
+    assert (m.controller_id, m.controller_epoch, m.snapshot()["controller_epoch"]) == (2, 3, 3)
+    refused(m, c.LeaderChange(1, 3), "STALE_CONTROLLER_EPOCH")
+    refused(m, c.LeaderChange(1, 2), "STALE_CONTROLLER_EPOCH")
+    assert m.apply(c.LeaderChange(1, 4)).ok and m.controller_id == 1
+
+
 # -- brokers ----------------------------------------------------------------------------------------------------
 def test_register_gives_increasing_epochs_and_a_fenced_broker_until_its_heartbeat():
     m = ClusterMetadata()
