@@ -77,13 +77,11 @@ class Filters:
         if not raw:
             return False
         try:
-            doc = orjson.loads(raw)
+            found = self._find(orjson.loads(raw))
         except orjson.JSONDecodeError:
-            try:  # what orjson refuses and the standard library reads: integers beyond 64 bits
-                doc = json.loads(raw)
-            except ValueError:
-                return False
-        found = self._find(doc)
+            return False
+        if any(isinstance(x, float) for x in found):  # orjson reads integers beyond 64 bits as floats
+            found = self._find(json.loads(raw))
         if self.compare is None:
             return bool(found)
         op, literal = self.compare
