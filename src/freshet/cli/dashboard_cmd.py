@@ -21,7 +21,7 @@ from .common import bootstrap_option, one_line_errors
               help="A group's own threshold (repeatable).")
 @click.option("--broker-metrics", "broker_metrics", multiple=True, metavar="URL",
               help="A broker's Prometheus endpoint (freshet broker start --metrics-port), for segment counts "
-                   "and sizes per partition (repeatable).")
+                   "per partition and clients' traffic (repeatable; sizes come from DescribeLogDirs without it).")
 @click.option("--login", is_flag=True,
               help="Browsers sign in with a Kafka user (checked by SASL against the cluster); needs the dashboard's "
                    "own connection to use SASL (FRESHET_SECURITY_PROTOCOL / --command-config).")
