@@ -37,7 +37,8 @@ def test_every_sample_with_its_labels_and_value():
     snapshot = Snapshot(
         topics={"clicks": {"rate_in": 12.5, "partitions": [
             {"partition": 0, "high_watermark": 51, "log_start_offset": 3, "segments": 2, "size_bytes": 4096},
-            {"partition": 1, "high_watermark": 50, "log_start_offset": 0, "segments": None}]}},
+            {"partition": 1, "high_watermark": 50, "log_start_offset": 0, "segments": None, "size_bytes": 700},
+            {"partition": 2, "high_watermark": 0, "log_start_offset": 0, "segments": None, "size_bytes": None}]}},
         groups={"readers": {"type": "classic", "partitions": [{"topic": "clicks", "partition": 1, "lag": 7}]},
                 "new-readers": {"type": "consumer", "partitions": [{"topic": "clicks", "partition": 0, "lag": 0}]},
                 "workers": {"type": "share", "partitions": [
@@ -62,8 +63,11 @@ def test_every_sample_with_its_labels_and_value():
         key("freshet_topic_high_watermark", topic="clicks", partition=1): 50,
         key("freshet_topic_log_start_offset", topic="clicks", partition=0): 3,
         key("freshet_topic_log_start_offset", topic="clicks", partition=1): 0,
-        key("freshet_topic_log_segments", topic="clicks", partition=0): 2,  # partition 1's are unknown: no sample
+        key("freshet_topic_high_watermark", topic="clicks", partition=2): 0,
+        key("freshet_topic_log_start_offset", topic="clicks", partition=2): 0,
+        key("freshet_topic_log_segments", topic="clicks", partition=0): 2,  # unknown for 1 and 2: no sample
         key("freshet_topic_log_size_bytes", topic="clicks", partition=0): 4096,
+        key("freshet_topic_log_size_bytes", topic="clicks", partition=1): 700,  # from DescribeLogDirs alone
         key("freshet_group_lag", group="readers", topic="clicks", partition=1): 7,
         key("freshet_group_lag", group="new-readers", topic="clicks", partition=0): 0,
         key("freshet_share_group_backlog", group="workers", topic="jobs", partition=0): 20,

@@ -27,8 +27,8 @@ def _topics(snap: Snapshot) -> Iterator[Metric]:
                               labels=PARTITION)
     segments = GaugeMetricFamily("freshet_topic_log_segments", "Segment files of the partition (from the "
                                  "broker's /metrics; absent when unknown)", labels=PARTITION)
-    size = GaugeMetricFamily("freshet_topic_log_size_bytes", "Bytes of the partition's segments (from the "
-                             "broker's /metrics; absent when unknown)", labels=PARTITION)
+    size = GaugeMetricFamily("freshet_topic_log_size_bytes", "Bytes of the partition's log (DescribeLogDirs, or "
+                             "the broker's /metrics; absent when unknown)", labels=PARTITION)
     for name, t in sorted(snap.topics.items()):
         rate.add_metric([name], t["rate_in"])
         for p in t["partitions"]:
@@ -37,6 +37,7 @@ def _topics(snap: Snapshot) -> Iterator[Metric]:
             start.add_metric(labels, p["log_start_offset"])
             if p.get("segments") is not None:
                 segments.add_metric(labels, p["segments"])
+            if p.get("size_bytes") is not None:
                 size.add_metric(labels, p["size_bytes"])
     yield from (high, start, rate, segments, size)
 
