@@ -182,6 +182,9 @@ class Record:
     timestamp: int
     key: bytes | None
     value: bytes | None
+    # header keys as Kafka's String of their bytes, but lossless: bytes that are not UTF-8 come back as lone
+    # surrogates (Python's surrogateescape) and encode_batch writes them back as the same bytes; Kafka accepts
+    # such keys (its decoder replaces them), so the broker stores and compacts them as sent
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
@@ -227,7 +230,7 @@ def encode_batch(
         _write_bytes(r, value)
         write_varint(r, len(headers))
         for hk, hv in headers:
-            _write_bytes(r, hk.encode())
+            _write_bytes(r, hk.encode("utf-8", "surrogateescape"))
             _write_bytes(r, hv)
         write_varint(body, len(r))
         body += r
@@ -263,7 +266,8 @@ def recompress(batch: bytes | memoryview, header: BatchHeader, codec: int) -> by
 
 
 def decode_records(batch: bytes | memoryview) -> Iterator[Record]:
-    """Yield the records of one batch, decompressed with its codec."""
+    """Yield the records of one batch, decompressed with its codec. Records that do not hold together raise
+    CorruptBatchError (a format error: a client's batch answered CORRUPT_MESSAGE), never anything else."""
     header = read_header(batch)
     payload = _records_payload(batch, header)
     pos = 0
@@ -283,7 +287,9 @@ def decode_records(batch: bytes | memoryview) -> Iterator[Record]:
         hdrs = []
         for _h in range(nheaders):
             hklen, pos = read_varint(payload, pos)
-            hk = bytes(payload[pos : pos + hklen]).decode()
+            if hklen < 0:
+                raise CorruptBatchError(f"record header key of negative size {hklen}")
+            hk = bytes(payload[pos : pos + hklen]).decode("utf-8", "surrogateescape")
             pos += hklen
             hvlen, pos = read_varint(payload, pos)
             hv = None if hvlen < 0 else bytes(payload[pos : pos + hvlen])

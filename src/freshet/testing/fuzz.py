@@ -20,12 +20,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import crc32c
 from kio.serial import entity_writer
 
 from freshet.broker.wire import protocol
-from freshet.format.errors import FrameError
+from freshet.format.errors import FormatError, FrameError
 from freshet.format.framing import read_request_header, request_header, size_prefixed
-from freshet.format.record_batch import encode_batch
+from freshet.format.record_batch import HEADER_SIZE, decode_records, encode_batch, validate_batches
 
 INTERESTING = [0x00, 0x01, 0x7F, 0x80, 0xFF, 0xFE]
 # DeleteTopics, DeleteRecords, DeleteGroups, OffsetDelete, share offsets, users, ACL and config changes
@@ -150,6 +151,30 @@ def _seed_body(api_key: int, version: int) -> dict:
     return bodies[api_key]
 
 
+def resealed(batch: bytes | bytearray) -> bytes:
+    """``batch`` with its CRC-32C computed again over what follows it: a change inside the records that only the
+    records' decoder can find."""
+    out = bytearray(batch)
+    struct.pack_into(">I", out, 17, crc32c.crc32c(bytes(out[21:])))
+    return bytes(out)
+
+
+def record_level_batches(timestamp_ms: int) -> dict[str, tuple[bytes, int]]:
+    """Batches whose length, magic, counts and CRC-32C hold, so that only decoding their records judges them (a
+    compacted topic's key check, message.timestamp bounds): name -> (batch, the error code Kafka answers)."""
+    def one(header_key: str = "hdr-key", value: bytes = b"VVVV") -> bytes:
+        return encode_batch([(b"k", value, timestamp_ms, ((header_key, b"hv"),))])
+
+    plain = one()
+    return {
+        # Kafka decodes a header key with Java's UTF-8 decoder, which replaces what is not UTF-8: accepted
+        "header key not UTF-8": (one("\udcff\udcfehdr"), 0),
+        "header key of negative size": (resealed(plain.replace(b"\x0ehdr-key", b"\x01hdr-key")), 2),
+        "value longer than its record": (resealed(plain.replace(b"\x08VVVV", b"\x0cVVVV")), 2),
+        "header count past the record": (resealed(plain.replace(b"\x02\x0ehdr-key", b"\x06\x0ehdr-key")), 2),
+    }
+
+
 def encode_request(api_key: int, version: int, body: dict, correlation_id: int = 1) -> bytes:
     """A request frame body (no size prefix), as a client would send it."""
     schema = protocol.request_schema(api_key, version)
@@ -230,6 +255,35 @@ def fuzz_decoder(frames: int, seed: int = 1) -> FuzzReport:
             report.rejected += 1
         except Exception as exc:  # a finding: the decoder must not fail any other way
             report.findings.append((frame, repr(exc)))
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def fuzz_records(batches: int, seed: int = 1) -> FuzzReport:
+    """Mutated records sections in batches whose length and CRC-32C are made to hold again, straight into the
+    records' decoder (what a compacted topic's key check runs on a client's batch): each batch must decode or
+    raise a FormatError (CORRUPT_MESSAGE / INVALID_RECORD to the client), nothing else."""
+    seeds = [batch for batch, _code in record_level_batches(1_700_000_000_000).values()]
+    seeds.append(encode_batch([(None, b"v" * 40, 1, (("a", None), ("b", b"x"))), (b"k" * 20, None, 2)]))
+    corpus = [s[HEADER_SIZE:] for s in seeds]
+    rng = random.Random(seed)
+    report = FuzzReport()
+    start = time.perf_counter()
+    for _ in range(batches):
+        base = rng.choice(seeds)
+        records = mutate(rng, base[HEADER_SIZE:], corpus)
+        batch = bytearray(base[:HEADER_SIZE] + records)
+        struct.pack_into(">i", batch, 8, len(batch) - 12)
+        batch = resealed(batch)
+        report.frames += 1
+        try:
+            validate_batches(batch)
+            list(decode_records(batch))
+            report.decoded += 1
+        except FormatError:
+            report.rejected += 1
+        except Exception as exc:  # a finding: a client's records must not fail any other way
+            report.findings.append((batch, repr(exc)))
     report.seconds = time.perf_counter() - start
     return report
 

@@ -248,3 +248,47 @@ def test_a_record_too_far_from_the_clock_fails_alone_with_its_record_error(broke
         assert "message.timestamp.before.max.ms=60000" in answer.record_errors[0].batch_index_error_message
         assert answer.error_message.startswith("1 of the 2 records of a batch (index 1) have a timestamp too far")
     assert stored(broker, topic_name) == (0, b"")
+
+
+@pytest.fixture
+def record_checking_topics(broker, topic_name):
+    """The topics whose produce path decodes every record: a compacted one (keys) and one with a timestamp bound."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    configs = {f"{topic_name}-compact": {"cleanup.policy": "compact"},
+               f"{topic_name}-bounded": {"message.timestamp.before.max.ms": "3600000"}}
+    for name, config in configs.items():
+        admin.create_topics([NewTopic(name, 1, config=config)])[name].result(10)
+    return list(configs)
+
+
+def test_records_that_do_not_hold_together_are_corrupt_message_and_nothing_is_stored(broker, record_checking_topics):
+    """A batch whose CRC-32C holds but whose records run past themselves (a header key of negative size, a value or
+    a header count past the record): CORRUPT_MESSAGE, as Kafka; nothing stored; the connection keeps working."""
+    from freshet.testing.fuzz import record_level_batches
+
+    batches = record_level_batches(int(time.time() * 1000))
+    with RawConnection(broker.bootstrap) as conn:
+        for topic in record_checking_topics:
+            for name, (batch, code) in batches.items():
+                if code == 0:
+                    continue
+                answer = produce(conn, topic, 0, batch)
+                assert (name, answer.error_code) == (name, ErrorCode.corrupt_message)
+            assert fetch(conn, topic, 0, 0).high_watermark == 0
+            assert produce(conn, topic, 0, encode_batch([(b"k", b"fine", int(time.time() * 1000))])).error_code == 0
+    assert still_serving(broker, record_checking_topics[0])
+
+
+def test_a_header_key_that_is_not_utf8_is_stored_as_sent_as_kafka_does(broker, record_checking_topics):
+    """Kafka decodes a header key with Java's UTF-8 decoder, which replaces what is not UTF-8: the record is
+    accepted. So here, on the topics that decode records too (a UnicodeDecodeError escaped there before), and a
+    fetch returns the key's bytes as they were sent."""
+    now = int(time.time() * 1000)
+    batch = encode_batch([(b"k", b"v", now, (("\udcff\udcfekey", b"hv"),))])
+    assert b"\xff\xfekey" in batch
+    with RawConnection(broker.bootstrap) as conn:
+        for topic in record_checking_topics:
+            assert produce(conn, topic, 0, batch).error_code == ErrorCode.none
+            part = fetch(conn, topic, 0, 0)
+            assert part.high_watermark == 1 and b"\xff\xfekey" in bytes(part.records)
+    assert still_serving(broker, record_checking_topics[0])

@@ -1,0 +1,24 @@
+"""Record header keys: bytes that are not UTF-8 decode (Kafka accepts them) and encode back to the same bytes,
+so that what reads records (a compacted topic's key check, the cleaner rewriting batches) neither fails nor
+changes them; records that run past themselves are CorruptBatchError, never another exception."""
+
+import pytest
+
+from freshet.format.errors import CorruptBatchError
+from freshet.format.record_batch import decode_records, encode_batch
+from freshet.testing.fuzz import record_level_batches
+
+
+def test_a_header_key_that_is_not_utf8_round_trips_byte_for_byte():
+    batch = encode_batch([(b"k", b"v", 5, (("\udcff\udcfekey", b"hv"), ("ok", None)))])
+    assert b"\xff\xfekey" in batch
+    (record,) = decode_records(batch)
+    assert record.headers == (("\udcff\udcfekey", b"hv"), ("ok", None))
+    assert encode_batch([(record.key, record.value, record.timestamp, record.headers)]) == batch
+
+
+@pytest.mark.parametrize("name", [n for n, (_, code) in record_level_batches(1).items() if code != 0])
+def test_records_that_run_past_themselves_are_corrupt_batches(name):
+    batch, _code = record_level_batches(1)[name]
+    with pytest.raises(CorruptBatchError):
+        list(decode_records(batch))
