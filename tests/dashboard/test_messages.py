@@ -261,3 +261,17 @@ def test_plain_json_paths_are_looked_up_as_jsonpath_ng_finds_them():
     assert Filters.parse(None, None, None, "$.items[?(@.p > 1)]").steps is None  # jsonpath-ng evaluates filters
     big = Filters.parse(None, None, None, "$.id == 123456789012345678901234567890")  # beyond orjson's 64 bits
     assert len(big.select([Record(b'{"id": 123456789012345678901234567890}'), Record(b'{"id": 1}')])) == 1
+
+
+def test_a_streamed_search_reports_progress_then_answers(client):
+    answer = client.get(f"/api/topics/{TOPIC}/messages?format=stream&start=oldest&key=k119&partition=1")
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/x-ndjson"
+    events = [json.loads(line) for line in answer.text.splitlines()]
+    progress = [e["progress"] for e in events[:-1]]
+    assert progress and all(p["stopped"] is None and p["line"].endswith(" …") for p in progress)
+    assert [p["scanned"] for p in progress] == sorted(p["scanned"] for p in progress)
+    done = events[-1]["done"]
+    assert ns(done) == [119] and done["progress"]["line"] == "scanned 61 of 61, 1 match"
+    bad = client.get(f"/api/topics/{TOPIC}/messages?format=stream&offset=900&partition=1")
+    assert [json.loads(line) for line in bad.text.splitlines()] == [
+        {"error": "offset 900 is out of range for partition 1 (its records are at offsets 0..60; 61 is the next one)"}]

@@ -181,10 +181,14 @@ class Result:
 
     @property
     def progress(self) -> dict:
-        return {"scanned": self.scanned, "total": self.total, "matches": len(self.records), "stopped": self.stopped,
-                "line": f"scanned {count(self.scanned)} of {count(self.total)}, {len(self.records)} "
-                        f"match{'' if len(self.records) == 1 else 'es'}"
-                        + {"end": "", "limit": " (limit reached)", "budget": " (scan budget spent)"}[self.stopped]}
+        return progress(self.scanned, self.total, len(self.records), self.stopped)
+
+
+def progress(scanned: int, total: int, matches: int, stopped: str | None) -> dict:
+    """The progress of a scan; ``stopped`` None while it runs."""
+    ending = {None: " …", "end": "", "limit": " (limit reached)", "budget": " (scan budget spent)"}[stopped]
+    return {"scanned": scanned, "total": total, "matches": matches, "stopped": stopped,
+            "line": f"scanned {count(scanned)} of {count(total)}, {matches} match{'' if matches == 1 else 'es'}{ending}"}
 
 
 def count(n: int) -> str:
@@ -272,11 +276,11 @@ def read_windows(consumer: Consumer, topic: str, windows: dict[int, tuple[int, i
     consumer.unassign()
 
 
-def search(bootstrap: str, scan: Scan) -> Result:
+def search(bootstrap: str, scan: Scan, on_progress=None) -> Result:
     """The records matching ``scan.filters`` from its start in its direction: at most ``limit`` of them, after
     at most ``max_scan`` records read. Each partition reads a chunk per round (500, doubling to 100k); backward,
     a chunk is read forward and turned around. Matches from several partitions come newest (or oldest) first by
-    timestamp."""
+    timestamp. ``on_progress(progress)`` hears after every round how far the scan has come."""
     consumer = new_consumer(bootstrap, "read_uncommitted")
     result = Result()
     try:
@@ -313,6 +317,8 @@ def search(bootstrap: str, scan: Scan) -> Result:
                 result.stopped = "limit"
                 break
             chunk = min(chunk * 2, MAX_CHUNK)
+            if on_progress is not None:
+                on_progress(progress(result.scanned, result.total, len(matches), None))
         matches.sort(key=lambda m: (m.timestamp()[1], m.partition(), m.offset()), reverse=scan.backward)
         if len(matches) > scan.limit:
             matches = matches[:scan.limit]

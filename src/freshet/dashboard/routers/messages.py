@@ -7,6 +7,7 @@ import asyncio
 import base64
 import binascii
 import json
+import queue
 import threading
 import time
 from typing import Literal
@@ -47,14 +48,16 @@ async def messages(topic: str, collector: Source, partition: str = "all", start:
                    direction: str | None = None, limit: int = Query(50, ge=1, le=1_000_000),
                    max_scan: int = Query(100_000, ge=1, le=100_000_000), key: str | None = None,
                    value: str | None = None, header: str | None = None, json_path: str | None = None,
-                   format: Literal["json", "jsonl"] = "json"):
+                   format: Literal["json", "jsonl", "stream"] = "json"):
     """Records of ``partition`` (a number, or ``all``) from ``start`` (``newest``, ``oldest``, ``offset`` with
     ``offset=N``, ``timestamp`` with ``timestamp=ms``; ``offset=``/``timestamp=`` alone imply it) going
     ``direction`` (``forward``/``oldest-first`` or ``backward``/``newest-first``), those matching every filter
     given: ``key`` (exact), ``value`` (substring of the bytes), ``header`` (``name=value``, or ``name``: has it),
     ``json_path`` (a JSONPath expression that finds something in the value, or ``PATH OP JSON`` such as
     ``$.user.id == "u1"``). At most ``limit`` matches after at most ``max_scan`` records read; the answer's
-    ``progress.line`` says "scanned N of M, K matches". ``format=jsonl``: a download, one record a line."""
+    ``progress.line`` says "scanned N of M, K matches". ``format=jsonl``: a download, one record a line;
+    ``format=stream``: JSON lines ``{"progress": ...}`` as the scan goes, then the answer as ``{"done": ...}`` (or
+    ``{"error": "..."}``)."""
     count = partitions_of(collector, topic)
     if partition == "all":
         chosen = list(range(count))
@@ -79,11 +82,16 @@ async def messages(topic: str, collector: Source, partition: str = "all", start:
     if (start, backward) in (("newest", False), ("oldest", True)):
         raise HTTPException(400, f"nothing lies {'after the newest' if start == 'newest' else 'before the oldest'} "
                                  "record: read newest backward or oldest forward")
-    if format == "json" and limit > MAX_JSON_LIMIT:
+    if format != "jsonl" and limit > MAX_JSON_LIMIT:
         raise HTTPException(400, f"limit is at most {MAX_JSON_LIMIT} on the page; download (format=jsonl) for more")
     try:
         filters = Filters.parse(key, value, header, json_path)
-        scan = Scan(topic, chosen, start, offset, timestamp, backward, limit, max_scan, filters)
+    except BadRequest as exc:
+        raise HTTPException(400, str(exc)) from None
+    scan = Scan(topic, chosen, start, offset, timestamp, backward, limit, max_scan, filters)
+    if format == "stream":
+        return StreamingResponse(streamed(collector.bootstrap, scan), media_type="application/x-ndjson")
+    try:
         result = await asyncio.to_thread(search, collector.bootstrap, scan)
     except BadRequest as exc:
         raise HTTPException(400, str(exc)) from None
@@ -93,8 +101,33 @@ async def messages(topic: str, collector: Source, partition: str = "all", start:
         lines = (json.dumps(r, ensure_ascii=False) + "\n" for r in result.records)
         return StreamingResponse(lines, media_type="application/x-ndjson", headers={
             "Content-Disposition": f'attachment; filename="{topic}.jsonl"', "X-Scan-Progress": result.progress["line"]})
-    return {"topic": topic, "partitions": chosen, "start": start, "direction": "backward" if backward else "forward",
-            "records": result.records, "progress": result.progress}
+    return answer(scan, result)
+
+
+def answer(scan: Scan, result) -> dict:
+    return {"topic": scan.topic, "partitions": scan.partitions, "start": scan.start,
+            "direction": "backward" if scan.backward else "forward", "records": result.records,
+            "progress": result.progress}
+
+
+async def streamed(bootstrap: str, scan: Scan):
+    """The scan in a thread of its own; its progress and then its answer as JSON lines, as they come."""
+    events: queue.Queue = queue.Queue()
+
+    def run() -> None:
+        try:
+            events.put({"done": answer(scan, search(bootstrap, scan, lambda p: events.put({"progress": p})))})
+        except BadRequest as exc:
+            events.put({"error": str(exc)})
+        except KafkaException as exc:
+            events.put({"error": f"the cluster refused the read: {exc.args[0].str()}"})
+        except Exception as exc:  # one line for the page, never a stack trace
+            events.put({"error": f"the search failed: {exc}"})
+        events.put(None)
+
+    threading.Thread(target=run, daemon=True, name="console-search").start()
+    while (event := await asyncio.to_thread(events.get)) is not None:
+        yield json.dumps(event, ensure_ascii=False) + "\n"
 
 
 class NewRecord(BaseModel):
