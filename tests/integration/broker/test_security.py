@@ -15,6 +15,8 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     NewTopic,
     ResourcePatternType,
@@ -539,3 +541,28 @@ def test_no_authorizer_beside_a_sasl_listener(tmp_path):
         assert refused.value.args[0].code() == KafkaError.SECURITY_DISABLED
         with RawConnection(b.bootstrap) as conn:  # clients still authenticate: a wrong password is refused
             assert _sasl_frames(conn, "PLAIN", [b"\0bob\0wrong"])[1].error_code == ErrorCode.sasl_authentication_failed
+
+
+def _authorizer_config(admin_client):
+    """authorizer.class.name as DescribeConfigs of broker 0 shows it: (value, read-only)."""
+    resource = ConfigResource(ResourceType.BROKER, "0")
+    (entries,) = [f.result(10) for f in admin_client.describe_configs([resource]).values()]
+    entry = entries["authorizer.class.name"]
+    return entry.value, entry.is_read_only
+
+
+def test_authorizer_class_name_tells_acls_on_from_off(broker, secured, admin, tmp_path):
+    """Kafka's authorizer.class.name, read-only: empty without an authorizer; with one, the name of Kafka's
+    StandardAuthorizer, whose rules Freshet's follows (so tools reading it see ACLs on)."""
+    standard = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer", True)
+    assert _authorizer_config(AdminClient({"bootstrap.servers": broker.bootstrap})) == ("", True)
+    assert _authorizer_config(admin) == standard  # on by default beside SASL listeners
+    with BrokerProcess(data_dir=str(tmp_path / "d"), extra_args=["--authorizer", "--super-user", "User:ANONYMOUS"]) as b:
+        a = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
+        assert _authorizer_config(a) == standard
+        altered = a.incremental_alter_configs([ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
+            ConfigEntry("authorizer.class.name", "", incremental_operation=AlterConfigOpType.SET)])])
+        with pytest.raises(KafkaException) as refused:
+            [f.result(10) for f in altered.values()]
+        assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST
+        assert _authorizer_config(a) == standard

@@ -36,6 +36,11 @@ def _positive(text: str) -> str:
     return str(value)
 
 
+# authorizer.class.name with an authorizer: Kafka's own (KRaft) authorizer, whose rules Freshet's follows (ACLs, DENY
+# over ALLOW, super.users, allow.everyone.if.no.acl.found); tools tell "ACLs on" from "off" by a non-empty value
+AUTHORIZER_CLASS = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
 @dataclass(frozen=True)
 class BrokerSetting:
     """A broker config of its own (not a topic default): its value at start-up, and whether it may change at run
@@ -68,6 +73,10 @@ BROKER_SETTINGS: dict[str, BrokerSetting] = {
         BrokerSetting("listeners", ConfigType.STRING,
                       lambda c: ",".join(str(listener) for listener in c.effective_listeners()),
                       "where the broker accepts connections"),
+        BrokerSetting("authorizer.class.name", ConfigType.STRING,
+                      lambda c: AUTHORIZER_CLASS if c.security.authorizes(c.effective_listeners()) else "",
+                      "the authorizer requests are checked by against ACLs (freshet broker start --authorizer); "
+                      "empty: none, every client may do everything and the ACL APIs answer SECURITY_DISABLED"),
         BrokerSetting("advertised.listeners", ConfigType.STRING,
                       lambda c: ",".join(f"{listener.protocol}://{c.advertised_host}:{listener.port}"
                                          for listener in c.effective_listeners()) if c.advertised_host else None,
