@@ -186,6 +186,34 @@ def to_dict(command: Command) -> dict:
     return {"command": type(command).__name__, **dataclasses.asdict(command)}
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_str_or_none(v) -> bool:
+    return v is None or isinstance(v, str)
+
+
+_FIELD_TYPES = {  # a field's annotation -> (check, what it must be)
+    "int": (_is_int, "an integer"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "str | None": (_is_str_or_none, "a string or null"),
+    "float | None": (lambda v: v is None or _is_int(v) or isinstance(v, float), "a number or null"),
+    "dict[str, str]": (
+        lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()),
+        "an object of strings",
+    ),
+    "tuple[int, ...]": (lambda v: isinstance(v, tuple) and all(map(_is_int, v)), "a list of integers"),
+    "tuple[str, ...]": (lambda v: isinstance(v, tuple) and all(isinstance(x, str) for x in v), "a list of strings"),
+    "tuple[tuple[str, str | None], ...]": (
+        lambda v: isinstance(v, tuple) and all(
+            isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) and _is_str_or_none(p[1]) for p in v),
+        "a list of [type, name or null] pairs",
+    ),
+}
+
+
 def from_dict(data: dict) -> Command:
     """A command from its JSON form; a ValueError names what is wrong (an unknown command or field)."""
     data = dict(data)
@@ -201,8 +229,13 @@ def from_dict(data: dict) -> Command:
         if key in data and isinstance(data[key], list):
             data[key] = tuple(data[key])
     if "entity" in data and isinstance(data["entity"], list):
-        data["entity"] = tuple(tuple(pair) for pair in data["entity"])
+        data["entity"] = tuple(tuple(p) if isinstance(p, list) else p for p in data["entity"])
     try:
-        return cls(**data)
+        command = cls(**data)
     except TypeError as exc:
         raise ValueError(f"{name}: {exc}") from None
+    for f in dataclasses.fields(cls):  # a command of the wrong shape must never reach the Raft log
+        check, what = _FIELD_TYPES[f.type]
+        if not check(getattr(command, f.name)):
+            raise ValueError(f"{name}: {f.name} must be {what}, not {getattr(command, f.name)!r}")
+    return command

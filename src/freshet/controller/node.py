@@ -133,7 +133,11 @@ class ReplicatedMetadata(SyncObjConsumer):
     @replicated
     def apply(self, command: c.Command) -> Result:
         with self.lock:
-            return self.metadata.apply(command)
+            try:
+                return self.metadata.apply(command)
+            except Exception as exc:  # a bug, not bad input (from_dict checks shapes): the same on every node
+                logger.exception("applying %r failed", command)
+                return Result("UNKNOWN_SERVER_ERROR", f"{type(exc).__name__}: {exc}")
 
     def read(self, fn):
         with self.lock:
@@ -284,6 +288,8 @@ class Controller:
         return result
 
     def propose_dict(self, data: dict) -> Result:
+        if data.get("command") == "LeaderChange":
+            return Result("INVALID_REQUEST", "LeaderChange is written by a new active controller, not by a client")
         try:
             command = c.from_dict(complete(data, int(time.time() * 1000), self._rng))
         except ValueError as exc:

@@ -42,6 +42,8 @@ def test_commands_and_the_snapshot(endpoint):
     ({"op": "command", "command": {"command": "Nope"}}, "unknown command 'Nope'"),
     ({"op": "command", "command": {"command": "DeleteTopic", "name": "t", "x": 1}}, "unknown field(s) x"),
     ({"op": "command", "command": {"command": "DeleteTopic"}}, "DeleteTopic"),
+    ({"op": "command", "command": {"command": "LeaderChange", "node_id": 1, "term": 99}}, "not by a client"),
+    ({"op": "command", "command": {"command": "DeleteTopic", "name": ["t"]}}, "name must be a string"),
     ({"op": "command"}, "op must be"),
     ({"op": "drop everything"}, "op must be"),
     ([1, 2], "op must be"),

@@ -373,3 +373,23 @@ def test_commands_round_trip_through_their_json_form_and_bad_ones_are_named():
         c.from_dict({"command": "DeleteTopic", "name": "t", "colour": "red"})
     with pytest.raises(ValueError, match="DeleteTopic"):
         c.from_dict({"command": "DeleteTopic"})
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"command": "CreateTopic", "name": "t", "topic_id": "i", "partitions": "3", "replication_factor": 1,
+      "start_index": 0, "shift": 0}, "partitions must be an integer"),
+    ({"command": "CreateTopic", "name": 5, "topic_id": "i", "partitions": 3, "replication_factor": 1,
+      "start_index": 0, "shift": 0}, "name must be a string"),
+    ({"command": "CreateTopic", "name": "t", "topic_id": "i", "partitions": 1, "replication_factor": 1,
+      "start_index": 0, "shift": 0, "configs": {"retention.ms": 5}}, "configs must be an object of strings"),
+    ({"command": "BrokerHeartbeat", "broker_id": True, "broker_epoch": 1, "now_ms": 1}, "broker_id must be"),
+    ({"command": "BrokerHeartbeat", "broker_id": 1, "broker_epoch": 1, "now_ms": 1, "want_fence": "no"},
+     "want_fence must be true or false"),
+    ({"command": "AlterPartition", "broker_id": 1, "broker_epoch": 1, "topic_id": "i", "partition": 0,
+      "leader_epoch": 0, "partition_epoch": 0, "new_isr": ["1"]}, "new_isr must be a list of integers"),
+    ({"command": "AlterClientQuota", "entity": [["user"]], "key": "k", "value": 1}, "entity must be a list of"),
+    ({"command": "AlterClientQuota", "entity": [["user", "a"]], "key": "k", "value": "1"}, "value must be a number"),
+])
+def test_commands_of_the_wrong_shape_never_reach_the_log(data, message):
+    with pytest.raises(ValueError, match=message):
+        c.from_dict(data)
