@@ -275,3 +275,46 @@ def test_a_streamed_search_reports_progress_then_answers(client):
     bad = client.get(f"/api/topics/{TOPIC}/messages?format=stream&offset=900&partition=1")
     assert [json.loads(line) for line in bad.text.splitlines()] == [
         {"error": "offset 900 is out of range for partition 1 (its records are at offsets 0..60; 61 is the next one)"}]
+
+
+def test_topic_sizes_on_a_secured_cluster(tmp_path, monkeypatch):
+    """DescribeLogDirs goes through kafka-python with the dashboard's own SASL settings (FRESHET_* variables, in
+    librdkafka's names, translated to kafka-python's); a user the cluster will not answer sees no sizes, not wrong
+    ones, and everything else still works."""
+    import subprocess
+    import sys
+
+    from freshet.local import BrokerProcess
+
+    data = tmp_path / "data"
+    for user in ("admin", "nobody"):
+        subprocess.run([sys.executable, "-m", "freshet.cli.main", "users", "add", user, "--password", f"{user}-pw",
+                        "--data-dir", str(data)], check=True, capture_output=True)
+    with BrokerProcess(data_dir=str(data), listeners=["SASL_PLAINTEXT"], extra_args=["--super-user", "User:admin"]) as b:
+        monkeypatch.setenv("FRESHET_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
+        monkeypatch.setenv("FRESHET_SASL_MECHANISM", "PLAIN")
+        monkeypatch.setenv("FRESHET_SASL_USERNAME", "admin")
+        monkeypatch.setenv("FRESHET_SASL_PASSWORD", "admin-pw")
+        create_topic(b.bootstrap, "secure-sizes", 1)
+        producer = Producer({"bootstrap.servers": b.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                             "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": "admin-pw"})
+        for _ in range(20):
+            producer.produce("secure-sizes", b"z" * 100)
+        producer.flush(10)
+        admin_view = Collector(b.bootstrap).collect()
+        assert admin_view.topics["secure-sizes"]["size_bytes"] > 2000
+        from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                           ResourcePatternType, ResourceType)
+
+        from freshet.client import admin_config
+
+        grant = AclBinding(ResourceType.TOPIC, "*", ResourcePatternType.LITERAL, "User:nobody", "*",
+                           AclOperation.DESCRIBE, AclPermissionType.ALLOW)  # its topics, not the cluster
+        admin = AdminClient(admin_config(b.bootstrap))
+        for f in admin.create_acls([grant]).values():
+            f.result(10)
+        monkeypatch.setenv("FRESHET_SASL_USERNAME", "nobody")
+        monkeypatch.setenv("FRESHET_SASL_PASSWORD", "nobody-pw")
+        nobody_view = Collector(b.bootstrap).collect()
+        shown = nobody_view.topics["secure-sizes"]
+        assert shown["messages"] == 20 and shown["size_bytes"] is None and nobody_view.error is None

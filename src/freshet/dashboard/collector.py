@@ -61,6 +61,7 @@ class Collector:
 
     def stop(self) -> None:
         self._stop.set()
+        self.log_dirs.close()
 
     def _record(self, series: str, at: float, value: float) -> None:
         self.history.setdefault(series, deque(maxlen=HISTORY)).append((round(at, 3), value))
