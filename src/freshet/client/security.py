@@ -12,6 +12,7 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    ConfigResource,
     ResourcePatternType,
     ResourceType,
     ScramCredentialInfo,
@@ -135,7 +136,23 @@ def list_acls(bootstrap: str | None, resource_type: str | None = None, resource_
         found = admin.describe_acls(_filter(resource_type, resource_name, principal, None, None, None)).result(15)
     except KafkaException as exc:
         raise ClientError(f"cannot list ACLs: {_message(exc)}") from None
+    if not found and broker_authorizer(admin) == "":
+        # librdkafka drops DescribeAcls' SECURITY_DISABLED and answers an empty list: the broker's config tells
+        raise ClientError("the broker has no authorizer, so it keeps no ACLs and lets every client do everything "
+                          "(authorizer.class.name is empty; Freshet: freshet broker start --authorizer)")
     return sorted(_acl(b) for b in found)
+
+
+def broker_authorizer(admin: AdminClient, timeout: float = 15) -> str | None:
+    """The authorizer.class.name of the broker ``admin`` reaches: "" (none: no ACLs, everything allowed), a class
+    name, or None when it cannot be read (not allowed to describe the cluster's configs, or no such config)."""
+    try:
+        node = admin.list_topics(timeout=timeout).orig_broker_id
+        resource = ConfigResource(ResourceType.BROKER, str(node))
+        entry = admin.describe_configs([resource])[resource].result(timeout).get("authorizer.class.name")
+    except KafkaException:
+        return None
+    return None if entry is None else entry.value or ""
 
 
 def remove_acls(bootstrap: str | None, resource_type: str | None, resource_name: str | None, principal: str | None,
