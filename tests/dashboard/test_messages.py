@@ -318,3 +318,16 @@ def test_topic_sizes_on_a_secured_cluster(tmp_path, monkeypatch):
         nobody_view = Collector(b.bootstrap).collect()
         shown = nobody_view.topics["secure-sizes"]
         assert shown["messages"] == 20 and shown["size_bytes"] is None and nobody_view.error is None
+
+
+def test_one_partition_keeps_offset_order_whatever_its_timestamps(broker, client):
+    topic = "console-clock-skew"
+    create_topic(broker.bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for n in range(5):  # producers' clocks disagree: timestamps go down as offsets go up
+        producer.produce(topic, b"%d" % n, timestamp=BASE_MS - n * 1000)
+    producer.flush(10)
+    newest = client.get(f"/api/topics/{topic}/messages?partition=0").json()["records"]
+    assert [r["offset"] for r in newest] == [4, 3, 2, 1, 0]
+    oldest = client.get(f"/api/topics/{topic}/messages?partition=0&start=oldest&limit=3").json()["records"]
+    assert [r["offset"] for r in oldest] == [0, 1, 2]

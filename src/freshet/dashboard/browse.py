@@ -36,6 +36,10 @@ class BadRequest(ValueError):
     """A request the scan refuses: the message is shown to the user as it is."""
 
 
+class ScanTimeout(TimeoutError):
+    """The cluster did not deliver a range it has (the message says which)."""
+
+
 @dataclass
 class Filters:
     key: bytes | None = None
@@ -274,6 +278,10 @@ def read_windows(consumer: Consumer, topic: str, windows: dict[int, tuple[int, i
         for p, records in by_partition.items():
             on_batch(p, records)
     consumer.unassign()
+    if open_:  # never a partial answer passed off as a whole one
+        p, (a, b) = next(iter(open_.items()))
+        raise ScanTimeout(f"the cluster did not deliver {topic} partition {p}'s offsets {at[p]}..{b - 1} "
+                          f"within {deadline_s:.0f} s")
 
 
 def search(bootstrap: str, scan: Scan, on_progress=None) -> Result:
@@ -319,7 +327,8 @@ def search(bootstrap: str, scan: Scan, on_progress=None) -> Result:
             chunk = min(chunk * 2, MAX_CHUNK)
             if on_progress is not None:
                 on_progress(progress(result.scanned, result.total, len(matches), None))
-        matches.sort(key=lambda m: (m.timestamp()[1], m.partition(), m.offset()), reverse=scan.backward)
+        if len(scan.partitions) > 1:  # one partition stays in offset order, whatever its timestamps
+            matches.sort(key=lambda m: (m.timestamp()[1], m.partition(), m.offset()), reverse=scan.backward)
         if len(matches) > scan.limit:
             matches = matches[:scan.limit]
             result.stopped = "limit"

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from freshet.client import producer_config
 
-from ..browse import START_KINDS, BadRequest, Filters, Scan, search
+from ..browse import START_KINDS, BadRequest, Filters, Scan, ScanTimeout, search
 from ..collector import Collector
 from . import Source
 
@@ -97,6 +97,8 @@ async def messages(topic: str, collector: Source, partition: str = "all", start:
         raise HTTPException(400, str(exc)) from None
     except KafkaException as exc:
         raise HTTPException(502, f"the cluster refused the read: {exc.args[0].str()}") from None
+    except ScanTimeout as exc:
+        raise HTTPException(504, str(exc)) from None
     if format == "jsonl":
         lines = (json.dumps(r, ensure_ascii=False) + "\n" for r in result.records)
         return StreamingResponse(lines, media_type="application/x-ndjson", headers={
@@ -117,7 +119,7 @@ async def streamed(bootstrap: str, scan: Scan):
     def run() -> None:
         try:
             events.put({"done": answer(scan, search(bootstrap, scan, lambda p: events.put({"progress": p})))})
-        except BadRequest as exc:
+        except (BadRequest, ScanTimeout) as exc:
             events.put({"error": str(exc)})
         except KafkaException as exc:
             events.put({"error": f"the cluster refused the read: {exc.args[0].str()}"})
