@@ -261,12 +261,24 @@ def record_checking_topics(broker, topic_name):
     return list(configs)
 
 
+def _log_end(broker) -> int:
+    with open(broker.log_path) as log:
+        return log.seek(0, 2)
+
+
+def _log_after(broker, start: int) -> str:
+    with open(broker.log_path) as log:
+        log.seek(start)
+        return log.read()
+
+
 def test_records_that_do_not_hold_together_are_corrupt_message_and_nothing_is_stored(broker, record_checking_topics):
     """A batch whose CRC-32C holds but whose records run past themselves (a header key of negative size, a value or
     a header count past the record): CORRUPT_MESSAGE, as Kafka; nothing stored; the connection keeps working."""
     from freshet.testing.fuzz import record_level_batches
 
     batches = record_level_batches(int(time.time() * 1000))
+    log_start = _log_end(broker)
     with RawConnection(broker.bootstrap) as conn:
         for topic in record_checking_topics:
             for name, (batch, code) in batches.items():
@@ -277,6 +289,7 @@ def test_records_that_do_not_hold_together_are_corrupt_message_and_nothing_is_st
             assert fetch(conn, topic, 0, 0).high_watermark == 0
             assert produce(conn, topic, 0, encode_batch([(b"k", b"fine", int(time.time() * 1000))])).error_code == 0
     assert still_serving(broker, record_checking_topics[0])
+    assert "Traceback" not in _log_after(broker, log_start)
 
 
 def test_a_header_key_that_is_not_utf8_is_stored_as_sent_as_kafka_does(broker, record_checking_topics):
@@ -286,9 +299,11 @@ def test_a_header_key_that_is_not_utf8_is_stored_as_sent_as_kafka_does(broker, r
     now = int(time.time() * 1000)
     batch = encode_batch([(b"k", b"v", now, (("\udcff\udcfekey", b"hv"),))])
     assert b"\xff\xfekey" in batch
+    log_start = _log_end(broker)
     with RawConnection(broker.bootstrap) as conn:
         for topic in record_checking_topics:
             assert produce(conn, topic, 0, batch).error_code == ErrorCode.none
             part = fetch(conn, topic, 0, 0)
             assert part.high_watermark == 1 and b"\xff\xfekey" in bytes(part.records)
     assert still_serving(broker, record_checking_topics[0])
+    assert "Traceback" not in _log_after(broker, log_start)  # (before: "handler for API key 0 failed", closed)
