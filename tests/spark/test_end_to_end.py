@@ -96,8 +96,8 @@ def test_generated_logs_to_parquet_and_postgres_match_an_independent_count(engin
     assert all(abs(approx - exact) <= 0.15 * exact for _, exact, approx in rows)
 
 
-# a Spark driver started two or three times (one killed mid-stream): 20-60 s each on 2 cores
-@pytest.mark.timeout(900)
+# a Spark driver started twice (once killed mid-stream): 20-60 s each on 2 quiet cores, minutes on a busy machine
+@pytest.mark.timeout(1500)
 def test_exactly_once_under_kill_9_of_the_driver(broker, postgres, topic_name, tmp_path):
     events = generate(12_000, seed=9)
     load(broker.bootstrap, topic_name, events)

@@ -91,8 +91,8 @@ def check_ctr(rows, searches, clicks):
     assert len(got) >= len(expected) - 2 * len({q for _, q in expected})  # all but the last open hours
 
 
-# a Spark driver started two or three times (one killed mid-stream): 20-60 s each on 2 cores
-@pytest.mark.timeout(900)
+# a Spark driver started twice (once killed mid-stream): 20-60 s each on 2 quiet cores, minutes on a busy machine
+@pytest.mark.timeout(1500)
 def test_click_through_under_kill_9_of_the_driver(broker, tmp_path):
     """freshet run click-through killed -9 mid-stream: the join and aggregation state come
     back from the checkpoint; every closed hour is written once, with the right counts."""
