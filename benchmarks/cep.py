@@ -317,10 +317,9 @@ def main() -> None:
 
         def stored(definitions: StoredDefinitions, wanted: list[tuple[str, str]]) -> None:
             """The topic holds ``wanted`` and nothing else (the pipelines' workers re-read it once a second)."""
-            definitions.refresh()
             names = {name for name, _ in wanted}
-            for name in [n for n in definitions.definitions if n not in names]:
-                definitions.remove(name)
+            stale = [n for n in definitions.refresh() if n not in names]
+            definitions._write([(name, None) for name in stale])  # tombstones with one producer (remove: one each)
             definitions.put_many(wanted)
             time.sleep(2 * REFRESH_S)
 
