@@ -144,11 +144,13 @@ class ReplicatedMetadata(SyncObjConsumer):
             return fn(self.metadata)
 
 
-def complete(data: dict, now_ms: int, rng: random.Random) -> dict:
-    """Fills in what the proposer decides for a command given over the endpoint: the time, and a new topic's
-    id and the placer's random start and shift."""
+def complete(data: dict, now_ms: int, rng: random.Random, session_timeout_ms: int) -> dict:
+    """Fills in what the proposer decides for a command given over the endpoint: the time, the session timeout
+    a registration is judged by, and a new topic's id and the placer's random start and shift."""
     data = dict(data)
     name = data.get("command")
+    if name == "RegisterBroker":
+        data.setdefault("session_timeout_ms", session_timeout_ms)
     if name in ("RegisterBroker", "BrokerHeartbeat", "FenceStaleBrokers") and data.get("now_ms") is None:
         data["now_ms"] = now_ms
     if name == "CreateTopic":
@@ -291,7 +293,8 @@ class Controller:
         if data.get("command") == "LeaderChange":
             return Result("INVALID_REQUEST", "LeaderChange is written by a new active controller, not by a client")
         try:
-            command = c.from_dict(complete(data, int(time.time() * 1000), self._rng))
+            now_ms = int(time.time() * 1000)
+            command = c.from_dict(complete(data, now_ms, self._rng, self.session_timeout_ms))
         except ValueError as exc:
             return Result("INVALID_REQUEST", str(exc))
         return self.propose(command)

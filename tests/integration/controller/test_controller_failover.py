@@ -181,7 +181,7 @@ def test_a_leader_without_its_followers_commits_nothing_until_they_return(contro
 
 
 def test_the_active_controller_fences_a_broker_whose_heartbeats_stopped(short_session_controllers):
-    procs, endpoints = short_session_controllers
+    _, endpoints = short_session_controllers
     leader = wait_for("an active controller all three agree on", lambda: agreed_controller(endpoints))
     epochs = {}
     for broker_id in (1, 2):

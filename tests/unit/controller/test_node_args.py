@@ -44,12 +44,16 @@ def test_a_bad_listen_address_is_an_argument_error(capsys):
 def test_the_proposer_fills_in_time_and_the_placers_choices_but_keeps_what_was_given():
     rng = random.Random(7)
     topic = c.from_dict(complete({"command": "CreateTopic", "name": "t", "partitions": 1,
-                                  "replication_factor": 1}, 1234, rng))
+                                  "replication_factor": 1}, 1234, rng, 6000))
     assert topic.topic_id and 0 <= topic.start_index < 1 << 16 and 0 <= topic.shift < 1 << 16
     other = c.from_dict(complete({"command": "CreateTopic", "name": "u", "partitions": 1,
-                                  "replication_factor": 1}, 1234, rng))
+                                  "replication_factor": 1}, 1234, rng, 6000))
     assert other.topic_id != topic.topic_id
-    beat = c.from_dict(complete({"command": "BrokerHeartbeat", "broker_id": 1, "broker_epoch": 1}, 1234, rng))
+    beat = c.from_dict(
+        complete({"command": "BrokerHeartbeat", "broker_id": 1, "broker_epoch": 1}, 1234, rng, 6000))
     assert beat.now_ms == 1234
-    given = complete({"command": "FenceStaleBrokers", "now_ms": 5, "session_timeout_ms": 1}, 1234, rng)
+    registration = c.from_dict(complete({"command": "RegisterBroker", "broker_id": 1, "incarnation_id": "i",
+                                         "host": "h", "port": 1}, 1234, rng, 6000))
+    assert (registration.now_ms, registration.session_timeout_ms) == (1234, 6000)
+    given = complete({"command": "FenceStaleBrokers", "now_ms": 5, "session_timeout_ms": 1}, 1234, rng, 6000)
     assert given["now_ms"] == 5

@@ -48,7 +48,7 @@ def partition(m: ClusterMetadata, topic_id: str, p: int):
     return m.topics[topic_id].partitions[p]
 
 
-# -- the active controller ---------------------------------------------------------------------------------------
+# -- the active controller -----------------------------------------------------------------------------------
 def test_leader_change_records_the_active_controller_and_refuses_an_old_term():
     m = ClusterMetadata()
     assert m.apply(c.LeaderChange(2, 3)).ok
@@ -58,7 +58,7 @@ def test_leader_change_records_the_active_controller_and_refuses_an_old_term():
     assert m.apply(c.LeaderChange(1, 4)).ok and m.controller_id == 1
 
 
-# -- brokers ----------------------------------------------------------------------------------------------------
+# -- brokers -------------------------------------------------------------------------------------------------
 def test_register_gives_increasing_epochs_and_a_fenced_broker_until_its_heartbeat():
     m = ClusterMetadata()
     e1 = register(m, 1)
@@ -115,7 +115,7 @@ def test_unregister_fences_and_removes():
     refused(m, c.UnregisterBroker(1), "BROKER_ID_NOT_REGISTERED")
 
 
-# -- fencing and leadership -------------------------------------------------------------------------------------
+# -- fencing and leadership ----------------------------------------------------------------------------------
 def test_fence_stale_brokers_moves_leadership_to_the_next_isr_member_and_bumps_epochs():
     m, epochs = cluster(3, now_ms=1000)
     tid = create(m, partitions=1, rf=3)
@@ -205,7 +205,7 @@ def test_preferred_election_and_its_refusals():
     assert result.ok and p.leader == 1 and p.isr == [1, 2, 3]
 
 
-# -- topics -----------------------------------------------------------------------------------------------------
+# -- topics --------------------------------------------------------------------------------------------------
 def test_create_topic_places_replicas_round_robin_with_all_replicas_in_the_isr():
     m, _ = cluster(3)
     tid = create(m, partitions=6, rf=2, **{"min.insync.replicas": "2"})
@@ -252,7 +252,7 @@ def test_delete_topic():
     refused(m, c.DeleteTopic("t"), "UNKNOWN_TOPIC_OR_PARTITION")
 
 
-# -- AlterPartition ---------------------------------------------------------------------------------------------
+# -- AlterPartition ------------------------------------------------------------------------------------------
 def test_alter_partition_by_the_leader_changes_the_isr_and_bumps_the_partition_epoch():
     m, epochs = cluster(3)
     tid = create(m, partitions=1, rf=3)
@@ -292,7 +292,7 @@ def test_a_deposed_leader_is_fenced_by_its_old_leader_epoch():
     assert m.apply(c.AlterPartition(2, epochs[2], tid, 0, 1, p.partition_epoch, (2, 3, 1))).ok
 
 
-# -- configs, users, ACLs, quotas -------------------------------------------------------------------------------
+# -- configs, users, ACLs, quotas ----------------------------------------------------------------------------
 def test_alter_configs_of_topics_and_brokers():
     m, _ = cluster(2)
     create(m, rf=2, **{"retention.ms": "10"})
@@ -348,7 +348,7 @@ def test_client_quotas():
     assert m.quotas == {}
 
 
-# -- determinism and the command codec --------------------------------------------------------------------------
+# -- determinism and the command codec -----------------------------------------------------------------------
 def test_two_replicas_applying_the_same_commands_hold_the_same_metadata():
     log = [
         c.RegisterBroker(1, "a", "h", 1, 100), c.RegisterBroker(2, "b", "h", 2, 100),
