@@ -105,38 +105,53 @@ class GroupAdmin:
 
         Refused while the group has active members. Returns (partition, old, new) per partition.
         """
-        if sum(x is not None and x is not False for x in (to_earliest or None, to_latest or None,
-                                                          to_timestamp_ms, shift_by)) != 1:
-            raise ClientError("choose one of --to-earliest, --to-latest, --to-datetime, --shift-by")
-        groups = {g: state for g, state, _ in self.list_groups()}
+        groups = {g for g, _, _ in self.list_groups()}
         if group_id in groups:
             description = self._wait(self._admin.describe_consumer_groups([group_id])[group_id],
                                      f"cannot describe group {group_id!r}")
             if description.members:
                 raise ClientError(f"group {group_id!r} has {len(description.members)} active member(s); "
                                   "stop them before resetting its offsets")
+        plan = self.plan_reset(group_id, topic, to_earliest=to_earliest, to_latest=to_latest,
+                               to_timestamp_ms=to_timestamp_ms, shift_by=shift_by)
+        self._wait(self._admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+            group_id, [TopicPartition(topic, p, new) for p, _, new in plan])])[group_id],
+            f"cannot reset offsets of group {group_id!r}")
+        return plan
+
+    def plan_reset(self, group_id: str, topic: str, partitions: list[int] | None = None, *,
+                   to_earliest: bool = False, to_latest: bool = False, to_timestamp_ms: int | None = None,
+                   shift_by: int | None = None) -> list[tuple[int, int, int]]:
+        """What ``reset_offsets`` would commit, committing nothing: (partition, old, new) for each of
+        ``partitions`` (default: every partition of ``topic``); old is -1 where nothing is committed."""
+        if sum(x is not None and x is not False for x in (to_earliest or None, to_latest or None,
+                                                          to_timestamp_ms, shift_by)) != 1:
+            raise ClientError("choose one of --to-earliest, --to-latest, --to-datetime, --shift-by")
         metadata = self._admin.list_topics(timeout=self.timeout)
         if topic not in metadata.topics or metadata.topics[topic].error is not None:
             raise ClientError(f"topic {topic!r} does not exist")
         count = len(metadata.topics[topic].partitions)
+        chosen = list(range(count)) if partitions is None else sorted(set(partitions))
+        if any(not 0 <= p < count for p in chosen):
+            raise ClientError(f"topic {topic!r} has partitions 0..{count - 1}, not {chosen}")
         current: dict[int, int] = {}
-        if group_id in groups:
+        if any(g == group_id for g, _, _ in self.list_groups()):
             offsets = self._wait(self._admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group_id, [TopicPartition(topic, p) for p in range(count)])])[group_id],
+                [ConsumerGroupTopicPartitions(group_id, [TopicPartition(topic, p) for p in chosen])])[group_id],
                 "cannot read committed offsets")
             current = {tp.partition: tp.offset for tp in offsets.topic_partitions}
         consumer = Consumer(consumer_config(self.bootstrap, overrides={"log_level": 0}))
         try:
             marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self.timeout)
-                     for p in range(count)}
+                     for p in chosen}
             if to_timestamp_ms is not None:
-                found = consumer.offsets_for_times([TopicPartition(topic, p, to_timestamp_ms) for p in range(count)],
+                found = consumer.offsets_for_times([TopicPartition(topic, p, to_timestamp_ms) for p in chosen],
                                                    timeout=self.timeout)
                 by_time = {tp.partition: tp.offset if tp.offset >= 0 else marks[tp.partition][1] for tp in found}
         finally:
             consumer.close()
         plan = []
-        for p in range(count):
+        for p in chosen:
             low, high = marks[p]
             old = current.get(p, -1)
             if to_earliest:
@@ -148,7 +163,4 @@ class GroupAdmin:
             else:
                 new = min(max((old if old >= 0 else low) + shift_by, low), high)
             plan.append((p, old, new))
-        self._wait(self._admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
-            group_id, [TopicPartition(topic, p, new) for p, _, new in plan])])[group_id],
-            f"cannot reset offsets of group {group_id!r}")
         return plan

@@ -1,12 +1,23 @@
-"""Consumer groups (classic, consumer and share) with their members, lag per partition and lag history."""
+"""Consumer groups (classic, consumer and share) with their members, lag per partition and lag history; offset
+resets (a dry run first, as ``kafka-consumer-groups.sh --reset-offsets`` does) and deleting a group."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import asyncio
+from datetime import datetime
+from typing import Literal
 
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from fastapi import APIRouter, HTTPException
+from pydantic import BaseModel
+
+from freshet.client.errors import ClientError
+
+from ..refusals import refusal
 from . import Source, history, one
 
 router = APIRouter()
+TIMEOUT_S = 30
 
 
 @router.get("/api/groups")
@@ -18,3 +29,87 @@ async def groups(collector: Source) -> dict:
 async def group(group_id: str, collector: Source) -> dict:
     g = one(collector.snapshot.groups, group_id, f"group {group_id!r} does not exist")
     return {"group_id": group_id, **g, "lag_history": history(collector, f"lag:{group_id}")}
+
+
+class Reset(BaseModel):
+    topic: str
+    partitions: list[int] | None = None  # none: every partition of the topic
+    to: Literal["earliest", "latest", "timestamp", "shift"]
+    value: int | str | None = None  # timestamp: epoch ms or an ISO time; shift: N (negative: back)
+    dry_run: bool = True
+
+
+def target(reset: Reset) -> dict:
+    """GroupAdmin.plan_reset's keyword for ``reset.to``; a 400 when ``value`` does not fit."""
+    if reset.to in ("earliest", "latest"):
+        return {f"to_{reset.to}": True}
+    if reset.value is None:
+        raise HTTPException(400, f"to={reset.to} needs a value ("
+                                 f"{'epoch milliseconds or an ISO time' if reset.to == 'timestamp' else 'N, negative: back'})")
+    if reset.to == "shift":
+        try:
+            return {"shift_by": int(reset.value)}
+        except ValueError:
+            raise HTTPException(400, f"shift needs a whole number, not {reset.value!r}") from None
+    if isinstance(reset.value, int):
+        return {"to_timestamp_ms": reset.value}
+    try:
+        when = datetime.fromisoformat(reset.value.replace("Z", "+00:00"))
+    except ValueError:
+        raise HTTPException(400, f"not a time: {reset.value!r} (epoch milliseconds or ISO, e.g. "
+                                 "2026-11-25T10:00:00Z)") from None
+    if when.tzinfo is None:
+        raise HTTPException(400, f"{reset.value!r} has no time zone (add Z or +01:00)")
+    return {"to_timestamp_ms": int(when.timestamp() * 1000)}
+
+
+def reset_offsets(collector, group_id: str, reset: Reset) -> dict:
+    admin = collector.groups_admin
+    try:
+        plan = admin.plan_reset(group_id, reset.topic, reset.partitions, **target(reset))
+    except ClientError as exc:
+        raise HTTPException(404 if "does not exist" in str(exc) else 400, str(exc)) from None
+    try:  # a group nobody has used answers Dead, without members
+        members = len(collector.admin.describe_consumer_groups([group_id])[group_id].result(TIMEOUT_S).members)
+    except KafkaException as exc:
+        raise refusal(exc, f"cannot describe group {group_id!r}") from None
+    answer = {"group_id": group_id, "topic": reset.topic, "dry_run": reset.dry_run, "active_members": members,
+              "partitions": [{"partition": p, "current": old if old >= 0 else None, "new": new}
+                             for p, old, new in plan]}
+    if reset.dry_run:
+        return answer
+    what = f"cannot reset offsets of group {group_id!r}"
+    future = collector.admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+        group_id, [TopicPartition(reset.topic, p, new) for p, _, new in plan])])[group_id]
+    try:
+        result = future.result(TIMEOUT_S)
+        failed = next((tp.error for tp in result.topic_partitions if tp.error is not None), None)
+        if failed is not None:
+            raise KafkaException(failed)
+    except KafkaException as exc:
+        refused = refusal(exc, what)
+        if refused.status_code == 409 and members:
+            refused.detail += (f" (the group has {members} active member(s); Kafka resets the offsets of an "
+                               "empty group only: stop its consumers first)")
+        raise refused from None
+    return answer
+
+
+@router.post("/api/groups/{group_id}/reset-offsets")
+async def reset(group_id: str, body: Reset, collector: Source) -> dict:
+    """Each partition's current and new committed offset; committed unless ``dry_run`` (the default). The
+    broker refuses the commit (409, its reason) while the group has active members."""
+    return await asyncio.to_thread(reset_offsets, collector, group_id, body)
+
+
+@router.delete("/api/groups/{group_id}")
+async def delete_group(group_id: str, collector: Source) -> dict:
+    """DeleteGroups: refused by the broker (409 NON_EMPTY_GROUP) while the group has members."""
+    def run() -> None:
+        try:
+            collector.admin.delete_consumer_groups([group_id], request_timeout=TIMEOUT_S)[group_id].result(TIMEOUT_S)
+        except KafkaException as exc:
+            raise refusal(exc, f"cannot delete group {group_id!r}") from None
+
+    await asyncio.to_thread(run)
+    return {"deleted": group_id}
