@@ -6,7 +6,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from fastapi.testclient import TestClient
 
 from freshet.client import consumer_config
@@ -21,7 +21,6 @@ def client(broker):
 
 
 def configs(broker, topic: str) -> dict:
-    from confluent_kafka.admin import ConfigResource
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     return {k: v.value for k, v in admin.describe_configs([resource])[resource].result(10).items()}
@@ -50,6 +49,11 @@ def test_create_topic_with_configs_then_a_duplicate_is_refused(client, broker, t
     assert bad.status_code == 400 and "INVALID_CONFIG" in bad.json()["detail"], bad.text
     assert partition_count(broker, topic_name + "-x") is None
     assert client.post("/api/topics", json={"name": topic_name + "-y", "partitions": 0}).status_code == 422
+    for body, error in (({"name": "no spaces allowed"}, "TOPIC_EXCEPTION"),
+                        ({"name": topic_name + "-z", "replication_factor": 3}, "INVALID_REPLICATION_FACTOR")):
+        refused = client.post("/api/topics", json=body)
+        assert refused.status_code == 400 and error in refused.json()["detail"], refused.text
+    assert partition_count(broker, topic_name + "-z") is None
 
 
 def test_delete_topic_needs_its_name_typed(client, broker, topic_name):
@@ -158,12 +162,14 @@ def test_reset_offsets_dry_run_commits_nothing_then_execute(client, broker, topi
     assert committed(broker, group, topic_name, 2) == [10, 10]
 
 
-def test_reset_and_delete_refused_while_the_group_has_members(client, broker, topic_name):
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_reset_and_delete_refused_while_the_group_has_members(client, broker, topic_name, protocol):
     group = topic_name + "-g"
     create_topic(broker.bootstrap, topic_name, 1)
     fill(broker, topic_name, 1, 5)
     consumer = Consumer(consumer_config(broker.bootstrap, group, overrides={
-        "log_level": 0, "auto.offset.reset": "earliest", "enable.auto.commit": False}))
+        "log_level": 0, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        **({"group.protocol": "consumer"} if protocol == "consumer" else {})}))
     consumer.subscribe([topic_name])
     try:
         seen = 0
@@ -189,3 +195,48 @@ def test_reset_and_delete_refused_while_the_group_has_members(client, broker, to
     assert committed(broker, group, topic_name, 1) == [-1001]
     again = client.delete(f"/api/groups/{group}")
     assert again.status_code == 404 and "GROUP_ID_NOT_FOUND" in again.json()["detail"]
+
+
+def test_a_read_only_dashboard_user_is_refused_with_403_and_nothing_changes(tmp_path, monkeypatch):
+    """The calls run with the dashboard's own credentials: a user with DESCRIBE only gets the broker's
+    authorization errors (403), one line each, and the cluster is unchanged."""
+    from freshet.local import BrokerProcess
+
+    from .secured import add_users, look_only, sasl
+
+    data = tmp_path / "data"
+    add_users(data, "admin", "dash")
+    with BrokerProcess(data_dir=str(data), listeners=["SASL_PLAINTEXT"], extra_args=["--super-user", "User:admin"]) as b:
+        conf = sasl(b.bootstrap, "admin")
+        admin = AdminClient(conf)
+        admin.create_topics([NewTopic("guarded", 1)])["guarded"].result(10)
+        producer = Producer(conf)
+        for n in range(5):
+            producer.produce("guarded", b"v")
+        producer.flush(10)
+        owner = Consumer({**conf, "group.id": "guarded-readers"})
+        owner.commit(offsets=[TopicPartition("guarded", 0, 4)], asynchronous=False)
+        owner.close()
+        look_only(admin, "dash", monkeypatch)
+        client = TestClient(create_app(Collector(b.bootstrap)))
+        calls = [("post", "/api/topics", {"json": {"name": "sneaky"}}),
+                 ("patch", "/api/topics/guarded/configs", {"json": {"set": {"retention.ms": "1"}}}),
+                 ("post", "/api/topics/guarded/partitions", {"json": {"count": 3}}),
+                 ("post", "/api/topics/guarded/delete-records", {"json": {"partition": 0, "before_offset": 3}}),
+                 ("delete", "/api/topics/guarded?confirm=guarded", {}),
+                 ("post", "/api/groups/guarded-readers/reset-offsets",
+                  {"json": {"topic": "guarded", "to": "earliest", "dry_run": False}}),
+                 ("delete", "/api/groups/guarded-readers", {})]
+        for method, path, kwargs in calls:
+            refused = getattr(client, method)(path, **kwargs)
+            assert refused.status_code == 403 and "AUTHORIZATION_FAILED" in refused.json()["detail"], (path, refused.text)
+        md = admin.list_topics(timeout=10)
+        assert "sneaky" not in md.topics and len(md.topics["guarded"].partitions) == 1
+        resource = ConfigResource(ConfigResource.Type.TOPIC, "guarded")
+        assert admin.describe_configs([resource])[resource].result(10)["retention.ms"].is_default
+        reader = Consumer({**conf, "group.id": "guarded-readers"})
+        try:
+            assert reader.get_watermark_offsets(TopicPartition("guarded", 0), timeout=10) == (0, 5)
+            assert [tp.offset for tp in reader.committed([TopicPartition("guarded", 0)], 10)] == [4]
+        finally:
+            reader.close()

@@ -251,30 +251,17 @@ def test_share_groups_with_their_backlog(broker):
 def test_sign_in_with_a_kafka_user_on_a_secured_cluster(tmp_path, monkeypatch):
     """The dashboard reads a SASL cluster with read-only credentials of its own; a browser signs in with a Kafka
     user, checked against the cluster, and gets a session cookie."""
-    import subprocess
-    import sys
-
-    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
-
     from freshet.dashboard.login import COOKIE, KafkaLogin
     from freshet.local import BrokerProcess
 
+    from .secured import add_users, look_only, sasl
+
     data = tmp_path / "data"
-    for user in ("admin", "dash", "viewer"):
-        subprocess.run([sys.executable, "-m", "freshet.cli.main", "users", "add", user, "--password", f"{user}-pw",
-                        "--data-dir", str(data)], check=True, capture_output=True)
+    add_users(data, "admin", "dash", "viewer")
     with BrokerProcess(data_dir=str(data), listeners=["SASL_PLAINTEXT"], extra_args=["--super-user", "User:admin"]) as b:
-        conf = {"bootstrap.servers": b.bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                "sasl.username": "admin", "sasl.password": "admin-pw"}
-        admin = AdminClient(conf)
+        admin = AdminClient(sasl(b.bootstrap, "admin"))
         admin.create_topics([NewTopic("dash-secure", 1)])["dash-secure"].result(10)
-        for rtype in (ResourceType.TOPIC, ResourceType.GROUP):  # the dashboard's own user may only look
-            for f in admin.create_acls([AclBinding(rtype, "*", ResourcePatternType.LITERAL, "User:dash", "*",
-                                                   AclOperation.DESCRIBE, AclPermissionType.ALLOW)]).values():
-                f.result(10)
-        for variable, value in {"FRESHET_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "FRESHET_SASL_MECHANISM": "PLAIN",
-                                "FRESHET_SASL_USERNAME": "dash", "FRESHET_SASL_PASSWORD": "dash-pw"}.items():
-            monkeypatch.setenv(variable, value)
+        look_only(admin, "dash", monkeypatch)  # the dashboard's own user may only look
         collector = Collector(b.bootstrap)
         collector.collect()
         client = TestClient(create_app(collector, login=KafkaLogin(b.bootstrap)))
