@@ -21,10 +21,12 @@ from freshet.format.control import ABORT, COMMIT, marker_batch, marker_type
 from freshet.format.record_batch import (
     TIMESTAMP_TYPE_FLAG,
     BatchHeader,
+    RecordScan,
     decode_records,
     iter_batches,
     read_header,
     recompress,
+    scan_records,
     stamp_log_append_time,
     validate_batches,
     with_base_offset,
@@ -213,16 +215,22 @@ class Partition:
         if before >= 2**63 - 1 and after >= 2**63 - 1:
             return
 
-        def fault(record) -> str | None:
-            if now_ms - record.timestamp > before:
-                return (f"Timestamp {record.timestamp} is {now_ms - record.timestamp} ms before the broker's clock; "
+        def fault(timestamp: int) -> str | None:
+            if now_ms - timestamp > before:
+                return (f"Timestamp {timestamp} is {now_ms - timestamp} ms before the broker's clock; "
                         f"message.timestamp.before.max.ms={before}")
-            if record.timestamp - now_ms > after:
-                return (f"Timestamp {record.timestamp} is {record.timestamp - now_ms} ms after the broker's clock; "
+            if timestamp - now_ms > after:
+                return (f"Timestamp {timestamp} is {timestamp - now_ms} ms after the broker's clock; "
                         f"message.timestamp.after.max.ms={after}")
             return None
 
-        found = _first_faulty_batch(records, headers, fault)
+        def faults(scan: RecordScan) -> tuple[tuple[int, str], ...]:
+            low, high = now_ms - before, now_ms + after
+            if all(low <= t <= high for t in scan.timestamps):
+                return ()
+            return tuple((i, why) for i, why in enumerate(map(fault, scan.timestamps)) if why is not None)
+
+        found = _first_faulty_batch(records, headers, faults, timestamps=True)
         if found is not None:
             count, faults = found
             raise InvalidTimestampError(
@@ -262,8 +270,8 @@ class Partition:
     def _require_keys(self, records: bytes | memoryview, headers: list[BatchHeader]) -> None:
         """Every record of a compacted topic has a key."""
         found = _first_faulty_batch(records, headers,
-                                    lambda r: "Compacted topic cannot accept message without key" if r.key is None
-                                    else None)
+                                    lambda scan: tuple((i, "Compacted topic cannot accept message without key")
+                                                       for i in scan.keyless))
         if found is not None:
             count, faults = found
             raise InvalidRecordError(
@@ -494,17 +502,18 @@ class Partition:
         os.rmdir(self.directory)
 
 
-def _first_faulty_batch(records: bytes | memoryview, headers: list[BatchHeader],
-                        fault) -> tuple[int, tuple[tuple[int, str], ...]] | None:
-    """As Kafka's validator: the first batch with records that ``fault`` (record -> reason or None) finds wrong,
-    as its record count and each such record's index in the batch with the reason (None: all are fine)."""
+def _first_faulty_batch(records: bytes | memoryview, headers: list[BatchHeader], faults,
+                        timestamps: bool = False) -> tuple[int, tuple[tuple[int, str], ...]] | None:
+    """As Kafka's validator: the first batch with records that ``faults`` (a batch's RecordScan -> each wrong
+    record's index in the batch with the reason) finds wrong, as its record count and those faults (None: all are
+    fine). The records are walked, not decoded (scan_records: the same format errors, nothing built per record)."""
     view = memoryview(records)
     pos = 0
     for header in headers:
-        batch = list(decode_records(view[pos:pos + header.size]))
-        faults = tuple((i, why) for i, why in enumerate(map(fault, batch)) if why is not None)
-        if faults:
-            return len(batch), faults
+        scan = scan_records(view[pos:pos + header.size], timestamps)
+        found = faults(scan)
+        if found:
+            return scan.count, found
         pos += header.size
     return None
 
