@@ -33,7 +33,7 @@ def partition_count(broker, topic: str) -> int | None:
 
 
 def fill(broker, topic: str, partitions: int, per_partition: int) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "log_level": 0})
     for n in range(per_partition * partitions):
         producer.produce(topic, f"v{n}".encode(), partition=n % partitions)
     producer.flush(10)

@@ -54,7 +54,7 @@ def test_create_a_topic_edit_its_config_and_reset_a_group_with_a_dry_run(broker,
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
         assert admin.describe_configs([resource])[resource].result(10)["cleanup.policy"].value == "compact,delete"
 
-        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "log_level": 0})
         for n in range(20):
             producer.produce(topic, f"v{n}".encode(), f"k{n}".encode(), partition=n % 2)
         producer.flush(10)
