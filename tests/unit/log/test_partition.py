@@ -207,3 +207,56 @@ def test_compacted_partition_refuses_keyless_records(tmp_path):
         p.append(encode_batch([(None, b"v", 1)]))
     p.append(encode_batch([(b"k", None, 1)]))  # a tombstone is fine
     assert p.log_end_offset == 1
+
+
+def _gzipped(batch: bytes) -> bytes:
+    """``batch`` with its records section in gzip, its CRC-32C recomputed (as a producer sends it)."""
+    import struct
+
+    import crc32c
+
+    from freshet.format.compression import compress
+    from freshet.format.record_batch import CRC_START, HEADER_SIZE
+
+    body = compress(1, batch[HEADER_SIZE:])
+    head = bytearray(batch[:HEADER_SIZE])
+    struct.pack_into(">i", head, 8, HEADER_SIZE - 12 + len(body))
+    struct.pack_into(">h", head, CRC_START, struct.unpack_from(">h", head, CRC_START)[0] | 1)
+    out = bytes(head) + body
+    return out[:17] + struct.pack(">I", crc32c.crc32c(out[CRC_START:])) + out[21:]
+
+
+def test_a_compacted_partition_names_the_keyless_records_of_the_first_batch_with_any(tmp_path):
+    """The key check walks every batch of the request (compressed ones decompressed first, headers skipped):
+    the first batch holding keyless records is refused with each one's index, and nothing is written."""
+    p = Partition(str(tmp_path / "p0"), LogConfig(cleanup_policy="compact"))
+    hdrs = (("__column_family__", b"default"),)
+    fine = _gzipped(encode_batch([(b"k%d" % i, b"v" * 150, 1, hdrs) for i in range(3)]))
+    keyless = _gzipped(encode_batch([(b"a", b"1", 1, hdrs), (None, b"2", 1, hdrs), (b"c", None, 1), (None, b"4", 1)]))
+    with pytest.raises(InvalidRecordError) as refused:
+        p.append(fine + keyless + keyless)
+    assert refused.value.record_errors == tuple(
+        (i, "Compacted topic cannot accept message without key") for i in (1, 3))
+    assert str(refused.value) == ("2 of the 4 records of a batch (index 1, 3) have no key: "
+                                  "a compacted topic accepts only records with a key")
+    assert p.log_end_offset == 0
+    assert p.append(fine).last_offset == 2
+
+
+def test_a_compacted_partition_refuses_a_record_that_runs_past_itself_as_corrupt(tmp_path):
+    """A record whose fields do not add up to its length (the batch's CRC-32C holding) is CORRUPT_MESSAGE, not a
+    keyless record, even when the record before it has no key; nothing is written."""
+    import struct
+
+    import crc32c
+
+    from freshet.format.record_batch import CRC_START, HEADER_SIZE
+
+    p = Partition(str(tmp_path / "p0"), LogConfig(cleanup_policy="compact"))
+    batch = bytearray(encode_batch([(None, b"v", 1), (b"k", b"value", 1)]))
+    second = HEADER_SIZE + 1 + batch[HEADER_SIZE] // 2  # the second record's length varint
+    batch[second] += 2  # one byte longer than its fields
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[CRC_START:])))
+    with pytest.raises(CorruptBatchError, match="record length does not match its fields"):
+        p.append(bytes(batch))
+    assert p.log_end_offset == 0
