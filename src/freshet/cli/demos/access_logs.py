@@ -87,6 +87,11 @@ def access_logs(seconds: float, rate: float, time_scale: float, pipelines: bool,
             dashboard[0].wait(15)
 
 
+# how long the Spark queries get, once the generator stops, to read what it wrote and commit the windows that
+# closed: seconds on a quiet machine; several minutes where Spark is still on its first microbatches (a busy one)
+CATCH_UP_S = 600
+
+
 def _secure_demo(data_dir: str) -> dict:
     """A CA and broker certificate, a user ``demo`` with a fresh password: what the demo's broker and clients use."""
     import secrets
@@ -191,24 +196,21 @@ def _live_pipelines(console, bootstrap, topic, data_dir, generator, produced, er
 
     def show(name: str, target: dict, key: str, checkpoint: str):
         """A catalog pipeline's updated windows kept in ``target`` for the live table."""
-        return (CATALOG[name].result(raw).writeStream.outputMode("update").foreachBatch(keep(target, key))
-                .option("checkpointLocation", os.path.join(checkpoints, checkpoint)).trigger(processingTime="1 second")
-                .queryName(name).start())
+        return lambda: (CATALOG[name].result(raw).writeStream.outputMode("update").foreachBatch(keep(target, key))
+                        .option("checkpointLocation", os.path.join(checkpoints, checkpoint))
+                        .trigger(processingTime="1 second").queryName(name).start())
 
     checkpoints = os.path.join(data_dir, "checkpoints", topic)
-    queries = [
+    starts = [
         show("requests-per-minute", minutes, "window_start", "rpm"),
         show("unique-users", users, "window_start", "users"),
         show("size-percentiles", sizes, "window_start", "sizes"),
-        CATALOG["requests-per-minute"].result(raw).writeStream.outputMode("append").format("parquet")
-        .option("path", os.path.join(data_dir, "warehouse", "requests_per_minute"))
-        .option("checkpointLocation", os.path.join(checkpoints, "parquet")).trigger(processingTime="2 seconds")
-        .queryName("requests-per-minute-parquet").start(),
+        lambda: (CATALOG["requests-per-minute"].result(raw).writeStream.outputMode("append").format("parquet")
+                 .option("path", os.path.join(data_dir, "warehouse", "requests_per_minute"))
+                 .option("checkpointLocation", os.path.join(checkpoints, "parquet"))
+                 .trigger(processingTime="2 seconds").queryName("requests-per-minute-parquet").start()),
     ]
-    generator.start()
-    console.print("[bold]pipelines[/] requests per minute (and vs the minute before: spike above 3x, drop below "
-                  "1/3), unique users per hour (exact, and HyperLogLog's estimate), p50/p99 response size per 5 "
-                  f"minutes (parquet copy in {data_dir}/warehouse)")
+    queries: list = []
 
     def render():
         table = Table(title="live window results (event time)")
@@ -227,22 +229,39 @@ def _live_pipelines(console, bootstrap, topic, data_dir, generator, produced, er
         return Group(table, status)
 
     try:
+        for start in starts:
+            # one after another: each query's freshet source has Spark start a Python process for it, which must
+            # connect back within Spark's fixed 10 s; four interpreters importing pyarrow at once on a busy machine
+            # took longer ("Python worker failed to connect back"). Waiting for data (or a batch run) says it is up
+            queries.append(start())
+            deadline = time.monotonic() + 120
+            while not _source_up(queries[-1]) and queries[-1].isActive and time.monotonic() < deadline:
+                time.sleep(0.2)
+            _fail_if_stopped(console, queries)
+        generator.start()
+        console.print("[bold]pipelines[/] requests per minute (and vs the minute before: spike above 3x, drop below "
+                      "1/3), unique users per hour (exact, and HyperLogLog's estimate), p50/p99 response size per 5 "
+                      f"minutes (parquet copy in {data_dir}/warehouse)")
         with Live(render(), console=console, refresh_per_second=2) as live:
             while generator.is_alive():
                 time.sleep(0.5)
+                _fail_if_stopped(console, queries)
                 live.update(render())
-            # let the last events through: until every query has read all that was produced (on a
-            # busy machine Spark may still be on its first microbatches when the generator ends)
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline and any(_read_through(q) < produced[0] for q in queries):
+            # let the last events through: until every query has read up to the end offsets the generator
+            # left and then run a batch with nothing new to read (the batch Spark runs to move the watermark,
+            # or its idle report), so the watermark it reports counts the last events, every minute they close
+            # is shown closed and the Parquet sink has committed those minutes. On a busy machine Spark may
+            # still be on its first microbatches when the generator ends: the deadline is for that machine
+            ends = {(topic, p): high for p, (_, high) in enumerate(TopicAdmin(bootstrap).offsets(topic, 6))}
+            deadline = time.monotonic() + CATCH_UP_S
+            while not all(_caught_up(q, ends) for q in queries):
+                if time.monotonic() > deadline:
+                    console.print(f"[yellow]gave up waiting after {CATCH_UP_S} s:[/] the Spark queries have read "
+                                  f"{min(sum(_read_offsets(q).values()) for q in queries):,} of "
+                                  f"{sum(ends.values()):,} events; showing what they have")
+                    break
                 time.sleep(0.5)
-                live.update(render())
-            # and until the minutes query has run once with nothing new to read (the batch Spark runs to move
-            # the watermark, or its idle report): the watermark it reports then counts the last events, so every
-            # minute they close is shown closed
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and (queries[0].lastProgress or {}).get("numInputRows", 1) != 0:
-                time.sleep(0.5)
+                _fail_if_stopped(console, queries)
                 live.update(render())
             live.update(render())
     finally:
@@ -255,17 +274,41 @@ def _live_pipelines(console, bootstrap, topic, data_dir, generator, produced, er
     console.print(f"[green]done:[/] {produced[0]:,} events through the broker and {len(queries)} Spark queries")
 
 
-def _read_through(query) -> int:
-    """How many records of the (fresh) topic ``query`` has processed: the sum of its end offsets."""
+def _source_up(query) -> bool:
+    """``query``'s sources are initialized: it has asked them for offsets (its Python source process is up)."""
+    return query.lastProgress is not None or query.status["message"] in (
+        "Waiting for data to arrive", "Waiting for next trigger", "Processing new data")
+
+
+def _fail_if_stopped(console, queries) -> None:
+    """A query that has stopped on an error ends the demo: one line with Spark's message, exit status 1."""
+    for q in queries:
+        if not q.isActive:
+            error = q.exception()
+            reason = (str(error).strip().splitlines() or ["stopped"])[0] if error else "stopped"
+            console.print(f"[red]spark query {q.name} failed:[/] {reason} (details in spark.log)")
+            raise SystemExit(1)
+
+
+def _read_offsets(query) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> the end offset of the last batch ``query`` has run (what it has read up to)."""
     import json
 
     from freshet.spark.offsets import from_json
 
-    total = 0
+    read: dict[tuple[str, int], int] = {}
     for source in (query.lastProgress or {}).get("sources", []):
         end = source.get("endOffset") or {}
-        total += sum(from_json(json.loads(end) if isinstance(end, str) else end).values())
-    return total
+        read.update(from_json(json.loads(end) if isinstance(end, str) else end))
+    return read
+
+
+def _caught_up(query, ends: dict[tuple[str, int], int]) -> bool:
+    """``query`` has read up to ``ends`` and its last batch (or idle report) had nothing new: the output of the
+    batches that read them, and of the one that moved the watermark past them, is committed."""
+    read = _read_offsets(query)
+    return (all(read.get(tp, 0) >= end for tp, end in ends.items())
+            and (query.lastProgress or {}).get("numInputRows", 1) == 0)
 
 
 def query_watermark(query) -> float:
