@@ -350,6 +350,10 @@ def scan_records(batch: bytes | memoryview, timestamps: bool = False) -> RecordS
             if b < 0x80:
                 end = pos + 1 + zigzag[b]
                 pos += 2  # the length and the attributes byte
+            elif data[pos + 1] < 0x80:  # two bytes: a record of 64 to 8191 bytes
+                raw = (b & 0x7F) | (data[pos + 1] << 7)
+                end = pos + 2 + ((raw >> 1) ^ -(raw & 1))
+                pos += 3
             else:
                 length, pos = read_varint(data, pos)
                 end = pos + length
@@ -378,6 +382,10 @@ def scan_records(batch: bytes | memoryview, timestamps: bool = False) -> RecordS
             if b < 0x80:
                 vlen = zigzag[b]
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                raw = (b & 0x7F) | (data[pos + 1] << 7)
+                vlen = (raw >> 1) ^ -(raw & 1)
+                pos += 2
             else:
                 vlen, pos = read_varint(data, pos)
             if vlen > 0:
