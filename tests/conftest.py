@@ -3,7 +3,6 @@
 import itertools
 import os
 import re
-import shutil
 
 import pytest
 
@@ -68,14 +67,6 @@ def topic_name(request):
     """A topic name unique to the test (and to each parameter of it)."""
     base = re.sub(r"[^a-zA-Z0-9.-]+", "-", request.node.name)[:180]
     return f"t-{base}-{next(_topic_counter)}"
-
-
-@pytest.fixture(scope="session")
-def kcat():
-    path = shutil.which("kcat")
-    if path is None:
-        pytest.fail("kcat is missing: `make test` installs it (scripts/install-test-deps.sh)")
-    return path
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups (else every worker gets Spark tests)
