@@ -50,7 +50,7 @@ class GroupCommit:
     def __init__(self) -> None:
         self._dirty: dict[int, Partition] = {}
         self._waiters: list[tuple[Partition, int, asyncio.Future]] = []
-        self._listeners: list[asyncio.Future] = []
+        self._listeners: set[asyncio.Future] = set()  # a cancelled one leaves at once (see high_watermark_moved)
         self._wake = asyncio.Event()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fsync")
         self._segment_pool = ThreadPoolExecutor(SEGMENT_FSYNC_THREADS, thread_name_prefix="fsync-segment")
@@ -91,7 +91,10 @@ class GroupCommit:
     def high_watermark_moved(self) -> asyncio.Future:
         """A future that completes after the next round that advanced any high watermark."""
         fut = asyncio.get_running_loop().create_future()
-        self._listeners.append(fut)
+        self._listeners.add(fut)
+        # a long poll that times out cancels its future: without this it would stay until the next write round,
+        # and an idle broker's long-polling consumers would pile them up
+        fut.add_done_callback(self._listeners.discard)
         return fut
 
     async def _run(self) -> None:
@@ -124,7 +127,7 @@ class GroupCommit:
             else:
                 keep.append((partition, offset, fut))
         self._waiters = keep
-        listeners, self._listeners = self._listeners, []
+        listeners, self._listeners = self._listeners, set()
         for fut in listeners:
             if not fut.done():
                 fut.set_result(None)

@@ -96,7 +96,7 @@ class ShareGroupCoordinator:
         self.groups: dict[str, ShareGroup] = {}
         self.state = registry.internal_topic(SHARE_STATE_TOPIC, SHARE_STATE_TOPIC_CONFIGS).partitions[0]
         self._tasks: list[asyncio.Task] = []
-        self._available: list[asyncio.Future] = []
+        self._available: set[asyncio.Future] = set()  # a cancelled one leaves at once
         self.on_append = lambda partition: None  # the broker's group commit: appended state gets fsync'd
         self._replay()
 
@@ -378,11 +378,12 @@ class ShareGroupCoordinator:
     def records_available(self) -> asyncio.Future:
         """A future done when records come back (released, lock expired, member gone)."""
         fut = asyncio.get_running_loop().create_future()
-        self._available.append(fut)
+        self._available.add(fut)
+        fut.add_done_callback(self._available.discard)  # a long poll that timed out cancels it: gone at once
         return fut
 
     def wake(self) -> None:
-        waiters, self._available = self._available, []
+        waiters, self._available = self._available, set()
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)

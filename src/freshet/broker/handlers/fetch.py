@@ -104,19 +104,21 @@ def fetch(ctx: RequestContext, request: Request) -> Response:
         nonlocal moved
         deadline = time.monotonic() + max_wait_s
         result, sent = body, total
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return _throttled(ctx, result, sent)
-            try:
-                await asyncio.wait_for(moved, remaining)
-            except asyncio.TimeoutError:
-                return _throttled(ctx, result, sent)
-            moved = commit_log.high_watermark_moved()  # before the read, in the same step: no round between
-            result, sent, any_error = _read_all(ctx, request)
-            if sent >= request.min_bytes or any_error:
-                moved.cancel()
-                return _throttled(ctx, result, sent)
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return _throttled(ctx, result, sent)
+                try:
+                    await asyncio.wait_for(moved, remaining)
+                except asyncio.TimeoutError:
+                    return _throttled(ctx, result, sent)
+                moved = commit_log.high_watermark_moved()  # before the read, in the same step: no round between
+                result, sent, any_error = _read_all(ctx, request)
+                if sent >= request.min_bytes or any_error:
+                    return _throttled(ctx, result, sent)
+        finally:
+            moved.cancel()  # however the wait ends, its future leaves the group commit's listeners
 
     return long_poll()
 
