@@ -77,21 +77,48 @@ exec %s "$@"
 
 def worker_python() -> str:
     """The command Spark starts Python workers with: this interpreter, through a launcher that keeps pip's
-    pyspark.zip off the worker's path (see _LAUNCHER). Written once per interpreter into the temporary
-    directory."""
+    pyspark.zip off the worker's path (see _LAUNCHER), when PySpark is pip's in this interpreter's
+    site-packages (else this interpreter as it is: a SPARK_HOME install's workers need their zip). The launcher
+    is written once per interpreter into a directory of this user's alone, and used only while it is this
+    user's, writable by nobody else, and holds exactly the launcher."""
     import hashlib
     import shlex
+    import sysconfig
 
+    import pyspark
+
+    site = os.path.realpath(sysconfig.get_paths()["purelib"])
+    if not os.path.realpath(pyspark.__file__).startswith(site + os.sep):
+        return sys.executable
     script = _LAUNCHER % shlex.quote(sys.executable)
-    digest = hashlib.sha256(script.encode()).hexdigest()[:16]
-    path = os.path.join(tempfile.gettempdir(), f"freshet-python-worker-{digest}")
-    if not os.path.exists(path):
-        staging = f"{path}.{os.getpid()}"
-        with open(staging, "w") as f:
-            f.write(script)
-        os.chmod(staging, 0o755)
-        os.replace(staging, path)
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "freshet")
+    path = os.path.join(cache, "python-worker-" + hashlib.sha256(script.encode()).hexdigest()[:16])
+    try:
+        os.makedirs(cache, mode=0o700, exist_ok=True)
+        if not _is_own_file(path, script):
+            staging = f"{path}.{os.getpid()}"
+            with open(os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o700), "w") as f:
+                f.write(script)
+            os.replace(staging, path)
+        if not _is_own_file(path, script):
+            return sys.executable
+    except OSError:
+        return sys.executable  # no cache directory to write: workers import PySpark from the zip, slower
     return path
+
+
+def _is_own_file(path: str, content: str) -> bool:
+    import stat
+
+    try:
+        info = os.lstat(path)
+        if (not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid()
+                or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or not info.st_mode & stat.S_IXUSR):
+            return False
+        with open(path) as f:
+            return f.read() == content
+    except OSError:
+        return False
 
 
 def session(app_name: str = "freshet", master: str | None = None, shuffle_partitions: int = 4,
@@ -107,7 +134,8 @@ def session(app_name: str = "freshet", master: str | None = None, shuffle_partit
     if remote:
         return connect_session(remote, shuffle_partitions, extra)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", worker_python())
+    if "PYSPARK_PYTHON" not in os.environ:
+        os.environ["PYSPARK_PYTHON"] = worker_python()
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 

@@ -22,5 +22,21 @@ def test_the_worker_launcher_drops_pyspark_zip_and_keeps_the_rest_of_the_path(tm
     assert "pyspark.zip" not in out[2]
 
 
-def test_the_launcher_is_written_once_per_interpreter():
-    assert worker_python() == worker_python()
+def test_the_launcher_is_written_once_per_interpreter_into_the_users_own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    first = worker_python()
+    assert first.startswith(str(tmp_path / "freshet") + os.sep)
+    assert worker_python() == first
+    assert os.stat(tmp_path / "freshet").st_mode & 0o077 == 0
+
+
+def test_a_launcher_someone_else_could_have_changed_is_written_anew(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = worker_python()
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\necho taken over\n")
+    assert worker_python() == path
+    assert "taken over" not in open(path).read()
+    os.chmod(path, 0o777)  # writable by others: not trusted, replaced
+    assert worker_python() == path
+    assert os.stat(path).st_mode & 0o022 == 0
