@@ -61,7 +61,8 @@ class Collector:
 
     def stop(self) -> None:
         self._stop.set()
-        self.log_dirs.close()
+        if not self._thread.is_alive():
+            self.log_dirs.close()  # else the collector's thread closes it when its round ends (it may be in use)
 
     def _record(self, series: str, at: float, value: float) -> None:
         self.history.setdefault(series, deque(maxlen=HISTORY)).append((round(at, 3), value))
@@ -71,13 +72,16 @@ class Collector:
             return {k: list(v) for k, v in self.history.items() if k.startswith(prefix)}
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.collect()
-            except Exception as exc:  # shown on the page; the next round tries again
-                with self._lock:
-                    self.snapshot.error = str(exc)
-            self._stop.wait(self.interval_s)
+        try:
+            while not self._stop.is_set():
+                try:
+                    self.collect()
+                except Exception as exc:  # shown on the page; the next round tries again
+                    with self._lock:
+                        self.snapshot.error = str(exc)
+                self._stop.wait(self.interval_s)
+        finally:
+            self.log_dirs.close()
 
     def collect(self) -> Snapshot:
         now = time.time()
