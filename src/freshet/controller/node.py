@@ -150,7 +150,7 @@ def complete(data: dict, now_ms: int, rng: random.Random, session_timeout_ms: in
     data = dict(data)
     name = data.get("command")
     if name == "RegisterBroker":
-        data.setdefault("session_timeout_ms", session_timeout_ms)
+        data["session_timeout_ms"] = session_timeout_ms  # the controller's, as Kafka's: a broker does not pick it
     if name in ("RegisterBroker", "BrokerHeartbeat", "FenceStaleBrokers") and data.get("now_ms") is None:
         data["now_ms"] = now_ms
     if name == "CreateTopic":

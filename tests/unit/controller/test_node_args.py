@@ -55,5 +55,8 @@ def test_the_proposer_fills_in_time_and_the_placers_choices_but_keeps_what_was_g
     registration = c.from_dict(complete({"command": "RegisterBroker", "broker_id": 1, "incarnation_id": "i",
                                          "host": "h", "port": 1}, 1234, rng, 6000))
     assert (registration.now_ms, registration.session_timeout_ms) == (1234, 6000)
+    chosen = c.from_dict(complete({"command": "RegisterBroker", "broker_id": 1, "incarnation_id": "i", "host": "h",
+                                   "port": 1, "session_timeout_ms": 10 ** 9}, 1234, rng, 6000))
+    assert chosen.session_timeout_ms == 6000  # a broker cannot choose a session that never expires
     given = complete({"command": "FenceStaleBrokers", "now_ms": 5, "session_timeout_ms": 1}, 1234, rng, 6000)
     assert given["now_ms"] == 5
