@@ -145,17 +145,20 @@ class Application:
         self.announce(bootstrap)
         return created
 
-    def topics_not_ready(self, bootstrap: str) -> list[str]:
+    def topics_not_ready(self, bootstrap: str, admin=None) -> list[str]:
         """The application's topics that cannot be read yet: absent, with fewer partitions than expected, or
-        with a partition that has no leader (just created). Empty when all are ready."""
+        with a partition that has no leader (just created). Empty when all are ready. ``admin``: a
+        confluent-kafka AdminClient to ask (one of its own otherwise)."""
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
         from freshet.client import ClientError, admin_config
         from freshet.client.errors import kafka_message
 
+        if admin is None:
+            admin = AdminClient(admin_config(bootstrap, {"log_level": 0}))
         try:
-            metadata = AdminClient(admin_config(bootstrap, {"log_level": 0})).list_topics(timeout=10)
+            metadata = admin.list_topics(timeout=10)
         except KafkaException as exc:
             raise ClientError(f"cannot reach a broker at {bootstrap}: {kafka_message(exc)}") from None
         not_ready = []
@@ -170,8 +173,13 @@ class Application:
         """Return once every topic of the application can be read (``topics_not_ready`` is empty): a reader
         started before the processor has made them waits instead of failing. TimeoutError after
         ``timeout_s`` (None: no limit)."""
+        from confluent_kafka.admin import AdminClient
+
+        from freshet.client import admin_config
+
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while not_ready := self.topics_not_ready(bootstrap):
+        admin = AdminClient(admin_config(bootstrap, {"log_level": 0}))  # one client for every look
+        while not_ready := self.topics_not_ready(bootstrap, admin):
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"{self.name}'s topics {', '.join(not_ready)} are not there at {bootstrap} "
                                    f"after {timeout_s:g} s (`freshet es process` makes them)")
