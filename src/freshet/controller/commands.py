@@ -51,6 +51,17 @@ class BrokerHeartbeat:
 
 
 @dataclass(frozen=True)
+class CloseBrokerSession:
+    """The broker's session connection to a controller closed (its process died: kill -9 closes the socket at
+    once; or it stopped): it is fenced now, not a session timeout later, and its session is over, so a new
+    incarnation with the same node id may register at once. A broker still alive heartbeats again (on a new
+    connection) and is unfenced."""
+
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True)
 class UnregisterBroker:
     broker_id: int
 
@@ -82,6 +93,26 @@ class CreateTopic:
 @dataclass(frozen=True)
 class DeleteTopic:
     name: str
+
+
+@dataclass(frozen=True)
+class CreatePartitions:
+    """CreatePartitions for one topic: ``count`` is the new total; the new partitions' replicas are placed as
+    CreateTopic places them, with the proposer's random ``start_index`` and ``shift``."""
+
+    name: str
+    count: int
+    start_index: int
+    shift: int
+
+
+@dataclass(frozen=True)
+class AllocateProducerIds:
+    """AllocateProducerIds (KIP-730): a block of ``count`` producer ids for one broker, unique in the cluster."""
+
+    broker_id: int
+    broker_epoch: int
+    count: int
 
 
 @dataclass(frozen=True)
@@ -169,16 +200,16 @@ class AlterClientQuota:
 COMMANDS = {
     cls.__name__: cls
     for cls in (
-        LeaderChange, RegisterBroker, BrokerHeartbeat, UnregisterBroker, FenceStaleBrokers, CreateTopic, DeleteTopic,
-        AlterPartition, ElectLeaders, AlterConfigs, UpsertScramCredential, DeleteScramCredential, CreateAcl,
-        DeleteAcls, AlterClientQuota,
+        LeaderChange, RegisterBroker, BrokerHeartbeat, CloseBrokerSession, UnregisterBroker, FenceStaleBrokers,
+        CreateTopic, DeleteTopic, CreatePartitions, AlterPartition, ElectLeaders, AlterConfigs, AllocateProducerIds,
+        UpsertScramCredential, DeleteScramCredential, CreateAcl, DeleteAcls, AlterClientQuota,
     )
 }
 
 Command = (
-    LeaderChange | RegisterBroker | BrokerHeartbeat | UnregisterBroker | FenceStaleBrokers | CreateTopic | DeleteTopic
-    | AlterPartition | ElectLeaders | AlterConfigs | UpsertScramCredential | DeleteScramCredential | CreateAcl
-    | DeleteAcls | AlterClientQuota
+    LeaderChange | RegisterBroker | BrokerHeartbeat | CloseBrokerSession | UnregisterBroker | FenceStaleBrokers
+    | CreateTopic | DeleteTopic | CreatePartitions | AlterPartition | ElectLeaders | AlterConfigs
+    | AllocateProducerIds | UpsertScramCredential | DeleteScramCredential | CreateAcl | DeleteAcls | AlterClientQuota
 )
 
 

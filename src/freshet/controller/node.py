@@ -8,8 +8,10 @@ brokers whose heartbeats stopped), and only once it has led for a whole session 
 gives every broker a full session before fencing it.
 
 The endpoint (``--listen``) speaks newline-delimited JSON, one request a line:
-``{"op": "command", "command": {"command": "CreateTopic", "name": ..., ...}}`` → the command's result,
-``{"op": "metadata"}`` → the metadata snapshot with the controller's id, ``{"op": "status"}`` → Raft status.
+``{"op": "command", "command": {"command": "CreateTopic", "name": ..., ...}}`` → the command's result (a
+broker's RegisterBroker / BrokerHeartbeat with ``"session": true`` makes the connection its session, fenced when
+it closes), ``{"op": "metadata"[, "since": VERSION, "wait_ms": MS]}`` → the metadata snapshot with its
+``version`` and the controller's id (a long poll when ``since`` is given), ``{"op": "status"}`` → Raft status.
 It is the interface until the brokers speak BrokerRegistration / BrokerHeartbeat / AlterPartition / CreateTopics
 to the controller over the Kafka protocol (issue #46's next step).
 """
@@ -127,21 +129,42 @@ class ReplicatedMetadata(SyncObjConsumer):
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)  # notified when ``version`` moves (metadata long polls)
         super().__init__()
         self.metadata = ClusterMetadata()
+        # counts the applied commands a broker must see: every one but a heartbeat that changed no fencing, which
+        # only moves the broker's last heartbeat (a long poll woken by every heartbeat would send the whole
+        # metadata to every broker several times a second for nothing)
+        self.version = 0
 
     @replicated
     def apply(self, command: c.Command) -> Result:
         with self.lock:
+            fenced = self._fenced(command)
             try:
-                return self.metadata.apply(command)
+                result = self.metadata.apply(command)
             except Exception as exc:  # a bug, not bad input (from_dict checks shapes): the same on every node
                 logger.exception("applying %r failed", command)
                 return Result("UNKNOWN_SERVER_ERROR", f"{type(exc).__name__}: {exc}")
+            if result.ok and (not isinstance(command, c.BrokerHeartbeat) or self._fenced(command) != fenced):
+                self.version += 1
+                self.changed.notify_all()
+            return result
+
+    def _fenced(self, command) -> bool | None:
+        broker = self.metadata.brokers.get(getattr(command, "broker_id", None))
+        return broker.fenced if broker is not None else None
 
     def read(self, fn):
         with self.lock:
             return fn(self.metadata)
+
+    def read_changed(self, since: int | None, timeout_s: float, fn):
+        """``fn(metadata)`` and the version, once the version is not ``since`` or ``timeout_s`` has passed."""
+        with self.lock:
+            if since is not None:
+                self.changed.wait_for(lambda: self.version != since, timeout_s)
+            return fn(self.metadata), self.version
 
 
 def complete(data: dict, now_ms: int, rng: random.Random, session_timeout_ms: int) -> dict:
@@ -155,6 +178,7 @@ def complete(data: dict, now_ms: int, rng: random.Random, session_timeout_ms: in
         data["now_ms"] = now_ms
     if name == "CreateTopic":
         data.setdefault("topic_id", str(uuid.UUID(int=rng.getrandbits(128), version=4)))
+    if name in ("CreateTopic", "CreatePartitions"):
         data.setdefault("start_index", rng.randrange(1 << 16))
         data.setdefault("shift", rng.randrange(1 << 16))
     return data
@@ -299,11 +323,23 @@ class Controller:
             return Result("INVALID_REQUEST", str(exc))
         return self.propose(command)
 
-    def metadata(self) -> dict:
-        snapshot = self.state.read(ClusterMetadata.snapshot)
+    def metadata(self, since: int | None = None, wait_ms: int = 0) -> dict:
+        """The metadata snapshot with its ``version``; given the ``since`` version a broker last saw, it waits up
+        to ``wait_ms`` (30 s at most) for a newer one (a long poll: brokers learn of a change at once)."""
+        timeout_s = min(max(wait_ms, 0), 30_000) / 1000
+        snapshot, version = self.state.read_changed(since, timeout_s, ClusterMetadata.snapshot)
+        snapshot["version"] = version
         snapshot["controller_id"] = self.controller_id()
         snapshot["node_id"] = self.node_id
         return snapshot
+
+    def close_session(self, broker_id: int, broker_epoch: int) -> None:
+        """A broker's session connection to this node closed: fence it now (CloseBrokerSession), unless this
+        node is stopping (then the connection closed because of us, not the broker)."""
+        if self._stopping.is_set():
+            return
+        result = self.propose(c.CloseBrokerSession(broker_id, broker_epoch))
+        logger.info("broker %d's session closed: %s", broker_id, result.error if not result.ok else "fenced")
 
     def status(self) -> dict:
         status = self._sync.getStatus() if self._sync else {}
@@ -355,21 +391,43 @@ class _Server(socketserver.ThreadingTCPServer):
 
 class _Handler(socketserver.StreamRequestHandler):
     def handle(self) -> None:
+        """One connection. A broker's registration or heartbeat given with ``"session": true`` makes it that
+        broker's session: when it closes (the broker died, kill -9 included, or stopped), the broker is fenced at
+        once (CloseBrokerSession). Tools' connections, without it, fence nobody when they close."""
         controller: Controller = self.server.controller
-        for line in self.rfile:
-            try:
-                request = json.loads(line)
-                op = request.get("op") if isinstance(request, dict) else None
-                if op == "command" and isinstance(request.get("command"), dict):
-                    answer = controller.propose_dict(request["command"]).to_dict()
-                elif op == "metadata":
-                    answer = controller.metadata()
-                elif op == "status":
-                    answer = controller.status()
-                else:
-                    answer = Result("INVALID_REQUEST", "op must be command (with a command object), metadata or "
-                                    "status").to_dict()
-            except ValueError as exc:
-                answer = Result("INVALID_REQUEST", f"not JSON: {exc}").to_dict()
-            self.wfile.write(json.dumps(answer).encode() + b"\n")
-            self.wfile.flush()
+        session: tuple[int, int] | None = None
+        try:
+            for line in self.rfile:
+                answer, session = self._answer(controller, line, session)
+                self.wfile.write(json.dumps(answer).encode() + b"\n")
+                self.wfile.flush()
+        except OSError:
+            pass
+        finally:
+            if session is not None:
+                controller.close_session(*session)
+
+    @staticmethod
+    def _answer(controller: "Controller", line: bytes, session):
+        try:
+            request = json.loads(line)
+            op = request.get("op") if isinstance(request, dict) else None
+            if op == "command" and isinstance(request.get("command"), dict):
+                command = request["command"]
+                result = controller.propose_dict(command).to_dict()
+                if (request.get("session") is True and result["error"] == "NONE"
+                        and command.get("command") in ("RegisterBroker", "BrokerHeartbeat")):
+                    epoch = (result["value"] or {}).get("broker_epoch", command.get("broker_epoch"))
+                    session = (command["broker_id"], epoch)
+                return result, session
+            if op == "metadata":
+                since, wait_ms = request.get("since"), request.get("wait_ms", 0)
+                if not (since is None or isinstance(since, int)) or not isinstance(wait_ms, int):
+                    return Result("INVALID_REQUEST", "since and wait_ms must be integers").to_dict(), session
+                return controller.metadata(since, wait_ms), session
+            if op == "status":
+                return controller.status(), session
+            return Result("INVALID_REQUEST", "op must be command (with a command object), metadata or "
+                          "status").to_dict(), session
+        except ValueError as exc:
+            return Result("INVALID_REQUEST", f"not JSON: {exc}").to_dict(), session

@@ -58,6 +58,7 @@ class Broker:
     epoch: int
     last_heartbeat_ms: int
     fenced: bool = True  # registered brokers are fenced until their first heartbeat, as in KRaft
+    session_closed: bool = False  # its session connection closed (CloseBrokerSession): no session to protect
 
 
 @dataclass
@@ -92,6 +93,7 @@ class ClusterMetadata:
     offset: int = 0
     controller_id: int = -1  # the last active controller that announced itself (LeaderChange)
     controller_epoch: int = 0  # its Raft term
+    next_producer_id: int = 0  # the first producer id no broker has been given (AllocateProducerIds)
 
     # -- reading -------------------------------------------------------------------------------------------
     def topic_by_name(self, name: str) -> Topic | None:
@@ -105,6 +107,7 @@ class ClusterMetadata:
         return {
             "offset": self.offset,
             "controller_epoch": self.controller_epoch,
+            "controller_id": self.controller_id,
             "brokers": [asdict(b) for b in sorted(self.brokers.values(), key=lambda b: b.broker_id)],
             "topics": [
                 {
@@ -145,7 +148,7 @@ class ClusterMetadata:
         old = self.brokers.get(cmd.broker_id)
         if old is not None and old.incarnation_id == cmd.incarnation_id:
             return Result(value={"broker_epoch": old.epoch})  # the same process retrying: same epoch
-        if old is not None and cmd.now_ms - old.last_heartbeat_ms < cmd.session_timeout_ms:
+        if old is not None and not old.session_closed and cmd.now_ms - old.last_heartbeat_ms < cmd.session_timeout_ms:
             return _refuse(
                 "DUPLICATE_BROKER_REGISTRATION",
                 f"broker {cmd.broker_id} is registered by another incarnation ({old.incarnation_id}) whose "
@@ -174,12 +177,21 @@ class ClusterMetadata:
             return refused
         broker = self.brokers[cmd.broker_id]
         broker.last_heartbeat_ms = max(broker.last_heartbeat_ms, cmd.now_ms)
+        broker.session_closed = False
         if broker.fenced and not cmd.want_fence:
             broker.fenced = False
             self._elect_offline()
         elif not broker.fenced and cmd.want_fence:
             self._fence(cmd.broker_id)
         return Result(value={"fenced": broker.fenced})
+
+    def _CloseBrokerSession(self, cmd: c.CloseBrokerSession) -> Result:
+        if refused := self._check_broker(cmd.broker_id, cmd.broker_epoch):
+            return refused
+        if not self.brokers[cmd.broker_id].fenced:
+            self._fence(cmd.broker_id)
+        self.brokers[cmd.broker_id].session_closed = True  # a new incarnation may register at once
+        return Result(value={"fenced": True})
 
     def _UnregisterBroker(self, cmd: c.UnregisterBroker) -> Result:
         if cmd.broker_id not in self.brokers:
@@ -283,6 +295,35 @@ class ClusterMetadata:
         del self.topics[topic.topic_id]
         self.topic_configs.pop(cmd.name, None)
         return Result()
+
+    def _CreatePartitions(self, cmd: c.CreatePartitions) -> Result:
+        topic = self.topic_by_name(cmd.name)
+        if topic is None:
+            return _refuse("UNKNOWN_TOPIC_OR_PARTITION", f"topic {cmd.name!r} does not exist")
+        current = len(topic.partitions)
+        if cmd.count <= current:
+            return _refuse(
+                "INVALID_PARTITIONS", f"topic {cmd.name!r} has {current} partitions; the new count must be larger"
+            )
+        live = self.unfenced()
+        factor = len(topic.partitions[0].replicas)
+        if factor > len(live):
+            return _refuse(
+                "INVALID_REPLICATION_FACTOR",
+                f"replication factor {factor} is above the {len(live)} unfenced broker(s)",
+            )
+        assignment = place_replicas(live, cmd.count, factor, cmd.start_index, cmd.shift)[current:]
+        topic.partitions.extend(PartitionState(replicas=r, isr=list(r), leader=r[0]) for r in assignment)
+        return Result(value={"assignment": assignment})
+
+    def _AllocateProducerIds(self, cmd: c.AllocateProducerIds) -> Result:
+        if refused := self._check_broker(cmd.broker_id, cmd.broker_epoch):
+            return refused
+        if not 1 <= cmd.count <= 1_000_000:
+            return _refuse("INVALID_REQUEST", f"a block of {cmd.count} producer ids is not 1 to 1000000")
+        start = self.next_producer_id
+        self.next_producer_id += cmd.count
+        return Result(value={"start": start, "count": cmd.count})
 
     def _AlterPartition(self, cmd: c.AlterPartition) -> Result:
         if refused := self._check_broker(cmd.broker_id, cmd.broker_epoch):

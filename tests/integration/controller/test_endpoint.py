@@ -85,3 +85,58 @@ def test_a_node_with_a_data_directory_comes_back_with_its_metadata(tmp_path):
                                             "stored_key": "a2V5", "server_key": "c2Vy"}))
     assert created.ok, created
     assert run(lambda c: c.metadata()["users"]) == {"alice": ["SCRAM-SHA-256"]}
+
+
+def test_a_metadata_long_poll_answers_once_the_metadata_changes_and_heartbeats_do_not_wake_it(endpoint):
+    import threading
+
+    first = endpoint.metadata()
+    registered = endpoint.command({"command": "RegisterBroker", "broker_id": 1, "incarnation_id": "i",
+                                   "host": "127.0.0.1", "port": 9092})
+    changed = endpoint.request({"op": "metadata", "since": first["version"], "wait_ms": 0})
+    assert changed["version"] != first["version"] and [b["broker_id"] for b in changed["brokers"]] == [1]
+    epoch = registered["value"]["broker_epoch"]
+    assert endpoint.command({"command": "BrokerHeartbeat", "broker_id": 1, "broker_epoch": epoch})["value"] == {
+        "fenced": False}
+    unfenced = endpoint.request({"op": "metadata", "since": changed["version"], "wait_ms": 0})
+    assert unfenced["version"] != changed["version"]  # unfencing is a change a broker must see
+    assert endpoint.command({"command": "BrokerHeartbeat", "broker_id": 1, "broker_epoch": epoch})["error"] == "NONE"
+    # a heartbeat that changes no fencing does not move the version: a poll given it waits its whole time out
+    same = endpoint.request({"op": "metadata", "since": unfenced["version"], "wait_ms": 200})
+    assert same["version"] == unfenced["version"]
+    answers = []
+    with ControllerClient(endpoint.address) as poller:
+        waiting = threading.Thread(target=lambda: answers.append(
+            poller.request({"op": "metadata", "since": same["version"], "wait_ms": 30_000})))
+        waiting.start()
+        assert endpoint.command({"command": "AlterConfigs", "resource_type": "broker", "name": "",
+                                 "set": {"min.insync.replicas": "2"}})["error"] == "NONE"
+        waiting.join(60)
+    assert answers and answers[0]["broker_configs"] == {"": {"min.insync.replicas": "2"}}
+    bad = endpoint.request({"op": "metadata", "since": "x"})
+    assert (bad["error"], bad["error_code"]) == ("INVALID_REQUEST", 42)
+
+
+def test_a_brokers_session_connection_closing_fences_it_at_once(endpoint):
+    session = ControllerClient(endpoint.address)
+    registered = session.request({"op": "command", "session": True, "command": {
+        "command": "RegisterBroker", "broker_id": 3, "incarnation_id": "first", "host": "127.0.0.1", "port": 1}})
+    epoch = registered["value"]["broker_epoch"]
+    beat = session.request({"op": "command", "session": True, "command": {
+        "command": "BrokerHeartbeat", "broker_id": 3, "broker_epoch": epoch}})
+    assert beat["value"] == {"fenced": False}
+    # a tool's connection (no session) closing fences nobody
+    with ControllerClient(endpoint.address) as tool:
+        assert tool.command({"command": "BrokerHeartbeat", "broker_id": 3, "broker_epoch": epoch})["error"] == "NONE"
+    assert not endpoint.metadata()["brokers"][0]["fenced"]
+    duplicate = endpoint.command({"command": "RegisterBroker", "broker_id": 3, "incarnation_id": "second",
+                                  "host": "127.0.0.1", "port": 2})
+    assert (duplicate["error"], duplicate["error_code"]) == ("DUPLICATE_BROKER_REGISTRATION", 101)
+    session.close()  # what kill -9 of the broker does to its socket
+    end = time.monotonic() + 60
+    while not endpoint.metadata()["brokers"][0]["fenced"]:
+        assert time.monotonic() < end, "the broker was not fenced after its session closed"
+        time.sleep(0.05)
+    again = endpoint.command({"command": "RegisterBroker", "broker_id": 3, "incarnation_id": "second",
+                              "host": "127.0.0.1", "port": 2})
+    assert again["error"] == "NONE" and again["value"]["broker_epoch"] > epoch

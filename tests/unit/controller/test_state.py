@@ -393,3 +393,50 @@ def test_commands_round_trip_through_their_json_form_and_bad_ones_are_named():
 def test_commands_of_the_wrong_shape_never_reach_the_log(data, message):
     with pytest.raises(ValueError, match=message):
         c.from_dict(data)
+
+
+# -- sessions, partitions added, producer ids (issue #46's wiring) ---------------------------------------------
+def test_a_closed_session_fences_at_once_moves_leaderships_and_lets_a_new_incarnation_register():
+    m, epochs = cluster(3)
+    topic_id = create(m, partitions=1)
+    assert partition(m, topic_id, 0).leader == 1
+    refused(m, c.CloseBrokerSession(1, epochs[1] + 100), "STALE_BROKER_EPOCH")
+    refused(m, c.CloseBrokerSession(9, 1), "BROKER_ID_NOT_REGISTERED")
+    assert m.apply(c.CloseBrokerSession(1, epochs[1])).value == {"fenced": True}
+    p = partition(m, topic_id, 0)
+    assert m.brokers[1].fenced and p.leader == 2 and p.leader_epoch == 1 and 1 not in p.isr
+    # the session is over: a new process with the same node id registers now, not a session timeout later
+    assert register(m, 1, now_ms=1001, incarnation="restarted") > epochs[1]
+
+
+def test_a_closed_session_of_a_broker_still_alive_ends_with_its_next_heartbeat():
+    m, epochs = cluster(2)
+    assert m.apply(c.CloseBrokerSession(2, epochs[2])).ok
+    assert m.apply(c.BrokerHeartbeat(2, epochs[2], 1200)).value == {"fenced": False}
+    assert m.unfenced() == [1, 2]
+
+
+def test_create_partitions_places_the_new_ones_with_the_topics_replication_factor():
+    m, _ = cluster(3)
+    topic_id = create(m, partitions=2, rf=2)
+    result = m.apply(c.CreatePartitions("t", 5, start_index=0, shift=0))
+    assert result.ok and len(result.value["assignment"]) == 3
+    parts = m.topics[topic_id].partitions
+    assert len(parts) == 5
+    assert all(len(p.replicas) == 2 and p.isr == p.replicas and p.leader == p.replicas[0] for p in parts[2:])
+    refused(m, c.CreatePartitions("t", 5, 0, 0), "INVALID_PARTITIONS")
+    refused(m, c.CreatePartitions("nope", 9, 0, 0), "UNKNOWN_TOPIC_OR_PARTITION")
+    wide = create(m, "wide", partitions=1, rf=3)
+    m.apply(c.BrokerHeartbeat(3, m.brokers[3].epoch, 2000, want_fence=True))
+    refused(m, c.CreatePartitions("wide", 2, 0, 0), "INVALID_REPLICATION_FACTOR")
+    assert len(m.topics[wide].partitions) == 1
+
+
+def test_producer_id_blocks_never_overlap():
+    m, epochs = cluster(2)
+    a = m.apply(c.AllocateProducerIds(1, epochs[1], 1000)).value
+    b = m.apply(c.AllocateProducerIds(2, epochs[2], 1000)).value
+    assert (a["start"], b["start"]) == (0, 1000)
+    refused(m, c.AllocateProducerIds(1, epochs[1] + 7, 10), "STALE_BROKER_EPOCH")
+    refused(m, c.AllocateProducerIds(1, epochs[1], 0), "INVALID_REQUEST")
+    assert m.apply(c.AllocateProducerIds(1, epochs[1], 5)).value["start"] == 2000
