@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -38,6 +39,10 @@ class BadRequest(ValueError):
 
 class ScanTimeout(TimeoutError):
     """The cluster did not deliver a range it has (the message says which)."""
+
+
+class Cancelled(Exception):
+    """The scan was told to stop (its reader went away)."""
 
 
 @dataclass
@@ -234,10 +239,10 @@ def ranges(consumer: Consumer, scan: Scan) -> dict[int, tuple[int, int]]:
 
 
 def read_windows(consumer: Consumer, topic: str, windows: dict[int, tuple[int, int]], on_batch,
-                 deadline_s: float = 60.0) -> None:
+                 deadline_s: float = 60.0, stop: threading.Event | None = None) -> None:
     """Every data record of each partition's [a, b), handed to ``on_batch(partition, records)`` in offset order per
     partition; a window ends at its last offset, at the partition's end, or past its end (control records,
-    compaction)."""
+    compaction). ``stop`` set: raises Cancelled before the next fetch."""
     open_ = {p: w for p, w in windows.items() if w[0] < w[1]}
     if not open_:
         return
@@ -245,6 +250,9 @@ def read_windows(consumer: Consumer, topic: str, windows: dict[int, tuple[int, i
     deadline = time.monotonic() + deadline_s
     at = {p: a for p, (a, _) in open_.items()}  # the next offset expected
     while open_ and time.monotonic() < deadline:
+        if stop is not None and stop.is_set():
+            consumer.unassign()
+            raise Cancelled()
         # consume() waits for as many records as it is asked for: never more than the windows still hold
         batch = consumer.consume(max(min(sum(open_[p][1] - at[p] for p in open_), 10_000), 1), 0.2)
         if not batch:
@@ -284,11 +292,14 @@ def read_windows(consumer: Consumer, topic: str, windows: dict[int, tuple[int, i
                           f"within {deadline_s:.0f} s")
 
 
-def search(bootstrap: str, scan: Scan, on_progress=None) -> Result:
+def search(bootstrap: str, scan: Scan, on_progress=None, stop: threading.Event | None = None) -> Result:
     """The records matching ``scan.filters`` from its start in its direction: at most ``limit`` of them, after
     at most ``max_scan`` records read. Each partition reads a chunk per round (500, doubling to 100k); backward,
     a chunk is read forward and turned around. Matches from several partitions come newest (or oldest) first by
-    timestamp. ``on_progress(progress)`` hears after every round how far the scan has come."""
+    timestamp. ``on_progress(progress)`` hears after every round how far the scan has come; ``stop`` set ends the
+    scan (Cancelled) before its next fetch."""
+    if stop is not None and stop.is_set():
+        raise Cancelled()
     consumer = new_consumer(bootstrap, "read_uncommitted")
     result = Result()
     try:
@@ -317,7 +328,7 @@ def search(bootstrap: str, scan: Scan, on_progress=None) -> Result:
                 result.scanned += len(batch)
                 got[p] += scan.filters.select(batch)
 
-            read_windows(consumer, scan.topic, windows, take)
+            read_windows(consumer, scan.topic, windows, take, stop=stop)
             for p, (a, b) in windows.items():
                 position[p] = a if scan.backward else b
                 matches += reversed(got[p]) if scan.backward else got[p]

@@ -7,9 +7,10 @@ import asyncio
 import base64
 import binascii
 import json
-import queue
 import threading
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -19,7 +20,7 @@ from pydantic import BaseModel
 
 from freshet.client import producer_config
 
-from ..browse import START_KINDS, BadRequest, Filters, Scan, ScanTimeout, search
+from ..browse import START_KINDS, BadRequest, Cancelled, Filters, Scan, ScanTimeout, search
 from ..collector import Collector
 from . import Source
 
@@ -27,6 +28,42 @@ router = APIRouter()
 MAX_JSON_LIMIT = 1000  # records in one page answer; a download (format=jsonl) may ask for more
 DIRECTIONS = {"forward": False, "oldest-first": False, "backward": True, "newest-first": True}
 TOO_LARGE = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}
+SEARCH_THREADS = 4  # scans at once; more wait their turn, and none takes a thread of the default executor
+_searches = ThreadPoolExecutor(SEARCH_THREADS, thread_name_prefix="console-search")
+finished: deque = deque(maxlen=50)  # the last searches: {"topic", "outcome", "scanned"} (outcome: done, cancelled, error)
+running = {"scans": 0}  # searches on a search thread now
+
+
+def run_search(bootstrap: str, scan: Scan, stop: threading.Event, on_progress=None):
+    """``search`` on a search thread, its end noted in ``finished``."""
+    scanned = {"n": 0}
+
+    def heard(p: dict) -> None:
+        scanned["n"] = p["scanned"]
+        if on_progress is not None:
+            on_progress(p)
+
+    outcome = "error"
+    running["scans"] += 1
+    try:
+        result = search(bootstrap, scan, heard, stop)
+        outcome, scanned["n"] = "done", result.scanned
+        return result
+    except Cancelled:
+        outcome = "cancelled"
+        raise
+    finally:
+        running["scans"] -= 1
+        finished.append({"topic": scan.topic, "outcome": outcome, "scanned": scanned["n"]})
+
+
+async def searched(bootstrap: str, scan: Scan, stop: threading.Event, on_progress=None):
+    """The search on the search threads; told to stop when the request is cancelled (its client went away)."""
+    try:
+        return await asyncio.get_running_loop().run_in_executor(_searches, run_search, bootstrap, scan, stop,
+                                                                on_progress)
+    finally:
+        stop.set()  # a no-op when it has ended; else it ends before its next fetch
 
 
 def partitions_of(collector: Collector, topic: str) -> int:
@@ -92,7 +129,7 @@ async def messages(topic: str, collector: Source, partition: str = "all", start:
     if format == "stream":
         return StreamingResponse(streamed(collector.bootstrap, scan), media_type="application/x-ndjson")
     try:
-        result = await asyncio.to_thread(search, collector.bootstrap, scan)
+        result = await searched(collector.bootstrap, scan, threading.Event())
     except BadRequest as exc:
         raise HTTPException(400, str(exc)) from None
     except KafkaException as exc:
@@ -113,23 +150,38 @@ def answer(scan: Scan, result) -> dict:
 
 
 async def streamed(bootstrap: str, scan: Scan):
-    """The scan in a thread of its own; its progress and then its answer as JSON lines, as they come."""
-    events: queue.Queue = queue.Queue()
+    """The scan on a search thread; its progress and then its answer as JSON lines, as they come. When the client
+    goes away the response is cancelled, and so is the scan (before its next fetch)."""
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue = asyncio.Queue()
+    stop = threading.Event()
 
-    def run() -> None:
+    def progressed(progress: dict) -> None:  # on the search thread
         try:
-            events.put({"done": answer(scan, search(bootstrap, scan, lambda p: events.put({"progress": p})))})
-        except (BadRequest, ScanTimeout) as exc:
-            events.put({"error": str(exc)})
-        except KafkaException as exc:
-            events.put({"error": f"the cluster refused the read: {exc.args[0].str()}"})
-        except Exception as exc:  # one line for the page, never a stack trace
-            events.put({"error": f"the search failed: {exc}"})
-        events.put(None)
+            loop.call_soon_threadsafe(events.put_nowait, {"progress": progress})
+        except RuntimeError:  # the server's loop is gone
+            stop.set()
 
-    threading.Thread(target=run, daemon=True, name="console-search").start()
-    while (event := await asyncio.to_thread(events.get)) is not None:
-        yield json.dumps(event, ensure_ascii=False) + "\n"
+    async def run() -> None:
+        try:
+            await events.put({"done": answer(scan, await searched(bootstrap, scan, stop, progressed))})
+        except Cancelled:
+            pass
+        except (BadRequest, ScanTimeout) as exc:
+            await events.put({"error": str(exc)})
+        except KafkaException as exc:
+            await events.put({"error": f"the cluster refused the read: {exc.args[0].str()}"})
+        except Exception as exc:  # one line for the page, never a stack trace
+            await events.put({"error": f"the search failed: {exc}"})
+        await events.put(None)
+
+    task = asyncio.create_task(run())
+    try:
+        while (event := await events.get()) is not None:
+            yield json.dumps(event, ensure_ascii=False) + "\n"
+    finally:
+        stop.set()
+        task.cancel()
 
 
 class NewRecord(BaseModel):
