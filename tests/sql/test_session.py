@@ -1,0 +1,175 @@
+"""SqlSession over a broker and the shared SparkSession: streams and tables declared over topics, push queries
+with their stop conditions, the seed's examples as SQL against the Python pipelines on the same data, and bad
+input refused in one line with nothing started."""
+
+import json
+
+import pytest
+
+from freshet.pipelines import access_logs as al
+from freshet.sql.errors import SqlError
+from freshet.sql.results import Message, Push, Rows
+from freshet.sql.session import SqlSession
+
+from .helpers import access_lines, access_stream, latest, produce
+
+T0 = 1_767_225_600_000
+
+
+def run(sql: SqlSession, script: str) -> list:
+    """Every statement's result; a push query's rows read to its end."""
+    out = []
+    for result in sql.execute(script):
+        out.append(list(result.rows) if isinstance(result, Push) else result)
+    return out
+
+
+def clicks(bootstrap: str, topic: str, n: int = 30) -> int:
+    values = [{"user_id": f"u{i % 3}", "url": f"/p{i % 4}", "ts": T0 + i * 10_000} for i in range(n)]
+    return produce(bootstrap, topic, values, [v["user_id"] for v in values])
+
+
+def test_a_push_query_prints_changes_until_its_limit(sql, broker, topic_name, spark):
+    clicks(broker.bootstrap, topic_name)
+    created, streams, described, counts = run(sql, f"""
+        CREATE STREAM clicks_{id(sql)} (user_id STRING, url STRING, ts BIGINT, page AS upper(url))
+            WITH (topic='{topic_name}', format='json', timestamp='ts', watermark='30 seconds');
+        SHOW STREAMS;
+        DESCRIBE clicks_{id(sql)};
+        SELECT user_id, count(*) AS n, max(page) AS last_page FROM clicks_{id(sql)} GROUP BY user_id
+            EMIT CHANGES LIMIT 3;""")
+    assert isinstance(created, Message) and topic_name in created.text
+    assert (f"clicks_{id(sql)}", topic_name, "json", "", "ts") in streams.rows
+    types = {row[0]: row[1] for row in described.rows}
+    assert types["ts"] == "timestamp" and types["page"] == "string" and types["ROWTIME"] == "timestamp"
+    assert ("watermark", "30 seconds", "") in described.rows
+    assert sorted(counts) == [("u0", 10, "/P3"), ("u1", 10, "/P3"), ("u2", 10, "/P3")]
+    assert not spark.streams.active  # LIMIT reached: the query is stopped
+
+
+def test_until_rows_stops_once_that_many_input_rows_are_read(sql, broker, topic_name, spark):
+    n = clicks(broker.bootstrap, topic_name, 40)
+    name = f"c_{id(sql)}"
+    _, windows = run(sql, f"""
+        CREATE STREAM {name} (user_id STRING, url STRING, ts BIGINT) WITH (topic='{topic_name}', format='json',
+            timestamp='ts');
+        SELECT window(ts, '1 minute').start AS minute, count(*) AS n FROM {name} GROUP BY 1
+            EMIT CHANGES UNTIL {n} ROWS""")
+    per_minute = latest(windows)
+    assert sum(v[0] for v in per_minute.values()) == n
+    assert set(v[0] for v in per_minute.values()) <= {6, 4}  # 6 clicks a minute; the last minute has 4
+    assert not spark.streams.active
+
+
+@pytest.mark.parametrize("pipeline, select, key_width", [
+    (al.requests_per_minute,
+     "SELECT window.start AS window_start, window.end AS window_end, count(*) AS requests, sum(size) AS bytes, "
+     "sum(CASE WHEN status >= 500 THEN 1 ELSE 0 END) AS server_errors FROM {s} "
+     "WHERE client_ip <> '' AND event_time IS NOT NULL GROUP BY window(event_time, '1 minute')", 2),
+    (al.hopping_average,
+     "SELECT window.start AS window_start, window.end AS window_end, count(*) / 5D AS avg_requests_per_minute, "
+     "avg(size) AS avg_size FROM {s} WHERE client_ip <> '' AND event_time IS NOT NULL "
+     "GROUP BY window(event_time, '5 minutes', '1 minute')", 2),
+    (al.unique_users_per_hour,
+     "SELECT window.start AS window_start, window.end AS window_end, size(collect_set(client_ip)) AS unique_exact, "
+     "approx_count_distinct(client_ip, 0.05) AS unique_approx FROM {s} "
+     "WHERE client_ip <> '' AND event_time IS NOT NULL GROUP BY window(event_time, '1 hour')", 2),
+], ids=["requests-per-minute", "hopping-average", "unique-users"])
+def test_the_seed_examples_in_sql_match_the_python_pipelines(sql, broker, topic_name, spark, pipeline, select,
+                                                            key_width):
+    lines = access_lines(1500)
+    n = produce(broker.bootstrap, topic_name, lines)
+    name = f"access_{abs(hash(topic_name)) % 10**8}"
+    list(sql.execute(access_stream(name, topic_name)))
+    (rows,) = run(sql, select.format(s=name) + f" EMIT CHANGES UNTIL {n} ROWS")
+    static = spark.createDataFrame([(line.encode(),) for line in lines], "value binary")
+    expected = pipeline(al.parse(static)).collect()
+    want = {tuple(r[:key_width]): tuple(r[key_width:key_width + len(rows[0]) - key_width]) for r in expected}
+    assert latest(rows, key_width) == want
+
+
+def test_a_table_is_the_latest_row_per_key_and_deletes_leave_it(sql, broker, topic_name):
+    def change(op, before, after):
+        return {"before": before, "after": after, "op": op, "ts_ms": T0, "source": {"table": "users"}}
+
+    events = [change("c", None, {"id": 1, "name": "ada", "age": 36}),
+              change("c", None, {"id": 2, "name": "bob", "age": 20}),
+              change("u", {"id": 1, "name": "ada", "age": 36}, {"id": 1, "name": "ada", "age": 37}),
+              change("c", None, {"id": 3, "name": "cy", "age": 50}),
+              change("d", {"id": 2, "name": "bob", "age": 20}, None)]
+    keys = [json.dumps({"id": (e["after"] or e["before"])["id"]}) for e in events]
+    n = produce(broker.bootstrap, topic_name, events + [None], keys + [json.dumps({"id": 2})], partitions=1)
+    name = f"users_{id(sql)}"
+    _, tables, rows = run(sql, f"""
+        CREATE TABLE {name} (id INT PRIMARY KEY, name STRING, age INT) WITH (topic='{topic_name}', format='debezium');
+        SHOW TABLES;
+        SELECT id, name, age FROM {name} EMIT CHANGES UNTIL {n} ROWS""")
+    assert (name, topic_name, "debezium", "id", "") in tables.rows
+    assert latest(rows) == {(1,): ("ada", 37), (3,): ("cy", 50)}
+
+
+def test_plain_spark_sql_runs_as_it_is(sql):
+    (two,) = run(sql, "SELECT 1 + 1 AS two")
+    assert two == Rows(["two"], [(2,)])
+
+
+def test_explain_shows_the_plan_spark_will_run(sql, broker, topic_name):
+    clicks(broker.bootstrap, topic_name, 3)
+    name = f"e_{id(sql)}"
+    _, plan = run(sql, f"""CREATE STREAM {name} (user_id STRING, ts BIGINT) WITH (topic='{topic_name}',
+        format='json', timestamp='ts'); EXPLAIN SELECT user_id, count(*) FROM {name} GROUP BY user_id EMIT CHANGES""")
+    text = plan.rows[0][0]
+    assert "Aggregate" in text and "EventTimeWatermark" in text and topic_name in text
+
+
+@pytest.mark.parametrize("statement, line, column, says", [
+    ("SELECT nope FROM {s} EMIT CHANGES", 3, 8, "`nope` cannot be resolved"),
+    ("SELECT user_id\n  FORM {s} EMIT CHANGES", 4, 8, "Syntax error"),
+    ("SELECT user_id FROM {s}", 3, 1, "add EMIT CHANGES"),
+    ("SELECT user_id FROM {s} ORDER BY user_id EMIT CHANGES", None, None, "Sorting is not supported"),
+    ("CREATE STREAM other (a INT) WITH (topic='no-such-topic', format='json')", 3, 1, "does not exist"),
+    ("CREATE STREAM other (a INT, b VARCHA) WITH (topic='{t}', format='json')", 3, 29, "unknown type"),
+    ("CREATE STREAM other (a INT, b AS c + 1) WITH (topic='{t}', format='json')", 3, 1, "`c` cannot be resolved"),
+    ("CREATE STREAM {s} (a INT) WITH (topic='{t}', format='json')", 3, 1, "already exists"),
+    ("DROP TABLE {s}", 3, 1, "no table named"),
+], ids=["unknown-column", "syntax", "no-emit", "sort-on-stream", "unknown-topic", "unknown-type",
+        "computed-column", "exists", "drop-wrong-kind"])
+def test_bad_input_is_one_line_with_line_and_column_and_starts_nothing(sql, broker, topic_name, spark, statement,
+                                                                       line, column, says):
+    clicks(broker.bootstrap, topic_name, 3)
+    name = f"bad_{abs(hash(topic_name)) % 10**8}"
+    script = (f"CREATE STREAM {name} (user_id STRING, ts BIGINT)\n  WITH (topic='{topic_name}', format='json');\n"
+              + statement.format(s=name, t=topic_name))
+    results = sql.execute(script)
+    next(results)
+    before = sql.catalog.definitions()
+    with pytest.raises(SqlError) as caught:
+        next(results)
+    error = caught.value
+    assert says in error.message and "\n" not in str(error), str(error)
+    if line is not None:
+        assert (error.line, error.column) == (line, column), str(error)
+    assert not spark.streams.active
+    assert sql.catalog.definitions() == before
+
+
+def test_definitions_survive_a_restart_and_drop_removes_them(own_broker, spark, topic_name):
+    clicks(own_broker.bootstrap, topic_name, 3)
+    first = SqlSession(own_broker.bootstrap, spark)
+    run(first, f"CREATE STREAM kept (user_id STRING, ts BIGINT) WITH (topic='{topic_name}', format='json');"
+               f"CREATE TABLE kept_users (id INT, name STRING) WITH (topic='{topic_name}', format='json', key='id')")
+    first.close()
+    own_broker.restart()
+    second = SqlSession(own_broker.bootstrap, spark)
+    try:
+        streams, tables = run(second, "SHOW STREAMS; SHOW TABLES")
+        assert [r[0] for r in streams.rows] == ["kept"] and [r[0] for r in tables.rows] == ["kept_users"]
+        (rows,) = run(second, "SELECT user_id FROM kept EMIT CHANGES LIMIT 3")
+        assert sorted(rows) == [("u0",), ("u1",), ("u2",)]
+        dropped, streams = run(second, "DROP STREAM kept DELETE TOPIC; SHOW STREAMS")
+        assert "dropped" in dropped.text and streams.rows == []
+        from freshet.client.admin import TopicAdmin
+
+        assert topic_name not in TopicAdmin(own_broker.bootstrap).list_topics()
+    finally:
+        second.close()
