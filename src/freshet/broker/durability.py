@@ -7,7 +7,9 @@ fsyncs per second stays bounded however many producers write. After each round t
 watermarks advance and every long-polling fetch is woken.
 
 This object owns one ordering guarantee and nothing else: a high watermark never passes a
-byte that has not been fsync'd.
+byte that has not been fsync'd. (In a cluster the leader's high watermark also waits for the ISR's
+followers: the replica manager moves it and calls ``high_watermark_advanced``; a follower waits for
+its own fsync with ``flushed`` before it reports an offset as its own.)
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def _fsync_all(segments: list, pool: ThreadPoolExecutor | None = None) -> list:
 class GroupCommit:
     def __init__(self) -> None:
         self._dirty: dict[int, Partition] = {}
-        self._waiters: list[tuple[Partition, int, asyncio.Future]] = []
+        self._waiters: list[tuple[Partition, int, asyncio.Future, bool]] = []  # bool: durable_offset, not HW
         self._listeners: set[asyncio.Future] = set()  # a cancelled one leaves at once (see high_watermark_moved)
         self._wake = asyncio.Event()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fsync")
@@ -80,8 +82,23 @@ class GroupCommit:
         if partition.high_watermark > offset:
             fut.set_result(None)
         else:
-            self._waiters.append((partition, offset, fut))
+            self._waiters.append((partition, offset, fut, False))
         return fut
+
+    def flushed(self, partition: Partition, offset: int) -> asyncio.Future:
+        """A future that completes once ``offset`` of ``partition`` is fsync'd here, whatever its high watermark
+        (a follower's, which follows its leader's)."""
+        fut = asyncio.get_running_loop().create_future()
+        if partition.durable_offset > offset:
+            fut.set_result(None)
+        else:
+            self._waiters.append((partition, offset, fut, True))
+        return fut
+
+    def high_watermark_advanced(self) -> None:
+        """Something other than an fsync moved a high watermark (a follower caught up): answer the acks=all
+        writes it covers and wake the long polls."""
+        self._settle(None)
 
     async def answer_when_durable(self, body: dict, *writes: tuple[Partition, int]) -> dict:
         """``body``, once every ``(partition, last offset)`` written for it is fsync'd (a request's answer)."""
@@ -117,15 +134,16 @@ class GroupCommit:
 
     def _settle(self, failed_partitions: set | None) -> None:
         keep = []
-        for partition, offset, fut in self._waiters:
+        for waiter in self._waiters:
+            partition, offset, fut, by_fsync = waiter
             if fut.done():
                 continue
-            if partition.high_watermark > offset:
+            if (partition.durable_offset if by_fsync else partition.high_watermark) > offset:
                 fut.set_result(None)
             elif failed_partitions and id(partition) in failed_partitions:
                 fut.set_exception(StorageError("fsync failed; the write is not durable"))
             else:
-                keep.append((partition, offset, fut))
+                keep.append(waiter)
         self._waiters = keep
         listeners, self._listeners = self._listeners, set()
         for fut in listeners:

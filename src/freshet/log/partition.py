@@ -40,6 +40,7 @@ from .errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
+from .leader_epoch import LeaderEpochCache
 from .producer_state import ProducerEntry, ProducerStateManager
 from .segment import LOG_SUFFIX, FileRegion, Segment
 from .transactions import AbortedTransaction, TransactionIndex
@@ -67,6 +68,15 @@ class Partition:
         self._bases: list[int] = []
         self.log_start_offset = 0
         self.high_watermark = 0
+        self.durable_offset = 0  # the log end offset the last fsync covered
+        # replication (cluster mode only): the leader epoch stamped in every batch appended here (0: a one-node
+        # broker, which has always led), the epoch cache, and the replica state that decides the high watermark
+        # (None: it follows the fsync, as on one node)
+        self.leader_epoch = 0
+        self.leader_epochs = LeaderEpochCache(directory)
+        self.replica = None
+        self._generation = 0  # bumped by a truncation: an fsync begun before it covers nothing after it
+        self._flush_generation = 0
         self.producer_state = ProducerStateManager()
         self.transactions = TransactionIndex()
         self.recovered_bytes_cut = 0
@@ -91,20 +101,24 @@ class Partition:
             # the active segment may hold a torn tail: check every CRC there
             found, cut = segment.recover(check_crc=active)
             self.recovered_bytes_cut += cut
-            for position, header in found:
-                control_type = None
-                if header.is_control:
-                    control_type = marker_type(segment.read(position, header.size))
-                    self.producer_state.fence(header.producer_id, header.producer_epoch)
-                else:
-                    self.producer_state.load(header)
-                self.transactions.batch(header, control_type)
+            self._replay(segment, found)
             self.segments.append(segment)
         if not self.segments:
             self.segments.append(Segment(self.directory, self.log_start_offset, self.config.index_interval_bytes))
         self._bases = [s.base_offset for s in self.segments]
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-        self.high_watermark = self.log_end_offset
+        self.high_watermark = self.durable_offset = self.log_end_offset
+
+    def _replay(self, segment: Segment, found) -> None:
+        """Producer state and transactions from the batches ``found`` in ``segment`` ((position, header) each)."""
+        for position, header in found:
+            control_type = None
+            if header.is_control:
+                control_type = marker_type(segment.read(position, header.size))
+                self.producer_state.fence(header.producer_id, header.producer_epoch)
+            else:
+                self.producer_state.load(header)
+            self.transactions.batch(header, control_type)
 
     # -- state ---------------------------------------------------------------------------
 
@@ -170,14 +184,14 @@ class Partition:
         view = memoryview(records)
         if len(headers) == 1:
             assigned = [headers[0]._replace(base_offset=next_offset)]
-            data = with_base_offset(view, next_offset)
+            data = with_base_offset(view, next_offset, self.leader_epoch)
         else:
             data = bytearray()
             assigned = []
             pos = 0
             offset = next_offset
             for header in headers:
-                data += with_base_offset(view[pos : pos + header.size], offset)
+                data += with_base_offset(view[pos : pos + header.size], offset, self.leader_epoch)
                 assigned.append(header._replace(base_offset=offset))
                 offset = header.last_offset - header.base_offset + offset + 1
                 pos += header.size
@@ -241,12 +255,95 @@ class Partition:
         write). The marker's epoch fences older epochs of the producer."""
         offset = self.log_end_offset
         data = with_base_offset(memoryview(marker_batch(producer_id, producer_epoch, commit,
-                                                        int(time.time() * 1000))), offset)
+                                                        int(time.time() * 1000))), offset, self.leader_epoch)
         header = read_header(data)
         self._write(data, [header])
         self.producer_state.fence(producer_id, producer_epoch)
         self.transactions.batch(header, COMMIT if commit else ABORT)
         return AppendResult(offset, offset, self.log_start_offset)
+
+    def append_as_follower(self, records: bytes | memoryview) -> int:
+        """A follower's append: the leader's batches exactly as the leader wrote them (offsets, leader epochs,
+        producer ids and sequences kept), continuing this log at its end. Batches that end before the log end
+        are skipped (fetched again); anything else out of place, or failing its CRC, is refused and nothing is
+        written. The producer state and the transaction index follow, so a new leader goes on checking
+        sequences where the old one was. Returns the new log end offset."""
+        try:
+            headers = validate_batches(records)
+        except format_errors.CorruptBatchError as exc:
+            raise CorruptBatchError(str(exc)) from None
+        except format_errors.FormatError as exc:
+            raise InvalidRecordError(str(exc)) from None
+        view = memoryview(records)
+        start = 0
+        expected = self.log_end_offset
+        while headers and headers[0].last_offset < expected:
+            start += headers.pop(0).size
+        if not headers:
+            return expected
+        for header in headers:
+            if header.base_offset != expected:
+                raise InvalidRecordError(f"batch at offset {header.base_offset} does not continue the log at {expected}")
+            expected = header.last_offset + 1
+        epochs = self.leader_epochs
+        for header in headers:
+            if header.partition_leader_epoch > epochs.latest_epoch:
+                epochs.assign(header.partition_leader_epoch, header.base_offset)
+        data = view[start:]
+        self._write(data, headers)
+        pos = 0
+        for header in headers:
+            control_type = None
+            if header.is_control:
+                control_type = marker_type(data[pos:pos + header.size])
+                self.producer_state.fence(header.producer_id, header.producer_epoch)
+            else:
+                self.producer_state.load(header)
+            self.transactions.batch(header, control_type)
+            pos += header.size
+        return self.log_end_offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch at or after ``offset`` (a follower cutting a suffix its leader does not have;
+        the batch holding ``offset`` goes whole). The producer state, transactions and epoch cache are rebuilt
+        to match; the cut is fsync'd before this returns."""
+        if offset >= self.log_end_offset:
+            return
+        if offset <= self.log_start_offset:
+            self.truncate_fully(self.log_start_offset)
+            return
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            self.segments.pop().delete()
+            self._bases.pop()
+        self.active_segment.truncate_to(offset)
+        self._after_truncation()
+
+    def truncate_fully(self, start_offset: int) -> None:
+        """Empty the log and start it again at ``start_offset`` (a follower far behind its leader's log start)."""
+        for segment in self.segments:
+            segment.delete()
+        self.segments = [Segment(self.directory, start_offset, self.config.index_interval_bytes)]
+        self._bases = [start_offset]
+        self._set_log_start_offset(start_offset)
+        self.leader_epochs.clear()
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        self._generation += 1
+        for segment in {id(s): s for s in (*self._dirty.values(), self.active_segment) if s.fd >= 0}.values():
+            segment.flush()  # rare: the cut and anything written before it are made durable here and now
+            segment.dirty = False
+        self._dirty.clear()
+        self._sync_directory()
+        self.producer_state = ProducerStateManager()
+        self.transactions = TransactionIndex()
+        for segment in self.segments:
+            self._replay(segment, segment.batch_headers())
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
+        end = self.log_end_offset
+        self.high_watermark = min(self.high_watermark, end)
+        self.durable_offset = end
+        log.info("%s: truncated to offset %d", self.directory, end)
 
     def _write(self, data, headers: list[BatchHeader]) -> None:
         self._maybe_roll(len(data))
@@ -376,11 +473,19 @@ class Partition:
         self._dirty.clear()
         for segment in dirty:
             segment.dirty = False
+        self._flush_generation = self._generation
         return dirty, self.log_end_offset
 
     def complete_flush(self, durable_offset: int) -> None:
-        if durable_offset > self.high_watermark:
-            self.high_watermark = durable_offset
+        if self._flush_generation != self._generation:
+            return  # the log was truncated meanwhile: that fsync says nothing of what is there now
+        if durable_offset > self.durable_offset:
+            self.durable_offset = durable_offset
+        if self.replica is None:
+            if durable_offset > self.high_watermark:
+                self.high_watermark = durable_offset
+        else:
+            self.replica.flushed(self)
 
     def flush(self) -> None:
         """Synchronous fsync of everything written, then advance the high watermark."""

@@ -93,18 +93,21 @@ class Segment:
         self.path = os.path.join(directory, segment_file_name(base_offset))
         self.index_interval_bytes = index_interval_bytes
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size = 0
-        self.next_offset = base_offset  # one past the last offset stored here
-        self.max_timestamp = -1
         self.created_at = time.time()
         self.dirty = False
+        self._reset_indexes()
+
+    def _reset_indexes(self) -> None:
+        self.size = 0
+        self.next_offset = self.base_offset  # one past the last offset stored here
+        self.max_timestamp = -1
         self.batch_count = 0
         self._index_offsets = array("q")
         self._index_positions = array("q")
         self._time_values = array("q")
         self._time_offsets = array("q")
-        self._bytes_since_index = index_interval_bytes  # first batch always gets an entry
-        self._bytes_since_time_index = index_interval_bytes
+        self._bytes_since_index = self.index_interval_bytes  # first batch always gets an entry
+        self._bytes_since_time_index = self.index_interval_bytes
 
     # -- opening and recovery -----------------------------------------------------------
 
@@ -116,17 +119,10 @@ class Segment:
         """
         file_size = os.fstat(self.fd).st_size
         headers: list[tuple[int, BatchHeader]] = []
-        valid = 0
-        if file_size:
-            with mmap.mmap(self.fd, file_size, access=mmap.ACCESS_READ) as mm:
-                view = memoryview(mm)
-                try:
-                    found, valid = scan_valid_prefix(view, check_crc=check_crc)
-                finally:
-                    view.release()
-            for position, header in found:
-                self._index(header, position)
-                headers.append((position, header))
+        found, valid = self._scan(file_size, check_crc)
+        for position, header in found:
+            self._index(header, position)
+            headers.append((position, header))
         cut = file_size - valid
         if cut:
             log.warning(
@@ -141,6 +137,36 @@ class Segment:
         except OSError:
             pass
         return headers, cut
+
+    def _scan(self, size: int, check_crc: bool) -> tuple[list[tuple[int, BatchHeader]], int]:
+        if not size:
+            return [], 0
+        with mmap.mmap(self.fd, size, access=mmap.ACCESS_READ) as mm:
+            view = memoryview(mm)
+            try:
+                return scan_valid_prefix(view, check_crc=check_crc)
+            finally:
+                view.release()
+
+    def batch_headers(self) -> list[tuple[int, BatchHeader]]:
+        """(position, header) of every batch written here."""
+        return self._scan(self.size, False)[0]
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut the file before the batch that holds ``offset`` (or the first after it), fsync'd, and rebuild
+        the indexes (a follower removing a suffix its leader does not have)."""
+        position = self.position_for(offset)
+        while position + HEADER_SIZE <= self.size:
+            header = read_header(os.pread(self.fd, HEADER_SIZE, position))
+            if header.last_offset >= offset:
+                break
+            position += header.size
+        if position >= self.size:
+            return
+        os.ftruncate(self.fd, position)
+        os.fsync(self.fd)
+        self._reset_indexes()
+        self.recover(check_crc=False)
 
     # -- writing ------------------------------------------------------------------------
 

@@ -19,9 +19,22 @@ READ_COMMITTED = 1
 INVALID_SESSION_ID = 0
 
 
-def _read_all(ctx, request) -> tuple[dict, int, bool]:
-    """One pass over the requested partitions: (response body, record bytes, any error)."""
+def replica_id_of(request) -> int:
+    """The fetching broker's node id (a follower), or -1 (a consumer): ``replica_id`` before v15, KIP-903's
+    ``replica_state`` from v15."""
+    state = getattr(request, "replica_state", None)
+    if state is not None:
+        return state.replica_id
+    return getattr(request, "replica_id", -1)
+
+
+def _read_all(ctx, request, first: bool = True) -> tuple[dict, int, bool]:
+    """One pass over the requested partitions: (response body, record bytes, any error). ``first``: the pass
+    that answers the request as it came (a follower's progress counts once, not at every long-poll wake-up)."""
     registry = ctx.broker.registry
+    replicas = getattr(ctx.broker, "replicas", None)  # None: one node, no replication
+    replica_id = replica_id_of(request) if replicas is not None else -1
+    hinted: set[int] | None = None
     max_bytes = request.max_bytes if request.max_bytes > 0 else 1 << 31
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     total = 0
@@ -54,6 +67,27 @@ def _read_all(ctx, request) -> tuple[dict, int, bool]:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
                 any_error = True
                 continue
+            replica_fetch = False
+            if replicas is not None:
+                code, leader = replicas.check(name, p.partition, getattr(p, "current_leader_epoch", -1))
+                if code is None and replica_id >= 0:
+                    if leader is None:
+                        code = ErrorCode.not_leader_or_follower  # not a replicated partition
+                    elif first:
+                        code = leader.follower_fetched(replica_id, p.fetch_offset)
+                    replica_fetch = True
+                if code is not None:
+                    entry["error_code"] = code
+                    any_error = True
+                    if code == ErrorCode.not_leader_or_follower or code == ErrorCode.fenced_leader_epoch:
+                        entry["current_leader"] = current = replicas.current_leader(name, p.partition)
+                        hinted = hinted or set()
+                        if current["leader_id"] >= 0:
+                            hinted.add(current["leader_id"])
+                    if code == ErrorCode.offset_out_of_range:  # a follower past our end: it must truncate
+                        entry.update(high_watermark=partition.high_watermark,
+                                     log_start_offset=partition.log_start_offset)
+                    continue
             hw = partition.high_watermark
             lso = partition.last_stable_offset
             entry.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=partition.log_start_offset)
@@ -61,6 +95,8 @@ def _read_all(ctx, request) -> tuple[dict, int, bool]:
             if remaining <= 0:
                 continue
             upper = lso if read_committed else hw
+            if replica_fetch:
+                upper = partition.log_end_offset  # a follower reads what is written, not only what is committed
             if upper < p.fetch_offset <= hw:
                 continue  # past what this reader may see yet: nothing until the transaction ends
             try:
@@ -83,7 +119,21 @@ def _read_all(ctx, request) -> tuple[dict, int, bool]:
         responses.append({"topic": name, "topic_id": getattr(t, "topic_id", None), "partitions": partitions})
     body = {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": INVALID_SESSION_ID,
             "responses": responses}
+    if hinted is not None:
+        _with_hints(body, replicas, hinted)
     return body, total, any_error
+
+
+def _with_hints(body: dict, replicas, leaders: set[int]) -> None:
+    """KIP-951: the endpoints of the leaders named in partitions' current_leader (Fetch v16+). Such a response
+    is written by kio's encoder (the fast one writes no tagged fields): its record sets are read into bytes."""
+    body["node_endpoints"] = replicas.node_endpoints(leaders)
+    for topic in body["responses"]:
+        for entry in topic["partitions"]:
+            region = entry["records"]
+            if not isinstance(region, bytes):
+                entry["records"] = region.read()
+                region.close()
 
 
 def fetch(ctx: RequestContext, request: Request) -> Response:
@@ -114,7 +164,7 @@ def fetch(ctx: RequestContext, request: Request) -> Response:
                 except asyncio.TimeoutError:
                     return _throttled(ctx, result, sent)
                 moved = commit_log.high_watermark_moved()  # before the read, in the same step: no round between
-                result, sent, any_error = _read_all(ctx, request)
+                result, sent, any_error = _read_all(ctx, request, first=False)
                 if sent >= request.min_bytes or any_error:
                     return _throttled(ctx, result, sent)
         finally:
@@ -135,6 +185,7 @@ def _throttled(ctx: RequestContext, body: dict, total: int) -> dict:
 
 def list_offsets(ctx: RequestContext, request: Request) -> dict:
     registry = ctx.broker.registry
+    replicas = getattr(ctx.broker, "replicas", None)
     topics = []
     for t in request.topics:
         partitions = []
@@ -150,6 +201,14 @@ def list_offsets(ctx: RequestContext, request: Request) -> dict:
             if partition is None:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
                 continue
+            if replicas is not None:
+                code, _ = replicas.check(t.name, p.partition_index, getattr(p, "current_leader_epoch", -1))
+                if code is not None:
+                    entry["error_code"] = code
+                    continue
+                state = replicas.role(t.name, p.partition_index)
+                if state is not None:
+                    entry["leader_epoch"] = state.leader_epoch
             if p.timestamp == LATEST:
                 read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
                 entry["offset"] = partition.last_stable_offset if read_committed else partition.high_watermark
@@ -177,6 +236,7 @@ def offset_for_leader_epoch(ctx: RequestContext, request: Request) -> Response:
     consumer may have read), a later epoch or -1 is unknown (-1, -1), as Kafka's epoch cache answers. A
     ``current_leader_epoch`` above 0 is UNKNOWN_LEADER_EPOCH; DESCRIBE on the topic is needed."""
     registry = ctx.broker.registry
+    replicas = getattr(ctx.broker, "replicas", None)
     topics = []
     for topic in request.topics:
         allowed = ctx.allowed(DESCRIBE, TOPIC, topic.topic)
@@ -188,6 +248,8 @@ def offset_for_leader_epoch(ctx: RequestContext, request: Request) -> Response:
                 result["error_code"] = ErrorCode.topic_authorization_failed
             elif partition is None:
                 result["error_code"] = ErrorCode.unknown_topic_or_partition
+            elif replicas is not None and replicas.role(topic.topic, p.partition) is not None:
+                _epoch_end(result, replicas, partition, topic.topic, p)
             elif p.current_leader_epoch > LEADER_EPOCH:
                 result["error_code"] = ErrorCode.unknown_leader_epoch
             elif p.leader_epoch == LEADER_EPOCH:
@@ -195,6 +257,18 @@ def offset_for_leader_epoch(ctx: RequestContext, request: Request) -> Response:
             results.append(result)
         topics.append({"topic": topic.topic, "partitions": results})
     return {"throttle_time": 0, "topics": topics}
+
+
+def _epoch_end(result: dict, replicas, partition, topic: str, p) -> None:
+    """OffsetForLeaderEpoch on a replicated partition, answered by its leader from the leader-epoch cache
+    (Kafka's LeaderEpochFileCache.endOffsetFor): a follower asks it before fetching, to cut what its leader
+    does not have (KIP-279); a consumer, to detect a truncated log (KIP-320)."""
+    code, _ = replicas.check(topic, p.partition, p.current_leader_epoch)
+    if code is not None:
+        result["error_code"] = code
+        return
+    result["leader_epoch"], result["end_offset"] = partition.leader_epochs.end_offset_for(p.leader_epoch,
+                                                                                          partition.log_end_offset)
 
 
 APIS = {

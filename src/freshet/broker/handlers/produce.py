@@ -12,6 +12,7 @@ from freshet.log import LogError, StorageError
 
 from ..context import Request, RequestContext, Response
 from ..errors import error_code_for
+from ..replication import ReplicationError
 from ..security.acls import CLUSTER, CLUSTER_NAME, IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRITE
 from ..transactions import TransactionError
 
@@ -25,7 +26,9 @@ def produce(ctx: RequestContext, request: Request) -> Response:
     registry = broker.registry
     acks = request.acks
     responses = []
-    waits: list[tuple[dict, asyncio.Future]] = []
+    waits: list[tuple[dict, asyncio.Future, str, int]] = []
+    replicas = getattr(broker, "replicas", None)  # None: one node, no replication
+    hinted: set[int] = set()  # leaders named in KIP-951 hints (their endpoints go in the response)
     txn_id = getattr(request, "transactional_id", None)
     txn_denied = bool(txn_id) and not ctx.allowed(WRITE, TRANSACTIONAL_ID, txn_id)
     for topic_data in request.topic_data:
@@ -71,6 +74,17 @@ def produce(ctx: RequestContext, request: Request) -> Response:
             if refused is not None:
                 result["error_code"], result["error_message"] = refused
                 continue
+            leader = None
+            if replicas is not None:
+                code, leader = replicas.check(name, pd.index)
+                if code is not None:
+                    _not_leader(result, replicas, name, pd.index, code, hinted)
+                    continue
+                if leader is not None and acks == -1 and len(leader.isr) < leader.min_insync:
+                    result["error_code"] = ErrorCode.not_enough_replicas
+                    result["error_message"] = (f"the ISR {list(leader.isr)} of {name}-{pd.index} is smaller than "
+                                               f"min.insync.replicas={leader.min_insync}")
+                    continue
             try:
                 appended = partition.append(pd.records)
             except LogError as exc:
@@ -90,25 +104,47 @@ def produce(ctx: RequestContext, request: Request) -> Response:
             if appended.log_append_time >= 0:
                 result["log_append_time"] = appended.log_append_time
             if acks == -1:
-                waits.append((result, broker.group_commit.durable(partition, appended.last_offset)))
+                if leader is not None:  # the ISR must have it: a task, so its timeout starts now
+                    waits.append((result, asyncio.ensure_future(
+                        leader.acknowledged(appended.last_offset, request.timeout.total_seconds())), name, pd.index))
+                else:
+                    waits.append((result, broker.group_commit.durable(partition, appended.last_offset), name, pd.index))
         responses.append({"name": name, "topic_id": topic_id, "partition_responses": partition_responses})
     produced_bytes = sum(len(pd.records or b"") for t in request.topic_data for pd in t.partition_data)
     ctx.throttle_ms = broker.quotas.record("producer_byte_rate", ctx.user, ctx.header.client_id or "", produced_bytes)
     if acks == 0:
         return None
     body = {"responses": responses, "throttle_time": ctx.throttle_ms}
+    if hinted:
+        body["node_endpoints"] = replicas.node_endpoints(hinted)
     if not waits:
         return body
 
     async def when_durable() -> dict:
-        for result, fut in waits:
+        for result, fut, name, index in waits:
             try:
                 await fut
             except StorageError as exc:
                 result.update(error_code=ErrorCode.kafka_storage_error, error_message=str(exc), base_offset=-1)
+            except ReplicationError as exc:
+                result.update(error_code=exc.error_code, error_message=str(exc))
+                if exc.error_code == ErrorCode.not_leader_or_follower:
+                    result["current_leader"] = replicas.current_leader(name, index)
         return body
 
     return when_durable()
+
+
+def _not_leader(result: dict, replicas, topic: str, index: int, code: ErrorCode, hinted: set[int]) -> None:
+    """NOT_LEADER_OR_FOLLOWER (or a fenced / unknown leader epoch) with KIP-951's hint: who leads, in which
+    epoch (Produce v10+; the leader's endpoint goes in the response's node_endpoints)."""
+    result["error_code"] = code
+    current = replicas.current_leader(topic, index)
+    result["current_leader"] = current
+    result["error_message"] = (f"this broker does not lead {topic}-{index}: broker {current['leader_id']} does, "
+                               f"in leader epoch {current['leader_epoch']}")
+    if current["leader_id"] >= 0:
+        hinted.add(current["leader_id"])
 
 
 def _transactional_refusal(broker, records, topic: str, index: int) -> tuple[ErrorCode, str] | None:

@@ -6,6 +6,8 @@ response, and building an object per partition. Here a fetch response body (the 
 handler returns, versions 4 to 18) becomes a list of buffers: the encoded fields between record
 sets, and the record sets themselves (file regions from the log, or bytes), which the connection
 sends as they are: regions with sendfile, never read into Python. Byte for byte what kio writes (tests/unit/broker compares).
+A response carrying KIP-951's leader hint (tagged fields; a cluster's NOT_LEADER_OR_FOLLOWER, rare) is written by
+kio instead, its record sets read into bytes by the handler.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import datetime
 import struct
 
 from freshet.format.varint import uvarint
+
+from .protocol import encode_body
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
@@ -38,6 +42,8 @@ def encode_fetch_body(version: int, body: dict) -> list:
     """The response body as a list of buffers (no size, no response header)."""
     if not FIRST_VERSION <= version <= LAST_VERSION:
         raise ValueError(f"fetch response version {version} is not written here")
+    if "node_endpoints" in body:  # a KIP-951 leader hint (a cluster's NOT_LEADER_OR_FOLLOWER): kio writes it
+        return [encode_body(1, version, body)]
     flexible = version >= FIRST_FLEXIBLE
     partition_struct = _PARTITION_V5 if version >= 5 else _PARTITION_V4
     parts: list = []

@@ -4,8 +4,8 @@ Produce is the request a broker answers most often (every producer, every linger
 generic path (``protocol.encode_response``) builds kio's response dataclasses from the handler's dict and
 then walks them to write the bytes: on many small requests that is a tenth of the broker's CPU. Here the
 dict the produce handler returns (versions 3 to 13) is packed with ``struct`` directly. Byte for byte what
-kio writes (tests/unit/broker compares). Fields the handler never sets (v10's current_leader and
-node_endpoints, tagged) are left out, as kio leaves out tagged fields at their defaults.
+kio writes (tests/unit/broker compares). A response with v10's current_leader and node_endpoints (tagged:
+KIP-951's leader hint, a cluster's NOT_LEADER_OR_FOLLOWER, rare) is written by kio instead.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import datetime
 import struct
 
 from freshet.format.varint import uvarint
+
+from .protocol import encode_body
 
 FIRST_VERSION = 3
 LAST_VERSION = 13
@@ -58,6 +60,8 @@ def encode_produce_body(version: int, body: dict) -> bytearray:
     """The response body (no size, no response header)."""
     if not FIRST_VERSION <= version <= LAST_VERSION:
         raise ValueError(f"produce response version {version} is not written here")
+    if "node_endpoints" in body:  # a KIP-951 leader hint (a cluster's NOT_LEADER_OR_FOLLOWER): kio writes it
+        return bytearray(encode_body(0, version, body))
     flexible = version >= FIRST_FLEXIBLE
     out = bytearray()
     responses = body.get("responses", ())

@@ -209,6 +209,15 @@ def frame_parts(api_key: int, version: int, correlation_id: int, parts: list) ->
     return [SIZE.pack(size) + header, *parts]
 
 
+def encode_body(api_key: int, version: int, body: dict) -> bytes:
+    """A response body alone (no size, no header), written by kio: for the rare responses the fast encoders
+    leave to it (a KIP-951 leader hint's tagged fields)."""
+    schema = response_schema(api_key, version)
+    buf = io.BytesIO()
+    _writer(schema)(buf, build(schema, body))
+    return buf.getvalue()
+
+
 def encode_response(api_key: int, version: int, correlation_id: int, body: dict) -> bytes:
     """A whole response frame: size, header (v0, or v1 for flexible versions), body."""
     schema = response_schema(api_key, version)

@@ -1,0 +1,94 @@
+"""Records and the high watermark go from the leader to its followers; acks=all waits for the ISR."""
+
+import asyncio
+import os
+
+from kio.schema.errors import ErrorCode
+
+from freshet.format.record_batch import iter_batches
+
+from .conftest import batch, log_bytes, produce, wait_until
+
+
+def test_records_reach_every_follower_verbatim_and_the_high_watermark_follows(run):
+    async def scenario(cluster):
+        cluster.create_topic("orders", replicas=(0, 1, 2))
+        await cluster.apply()
+        connection = await cluster.connect(0)
+        offsets = []
+        for i in range(5):
+            answer, _ = await produce(connection, "orders", batch(b"a%d" % i, b"b%d" % i), acks=-1)
+            assert answer.error_code == ErrorCode.none
+            offsets.append(answer.base_offset)
+        assert offsets == [0, 2, 4, 6, 8]
+        leader = cluster.partition(0, "orders")
+        # acks=all answered: every ISR member had the batch, so the high watermark is past it
+        assert leader.high_watermark == leader.log_end_offset == 10
+        for node in (1, 2):
+            follower = cluster.partition(node, "orders")
+            await wait_until(lambda: follower.high_watermark == 10, f"broker {node}'s high watermark reaching 10")
+            assert follower.log_end_offset == 10
+            assert log_bytes(follower) == log_bytes(leader)  # offsets, leader epochs, CRCs: as the leader wrote
+        assert [h.partition_leader_epoch for h, _ in iter_batches(log_bytes(leader))] == [0] * 5
+        for node in (0, 1, 2):
+            assert cluster.partition(node, "orders").leader_epochs.entries == [(0, 0)]
+            assert os.path.exists(os.path.join(cluster.partition(node, "orders").directory, "leader-epoch-checkpoint"))
+        connection.close()
+
+    run(scenario)
+
+
+def test_the_leader_stamps_its_epoch_into_every_batch(run):
+    async def scenario(cluster):
+        cluster.create_topic("stamped", replicas=(0, 1))
+        cluster.set_state("stamped", leader_epoch=7)
+        await cluster.apply()
+        connection = await cluster.connect(0)
+        answer, _ = await produce(connection, "stamped", batch(b"x"), acks=-1)
+        assert answer.error_code == ErrorCode.none
+        follower = cluster.partition(1, "stamped")
+        await wait_until(lambda: follower.high_watermark == 1, "the follower's high watermark reaching 1")
+        for node in (0, 1):
+            headers = [h for h, _ in iter_batches(log_bytes(cluster.partition(node, "stamped")))]
+            assert [h.partition_leader_epoch for h in headers] == [7]
+            assert cluster.partition(node, "stamped").leader_epochs.entries == [(7, 0)]
+        connection.close()
+
+    run(scenario, count=2)
+
+
+def test_acks_1_answers_after_the_local_write_while_a_follower_is_away(run):
+    async def scenario(cluster):
+        cluster.create_topic("quick", replicas=(0, 1))
+        await cluster.apply()
+        await cluster.stop_broker(1)  # the follower is gone; its lag is not up yet (10 s)
+        connection = await cluster.connect(0)
+        answer, _ = await produce(connection, "quick", batch(b"x"), acks=1)
+        assert answer.error_code == ErrorCode.none and answer.base_offset == 0
+        leader = cluster.partition(0, "quick")
+        assert leader.log_end_offset == 1
+        assert leader.high_watermark == 0  # not readable before the ISR has it
+        assert cluster.alter_calls == []
+        connection.close()
+
+    run(scenario, count=2)
+
+
+def test_acks_all_waits_until_the_isr_has_the_batch(run):
+    """A follower that stopped fetching holds acks=all writes back until it leaves the ISR (after
+    replica.lag.time.max.ms); then they are answered, with the ISR shrunk through alter_isr."""
+    async def scenario(cluster):
+        cluster.create_topic("waits", replicas=(0, 1, 2))
+        await cluster.apply()
+        connection = await cluster.connect(0)
+        answer, _ = await produce(connection, "waits", batch(b"first"), acks=-1)
+        assert answer.error_code == ErrorCode.none
+        await cluster.stop_broker(2)
+        answer, _ = await produce(connection, "waits", batch(b"second"), acks=-1)
+        cluster.events.append(f"answered {answer.error_code.name} at {answer.base_offset}")
+        assert cluster.events == ["shrink waits-0 to [0, 1]", "answered none at 1"]
+        assert cluster.alter_calls == [(0, "waits", 0, 0, 0, (0, 1))]
+        assert cluster.partition(0, "waits").high_watermark == 2
+        connection.close()
+
+    run(scenario, lag_ms=1500)
