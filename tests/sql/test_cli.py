@@ -1,0 +1,61 @@
+"""`freshet sql`: the prompt driven through a pty as a user types, -f and -e, one-line errors and exit 1."""
+
+import sys
+
+import pexpect
+
+from freshet.testing.cli import freshet, freshet_argv, one_line_error
+
+from .helpers import produce
+
+T0 = 1_767_225_600_000
+
+
+def test_the_prompt_runs_a_push_query_until_its_limit_and_comes_back(broker, topic_name, tmp_path):
+    values = [{"user_id": f"u{i % 2}", "n": i, "ts": T0 + i * 1000} for i in range(10)]
+    produce(broker.bootstrap, topic_name, values)
+    name = f"pty_{abs(hash(topic_name)) % 10**8}"
+    argv = freshet_argv("sql", "--bootstrap", broker.bootstrap, "--spark-log", str(tmp_path / "spark.log"))
+    child = pexpect.spawn(argv[0], argv[1:], encoding="utf-8", timeout=300, dimensions=(50, 200))
+    child.logfile_read = sys.stdout
+    try:
+        child.expect_exact("freshet> ")
+        # a statement over two lines: the prompt waits for the ;
+        child.sendline(f"CREATE STREAM {name} (user_id STRING, n INT, ts BIGINT)")
+        child.expect_exact("      > ")
+        child.sendline(f"  WITH (topic='{topic_name}', format='json', timestamp='ts');")
+        child.expect_exact(f"Stream {name} created over topic {topic_name}")
+        child.expect_exact("freshet> ")
+        child.sendline(f"SELECT user_id, n FROM {name} WHERE n >= 4 EMIT CHANGES LIMIT 3;")
+        child.expect(r"\|user_id\s*\|n\s*\|")
+        rows = []
+        for _ in range(3):
+            child.expect(r"\|(u\d)\s*\|(\d+)\s*\|")
+            rows.append((child.match.group(1), int(child.match.group(2))))
+        child.expect_exact("Limit reached")
+        child.expect_exact("freshet> ")
+        assert len(set(rows)) == 3 and all(n >= 4 and user == f"u{n % 2}" for user, n in rows)
+        child.sendline("SELECT nope FROM " + name + " EMIT CHANGES;")
+        child.expect(r"error: line 1, column 8: .*`nope` cannot be resolved")
+        child.expect_exact("freshet> ")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+
+
+def test_a_file_with_a_syntax_error_runs_nothing_and_names_line_and_column(broker, tmp_path):
+    script = tmp_path / "bad.sql"
+    script.write_text("SHOW STREAMS;\n\nSELECT * FROM s EMIT CHANGES LIMIT ten;\n")
+    run = freshet(broker, "sql", "-f", str(script))
+    one_line_error(run, "line 3, column 36", "expected a number of rows after LIMIT")
+    assert run.stdout == ""  # SHOW STREAMS did not run either: the whole file is read first
+
+
+def test_execute_shows_streams_and_refuses_an_unknown_topic(broker, topic_name):
+    run = freshet(broker, "sql", "-e", f"CREATE STREAM x (a INT) WITH (topic='{topic_name}', format='json')")
+    one_line_error(run, f"topic '{topic_name}' does not exist")
+    shown = freshet(broker, "sql", "-e", "SHOW TOPICS")
+    assert shown.returncode == 0, shown.stderr
+    assert "topic" in shown.stdout and "row" in shown.stdout
