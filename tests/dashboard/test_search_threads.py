@@ -1,12 +1,14 @@
 """Streamed searches run on the console's own few search threads and stop when their reader goes away."""
 
 import json
+import socket
 import threading
 
 import pytest
 from confluent_kafka import Producer
 from fastapi.testclient import TestClient
 
+from freshet.dashboard import browse, scan_columns
 from freshet.dashboard.app import create_app
 from freshet.dashboard.collector import Collector
 from freshet.dashboard.routers import messages
@@ -48,40 +50,65 @@ def search_threads() -> int:
     return sum(t.name.startswith("console-search") for t in threading.enumerate())
 
 
-def test_a_search_stops_when_its_reader_goes_away(app, big_topic):
+@pytest.fixture
+def gate(monkeypatch):
+    """Holds every search after its first round (offsets 0..499) until the test opens it: the searches are
+    still scanning whatever the machine's speed."""
+    opened = threading.Event()
+
+    def held(select, first_offset):
+        def wrapper(*args):
+            if first_offset(args[-1]) >= browse.FIRST_CHUNK:
+                assert opened.wait(300), "the test never opened the gate"
+            return select(*args)
+        return wrapper
+
+    monkeypatch.setattr(browse.Filters, "select", held(browse.Filters.select, lambda batch: batch[0].offset()))
+    monkeypatch.setattr(scan_columns, "select", held(scan_columns.select,
+                                                     lambda batch: batch.column("offset")[0].as_py()))
+    yield opened
+    opened.set()
+
+
+def test_a_search_stops_when_its_reader_goes_away(app, big_topic, gate):
     before = len(messages.finished)
     with served(app) as port:
         conn, first = open_stream(port, search_path(big_topic))
         progress = json.loads(first)["progress"]
-        assert progress["total"] == RECORDS and progress["scanned"] < RECORDS
+        assert progress["total"] == RECORDS and progress["scanned"] == browse.FIRST_CHUNK
         conn.close()
+        wait_for(lambda: not messages.asked, 120, "the server to see the client go")
+        gate.set()
         wait_for(lambda: len(messages.finished) > before, 120, "the search to end")
     [ended] = list(messages.finished)[before:]
-    assert ended["topic"] == big_topic and ended["outcome"] == "cancelled", ended
-    assert ended["scanned"] < RECORDS
+    assert ended == {"topic": big_topic, "outcome": "cancelled", "scanned": browse.FIRST_CHUNK}
 
 
-def test_many_searches_at_once_use_a_bounded_pool_and_leave_the_api_answering(app, big_topic):
+def test_many_searches_at_once_use_a_bounded_pool_and_leave_the_api_answering(app, big_topic, gate):
+    before = len(messages.finished)
     with served(app) as port:
         streams = [open_stream(port, search_path(big_topic))[0] for _ in range(messages.SEARCH_THREADS)]
-        waiting = [open_stream_without_body(port, search_path(big_topic)) for _ in range(2)]
-        assert search_threads() <= messages.SEARCH_THREADS
-        # the rest of the API does not wait for the searches (they used to park the default executor's threads)
+        waiting = [send_request(port, search_path(big_topic)) for _ in range(2)]
+        wait_for(lambda: len(messages.asked) == messages.SEARCH_THREADS + 2, 120, "every search to be asked")
+        assert messages.running["scans"] == messages.SEARCH_THREADS
+        assert search_threads() == messages.SEARCH_THREADS
+        # the rest of the API answers while every search thread is busy (searches used to hold the default
+        # executor's threads, which these calls need)
         with TestClient(app) as client:
             answer = client.get(f"/api/topics/{big_topic}")
         assert answer.status_code == 200 and answer.json()["configs"]["retention.ms"]["value"] == "-1"
-        assert messages.running["scans"] >= 1, "the searches should still be scanning"
         for conn in streams + waiting:
             conn.close()
+        wait_for(lambda: not messages.asked, 120, "the server to see the clients go")
+        gate.set()
         wait_for(lambda: messages.running["scans"] == 0, 180, "every search to stop")
+    ended = list(messages.finished)[before:]
+    assert [e["outcome"] for e in ended] == ["cancelled"] * messages.SEARCH_THREADS  # the 2 waiting never ran
     assert search_threads() <= messages.SEARCH_THREADS
-    assert not [f for f in messages.finished if f["topic"] == big_topic and f["outcome"] == "done"]
 
 
-def open_stream_without_body(port: int, path: str):
+def send_request(port: int, path: str):
     """A search that waits for a search thread: its request sent, nothing read."""
-    import socket
-
     conn = socket.create_connection(("127.0.0.1", port), timeout=120)
     conn.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
     return conn

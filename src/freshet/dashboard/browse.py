@@ -27,6 +27,8 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from freshet.client import consumer_config
 
+from . import scan_columns
+
 START_KINDS = ("newest", "oldest", "offset", "timestamp")
 FIRST_CHUNK, MAX_CHUNK = 500, 100_000  # records a partition reads per round; it doubles each round
 BRIDGE = 50_000  # matches closer than this are checked in one read_committed pass (a seek costs ~as much)
@@ -75,12 +77,14 @@ class Filters:
             needle = self.value
             batch = [m for m in batch if needle in (m.value() or b"")]
         if self.header is not None:
-            name, wanted = self.header
-            batch = [m for m in batch if any(k == name and (wanted is None or v == wanted)
-                                             for k, v in (m.headers() or ()))]
+            batch = [m for m in batch if self.header_match(m)]
         if self.json_path is not None:
             batch = [m for m in batch if self._json_match(m.value())]
         return batch
+
+    def header_match(self, m) -> bool:
+        name, wanted = self.header
+        return any(k == name and (wanted is None or v == wanted) for k, v in (m.headers() or ()))
 
     def _json_match(self, raw: bytes | None) -> bool:
         if not raw:
@@ -301,6 +305,7 @@ def search(bootstrap: str, scan: Scan, on_progress=None, stop: threading.Event |
     if stop is not None and stop.is_set():
         raise Cancelled()
     consumer = new_consumer(bootstrap, "read_uncommitted")
+    columnar = scan_columns.reader_options(bootstrap)  # the fast path where it serves (see scan_columns.py)
     result = Result()
     try:
         bounds = ranges(consumer, scan)
@@ -328,7 +333,14 @@ def search(bootstrap: str, scan: Scan, on_progress=None, stop: threading.Event |
                 result.scanned += len(batch)
                 got[p] += scan.filters.select(batch)
 
-            read_windows(consumer, scan.topic, windows, take, stop=stop)
+            def take_columns(p, batch):
+                result.scanned += batch.num_rows
+                got[p] += scan_columns.select(scan.filters, batch)
+
+            if columnar is not None:
+                scan_columns.read_windows(*columnar, scan.topic, windows, take_columns, stop, Cancelled)
+            else:
+                read_windows(consumer, scan.topic, windows, take, stop=stop)
             for p, (a, b) in windows.items():
                 position[p] = a if scan.backward else b
                 matches += reversed(got[p]) if scan.backward else got[p]

@@ -22,6 +22,7 @@ from freshet.client import producer_config
 
 from ..browse import START_KINDS, BadRequest, Cancelled, Filters, Scan, ScanTimeout, search
 from ..collector import Collector
+from ..scan_columns import ReadFailed
 from . import Source
 
 router = APIRouter()
@@ -32,6 +33,7 @@ SEARCH_THREADS = 4  # scans at once; more wait their turn, and none takes a thre
 _searches = ThreadPoolExecutor(SEARCH_THREADS, thread_name_prefix="console-search")
 finished: deque = deque(maxlen=50)  # the last searches: {"topic", "outcome", "scanned"} (outcome: done, cancelled, error)
 running = {"scans": 0}  # searches on a search thread now
+asked: set = set()  # the stop flags of the searches asked for and not yet answered (running or waiting a thread)
 
 
 def run_search(bootstrap: str, scan: Scan, stop: threading.Event, on_progress=None):
@@ -59,11 +61,13 @@ def run_search(bootstrap: str, scan: Scan, stop: threading.Event, on_progress=No
 
 async def searched(bootstrap: str, scan: Scan, stop: threading.Event, on_progress=None):
     """The search on the search threads; told to stop when the request is cancelled (its client went away)."""
+    asked.add(stop)
     try:
         return await asyncio.get_running_loop().run_in_executor(_searches, run_search, bootstrap, scan, stop,
                                                                 on_progress)
     finally:
         stop.set()  # a no-op when it has ended; else it ends before its next fetch
+        asked.discard(stop)
 
 
 def partitions_of(collector: Collector, topic: str) -> int:
@@ -136,6 +140,8 @@ async def messages(topic: str, collector: Source, partition: str = "all", start:
         raise HTTPException(502, f"the cluster refused the read: {exc.args[0].str()}") from None
     except ScanTimeout as exc:
         raise HTTPException(504, str(exc)) from None
+    except ReadFailed as exc:
+        raise HTTPException(502, f"the cluster refused the read: {exc}") from None
     if format == "jsonl":
         lines = (json.dumps(r, ensure_ascii=False) + "\n" for r in result.records)
         return StreamingResponse(lines, media_type="application/x-ndjson", headers={
@@ -171,6 +177,8 @@ async def streamed(bootstrap: str, scan: Scan):
             await events.put({"error": str(exc)})
         except KafkaException as exc:
             await events.put({"error": f"the cluster refused the read: {exc.args[0].str()}"})
+        except ReadFailed as exc:
+            await events.put({"error": f"the cluster refused the read: {exc}"})
         except Exception as exc:  # one line for the page, never a stack trace
             await events.put({"error": f"the search failed: {exc}"})
         await events.put(None)

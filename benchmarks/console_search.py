@@ -1,0 +1,100 @@
+"""The console's search (issue 49): records scanned per second when searching a topic for a key, a value
+substring and a JSON path, through ``freshet.dashboard.browse.search`` (what ``GET /api/topics/{t}/messages``
+runs), against a broker of its own.
+
+The topic: ``--records`` JSON records of 100 B to 1 KB (a user id, an amount, a padding field of random
+length), over ``--partitions`` partitions, lz4-compressed as producers usually send them; one planted record
+(key ``needle``, ``"user": "planted"``) at three quarters of partition 0. Each search starts at the oldest
+record, reads forward with a scan budget above the topic's size and a limit of 50 (so it reads everything:
+only the one planted record matches). Also timed: the time to the first progress line (the page's "first
+matches on screen" stands on it).
+
+Prints one JSON object: per search the records scanned, the wall-clock seconds and records per second (median
+of ``--rounds``), and the machine's load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+
+from confluent_kafka import Producer
+
+from freshet.dashboard.browse import Filters, Scan, search
+from freshet.local import BrokerProcess
+from freshet.testing.topics import create_topic
+
+TOPIC = "console-search-bench"
+SEARCHES = {
+    "key": (("needle", None, None, None)),
+    "value substring": ((None, '"planted"', None, None)),
+    "json path (plain)": ((None, None, None, '$.user == "planted"')),
+    "json path (filter)": ((None, None, None, "$.items[?(@.sku == 'planted')]")),
+}
+
+
+def fill(bootstrap: str, records: int, partitions: int, seed: int = 7) -> None:
+    create_topic(bootstrap, TOPIC, partitions, {"retention.ms": "-1", "retention.bytes": "-1"})
+    rng = random.Random(seed)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
+                         "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000})
+    planted = records * 3 // 4 // partitions * partitions  # partition 0 under round robin
+    for n in range(records):
+        user = "planted" if n == planted else f"u{rng.randrange(100_000)}"
+        sku = "planted" if n == planted else f"s{n % 1000}"
+        value = {"user": user, "amount": rng.randrange(10_000), "items": [{"sku": sku, "qty": 1}],
+                 "pad": "x" * rng.randrange(20, 920)}
+        while True:
+            try:
+                producer.produce(TOPIC, json.dumps(value).encode(), b"needle" if n == planted else b"k%d" % n,
+                                 partition=n % partitions)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        if n % 50_000 == 0:
+            producer.poll(0)
+    assert producer.flush(300) == 0
+
+
+def time_search(bootstrap: str, partitions: int, args: tuple) -> dict:
+    scan = Scan(TOPIC, list(range(partitions)), "oldest", None, None, False, 50, 100_000_000, Filters.parse(*args))
+    first: list = []
+    began = time.monotonic()
+    result = search(bootstrap, scan, lambda p: first or first.append(time.monotonic() - began))
+    took = time.monotonic() - began
+    assert len(result.records) == 1, result.progress
+    return {"scanned": result.scanned, "seconds": took, "first_progress_s": first[0] if first else took}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", choices=list(SEARCHES), action="append")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as data, BrokerProcess(data_dir=os.path.join(data, "broker")) as broker:
+        began = time.monotonic()
+        fill(broker.bootstrap, args.records, args.partitions)
+        out: dict = {"records": args.records, "partitions": args.partitions, "fill_s": round(time.monotonic() - began, 1),
+                     "python": sys.version.split()[0], "searches": {}}
+        for name in args.only or SEARCHES:
+            runs = [time_search(broker.bootstrap, args.partitions, SEARCHES[name]) for _ in range(args.rounds)]
+            seconds = statistics.median(r["seconds"] for r in runs)
+            out["searches"][name] = {
+                "scanned": runs[0]["scanned"], "seconds": round(seconds, 2),
+                "records_per_s": round(runs[0]["scanned"] / seconds),
+                "spread": [round(r["scanned"] / r["seconds"]) for r in runs],
+                "first_progress_s": round(statistics.median(r["first_progress_s"] for r in runs), 3)}
+        out["load_average"] = os.getloadavg()
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
