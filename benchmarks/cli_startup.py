@@ -8,9 +8,11 @@ the median, the fastest and the slowest: ``python -c pass`` (the interpreter alo
 microseconds). ``--src DIR`` runs another source tree's freshet (an old checkout: ``git archive REV src |
 tar -x -C DIR``) in alternate rounds, so both are measured under the same load.
 
-A client command that writes (produce, watch add) waits ~0.5 s in librdkafka for an idempotent producer's id:
-its first metadata replaces the bootstrap connection, its producer-id request finds no broker up yet and
-retries on a fixed 500 ms timer (the same against Kafka); what Freshet adds is the rest.
+A client command that writes (produce, watch add) used to wait ~0.5 s in librdkafka for an idempotent
+producer's id: its first metadata replaces the bootstrap connection, its producer-id request finds no broker up
+yet and retries on a fixed 500 ms timer (the same against Kafka). ``freshet.client.produce.flush_delivered``
+sends a metadata request while records wait, whose answer runs that request again at once. ``python -c "import
+confluent_kafka"`` is the floor of any client command (interpreter and the Kafka client's import).
 
     python benchmarks/cli_startup.py [--rounds 10] [--src /tmp/freshet-before/src]
 """
@@ -68,6 +70,7 @@ def main() -> None:
         subprocess.run([*freshet, "topic", "create", "cli-bench", *bootstrap], check=True, capture_output=True)
         commands = {
             "python -c pass": ([sys.executable, "-c", "pass"], ""),
+            "python -c 'import confluent_kafka'": ([sys.executable, "-c", "import confluent_kafka"], ""),
             "freshet --help": ([*freshet, "--help"], ""),
             "freshet topic list": ([*freshet, "topic", "list", *bootstrap], ""),
             "freshet produce (1 record)": ([*freshet, "produce", "cli-bench", *bootstrap], "one record\n"),

@@ -9,7 +9,7 @@ import click
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from freshet.client import ClientError, TopicAdmin, consumer_config, producer_config
-from freshet.client.produce import produce_waiting
+from freshet.client.produce import flush_delivered, produce_waiting
 
 from .common import bootstrap_option, one_line_errors
 
@@ -46,7 +46,7 @@ def produce(topic: str, key_separator: str | None, partition: int | None, bootst
         produce_waiting(producer, topic, value, key, on_delivery=on_delivery, **extra)
         sent += 1
         producer.poll(0)
-    left = producer.flush(60)
+    left = flush_delivered(producer, topic, 60)
     if failures or left:
         raise ClientError(f"{len(failures) + left} of {sent} records were not delivered"
                           + (f": {failures[0]}" if failures else ""))

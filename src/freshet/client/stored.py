@@ -14,6 +14,7 @@ from confluent_kafka import Producer
 from .admin import TopicAdmin
 from .errors import ClientError
 from .config import producer_config
+from .produce import flush_delivered
 from .reading import read_to_end, reader
 
 RULES_TOPIC = "__freshet_rules"
@@ -61,7 +62,7 @@ class StoredDefinitions:
             producer.produce(self.topic, value, key.encode(),
                              on_delivery=lambda err, _m: failures.append(err.str()) if err else None)
             producer.poll(0)
-        left = producer.flush(30)
+        left = flush_delivered(producer, self.topic, 30)
         if failures or left:
             raise ClientError(f"could not write to {self.topic}: {failures[0] if failures else 'timed out'}")
 

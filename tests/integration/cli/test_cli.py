@@ -36,6 +36,23 @@ def test_keys_partitions_and_offsets(broker, topic_name):
     assert len(recent.stdout.splitlines()) == 3
 
 
+def test_produce_is_idempotent_and_acks_all(broker, topic_name):
+    """What a Kafka user expects of a console producer since Kafka 3.0: the batch carries a producer id and
+    sequence numbers (the broker drops a retried duplicate), and the command ends once every record is written."""
+    from freshet.format.record_batch import iter_batches
+    from freshet.testing.raw_kafka import RawConnection, fetch
+
+    freshet(broker, "topic", "create", topic_name)
+    r = freshet(broker, "produce", topic_name, input="one\ntwo\n")
+    assert r.returncode == 0 and "produced 2 records" in r.stderr, r.stderr
+    with RawConnection(broker.bootstrap) as conn:
+        part = fetch(conn, topic_name, 0, 0)
+    headers = [header for header, _ in iter_batches(bytes(part.records))]
+    assert part.high_watermark == 2 and sum(h.records_count for h in headers) == 2
+    assert all(h.producer_id >= 0 and h.producer_epoch >= 0 for h in headers)
+    assert headers[0].base_sequence == 0
+
+
 @pytest.mark.parametrize("args, message", [
     (("consume", "no-such-topic", "--from-beginning"), "does not exist"),
     (("produce", "no-such-topic"), "does not exist"),
