@@ -62,7 +62,10 @@ def dashboard(port: int, host: str, token: str | None, lag_alert: int, group_ale
         # live event streams stay open: do not let them hold a shutdown up for long
         from freshet.dashboard.login import KafkaLogin
 
-        uvicorn.run(create_app(collector, token, KafkaLogin(bootstrap) if login else None), host=host, port=port,
+        from freshet.sql.http import SqlEndpoint  # POST /sql; Spark starts at the first statement that needs it
+
+        app = create_app(collector, token, KafkaLogin(bootstrap) if login else None, SqlEndpoint(bootstrap))
+        uvicorn.run(app, host=host, port=port,
                     log_level="warning",
                     timeout_graceful_shutdown=3)
     except OSError as exc:

@@ -10,19 +10,21 @@ from fastapi.staticfiles import StaticFiles
 
 from .collector import Collector
 from .login import KafkaLogin
-from .routers import access, groups, messages, metrics, overview, pipelines, services, topics
+from .routers import access, groups, messages, metrics, overview, pipelines, services, sql, topics
 
 HERE = os.path.dirname(__file__)
 
 
-def create_app(collector: Collector, token: str | None = None, login: KafkaLogin | None = None) -> FastAPI:
+def create_app(collector: Collector, token: str | None = None, login: KafkaLogin | None = None,
+               sql_endpoint=None) -> FastAPI:
     """``token``: every request must carry it (scripts, or a dashboard bound beyond loopback); ``login``: browsers
     sign in with a Kafka user (see ``login.py``); a request with the token needs no session."""
     app = FastAPI(title="Freshet dashboard", docs_url=None, redoc_url=None)
     app.state.collector, app.state.token, app.state.login = collector, token, login
+    app.state.sql = sql_endpoint  # POST /sql runs statements through it (routers/sql.py); None: no SQL served
     app.state.metrics = metrics.registry_for(collector)
     app.middleware("http")(access.require_access)
     app.mount("/static", StaticFiles(directory=os.path.join(HERE, "static")), name="static")
-    for module in (access, overview, messages, topics, groups, pipelines, services, metrics):
+    for module in (access, overview, messages, topics, groups, pipelines, services, metrics, sql):
         app.include_router(module.router)
     return app

@@ -45,9 +45,13 @@ class SqlSession:
     """One user's SQL session: the catalog of streams and tables (shared through ``__freshet_sql``), the
     session's own settings (``SET 'auto.offset.reset'``) and the push queries it runs."""
 
-    def __init__(self, bootstrap: str, spark=None, *, master: str | None = None, remote: str | None = None) -> None:
+    def __init__(self, bootstrap: str, spark=None, *, master: str | None = None, remote: str | None = None,
+                 spark_factory=None) -> None:
+        """``spark``: the SparkSession to use; else ``spark_factory()`` gives one when a statement first needs it,
+        else one is built (``master``/``remote`` as ``freshet run`` takes them)."""
         self.bootstrap = bootstrap
         self._spark = spark
+        self._spark_factory = spark_factory
         if spark is not None:
             quiet_query_context_logs()
         self._master, self._remote = master, remote
@@ -63,7 +67,8 @@ class SqlSession:
         if self._spark is None:
             from freshet.spark import session
 
-            self._spark = session("freshet-sql", master=self._master, remote=self._remote)
+            self._spark = (self._spark_factory() if self._spark_factory is not None
+                           else session("freshet-sql", master=self._master, remote=self._remote))
             quiet_query_context_logs()
         return self._spark
 
@@ -289,7 +294,8 @@ class SqlSession:
         push = PushQuery(self, df, stmt)
         push.start()
         result = Push(list(df.columns), push.rows(), push.stop, push.query_id,
-                      {"limit": stmt.limit, "until_rows": stmt.until_rows, "until_seconds": stmt.until_seconds})
+                      {"limit": stmt.limit, "until_rows": stmt.until_rows, "until_seconds": stmt.until_seconds,
+                       "types": [f.dataType.simpleString() for f in df.schema.fields]})
         with self._lock:
             self._pushes = [r for r in self._pushes if r.info.get("active", True)] + [result]
         return result

@@ -1,0 +1,105 @@
+"""``POST /sql`` as JSON lines, in the shape of ksqlDB's ``/query-stream`` where it fits.
+
+The dashboard serves the route (``freshet.dashboard.routers.sql``) and is given a :class:`SqlEndpoint` by the
+command that starts it: the dashboard imports no Spark, and this module imports Spark only when the first
+statement needs it. Each request runs in a SQL session of its own (its ``properties``, such as
+``auto.offset.reset``, are its own), over one SparkSession shared by every request.
+
+Lines, one JSON value each:
+
+- a query (push, pull, batch, SHOW, DESCRIBE, EXPLAIN): a header ``{"queryId": ..., "columnNames": [...],
+  "columnTypes": [...]}`` then one JSON array per row (a push query's as they change, until its LIMIT or UNTIL
+  or the client going away);
+- any other statement: ``{"@type": "currentStatus", "statementText": ..., "commandStatus": {"status":
+  "SUCCESS", "message": ...}}``;
+- an error: ``{"@type": "statement_error", "error_code": 40001, "message": ..., "line": ..., "column": ...}``,
+  the last line (a statement that cannot run stops the script there).
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import threading
+from collections.abc import Callable, Iterator
+
+from .errors import SqlError
+
+BAD_STATEMENT = 40001  # ksqlDB's code for a statement that cannot run
+
+
+def jsonable(value):
+    """A row's value as JSON has it: timestamps as ISO 8601, decimals as numbers, structs as objects."""
+    if isinstance(value, datetime.datetime):
+        return value.isoformat()
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, (bytes, bytearray)):
+        return value.decode("utf-8", "replace")
+    if hasattr(value, "asDict"):
+        return {k: jsonable(v) for k, v in value.asDict().items()}
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def error_line(error: SqlError) -> dict:
+    return {"@type": "statement_error", "error_code": BAD_STATEMENT, "message": error.message,
+            "line": error.line, "column": error.column}
+
+
+class SqlEndpoint:
+    """What the dashboard calls for ``POST /sql``: ``endpoint(text, properties)`` -> (JSON lines, stop)."""
+
+    def __init__(self, bootstrap: str, master: str | None = None, remote: str | None = None) -> None:
+        self.bootstrap, self.master, self.remote = bootstrap, master, remote
+        self._spark = None
+        self._lock = threading.Lock()
+
+    def spark(self):
+        with self._lock:
+            if self._spark is None:
+                from freshet.spark import session
+
+                self._spark = session("freshet-sql-http", master=self.master, remote=self.remote)
+            return self._spark
+
+    def __call__(self, text: str, properties: dict | None = None) -> tuple[Iterator[dict], Callable[[], None]]:
+        from .session import SqlSession
+
+        session = SqlSession(self.bootstrap, spark_factory=self.spark)
+        return lines(session, text, properties or {}), session.close
+
+
+def lines(session, text: str, properties: dict) -> Iterator[dict]:
+    """The JSON lines of ``text`` run in ``session`` (closed at the end)."""
+    from .results import Message, Push, Rows
+
+    try:
+        for key, value in properties.items():
+            if key != "auto.offset.reset":
+                raise SqlError(f"unknown property {key!r}: auto.offset.reset is the one a request may set")
+            if str(value).lower() not in ("earliest", "latest"):
+                raise SqlError(f"auto.offset.reset takes 'earliest' or 'latest', got {value!r}")
+            session.offset_reset = str(value).lower()
+        for result in session.execute(text):
+            if isinstance(result, Message):
+                yield {"@type": "currentStatus", "statementText": text,
+                       "commandStatus": {"status": "SUCCESS", "message": result.text}}
+            elif isinstance(result, Push):
+                yield {"queryId": result.query_id, "columnNames": result.columns,
+                       "columnTypes": result.info.get("types", [])}
+                for row in result.rows:
+                    yield [jsonable(v) for v in row]
+            elif isinstance(result, Rows):
+                yield {"queryId": None, "columnNames": result.columns, "columnTypes": []}
+                for row in result.rows:
+                    yield [jsonable(v) for v in row]
+    except SqlError as e:
+        yield error_line(e)
+    finally:
+        session.close()

@@ -1,0 +1,51 @@
+"""POST /sql on the dashboard: statements in, JSON lines out (ksqlDB's /query-stream shape), errors as 400."""
+
+import json
+
+from fastapi.testclient import TestClient
+
+from freshet.dashboard.app import create_app
+from freshet.dashboard.collector import Collector
+from freshet.sql.http import SqlEndpoint
+
+from .helpers import produce
+
+T0 = 1_767_225_600_000
+
+
+def client(broker, spark) -> TestClient:
+    endpoint = SqlEndpoint(broker.bootstrap)
+    endpoint._spark = spark  # the tests' one SparkSession
+    return TestClient(create_app(Collector(broker.bootstrap), sql_endpoint=endpoint))
+
+
+def test_a_push_query_streams_a_header_then_rows_as_json_lines(broker, spark, topic_name):
+    produce(broker.bootstrap, topic_name, [{"user_id": f"u{i}", "n": i, "ts": T0 + i} for i in range(5)])
+    name = f"http_{abs(hash(topic_name)) % 10**8}"
+    script = (f"CREATE STREAM {name} (user_id STRING, n INT, ts BIGINT) WITH (topic='{topic_name}', format='json', "
+              f"timestamp='ts'); SELECT user_id, n, ts FROM {name} WHERE n < 3 EMIT CHANGES LIMIT 3;")
+    with client(broker, spark).stream("POST", "/sql", json={"sql": script,
+                                                             "properties": {"auto.offset.reset": "earliest"}}) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("application/x-ndjson")
+        lines = [json.loads(line) for line in r.iter_lines() if line]
+    created, header, *rows = lines
+    assert created["@type"] == "currentStatus" and created["commandStatus"]["status"] == "SUCCESS"
+    assert header["columnNames"] == ["user_id", "n", "ts"] and header["columnTypes"] == ["string", "int", "timestamp"]
+    assert header["queryId"].startswith("push_")
+    assert sorted(rows) == [["u0", 0, "2026-01-01T00:00:00"], ["u1", 1, "2026-01-01T00:00:00.001000"],
+                            ["u2", 2, "2026-01-01T00:00:00.002000"]]
+    assert not spark.streams.active
+
+
+def test_a_statement_that_cannot_run_is_a_400_with_line_and_column(broker, spark):
+    r = client(broker, spark).post("/sql", json={"sql": "SHOW STREAMS;\nSELECT * FROM s EMIT CHANGES LIMIT 0"})
+    assert r.status_code == 400
+    assert r.json() == {"@type": "statement_error", "error_code": 40001, "line": 2, "column": 36,
+                        "message": "expected a whole number of rows, at least 1, found '0'"}
+    bad = client(broker, spark).post("/sql", json={"sql": "SHOW STREAMS", "properties": {"colour": "red"}})
+    assert bad.status_code == 400 and "unknown property 'colour'" in bad.json()["message"]
+
+
+def test_without_an_endpoint_there_is_no_sql(broker):
+    r = TestClient(create_app(Collector(broker.bootstrap))).post("/sql", json={"sql": "SHOW STREAMS"})
+    assert r.status_code == 404
