@@ -173,3 +173,41 @@ def test_definitions_survive_a_restart_and_drop_removes_them(own_broker, spark, 
         assert topic_name not in TopicAdmin(own_broker.bootstrap).list_topics()
     finally:
         second.close()
+
+
+def test_csv_and_avro_streams(sql, broker, topic_name, tmp_path):
+    import io
+
+    import fastavro
+
+    produce(broker.bootstrap, topic_name, [f"u{i};{i * 1.5};{T0 + i}" for i in range(4)])
+    schema = {"type": "record", "name": "Click", "fields": [
+        {"name": "user_id", "type": "string"}, {"name": "n", "type": ["null", "long"]},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
+
+    def avro(record: dict, confluent: bool) -> bytes:
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+        return (b"\x00\x00\x00\x00\x07" if confluent else b"") + out.getvalue()
+
+    avro_topic = topic_name + "-avro"
+    produce(broker.bootstrap, avro_topic, [avro({"user_id": f"a{i}", "n": i if i % 2 else None, "ts": T0 + i},
+                                               confluent=False) for i in range(4)])
+    framed_topic = topic_name + "-framed"
+    produce(broker.bootstrap, framed_topic, [avro({"user_id": "f", "n": 7, "ts": T0}, confluent=True)])
+    (tmp_path / "click.avsc").write_text(json.dumps(schema))
+    suffix = abs(hash(topic_name)) % 10**8
+    _, _, _, described, csv_rows, avro_rows, framed_rows = run(sql, f"""
+        CREATE STREAM csv_{suffix} (user_id STRING, amount DOUBLE, ts BIGINT)
+            WITH (topic='{topic_name}', format='csv', delimiter=';', timestamp='ts');
+        CREATE STREAM avro_{suffix} WITH (topic='{avro_topic}', format='avro', schema_file='{tmp_path / "click.avsc"}');
+        CREATE STREAM framed_{suffix} WITH (topic='{framed_topic}', format='avro', framing='confluent',
+            schema='{json.dumps(schema)}');
+        DESCRIBE avro_{suffix};
+        SELECT user_id, amount FROM csv_{suffix} EMIT CHANGES LIMIT 4;
+        SELECT user_id, n, ts FROM avro_{suffix} EMIT CHANGES LIMIT 4;
+        SELECT user_id, n FROM framed_{suffix} EMIT CHANGES LIMIT 1""")
+    assert [r[:2] for r in described.rows[:3]] == [("user_id", "string"), ("n", "bigint"), ("ts", "timestamp")]
+    assert sorted(csv_rows) == [("u0", 0.0), ("u1", 1.5), ("u2", 3.0), ("u3", 4.5)]
+    assert sorted((u, n) for u, n, _ in avro_rows) == [("a0", None), ("a1", 1), ("a2", None), ("a3", 3)]
+    assert framed_rows == [("f", 7)]

@@ -21,8 +21,8 @@ from .parser import Column, CreateSource, duration_seconds
 SQL_TOPIC = "__freshet_sql"
 FORMATS = ("json", "csv", "raw", "avro", "debezium")
 # what each option means: docs/sql.md
-OPTIONS = ("topic", "format", "key", "timestamp", "watermark", "schema", "schema_file", "delimiter", "partitions",
-           "timestamp_format")
+OPTIONS = ("topic", "format", "key", "timestamp", "watermark", "schema", "schema_file", "framing", "delimiter",
+           "partitions")
 
 
 @dataclass
@@ -84,6 +84,8 @@ def definition(stmt: CreateSource) -> Definition:
         if len(plain) != 1 or plain[0].type.upper() not in ("STRING", "BINARY"):
             raise stmt.error("format 'raw' reads the whole value into one column: (name STRING) or (name BINARY), "
                              "plus computed columns (name AS expr)")
+    if options.get("framing", "none").lower() not in ("none", "confluent"):
+        raise stmt.error(f"framing takes 'none' or 'confluent', got {options['framing']!r}")
     if fmt == "csv" and "delimiter" in options and len(options["delimiter"]) != 1:
         raise stmt.error(f"delimiter must be one character, got {options['delimiter']!r}")
     if stmt.kind == "table" and not key:

@@ -7,8 +7,7 @@ latest row per key: a streaming aggregation, so a push query over it shows each 
 a key whose latest change is a delete (Debezium ``op = 'd'``, or a tombstone) leaves the table.
 """
 
-from __future__ import annotations
-
+# no ``from __future__ import annotations``: pandas_udf reads the decoder's type hints as types
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -105,14 +104,16 @@ def dataframe(spark, defn: Definition, bootstrap: str, starting_offsets: str = "
 
 
 def _avro_decoder(defn: Definition):
-    """A pandas UDF decoding Avro values (schemaless binary, or Confluent's framing: magic 0 and a 4-byte schema
-    id before it, when the value starts that way and plain decoding fails) into a struct of the columns."""
+    """A pandas UDF decoding Avro values into a struct of the columns: schemaless binary, or with
+    ``framing='confluent'`` Confluent's wire format (a magic byte 0 and a 4-byte schema id before the record). A
+    value that is not a record of the schema becomes a row of nulls."""
     import json
 
     import pandas as pd
 
     schema_json = defn.options["schema"]
     plain = [c.name for c in defn.columns if c.expr is None]
+    skip = 5 if defn.options.get("framing", "none").lower() == "confluent" else 0
 
     @F.pandas_udf(f"STRUCT<{ddl(defn)}>")
     def decode_avro(values: pd.Series) -> pd.DataFrame:
@@ -124,14 +125,11 @@ def _avro_decoder(defn: Definition):
         rows = []
         for v in values:
             row = None
-            if v is not None:
-                data = bytes(v)
-                for start in ((5, 0) if data[:1] == b"\x00" and len(data) > 5 else (0,)):
-                    try:
-                        row = fastavro.schemaless_reader(io.BytesIO(data[start:]), schema)
-                        break
-                    except Exception:  # not this framing, or not Avro of this schema: a row of nulls
-                        continue
+            if v is not None and len(v) > skip:
+                try:
+                    row = fastavro.schemaless_reader(io.BytesIO(bytes(v)[skip:]), schema)
+                except Exception:  # not a record of this schema
+                    row = None
             rows.append({n: (row or {}).get(n) for n in plain})
         return pd.DataFrame(rows, columns=plain)
 
