@@ -434,15 +434,17 @@ class Frame:
 
     ``rows[start + i]`` is mapped to ``labels[i]``; ``current`` is the index of the row being tested
     (its label is ``var``, not yet in ``labels``), or None when measures are computed over a finished
-    match. ``tables`` are the rule's lookup tables.
+    match. ``tables`` are the rule's lookup tables. ``memo``: a dict one attempt (one start row, its rows
+    unchanged) shares among its frames, where aggregates keep what they can extend by a row.
     """
 
-    __slots__ = ("rows", "start", "labels", "current", "var", "tables")
+    __slots__ = ("rows", "start", "labels", "current", "var", "tables", "memo")
 
     def __init__(self, rows, start: int, labels: list, current: int | None, var: str | None,
-                 tables: dict | None = None) -> None:
+                 tables: dict | None = None, memo: dict | None = None) -> None:
         self.rows, self.start, self.labels, self.current, self.var = rows, start, labels, current, var
         self.tables = tables or {}
+        self.memo = memo
 
     def row(self) -> dict | None:
         """The current row, or the match's last row."""
@@ -627,6 +629,18 @@ def compile_expression(node, one_row: _OneRow | None = None) -> Evaluator:
             name = path[0]
 
             def count_distinct(f):
+                memo, current = f.memo, f.current
+                if var is None and memo is not None and current is not None and current == f.start + len(f.labels):
+                    # the rows from the start row to the current one: the set of the attempt's previous test,
+                    # one row shorter, is extended by the current row (S*? T: linear in the rows, not quadratic)
+                    kept = memo.get(count_distinct)
+                    if kept is not None and kept[0] == current:
+                        values = kept[1]
+                        values.add(f.rows[current].get(name))
+                    else:
+                        values = {row.get(name) for row in f.rows_of(None)}
+                    memo[count_distinct] = (current + 1, values)
+                    return len(values) - (None in values)
                 values = {row.get(name) for row in f.rows_of(var)}  # rows are events: JSON objects
                 values.discard(None)
                 return len(values)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import orjson
+
 from .expressions import Frame, compile_expression, compile_row_expression, fields_used, get_path, holds
 from .rules import Alt, Repeat, Rule, Seq, Var
 
@@ -239,6 +241,7 @@ class CompiledRule:
         stack = [(0, start, 0)]
         labels: list[str] = []
         partial: list[str] = []
+        memo: dict = {}  # the aggregates' partial results, for this start row's frames (see Frame)
         while stack:
             pc, pos, depth = stack.pop()
             del labels[depth:]
@@ -263,7 +266,7 @@ class CompiledRule:
                         if on_row is not None:
                             if not on_row(rows[pos]):
                                 break
-                        elif not on_frame(Frame(rows, start, labels, pos, var, tables)):
+                        elif not on_frame(Frame(rows, start, labels, pos, var, tables, memo)):
                             break
                     labels.append(var)
                     pos += 1
@@ -434,8 +437,9 @@ class PartitionMatcher:
     def __init__(self, compiled: CompiledRule, key: tuple = ()) -> None:
         self.compiled = compiled
         self.key = key
-        self.buffer: list[tuple] = []  # (time, order, event), not yet released
+        self.buffer: list[tuple] = []  # (time, order, event), not yet released; event a dict or its JSON text
         self.rows: list[dict] = []
+        self.texts: list[str | None] = []  # each row's JSON text when it came as text (written out as it came)
         self.times: list[int] = []
         self.start = 0  # where the next attempt starts, in rows
         self.watermark = None  # the last watermark released up to
@@ -448,6 +452,11 @@ class PartitionMatcher:
             return False
         self.buffer.append((when, order, event))
         return True
+
+    def add_text(self, text: str, when: int, order=0) -> bool:
+        """``add`` for an event given as its JSON text (an object), parsed only once it is released: events
+        that wait for the watermark cost no parsing while they wait, nor when written out."""
+        return self.add(text, when, order)
 
     def advance(self, watermark: int | None, closed: bool = False) -> list[Match]:
         """Release buffered events up to ``watermark`` (all of them if ``closed``) and match."""
@@ -462,9 +471,15 @@ class PartitionMatcher:
         if watermark is not None and (self.watermark is None or watermark > self.watermark):
             self.watermark = watermark
         ready.sort(key=lambda e: (e[0], e[1]))
+        rows, texts, times = self.rows, self.texts, self.times
         for when, _order, event in ready:
-            self.rows.append(event)
-            self.times.append(when)
+            if type(event) is str:
+                texts.append(event)
+                event = orjson.loads(event)
+            else:
+                texts.append(None)
+            rows.append(event)
+            times.append(when)
         horizon = None if self.watermark is None else self.watermark + 1
         found, self.start = self.compiled.match_rows(self.rows, self.times, self.key, self.start, closed, horizon)
         self._let_go()
@@ -474,6 +489,7 @@ class PartitionMatcher:
         keep_from = max(0, self.start - 1)  # one row before the next start, for PREV
         if keep_from > 64 and keep_from * 2 > len(self.rows):
             del self.rows[:keep_from]
+            del self.texts[:keep_from]
             del self.times[:keep_from]
             self.start -= keep_from
 
@@ -492,7 +508,9 @@ class PartitionMatcher:
 
     def to_state(self) -> dict[str, Any]:
         base = max(0, self.start - 1)
-        return {"buffer": [list(e) for e in self.buffer], "rows": self.rows[base:], "times": self.times[base:],
+        buffer = [[when, order, orjson.loads(event) if type(event) is str else event]
+                  for when, order, event in self.buffer]
+        return {"buffer": buffer, "rows": self.rows[base:], "times": self.times[base:],
                 "start": self.start - base, "watermark": self.watermark, "late": self.late}
 
     @classmethod
@@ -500,5 +518,37 @@ class PartitionMatcher:
         matcher = cls(compiled, key)
         matcher.buffer = [tuple(e) for e in state["buffer"]]
         matcher.rows, matcher.times = state["rows"], state["times"]
+        matcher.texts = [None] * len(matcher.rows)
         matcher.start, matcher.watermark, matcher.late = state["start"], state["watermark"], state["late"]
         return matcher
+
+    # ---- the compact state: numbers in a header, each event as its JSON text, one a line -------------
+
+    def to_compact(self, lines: list[str]) -> list:
+        """The state as ``to_state`` holds it, for a stream's state store, cheaply: appends the JSON text of
+        the rows kept and of the buffered events to ``lines`` (as they came, when they came as text) and
+        returns the rest, plain numbers: ``[start, watermark, late, row times, buffer times, buffer orders]``."""
+        base = max(0, self.start - 1)
+        rows, texts = self.rows, self.texts
+        for i in range(base, len(rows)):
+            text = texts[i]
+            lines.append(text if text is not None else orjson.dumps(rows[i]).decode())
+        for _when, _order, event in self.buffer:
+            lines.append(event if type(event) is str else orjson.dumps(event).decode())
+        return [self.start - base, self.watermark, self.late, self.times[base:], [e[0] for e in self.buffer],
+                [e[1] for e in self.buffer]]
+
+    @classmethod
+    def from_compact(cls, compiled: CompiledRule, key: tuple, numbers: list, lines: list[str], at: int
+                     ) -> tuple[PartitionMatcher, int]:
+        """The matcher ``to_compact`` wrote, its texts read from ``lines[at:]``; and where the next one's begin.
+        The rows are parsed now (a pending attempt reads them), the buffered events when they are released."""
+        start, watermark, late, times, buffer_times, buffer_orders = numbers
+        matcher = cls(compiled, key)
+        end = at + len(times)
+        matcher.texts = lines[at:end]
+        matcher.rows = [orjson.loads(text) for text in matcher.texts]
+        matcher.times = times
+        matcher.buffer = list(zip(buffer_times, buffer_orders, lines[end:end + len(buffer_times)]))
+        matcher.start, matcher.watermark, matcher.late = start, watermark, late
+        return matcher, end + len(buffer_times)

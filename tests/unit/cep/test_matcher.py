@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -193,14 +194,25 @@ def test_a_stream_out_of_order_matches_as_the_sorted_whole(rule, events, rnd, di
         matcher = matchers.setdefault(key, PartitionMatcher(compiled, key))
         when = event["event_time"]
         newest = when if newest is None else max(newest, when)
-        assert matcher.add(event, when, seq), "no event may be late when the watermark allows the disorder"
+        # an event comes as an object or as its JSON text (as the Spark step hands them over)
+        added = matcher.add(event, when, seq) if rnd.random() < 0.5 else matcher.add_text(
+            orjson.dumps(event).decode(), when, seq)
+        assert added, "no event may be late when the watermark allows the disorder"
         if rnd.random() < 0.5:
             watermark = newest - disorder - 1
             for m in matchers.values():
                 found.extend(m.advance(watermark))
-                # the state survives being written out and read back (as Spark's state store does)
-                state = m.to_state()
-                matchers[m.key] = PartitionMatcher.from_state(compiled, m.key, state)
+                # the state survives being written out and read back (as Spark's state store does), in
+                # either form
+                if rnd.random() < 0.5:
+                    matchers[m.key] = PartitionMatcher.from_state(compiled, m.key, orjson.loads(
+                        orjson.dumps(m.to_state())))
+                else:
+                    lines = ["before"]
+                    numbers = orjson.loads(orjson.dumps(m.to_compact(lines)))
+                    lines = "\n".join([*lines, "after"]).split("\n")
+                    matchers[m.key], end = PartitionMatcher.from_compact(compiled, m.key, numbers, lines, 1)
+                    assert lines[end] == "after"
     for m in matchers.values():
         found.extend(m.advance(None, closed=True))
     ours = sorted((m.key, m.labels, m.start_ms, m.measures["rows"], m.measures["last_n"]) for m in found)
@@ -226,3 +238,15 @@ def test_state_is_let_go_behind_the_watermark():
             matcher.advance(t - 1)
     matcher.advance(5100)
     assert len(matcher.rows) < 200 and not matcher.buffer
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from([
+    "PATTERN (S*? T) DEFINE T AS COUNT(DISTINCT x) >= 3",  # the count over the rows so far grows a row at a time
+    "PATTERN (A B+ C?) DEFINE B AS COUNT(DISTINCT x) <= 2, C AS COUNT(DISTINCT n) > 2",
+    "PATTERN ((A | B)+ C) DEFINE A AS COUNT(DISTINCT x) < 2, C AS COUNT(DISTINCT x) = 3 WITHIN 5 MILLISECONDS",
+]), st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 3), st.integers(0, 20)), max_size=14))
+def test_a_distinct_count_over_the_match_so_far_against_the_reference(tail, rows):
+    rule = parse_rule(f"RULE r PARTITION BY k MEASURES COUNT(*) AS rows, LAST(n) AS last_n {tail}")
+    events = [{"k": 0, "x": x, "n": n, "event_time": t} for x, n, t in rows]
+    assert _ours(rule, events) == _theirs(rule, events)
