@@ -282,9 +282,35 @@ def _events_of(batch) -> Iterator[tuple[dict, str, int, int]]:
 
 
 
+COMPACT = "F2\n"  # the state's first line: the compact form (without it, the first form: one JSON object)
+
+
+def dump_group(matchers: dict[str, PartitionMatcher]) -> str:
+    """The state of one (rule, bucket) group: ``F2``, a JSON line of each partition key's numbers
+    (``PartitionMatcher.to_compact``), then the events' JSON texts, one a line (JSON text as ``orjson`` writes
+    it holds no line break), so that reading the state back parses no event still waiting for the watermark."""
+    lines: list[str] = []
+    header = [[pkey, *m.to_compact(lines)] for pkey, m in matchers.items()]
+    return COMPACT + orjson.dumps(header).decode() + "\n" + "\n".join(lines)
+
+
+def load_group(compiled: CompiledRule, text: str) -> dict[str, PartitionMatcher]:
+    """The matchers ``dump_group`` wrote; also reads the first form (``{pkey: PartitionMatcher.to_state()}`` as
+    one JSON object), which checkpoints written before the compact form hold."""
+    if not text.startswith(COMPACT):
+        return {pkey: PartitionMatcher.from_state(compiled, tuple(orjson.loads(pkey)), s)
+                for pkey, s in orjson.loads(text).items()}
+    lines = text.split("\n")
+    matchers = {}
+    at = 2
+    for pkey, *numbers in orjson.loads(lines[1]):
+        matchers[pkey], at = PartitionMatcher.from_compact(compiled, tuple(orjson.loads(pkey)), numbers, lines, at)
+    return matchers
+
+
 def _match_step(rules: RuleSource):
     """The stateful step of one (rule, bucket) group: the matchers of every partition key of that bucket,
-    kept together in one state value (``{pkey: matcher state}``). A Python call per group costs about a
+    kept together in one state value (``dump_group``). A Python call per group costs about a
     millisecond here, so keys are spread over a few buckets instead of each being a group of its own."""
 
     def step(group: tuple, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
@@ -294,9 +320,7 @@ def _match_step(rules: RuleSource):
             if state.exists:
                 state.remove()
             return
-        saved = orjson.loads(state.get[0]) if state.exists else {}
-        matchers = {pkey: PartitionMatcher.from_state(compiled, tuple(orjson.loads(pkey)), s)
-                    for pkey, s in saved.items()}
+        matchers = load_group(compiled, state.get[0]) if state.exists else {}
         for pdf in batches:
             times = epoch_ms(pdf["event_time"]).tolist()
             for pkey, event, when, order in zip(pdf["pkey"].tolist(), pdf["event"].tolist(), times,
@@ -304,7 +328,7 @@ def _match_step(rules: RuleSource):
                 matcher = matchers.get(pkey)
                 if matcher is None:
                     matcher = matchers[pkey] = PartitionMatcher(compiled, tuple(orjson.loads(pkey)))
-                matcher.add(orjson.loads(event), when, order)
+                matcher.add_text(event, when, order)
         streaming = not isinstance(state, _FreshState)
         watermark = state.getCurrentWatermarkMs() if streaming else None
         found = []
@@ -316,7 +340,7 @@ def _match_step(rules: RuleSource):
                 if state.exists:
                     state.remove()
             else:
-                state.update((orjson.dumps({pkey: m.to_state() for pkey, m in live.items()}).decode(),))
+                state.update((dump_group(live),))
                 deadlines = [d for d in (m.next_deadline() for m in live.values()) if d is not None]
                 if deadlines:
                     state.setTimeoutTimestamp(max(min(deadlines) - 1, watermark + 1))
@@ -330,14 +354,14 @@ def _matches_frame(found: list) -> pd.DataFrame:
     rows: ``key`` and ``measures`` as JSON text until ``match_rules`` makes them JSON values again."""
     alerts = [m.alert() for m in found]
 
-    def times(field: str) -> pd.Series:
-        return pd.to_datetime(pd.Series([a[field] for a in alerts], dtype=object), utc=True, format="ISO8601")
+    def times(ms: list[int]) -> pd.Series:  # the instants the alert's ISO texts name (iso_utc), not parsed back
+        return pd.to_datetime(pd.Series(ms, dtype="int64"), unit="ms", utc=True)
 
     return pd.DataFrame({
         "rule": pd.Series([a["rule"] for a in alerts], dtype=object),
         "kind": pd.Series([a["kind"] for a in alerts], dtype=object),
         "key": pd.Series([json.dumps(a["key"]) for a in alerts], dtype=object),
-        "match_start": times("match_start"), "match_end": times("match_end"),
+        "match_start": times([m.start_ms for m in found]), "match_end": times([m.end_ms for m in found]),
         "rows": pd.Series([a["rows"] for a in alerts], dtype="int32"),
         "measures": pd.Series([json.dumps(a["measures"]) for a in alerts], dtype=object)})
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from freshet.cep.matcher import CompiledRule, Match, iso_utc
 from freshet.cep.rules import parse_rule
 from freshet.cli.cep_cmd import rules
-from freshet.pipelines.cep import FixedRules, _match_step
+from freshet.pipelines.cep import COMPACT, FixedRules, _match_step, load_group
 from freshet.pipelines.stateful import _FreshState
 
 MINUTE = 60_000
@@ -219,3 +219,34 @@ def test_a_postgres_sink_writes_key_and_measures_as_json_objects():
     assert pg_type(VariantType()) == "jsonb"
     held = adapt(VariantVal.parseJson('{"user": "ann", "score": 1.5, "note": null}'))
     assert json.loads(held.dumps(held.adapted)) == {"user": "ann", "score": 1.5, "note": None}
+
+
+def test_a_state_in_the_first_form_is_read_as_the_compact_one(tmp_path):
+    """A checkpoint written before the compact state (one JSON object: ``{pkey: PartitionMatcher.to_state()}``)
+    goes on where it stopped: the step reads either form and writes the compact one."""
+    events = [{"user": u, "device": {"os": "ios"}, "kind": k, "ip": f"10.0.0.{i}", "score": i, "note": "n",
+               "city": "Delft", "event_time": i * 1_000}
+              for i, (u, k) in enumerate([("ann", "failed"), ("bob", "failed"), ("ann", "failed"), ("bob", "failed"),
+                                          ("ann", "ok"), ("bob", "failed"), ("ann", "changed"), ("bob", "ok"),
+                                          ("bob", "changed")])]
+    compiled = CompiledRule(parse_rule(TAKEOVER))
+    name = compiled.name
+
+    def run(first_form: bool) -> tuple[list[dict], str]:
+        step, state = _match_step(FixedRules({name: TAKEOVER})), StreamState()
+        state.watermark = 2_500  # rows of both users released (pending attempts), the later ones buffered
+        records = topic_records(step((name, 0), iter([routed(TAKEOVER, events[:6])]), state))
+        written = state.get[0]
+        if first_form:
+            matchers = load_group(compiled, written)
+            state.update((orjson.dumps({pkey: m.to_state() for pkey, m in matchers.items()}).decode(),))
+        state.watermark = 5_500
+        records += topic_records(step((name, 0), iter([routed(TAKEOVER, events[6:])]), state))
+        state.watermark = 60 * MINUTE
+        records += topic_records(step((name, 0), iter([]), state))
+        return records, written
+
+    compact, written = run(first_form=False)
+    assert written.startswith(COMPACT) and len(load_group(compiled, written)) == 2
+    assert run(first_form=True)[0] == compact == rules_try(tmp_path, TAKEOVER, events)
+    assert [a["key"]["user"] for a in compact] == ["ann", "bob"]
