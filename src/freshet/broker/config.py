@@ -54,6 +54,12 @@ class BrokerConfig:
     share: ShareSettings = field(default_factory=ShareSettings)  # group.share.* defaults for share groups
     listeners: list[Listener] = field(default_factory=list)  # none given: one PLAINTEXT listener on host:port
     security: SecurityConfig = field(default_factory=SecurityConfig)
+    # cluster mode (issue #46): the controllers' JSON endpoints; none: the one-node broker, as always
+    controllers: list[tuple[str, int]] = field(default_factory=list)
+    rack: str | None = None  # broker.rack
+    heartbeat_interval_ms: int = 2_000  # broker.heartbeat.interval.ms (the session timeout is the controllers')
+    default_replication_factor: int = 1  # default.replication.factor (CreateTopics without one)
+    replica_lag_time_max_ms: int = 10_000  # replica.lag.time.max.ms
 
     def effective_listeners(self) -> list[Listener]:
         return self.listeners or [Listener("PLAINTEXT", self.host, self.port)]

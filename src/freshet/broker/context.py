@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 from freshet.format.framing import RequestHeader
 
 if TYPE_CHECKING:
+    from .cluster import ClusterMembership
     from .config import BrokerConfig
     from .durability import GroupCommit
     from .groups.classic import GroupCoordinator
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from .groups.offsets import OffsetStore
     from .groups.share import ShareGroupCoordinator
     from .quotas import ClientQuotas
+    from .replication.manager import ReplicaManager
     from .security.acls import Authorizer
     from .security.credentials import CredentialStore
     from .security.listeners import Listener
@@ -58,6 +60,8 @@ class BrokerServices(Protocol):
     credentials: "CredentialStore"
     failed_logins: "FailedLogins"
     authorizer: "Authorizer | None"  # None: no listener authenticates, every request is allowed
+    cluster: "ClusterMembership | None"  # cluster mode (issue #46): the controllers' metadata (``.view``); else None
+    replicas: "ReplicaManager | None"  # cluster mode: leaders, followers, ISR; else None
 
     @property
     def default_partitions(self) -> int:

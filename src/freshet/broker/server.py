@@ -116,9 +116,26 @@ class Broker:
         self._watchdog: asyncio.Task | None = None
         self._background: set[asyncio.Task] = set()
         self.port = config.port
+        self.cluster = None  # cluster mode: the ClusterMembership (its ``view`` is the cluster's metadata)
+        self.replicas = None  # cluster mode: the ReplicaManager (leaders, followers, ISR)
+        if config.controllers:
+            self._join_cluster()
         self.metrics: MetricsServer | None = None
         if config.metrics_port is not None:
             self.metrics = MetricsServer(self.registry, config.host, config.metrics_port, self.telemetry, self.quotas)
+
+    def _join_cluster(self) -> None:
+        from .cluster import ClusterMembership
+
+        self.cluster = ClusterMembership(self, self.config.controllers, self.config.node_id, self.config.rack,
+                                         self.config.heartbeat_interval_ms)
+        try:
+            from .replication.manager import ReplicaManager
+        except ImportError:  # the data plane not there yet: metadata only, no replication
+            log.warning("no replica manager (freshet.broker.replication): partitions are not replicated")
+            return
+        self.replicas = ReplicaManager(self, self.config.node_id, self.cluster.alter_isr,
+                                       self.config.replica_lag_time_max_ms)
 
     @property
     def default_partitions(self) -> int:
@@ -163,6 +180,13 @@ class Broker:
             log.info("broker listening on %s (port %d), data in %s", listener, self.bound[listener],
                      self.config.data_dir)
         self.port = self.bound[self.listeners[0]]
+        if self.cluster is not None:  # registered once its port is known; topics follow the metadata from here
+            try:
+                await self.cluster.start()
+            except BaseException:
+                await self.stop()
+                raise
+            self.registry.producer_ids = self.cluster.producer_ids
 
     def advertised(self, listener: Listener | None) -> tuple[str, int]:
         """The host and port a client of ``listener`` is told to connect to (the first listener's by default)."""
@@ -172,6 +196,10 @@ class Broker:
         return host, self.bound.get(listener, self.port)
 
     async def stop(self) -> None:
+        if self.cluster is not None:  # the session closes first: fenced at once, leaderships move elsewhere
+            await self.cluster.stop()
+        if self.replicas is not None:
+            await self.replicas.close()
         for server in self._servers:
             server.close()
         if self.metrics:
@@ -406,6 +434,8 @@ async def run_broker(config: BrokerConfig, ready: Callable[[Broker], None] | Non
     if ready:
         ready(broker)
     stop = asyncio.Event()
+    if broker.cluster is not None:
+        broker.cluster.on_fatal = lambda reason: stop.set()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)

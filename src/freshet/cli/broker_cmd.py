@@ -78,6 +78,18 @@ def broker() -> None:
               help="connections.max.reauth.ms: SASL sessions expire after this and clients re-authenticate.")
 @click.option("--max-failed-authentications", default=30, show_default=True, type=int,
               help="Failed logins per client address within a minute before its attempts are refused.")
+@click.option("--node-id", default=DEFAULTS.node_id, show_default=True, type=int,
+              help="This broker's id (node.id); unique in a cluster.")
+@click.option("--controller", "controllers", default=None, metavar="HOST:PORT,...",
+              help="Join a cluster: the controllers' endpoints (python -m freshet.controller --listen ...), as "
+                   "Kafka's controller.quorum.bootstrap.servers. Without it: the one-node broker.")
+@click.option("--rack", default=None, help="broker.rack (cluster mode).")
+@click.option("--heartbeat-interval-ms", default=DEFAULTS.heartbeat_interval_ms, show_default=True, type=int,
+              help="broker.heartbeat.interval.ms (cluster mode); the session timeout is the controllers'.")
+@click.option("--default-replication-factor", default=DEFAULTS.default_replication_factor, show_default=True,
+              type=int, help="default.replication.factor: for topics created without one (cluster mode).")
+@click.option("--replica-lag-time-max-ms", default=DEFAULTS.replica_lag_time_max_ms, show_default=True, type=int,
+              help="replica.lag.time.max.ms: a follower behind this long leaves the ISR (cluster mode).")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto_create_topics: bool,
@@ -89,7 +101,9 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
           share_auto_offset_reset: str, listeners: tuple[str, ...], ssl_certfile: str | None,
           ssl_keyfile: str | None, ssl_cafile: str | None, ssl_client_auth: str, sasl_mechanisms: str,
           authorizer: bool | None, super_users: tuple[str, ...], allow_everyone_if_no_acl_found: bool, reauth_ms: int,
-          max_failed_authentications: int, log_level: str) -> None:
+          max_failed_authentications: int, node_id: int, controllers: str | None, rack: str | None,
+          heartbeat_interval_ms: int, default_replication_factor: int, replica_lag_time_max_ms: int,
+          log_level: str) -> None:
     """Start a broker in the foreground (Ctrl-C stops it cleanly)."""
     from freshet.broker import run_broker
 
@@ -103,9 +117,24 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
             consumer_session_timeout_ms < 100 and "--consumer-session-timeout-ms must be at least 100",
             not 0 < consumer_heartbeat_interval_ms < consumer_session_timeout_ms
             and "--consumer-heartbeat-interval-ms must be positive and below --consumer-session-timeout-ms",
-            telemetry_push_interval_ms < 0 and "--telemetry-push-interval-ms must not be negative (0: off)"):
+            telemetry_push_interval_ms < 0 and "--telemetry-push-interval-ms must not be negative (0: off)",
+            node_id < 0 and "--node-id must not be negative",
+            heartbeat_interval_ms < 10 and "--heartbeat-interval-ms must be at least 10",
+            default_replication_factor < 1 and "--default-replication-factor must be at least 1",
+            replica_lag_time_max_ms < 1 and "--replica-lag-time-max-ms must be positive"):
         if problem:
             click.echo(f"error: {problem}", err=True)
+            sys.exit(1)
+    controller_addresses: list[tuple[str, int]] = []
+    cluster_errors: tuple[type[Exception], ...] = ()  # cluster mode: a refused membership is one line, exit 1
+    if controllers is not None:
+        from freshet.broker.cluster import ClusterError, parse_controllers
+
+        cluster_errors = (ClusterError,)
+        try:
+            controller_addresses = parse_controllers(controllers)
+        except ValueError as exc:
+            click.echo(f"error: --controller: {exc}", err=True)
             sys.exit(1)
     mechanisms = tuple(m.strip().upper() for m in sasl_mechanisms.split(",") if m.strip())
     unknown = sorted(set(mechanisms) - set(SUPPORTED))
@@ -138,7 +167,9 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
         share=ShareSettings(record_lock_duration_ms=share_record_lock_duration_ms,
                             delivery_count_limit=share_delivery_count_limit,
                             session_timeout_ms=share_session_timeout_ms, auto_offset_reset=share_auto_offset_reset),
-        listeners=parsed, security=security,
+        listeners=parsed, security=security, node_id=node_id, controllers=controller_addresses, rack=rack,
+        heartbeat_interval_ms=heartbeat_interval_ms, default_replication_factor=default_replication_factor,
+        replica_lag_time_max_ms=replica_lag_time_max_ms,
     )
 
     def ready(b) -> None:
@@ -154,4 +185,7 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
         asyncio.run(run_broker(config, ready))
     except OSError as exc:
         click.echo(f"error: cannot start the broker: {exc.strerror or exc}", err=True)
+        sys.exit(1)
+    except cluster_errors as exc:
+        click.echo(f"error: {exc}", err=True)
         sys.exit(1)

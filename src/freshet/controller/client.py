@@ -3,6 +3,7 @@ controller APIs) tools: one request a line, one answer a line."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 
@@ -51,3 +52,67 @@ class ControllerClient:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class AsyncControllerClient:
+    """The same endpoint from an asyncio program (the broker): one connection at a time to one of the
+    controllers, moving on to the next one when a connection fails, one request in flight at a time.
+    ``request`` raises ConnectionError once no controller answered (the caller retries later)."""
+
+    def __init__(self, addresses: list[tuple[str, int]], timeout: float = 30.0) -> None:
+        if not addresses:
+            raise ValueError("no controller address given")
+        self.addresses = list(addresses)
+        self.timeout = timeout
+        self._next = 0
+        self._reader = None
+        self._writer = None
+        self._lock = None  # an asyncio.Lock, made in the loop that uses it
+
+    @property
+    def connected_to(self) -> tuple[str, int] | None:
+        return self.addresses[(self._next - 1) % len(self.addresses)] if self._writer is not None else None
+
+    async def request(self, request: dict, timeout: float | None = None) -> dict:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        timeout = self.timeout if timeout is None else timeout
+        last: Exception | None = None
+        async with self._lock:
+            for _ in range(len(self.addresses)):
+                try:
+                    if self._writer is None:
+                        address = self.addresses[self._next % len(self.addresses)]
+                        self._next += 1
+                        self._reader, self._writer = await asyncio.wait_for(
+                            asyncio.open_connection(*address, limit=1 << 26), min(timeout, 5.0))
+                    self._writer.write(json.dumps(request).encode() + b"\n")
+                    await self._writer.drain()
+                    line = await asyncio.wait_for(self._reader.readline(), timeout)
+                    if not line:
+                        raise ConnectionError("the controller closed the connection")
+                    return json.loads(line)
+                except (OSError, asyncio.TimeoutError, ValueError) as exc:
+                    last = exc
+                    self._drop()
+        raise ConnectionError(f"no controller of {self.addresses} answered: {last!r}")
+
+    async def command(self, command: dict, session: bool = False, timeout: float | None = None) -> dict:
+        request = {"op": "command", "command": command}
+        if session:
+            request["session"] = True
+        return await self.request(request, timeout)
+
+    def _drop(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None
+
+    async def close(self) -> None:
+        writer = self._writer
+        self._drop()
+        if writer is not None:
+            try:
+                await writer.wait_closed()
+            except OSError:
+                pass

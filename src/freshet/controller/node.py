@@ -328,8 +328,7 @@ class Controller:
         to ``wait_ms`` (30 s at most) for a newer one (a long poll: brokers learn of a change at once)."""
         timeout_s = min(max(wait_ms, 0), 30_000) / 1000
         snapshot, version = self.state.read_changed(since, timeout_s, ClusterMetadata.snapshot)
-        snapshot["version"] = version
-        snapshot["controller_id"] = self.controller_id()
+        snapshot["version"] = version  # controller_id: the last active controller's LeaderChange, as applied here
         snapshot["node_id"] = self.node_id
         return snapshot
 

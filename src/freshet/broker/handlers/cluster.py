@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from kio.schema.errors import ErrorCode
 
 from freshet.format.framing import API_VERSIONS_KEY
 
-from ..context import Request, RequestContext
+from ..cluster import admin
+from ..context import Request, RequestContext, Response
 from ..security.acls import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
 from ..topics.registry import TopicError, check_topic_name
 from ..wire import protocol
@@ -70,21 +72,31 @@ def topic_metadata(broker, topic) -> dict:
     }
 
 
-def metadata(ctx: RequestContext, request: Request) -> dict:
+def metadata(ctx: RequestContext, request: Request, created: bool = False) -> Response:
+    """Metadata: the brokers, the topics asked for (all those the principal may describe when none are named),
+    the controller. In a cluster, from the controllers' metadata (the ``ClusterView``): every live broker, each
+    partition's leader, epoch, replicas, ISR and offline replicas, the active controller; a topic to auto-create
+    goes to the controller first (``created``: the answer built again after that)."""
     broker = ctx.broker
-    registry = broker.registry
+    view = broker.cluster.view if broker.cluster is not None else None
+    if view is not None:
+        topics_by_name, by_id = view.topics, view.by_id
+        describe = functools.partial(admin.topic_metadata, view)
+    else:
+        topics_by_name, by_id = broker.registry.topics, broker.registry.by_id.get
+        describe = functools.partial(topic_metadata, broker)
     requested = request.topics
     if requested is None or (ctx.version == 0 and not requested):
         # all topics: those this principal may not describe are left out, as Kafka does
-        topics = [topic_metadata(broker, t) for t in registry.topics.values() if ctx.allowed(DESCRIBE, TOPIC, t.name)]
+        topics = [describe(t) for _, t in sorted(topics_by_name.items()) if ctx.allowed(DESCRIBE, TOPIC, t.name)]
     else:
-        allow_create = getattr(request, "allow_auto_topic_creation", True)
-        topics = []
+        allow_create = getattr(request, "allow_auto_topic_creation", True) and not created
+        topics, to_create = [], []
         for wanted in requested:
             name = getattr(wanted, "name", None)
             topic_id = getattr(wanted, "topic_id", None)
             if name is None and topic_id is not None:
-                topic = registry.by_id.get(topic_id)
+                topic = by_id(topic_id)
                 if topic is None:
                     topics.append({"error_code": ErrorCode.unknown_topic_or_partition, "name": None,
                                    "topic_id": topic_id, "partitions": []})
@@ -94,7 +106,7 @@ def metadata(ctx: RequestContext, request: Request) -> dict:
                 topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name,
                                "topic_id": protocol.ZERO_UUID, "partitions": []})
                 continue
-            topic = registry.get(name)
+            topic = topics_by_name.get(name)
             if topic is None:
                 try:
                     check_topic_name(name)
@@ -102,21 +114,35 @@ def metadata(ctx: RequestContext, request: Request) -> dict:
                         raise TopicError(ErrorCode.unknown_topic_or_partition, "unknown topic")
                     if not (ctx.allowed(CREATE, CLUSTER, CLUSTER_NAME) or ctx.allowed(CREATE, TOPIC, name)):
                         raise TopicError(ErrorCode.topic_authorization_failed, "not authorized to create topics")
-                    topic = registry.create(name, broker.default_partitions)
+                    if view is not None:
+                        to_create.append(name)
+                        continue
+                    topic = broker.registry.create(name, broker.default_partitions)
                 except TopicError as exc:
                     topics.append({"error_code": exc.error_code, "name": name,
                                    "topic_id": protocol.ZERO_UUID, "partitions": []})
                     continue
-            topics.append(topic_metadata(broker, topic))
+            topics.append(describe(topic))
+        if to_create:
+            return _auto_create(ctx, request, to_create)
     return {
         "throttle_time": 0,
         "error_code": ErrorCode.none,  # v13+
-        "brokers": _broker_nodes(ctx, "node_id"),
+        "brokers": admin.broker_nodes(view, "node_id") if view else _broker_nodes(ctx, "node_id"),
         "cluster_id": broker.config.cluster_id,
-        "controller_id": broker.config.node_id,
+        "controller_id": view.controller_id if view else broker.config.node_id,
         "topics": topics,
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
+
+
+async def _auto_create(ctx: RequestContext, request: Request, names: list[str]) -> dict:
+    for name in names:
+        try:
+            await admin.create_topic(ctx.broker, name, -1, -1, {}, validate_only=False)
+        except TopicError:
+            pass  # already created by someone else, or refused: the answer says what the topic is now
+    return metadata(ctx, request, created=True)
 
 
 def describe_cluster(ctx: RequestContext, request: Request) -> dict:
@@ -124,14 +150,15 @@ def describe_cluster(ctx: RequestContext, request: Request) -> dict:
     if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
         return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
                 "endpoint_type": 1, "cluster_id": broker.config.cluster_id, "controller_id": -1, "brokers": []}
+    view = broker.cluster.view if broker.cluster is not None else None
     return {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
         "error_message": None,
         "endpoint_type": 1,
         "cluster_id": broker.config.cluster_id,
-        "controller_id": broker.config.node_id,
-        "brokers": _broker_nodes(ctx, "broker_id"),
+        "controller_id": view.controller_id if view else broker.config.node_id,
+        "brokers": admin.broker_nodes(view, "broker_id") if view else _broker_nodes(ctx, "broker_id"),
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
 
@@ -146,18 +173,19 @@ def describe_topic_partitions(ctx: RequestContext, request: Request) -> dict:
     next page starts. A topic that does not exist answers UNKNOWN_TOPIC_OR_PARTITION, one not to be described
     TOPIC_AUTHORIZATION_FAILED; neither creates or changes anything."""
     broker = ctx.broker
-    registry = broker.registry
+    view = broker.cluster.view if broker.cluster is not None else None
+    topics_by_name = view.topics if view else broker.registry.topics
     if request.topics:
         names = sorted({t.name for t in request.topics})
     else:
-        names = sorted(name for name in registry.topics if ctx.allowed(DESCRIBE, TOPIC, name))
+        names = sorted(name for name in topics_by_name if ctx.allowed(DESCRIBE, TOPIC, name))
     cursor = request.cursor
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
     limit = min(max(int(request.response_partition_limit), 1), MAX_PARTITIONS_PER_DESCRIBE)
     topics, next_cursor, budget = [], None, limit
     for name in names:
-        topic = registry.get(name)
+        topic = topics_by_name.get(name)
         if not ctx.allowed(DESCRIBE, TOPIC, name):
             topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name,
                            "topic_id": protocol.ZERO_UUID, "partitions": [],
@@ -171,7 +199,7 @@ def describe_topic_partitions(ctx: RequestContext, request: Request) -> dict:
         if budget == 0:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
-        described = topic_metadata(broker, topic)
+        described = admin.topic_metadata(view, topic) if view else topic_metadata(broker, topic)
         first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         partitions = [p for p in described["partitions"] if p["partition_index"] >= first]
         if len(partitions) > budget:

@@ -22,6 +22,7 @@ from ..security.acls import (
     GROUP,
     TOPIC,
 )
+from ..cluster import admin as cluster_admin
 from ..context import BrokerServices, Request, RequestContext, Response
 from ..errors import error_code_for
 from ..groups.share import GROUP_CONFIGS, ShareGroupError
@@ -46,18 +47,29 @@ CONFIG_SET, CONFIG_DELETE, CONFIG_APPEND, CONFIG_SUBTRACT = 0, 1, 2, 3
 _CREATED_CONFIG_FIELDS = ("name", "value", "read_only", "config_source", "is_sensitive")
 
 
-def create_topics(ctx: RequestContext, request: Request) -> dict:
+def _created_entry(t) -> dict:
+    return {"name": t.name, "topic_id": protocol.ZERO_UUID, "error_code": ErrorCode.none, "error_message": None,
+            "num_partitions": -1, "replication_factor": -1, "configs": []}
+
+
+def _may_create(ctx: RequestContext, t, names: list[str]) -> None:
+    """Refuses a topic the principal may not create, or one named twice in the request."""
+    if not (ctx.allowed(CREATE, CLUSTER, CLUSTER_NAME) or ctx.allowed(CREATE, TOPIC, t.name)):
+        raise TopicError(ErrorCode.topic_authorization_failed, f"not authorized to create topic {t.name!r}")
+    if names.count(t.name) > 1:
+        raise TopicError(ErrorCode.invalid_request, f"topic {t.name!r} appears more than once in the request")
+
+
+def create_topics(ctx: RequestContext, request: Request) -> Response:
+    if ctx.broker.cluster is not None:
+        return _create_topics_in_cluster(ctx, request)
     registry = ctx.broker.registry
     names = [t.name for t in request.topics]
     results = []
     for t in request.topics:
-        result = {"name": t.name, "topic_id": protocol.ZERO_UUID, "error_code": ErrorCode.none,
-                  "error_message": None, "num_partitions": -1, "replication_factor": -1, "configs": []}
+        result = _created_entry(t)
         try:
-            if not (ctx.allowed(CREATE, CLUSTER, CLUSTER_NAME) or ctx.allowed(CREATE, TOPIC, t.name)):
-                raise TopicError(ErrorCode.topic_authorization_failed, f"not authorized to create topic {t.name!r}")
-            if names.count(t.name) > 1:
-                raise TopicError(ErrorCode.invalid_request, f"topic {t.name!r} appears more than once in the request")
+            _may_create(ctx, t, names)
             partitions = t.num_partitions
             if partitions == -1:
                 partitions = ctx.broker.default_partitions
@@ -88,20 +100,53 @@ def create_topics(ctx: RequestContext, request: Request) -> dict:
     return {"throttle_time": 0, "topics": results}
 
 
-def delete_topics(ctx: RequestContext, request: Request) -> dict:
-    registry = ctx.broker.registry
-    wanted = []
+async def _create_topics_in_cluster(ctx: RequestContext, request: Request) -> dict:
+    """CreateTopics through the controller: the same checks and answer as the one-node broker's, the replication
+    factor up to the live brokers (default.replication.factor when none is given)."""
+    names = [t.name for t in request.topics]
+    results = []
+    for t in request.topics:
+        result = _created_entry(t)
+        try:
+            _may_create(ctx, t, names)
+            if t.assignments:
+                raise TopicError(ErrorCode.invalid_request, "manual replica assignments are not supported yet: give "
+                                 "partitions and a replication factor")
+            configs = {c.name: c.value for c in t.configs}
+            info = await cluster_admin.create_topic(ctx.broker, t.name, t.num_partitions, t.replication_factor,
+                                                    configs, request.validate_only)
+            checked = cluster_admin.check_configs(configs)
+            partitions = t.num_partitions if t.num_partitions != -1 else ctx.broker.default_partitions
+            factor = (t.replication_factor if t.replication_factor != -1
+                      else ctx.broker.config.default_replication_factor)
+            result.update(topic_id=info.topic_id if info else protocol.ZERO_UUID, num_partitions=partitions,
+                          replication_factor=factor,
+                          configs=[{k: c[k] for k in _CREATED_CONFIG_FIELDS} for c in topic_configs(
+                              {k: v for k, v in checked.items() if k in CONFIG_DEFS},
+                              ctx.broker.dynamic.inherited())])
+        except TopicError as exc:
+            result.update(error_code=exc.error_code, error_message=str(exc))
+        results.append(result)
+    return {"throttle_time": 0, "topics": results}
+
+
+def delete_topics(ctx: RequestContext, request: Request) -> Response:
+    """DeleteTopics by name or id; in a cluster, through the controller (every broker deletes its replicas)."""
+    broker = ctx.broker
+    registry = broker.registry
+    view = broker.cluster.view if broker.cluster is not None else None
     if hasattr(request, "topic_names"):
         wanted = [(name, None) for name in request.topic_names]
     else:
         wanted = [(t.name, t.topic_id) for t in request.topics]
-    responses = []
+    responses, in_cluster = [], []
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
-            topic = registry.by_id.get(topic_id)
+            topic = view.by_id(topic_id) if view is not None else registry.by_id.get(topic_id)
             name = topic.name if topic else None
         response = {"name": name, "topic_id": topic_id or protocol.ZERO_UUID,
                     "error_code": ErrorCode.none, "error_message": None}
+        responses.append(response)
         try:
             if name is None:
                 raise TopicError(ErrorCode.unknown_topic_or_partition, f"no topic with id {topic_id}")
@@ -112,14 +157,19 @@ def delete_topics(ctx: RequestContext, request: Request) -> dict:
                 response["topic_id"] = topic.topic_id
                 if topic.internal:
                     raise TopicError(ErrorCode.invalid_request, f"{name} is an internal topic")
-            registry.delete(name)
+            if view is not None:
+                in_cluster.append((response, cluster_admin.delete_topic(broker, name), "topic_id"))
+            else:
+                registry.delete(name)
         except TopicError as exc:
             response.update(error_code=exc.error_code, error_message=str(exc))
-        responses.append(response)
-    return {"throttle_time": 0, "responses": responses}
+    body = {"throttle_time": 0, "responses": responses}
+    return _answer_in_cluster(broker, body, in_cluster, []) if in_cluster else body
 
 
-def create_partitions(ctx: RequestContext, request: Request) -> dict:
+def create_partitions(ctx: RequestContext, request: Request) -> Response:
+    if ctx.broker.cluster is not None:
+        return _create_partitions_in_cluster(ctx, request)
     registry = ctx.broker.registry
     results = []
     for t in request.topics:
@@ -128,6 +178,22 @@ def create_partitions(ctx: RequestContext, request: Request) -> dict:
             if not ctx.allowed(ALTER, TOPIC, t.name):
                 raise TopicError(ErrorCode.topic_authorization_failed, f"not authorized to alter topic {t.name!r}")
             registry.add_partitions(t.name, t.count, validate_only=request.validate_only)
+        except TopicError as exc:
+            result.update(error_code=exc.error_code, error_message=str(exc))
+        results.append(result)
+    return {"throttle_time": 0, "results": results}
+
+
+async def _create_partitions_in_cluster(ctx: RequestContext, request: Request) -> dict:
+    results = []
+    for t in request.topics:
+        result = {"name": t.name, "error_code": ErrorCode.none, "error_message": None}
+        try:
+            if not ctx.allowed(ALTER, TOPIC, t.name):
+                raise TopicError(ErrorCode.topic_authorization_failed, f"not authorized to alter topic {t.name!r}")
+            if t.assignments:
+                raise TopicError(ErrorCode.invalid_request, "manual replica assignments are not supported yet")
+            await cluster_admin.create_partitions(ctx.broker, t.name, t.count, request.validate_only)
         except TopicError as exc:
             result.update(error_code=exc.error_code, error_message=str(exc))
         results.append(result)
@@ -185,12 +251,17 @@ def describe_configs(ctx: RequestContext, request: Request) -> dict:
         if refused is not None:
             result["error_code"] = refused
         elif resource.resource_type == RESOURCE_TOPIC:
-            topic = broker.registry.get(resource.resource_name)
-            if topic is None:
+            if broker.cluster is not None:
+                info = broker.cluster.view.topics.get(resource.resource_name)
+                overrides = cluster_admin.log_configs(info) if info is not None else None
+            else:
+                topic = broker.registry.get(resource.resource_name)
+                overrides = topic.configs if topic is not None else None
+            if overrides is None:
                 result.update(error_code=ErrorCode.unknown_topic_or_partition,
                               error_message=f"topic {resource.resource_name!r} does not exist")
             else:
-                result["configs"] = topic_configs(topic.configs, broker.dynamic.inherited(), keys, synonyms)
+                result["configs"] = topic_configs(overrides, broker.dynamic.inherited(), keys, synonyms)
         elif resource.resource_type == RESOURCE_BROKER and resource.resource_name in ("", str(broker.config.node_id)):
             result["configs"] = broker.dynamic.describe(broker.config, resource.resource_name, keys, synonyms)
         elif resource.resource_type == RESOURCE_GROUP:
@@ -225,11 +296,17 @@ def incremental_alter_configs(ctx: RequestContext, request: Request) -> Response
     broker = ctx.broker
     responses = []
     waits = []
+    in_cluster = []
     for resource in request.resources:
         entry = _alteration_entry(ctx, resource)
         responses.append(entry)
         if entry["error_code"] != ErrorCode.none:
             continue
+        if broker.cluster is not None and (resource.resource_type == RESOURCE_TOPIC or (
+                resource.resource_type == RESOURCE_BROKER and resource.configs
+                and {c.name for c in resource.configs} <= cluster_admin.CLUSTER_BROKER_CONFIGS)):
+            in_cluster.append((entry, _alter_in_cluster(broker, resource, request.validate_only)))
+            continue  # the cluster's metadata: through the controller
         alter = {RESOURCE_TOPIC: _alter_topic, RESOURCE_BROKER: _alter_broker}.get(resource.resource_type)
         if alter is not None:
             try:
@@ -261,9 +338,45 @@ def incremental_alter_configs(ctx: RequestContext, request: Request) -> Response
         if not request.validate_only and changes:
             waits.append(broker.share_groups.alter_configs(resource.resource_name, changes))
     body = {"throttle_time": 0, "responses": responses}
+    if in_cluster:
+        return _answer_in_cluster(broker, body, in_cluster, waits)
     if not waits:
         return body
     return broker.group_commit.answer_when_durable(body, (broker.share_groups.state, max(waits)))
+
+
+async def _answer_in_cluster(broker: BrokerServices, body: dict, in_cluster: list, waits: list) -> dict:
+    """``body`` once each change sent to the controller is answered: ``(entry, change[, key])``, the entry of
+    ``body`` that a refusal fills in (and ``key`` of it the change's value)."""
+    for entry, change, *key in in_cluster:
+        try:
+            value = await change
+            if key:
+                entry[key[0]] = value
+        except TopicError as exc:
+            entry.update(error_code=exc.error_code, error_message=str(exc))
+    if waits:
+        await broker.group_commit.answer_when_durable(body, (broker.share_groups.state, max(waits)))
+    return body
+
+
+async def _alter_in_cluster(broker: BrokerServices, resource, validate_only: bool) -> None:
+    """A topic's configs, or min.insync.replicas / unclean.leader.election.enable of the brokers, changed in the
+    cluster's metadata (IncrementalAlterConfigs: SET, DELETE; APPEND / SUBTRACT for list configs)."""
+    changes = [(c.name, c.config_operation, c.value) for c in resource.configs]
+    if resource.resource_type == RESOURCE_BROKER:
+        values = {}
+        for key, operation, value in changes:
+            if operation not in (CONFIG_SET, CONFIG_DELETE) or (operation == CONFIG_SET and value is None):
+                raise TopicError(ErrorCode.invalid_config, f"{key}: only SET with a value and DELETE apply")
+            values[key] = value if operation == CONFIG_SET else None
+        await cluster_admin.alter_cluster_broker_configs(broker, resource.resource_name, values, validate_only)
+        return
+    info = broker.cluster.view.topics.get(resource.resource_name)
+    if info is None:
+        raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {resource.resource_name!r} does not exist")
+    overrides = _changed_overrides(dict(info.configs), changes, cluster_admin.CLUSTER_TOPIC_CONFIGS)
+    await cluster_admin.alter_topic_configs(broker, resource.resource_name, overrides, validate_only)
 
 
 def _list_change(current: str, operation: int, value: str | None) -> str:
@@ -283,12 +396,28 @@ def _alter_topic(broker: BrokerServices, name: str, changes: list[tuple[str, int
     topic = broker.registry.get(name)
     if topic is None:
         raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
-    overrides = dict(topic.configs)
+    overrides = _changed_overrides(dict(topic.configs), changes)
+    broker.registry.alter_configs(name, overrides, validate_only)
+    if not validate_only:
+        broker.clean_soon(name)
+
+
+def _changed_overrides(overrides: dict[str, str], changes: list[tuple[str, int, str | None]],
+                       also: set[str] = frozenset()) -> dict[str, str]:
+    """A topic's overrides after SET, DELETE, APPEND, SUBTRACT (``also``: plain configs beside the log's)."""
     seen = set()
     for key, operation, value in changes:
         if key in seen:
             raise TopicError(ErrorCode.invalid_config, f"{key} is changed twice in one request")
         seen.add(key)
+        if key in also and operation in (CONFIG_SET, CONFIG_DELETE):
+            if operation == CONFIG_DELETE:
+                overrides.pop(key, None)
+            elif value is None:
+                raise TopicError(ErrorCode.invalid_config, f"{key}: SET needs a value")
+            else:
+                overrides[key] = value
+            continue
         if key not in CONFIG_DEFS:
             raise TopicError(ErrorCode.invalid_config, f"unknown topic config {key!r}")
         definition = CONFIG_DEFS[key]
@@ -306,16 +435,15 @@ def _alter_topic(broker: BrokerServices, name: str, changes: list[tuple[str, int
                 raise TopicError(ErrorCode.invalid_config, f"{key} cannot be empty")
         else:
             raise TopicError(ErrorCode.invalid_config, f"unknown config operation {operation}")
-    broker.registry.alter_configs(name, overrides, validate_only)
-    if not validate_only:
-        broker.clean_soon(name)
+    return overrides
 
 
-def alter_configs(ctx: RequestContext, request: Request) -> dict:
+def alter_configs(ctx: RequestContext, request: Request) -> Response:
     """The legacy AlterConfigs: a topic's overrides, or a broker level's dynamic configs, replaced by the ones
     given (kcat-style tools use it)."""
     broker = ctx.broker
     responses = []
+    in_cluster = []
     for resource in request.resources:
         entry = _alteration_entry(ctx, resource)
         responses.append(entry)
@@ -333,6 +461,11 @@ def alter_configs(ctx: RequestContext, request: Request) -> dict:
             entry.update(error_code=ErrorCode.invalid_request,
                          error_message=f"resource type {resource.resource_type} is not alterable at run time here")
             continue
+        if broker.cluster is not None:
+            in_cluster.append((entry, cluster_admin.alter_topic_configs(
+                broker, resource.resource_name, {c.name: c.value for c in resource.configs if c.value is not None},
+                request.validate_only)))
+            continue
         try:
             broker.registry.alter_configs(resource.resource_name, {c.name: c.value for c in resource.configs
                                                                    if c.value is not None}, request.validate_only)
@@ -340,7 +473,8 @@ def alter_configs(ctx: RequestContext, request: Request) -> dict:
                 broker.clean_soon(resource.resource_name)
         except TopicError as exc:
             entry.update(error_code=exc.error_code, error_message=str(exc))
-    return {"throttle_time": 0, "responses": responses}
+    body = {"throttle_time": 0, "responses": responses}
+    return _answer_in_cluster(broker, body, in_cluster, []) if in_cluster else body
 
 
 def _alteration_entry(ctx: RequestContext, resource) -> dict:

@@ -155,14 +155,16 @@ class TopicRegistry:
             raise TopicError(ErrorCode.invalid_config, str(exc)) from None
 
     def create(self, name: str, partitions: int = 1, replication_factor: int = -1,
-               configs: dict | None = None) -> Topic:
+               configs: dict | None = None, topic_id: uuid.UUID | None = None) -> Topic:
+        """``topic_id``: the cluster's id for the topic (a broker of a cluster creates its replicas' topics with
+        the controller's id); a new one by default."""
         overrides = self.validate_create(name, partitions, replication_factor, configs or {})
         partitions = 1 if partitions == -1 else partitions
         directory = os.path.join(self.topics_dir, name)
         if os.path.exists(directory):  # debris of an interrupted create or delete
             shutil.rmtree(directory)
         os.makedirs(directory)
-        topic = Topic(name, uuid.uuid4(), directory, overrides, defaults=self.defaults)
+        topic = Topic(name, topic_id or uuid.uuid4(), directory, overrides, defaults=self.defaults)
         topic.partitions = [topic.open_partition(i) for i in range(partitions)]
         topic.save()
         self.topics[name] = topic

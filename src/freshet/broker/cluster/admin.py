@@ -1,0 +1,172 @@
+"""The admin requests of a broker in a cluster: topics are the controllers' metadata, so CreateTopics,
+DeleteTopics, CreatePartitions and topic configs go to the controller, which answers Kafka's error codes
+(INVALID_REPLICATION_FACTOR above the unfenced brokers, TOPIC_ALREADY_EXISTS, ...) and changes nothing on a
+refusal; the answer waits until this broker's view holds the change, so the client's next Metadata sees it.
+What the log itself checks (names, partition counts, config names and values) is checked here first, as the
+one-node broker checks it. Metadata / DescribeCluster / DescribeTopicPartitions read the ``ClusterView``.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from kio.schema.errors import ErrorCode
+
+from ..topics.registry import MAX_PARTITIONS, TopicError, check_topic_name
+from ..topics.topic_config import CONFIG_DEFS, InvalidConfigError, validate_configs
+from ..wire import protocol
+from .view import ClusterView, TopicInfo
+
+# configs the controller keeps for the cluster (leader election, acks=all) beside the log's own
+CLUSTER_TOPIC_CONFIGS = {"unclean.leader.election.enable"}
+CLUSTER_BROKER_CONFIGS = {"min.insync.replicas", "unclean.leader.election.enable"}
+WAIT_FOR_VIEW_S = 30.0
+
+
+def _error(answer: dict) -> TopicError:
+    return TopicError(answer.get("error_code") or ErrorCode.unknown_server_error,
+                      answer.get("message") or answer.get("error", ""))
+
+
+def check_configs(configs: dict[str, str | None]) -> dict[str, str]:
+    """The log's configs checked and normalized as the one-node broker does; the cluster's own passed on."""
+    log = {k: v for k, v in configs.items() if k not in CLUSTER_TOPIC_CONFIGS}
+    try:
+        checked = validate_configs(log)
+    except InvalidConfigError as exc:
+        raise TopicError(ErrorCode.invalid_config, str(exc)) from None
+    for key in CLUSTER_TOPIC_CONFIGS & set(configs):
+        if configs[key] is not None:
+            checked[key] = str(configs[key])
+    return checked
+
+
+# -- describing --------------------------------------------------------------------------------------------
+def topic_metadata(view: ClusterView, topic: TopicInfo) -> dict:
+    """A topic as Metadata and DescribeTopicPartitions answer it: each partition's leader (-1 and
+    LEADER_NOT_AVAILABLE when offline), leader epoch, replicas, ISR and offline replicas."""
+    return {
+        "error_code": ErrorCode.none,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": False,
+        "partitions": [
+            {
+                "error_code": ErrorCode.none if p.leader >= 0 else ErrorCode.leader_not_available,
+                "partition_index": p.index,
+                "leader_id": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": list(p.replicas),
+                "isr_nodes": list(p.isr),
+                "offline_replicas": view.offline_replicas(p),
+            }
+            for p in topic.partitions
+        ],
+        "topic_authorized_operations": -(2**31),
+    }
+
+
+def broker_nodes(view: ClusterView, id_field: str) -> list[dict]:
+    """Every unfenced broker, at the address it registered."""
+    return [{id_field: b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in view.live_brokers()]
+
+
+# -- changing ----------------------------------------------------------------------------------------------
+async def create_topic(broker, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
+                       validate_only: bool) -> TopicInfo | None:
+    """One topic through the controller (validate_only: checked against the view, nothing asked)."""
+    view = broker.cluster.view
+    check_topic_name(name)
+    if partitions == -1:
+        partitions = broker.default_partitions
+    if replication_factor == -1:
+        replication_factor = broker.config.default_replication_factor
+    if not 1 <= partitions <= MAX_PARTITIONS:
+        raise TopicError(ErrorCode.invalid_partitions, f"partitions must be 1..{MAX_PARTITIONS}, got {partitions}")
+    checked = check_configs(configs)
+    if validate_only:
+        if name in view.topics:
+            raise TopicError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
+        live = len(view.live_brokers())
+        if not 1 <= replication_factor <= live:
+            raise TopicError(ErrorCode.invalid_replication_factor,
+                             f"replication factor {replication_factor} is not between 1 and the {live} live broker(s)")
+        return None
+    answer = await broker.cluster.command({"command": "CreateTopic", "name": name, "partitions": partitions,
+                                           "replication_factor": replication_factor, "configs": checked})
+    if answer["error"] != "NONE":
+        raise _error(answer)
+    topic_id = uuid.UUID(answer["value"]["topic_id"])
+    await broker.cluster.wait_for(lambda v: getattr(v.topics.get(name), "topic_id", None) == topic_id,
+                                  WAIT_FOR_VIEW_S)
+    return broker.cluster.view.topics.get(name)
+
+
+async def delete_topic(broker, name: str) -> uuid.UUID:
+    info = broker.cluster.view.topics.get(name)
+    if info is None:
+        raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+    answer = await broker.cluster.command({"command": "DeleteTopic", "name": name})
+    if answer["error"] != "NONE":
+        raise _error(answer)
+    await broker.cluster.wait_for(lambda v: getattr(v.topics.get(name), "topic_id", None) != info.topic_id,
+                                  WAIT_FOR_VIEW_S)
+    return info.topic_id
+
+
+async def create_partitions(broker, name: str, count: int, validate_only: bool) -> None:
+    info = broker.cluster.view.topics.get(name)
+    if info is None:
+        raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+    if count <= len(info.partitions):
+        raise TopicError(ErrorCode.invalid_partitions,
+                         f"topic {name!r} has {len(info.partitions)} partitions; the new count must be larger, "
+                         f"got {count}")
+    if count > MAX_PARTITIONS:
+        raise TopicError(ErrorCode.invalid_partitions, f"at most {MAX_PARTITIONS} partitions")
+    if validate_only:
+        return
+    answer = await broker.cluster.command({"command": "CreatePartitions", "name": name, "count": count})
+    if answer["error"] != "NONE":
+        raise _error(answer)
+    await broker.cluster.wait_for(lambda v: name in v.topics and len(v.topics[name].partitions) >= count,
+                                  WAIT_FOR_VIEW_S)
+
+
+async def alter_topic_configs(broker, name: str, overrides: dict[str, str], validate_only: bool) -> None:
+    """A topic's whole set of overrides (what IncrementalAlterConfigs / AlterConfigs made of the current one)."""
+    info = broker.cluster.view.topics.get(name)
+    if info is None:
+        raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+    checked = check_configs(overrides)
+    if validate_only:
+        return
+    removed = sorted(set(info.configs) - set(checked))
+    answer = await broker.cluster.command({"command": "AlterConfigs", "resource_type": "topic", "name": name,
+                                           "set": checked, "delete": removed})
+    if answer["error"] != "NONE":
+        raise _error(answer)
+    await broker.cluster.wait_for(lambda v: name in v.topics and v.topics[name].configs == checked, WAIT_FOR_VIEW_S)
+
+
+async def alter_cluster_broker_configs(broker, level: str, changes: dict[str, str | None],
+                                       validate_only: bool) -> None:
+    """min.insync.replicas / unclean.leader.election.enable for every broker ("") or one: cluster metadata."""
+    if level not in ("",) and not (level.isdigit() and int(level) in broker.cluster.view.brokers):
+        raise TopicError(ErrorCode.invalid_request, f"broker {level!r} is not registered")
+    if validate_only:
+        return
+    answer = await broker.cluster.command({
+        "command": "AlterConfigs", "resource_type": "broker", "name": level,
+        "set": {k: v for k, v in changes.items() if v is not None},
+        "delete": [k for k, v in changes.items() if v is None]})
+    if answer["error"] != "NONE":
+        raise _error(answer)
+
+
+def log_configs(info: TopicInfo) -> dict[str, str]:
+    """The topic's configs that the log knows (DescribeConfigs answers these)."""
+    return {k: v for k, v in info.configs.items() if k in CONFIG_DEFS}
+
+
+ZERO_UUID = protocol.ZERO_UUID

@@ -1,0 +1,301 @@
+"""``ClusterMembership``: a broker's life in a cluster run by the controllers.
+
+- **Registration** (BrokerRegistration): at start, on the session connection, with this process's incarnation id;
+  another live broker with the same node id is refused (DUPLICATE_BROKER_REGISTRATION) and this broker stops
+  with one line. A broker is fenced until its first heartbeat, as in KRaft.
+- **Heartbeats** (BrokerHeartbeat) every ``heartbeat_interval_ms`` on the same connection, the broker's
+  *session*: when it closes (this process killed -9, or stopped) the controller at its other end fences the
+  broker at once and its leaderships move; a broker that only stops answering (SIGSTOP) is fenced after the
+  controllers' session timeout. A controller that does not answer within ``heartbeat_timeout_s`` is left for
+  the next one (the session moves with it).
+- **Metadata**: a long poll on another connection (``{"op": "metadata", "since": version}``); each new
+  snapshot becomes the ``ClusterView``, then the local topics follow it (every topic with a replica here exists
+  in the registry with the controller's topic id and partition count, topics the metadata dropped are deleted;
+  the internal ``__`` topics stay local), then the replica manager is given every partition and broker.
+- **Commands** (CreateTopics, DeleteTopics, CreatePartitions, configs, AlterPartition, producer id blocks) go to
+  the controller on a third connection, retried while no controller is active.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Callable
+
+from freshet.controller.client import AsyncControllerClient
+
+from ..topics.registry import TopicError
+from ..topics.topic_config import CONFIG_DEFS
+from .view import ClusterView, TopicInfo
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HEARTBEAT_INTERVAL_MS = 2000  # Kafka's broker.heartbeat.interval.ms
+RETRIABLE = {"NOT_CONTROLLER", "REQUEST_TIMED_OUT"}
+PRODUCER_ID_BLOCK = 1000  # Kafka's producer id block size
+
+
+class ClusterError(Exception):
+    """This broker cannot be (or stay) a member: the message is the one line the CLI prints."""
+
+
+def parse_controllers(text: str) -> list[tuple[str, int]]:
+    """``HOST:PORT,HOST:PORT,...``: the controllers' endpoints (Kafka's controller.quorum.bootstrap.servers)."""
+    addresses = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        host, _, port = item.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"controller {item!r} is not HOST:PORT")
+        addresses.append((host, int(port)))
+    if not addresses:
+        raise ValueError("give the controllers as HOST:PORT,HOST:PORT,...")
+    return addresses
+
+
+class ClusterProducerIds:
+    """Producer ids from blocks the controller hands out (AllocateProducerIds, KIP-730), unique in the cluster:
+    ``allocate()`` stays synchronous (InitProducerId and the transaction coordinator call it), the next block is
+    fetched in the background once half of the current one is used."""
+
+    def __init__(self, membership: "ClusterMembership") -> None:
+        self._membership = membership
+        self._blocks: list[tuple[int, int]] = []  # [start, end) of the blocks held
+        self._refill: asyncio.Task | None = None
+
+    async def fill(self) -> None:
+        answer = await self._membership.command({
+            "command": "AllocateProducerIds", "broker_id": self._membership.node_id,
+            "broker_epoch": self._membership.epoch, "count": PRODUCER_ID_BLOCK})
+        if answer["error"] != "NONE":
+            raise ClusterError(f"no producer ids from the controller: {answer['error']} {answer['message']}")
+        start = answer["value"]["start"]
+        self._blocks.append((start, start + answer["value"]["count"]))
+
+    def allocate(self) -> int:
+        if not self._blocks:
+            raise TopicError(-1, "no producer id block from the controller yet")
+        start, end = self._blocks[0]
+        self._blocks[0] = (start + 1, end)
+        if start + 1 == end:
+            self._blocks.pop(0)
+        left = sum(e - s for s, e in self._blocks)
+        if left < PRODUCER_ID_BLOCK // 2 and (self._refill is None or self._refill.done()):
+            self._refill = asyncio.get_running_loop().create_task(self._fill_logged(), name="producer-id-block")
+        return start
+
+    async def _fill_logged(self) -> None:
+        try:
+            await self.fill()
+        except (ClusterError, ConnectionError) as exc:
+            log.warning("%s", exc)
+
+    def max_producer_id(self) -> int:
+        return max((e for _, e in self._blocks), default=0) - 1
+
+
+class ClusterMembership:
+    def __init__(self, broker, controllers: list[tuple[str, int]], node_id: int, rack: str | None = None,
+                 heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS, heartbeat_timeout_s: float = 5.0,
+                 registration_timeout_s: float = 120.0) -> None:
+        self.broker = broker
+        self.controllers = controllers
+        self.node_id = node_id
+        self.rack = rack
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.registration_timeout_s = registration_timeout_s
+        self.incarnation_id = uuid.uuid4().hex
+        self.epoch: int | None = None
+        self.view = ClusterView()
+        self._session = AsyncControllerClient(controllers)  # registration and heartbeats: the broker's session
+        self._poller = AsyncControllerClient(controllers)  # the metadata long poll
+        self._commands = AsyncControllerClient(controllers)  # everything else
+        self._changed: asyncio.Condition | None = None
+        self._tasks: list[asyncio.Task] = []
+        self.producer_ids = ClusterProducerIds(self)
+        self.on_fatal: Callable[[str], None] | None = None  # the broker stops when its membership cannot go on
+
+    # -- life ----------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Registers, heartbeats once (unfenced), applies the metadata once; then heartbeats and follows."""
+        self._changed = asyncio.Condition()
+        await self._register()
+        await self._heartbeat()
+        await self.producer_ids.fill()
+        await self._apply(await self._poller.request({"op": "metadata"}))
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._heartbeats(), name="cluster-heartbeats"),
+                       loop.create_task(self._follow(), name="cluster-metadata")]
+
+    async def stop(self) -> None:
+        """Stops heartbeating; closing the session fences this broker at once (its leaderships move)."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for client in (self._session, self._poller, self._commands):
+            await client.close()
+
+    async def _register(self) -> None:
+        host, port = self.broker.advertised(None)
+        command = {"command": "RegisterBroker", "broker_id": self.node_id, "incarnation_id": self.incarnation_id,
+                   "host": host, "port": port, "rack": self.rack}
+        end = time.monotonic() + self.registration_timeout_s
+        while True:
+            try:
+                answer = await self._session.command(command, session=True, timeout=15)
+            except ConnectionError as exc:
+                answer = {"error": "CONNECTION", "message": str(exc)}
+            if answer["error"] == "NONE":
+                self.epoch = answer["value"]["broker_epoch"]
+                log.info("registered as broker %d (epoch %d) with the controllers %s", self.node_id, self.epoch,
+                         self.controllers)
+                return
+            if answer["error"] == "DUPLICATE_BROKER_REGISTRATION":
+                raise ClusterError(f"node id {self.node_id} is already registered by another live broker "
+                                   "(DUPLICATE_BROKER_REGISTRATION): give each broker its own --node-id")
+            if answer["error"] not in RETRIABLE | {"CONNECTION"}:
+                raise ClusterError(f"the controllers refused the registration: {answer['error']} {answer['message']}")
+            if time.monotonic() > end:
+                raise ClusterError(f"no active controller at {self._addresses()} within "
+                                   f"{self.registration_timeout_s:.0f} s ({answer['message']})")
+            await asyncio.sleep(0.5)
+
+    def _addresses(self) -> str:
+        return ",".join(f"{h}:{p}" for h, p in self.controllers)
+
+    async def _heartbeat(self) -> dict:
+        answer = await self._session.command(
+            {"command": "BrokerHeartbeat", "broker_id": self.node_id, "broker_epoch": self.epoch},
+            session=True, timeout=self.heartbeat_timeout_s)
+        if answer["error"] in ("STALE_BROKER_EPOCH", "BROKER_ID_NOT_REGISTERED"):
+            log.warning("the controllers no longer know this broker's session (%s): registering again",
+                        answer["error"])
+            self.incarnation_id = uuid.uuid4().hex
+            await self._register()
+            answer = await self._heartbeat()
+        return answer
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_interval_ms / 1000)
+            try:
+                answer = await self._heartbeat()
+                if answer["error"] != "NONE":
+                    log.warning("heartbeat: %s %s", answer["error"], answer["message"])
+            except ConnectionError as exc:
+                log.warning("heartbeat: %s", exc)
+            except ClusterError as exc:
+                log.error("%s", exc)
+                if self.on_fatal:
+                    self.on_fatal(str(exc))
+                return
+
+    async def _follow(self) -> None:
+        while True:
+            try:
+                snapshot = await self._poller.request(
+                    {"op": "metadata", "since": self.view.version, "wait_ms": 5000}, timeout=40)
+            except ConnectionError as exc:
+                log.warning("metadata: %s", exc)
+                await asyncio.sleep(0.5)
+                continue
+            if not await self._apply(snapshot):
+                await asyncio.sleep(0.1)  # a controller behind the one seen before: wait for it to catch up
+
+    # -- the metadata --------------------------------------------------------------------------------------
+    async def _apply(self, snapshot: dict) -> bool:
+        """Takes a snapshot newer than the view: the view, the local topics, then the replica manager."""
+        if "brokers" not in snapshot or snapshot.get("offset", -1) < self.view.offset:
+            return False
+        view = ClusterView.from_snapshot(snapshot)
+        if view.offset == self.view.offset and view.version == self.view.version and view.controller_id == \
+                self.view.controller_id:
+            return True
+        self._sync_topics(view)
+        self.view = view
+        replicas = getattr(self.broker, "replicas", None)
+        if replicas is not None:
+            from ..replication.manager import BrokerEndpoint, PartitionState
+
+            states = [PartitionState(t.name, t.topic_id, p.index, p.replicas, p.isr, p.leader, p.leader_epoch,
+                                     p.partition_epoch)
+                      for t in view.topics.values() for p in t.partitions]
+            endpoints = {b.node_id: BrokerEndpoint(b.node_id, b.host, b.port, b.rack, b.fenced)
+                         for b in view.brokers.values()}
+            try:
+                await replicas.apply(states, endpoints)
+            except Exception:
+                log.exception("the replica manager failed to apply metadata version %d", view.version)
+        async with self._changed:
+            self._changed.notify_all()
+        return True
+
+    def _sync_topics(self, view: ClusterView) -> None:
+        """The local topics follow the metadata: those with a replica here exist with the controller's topic id,
+        partition count and configs; the others are deleted (internal ``__`` topics stay local)."""
+        registry = self.broker.registry
+        mine = {name: t for name, t in view.topics.items()
+                if any(self.node_id in p.replicas for p in t.partitions)}
+        for name, local in list(registry.topics.items()):
+            if name.startswith("__"):
+                continue
+            wanted = mine.get(name)
+            if wanted is None or wanted.topic_id != local.topic_id:
+                registry.delete(name)
+        for name, topic in mine.items():
+            try:
+                self._sync_topic(registry, topic)
+            except TopicError as exc:
+                log.error("topic %s from the controller cannot be kept here: %s", name, exc)
+
+    @staticmethod
+    def _sync_topic(registry, topic: TopicInfo) -> None:
+        configs = {k: v for k, v in topic.configs.items() if k in CONFIG_DEFS}  # the log's; others are the cluster's
+        local = registry.get(topic.name)
+        if local is None:
+            registry.create(topic.name, len(topic.partitions), configs=configs, topic_id=topic.topic_id)
+            return
+        if len(local.partitions) < len(topic.partitions):
+            registry.add_partitions(topic.name, len(topic.partitions))
+        if local.configs != configs:
+            registry.alter_configs(topic.name, configs)
+
+    async def wait_for(self, predicate: Callable[[ClusterView], bool], timeout_s: float = 30.0) -> bool:
+        """Waits until the view satisfies ``predicate`` (a change this broker asked for came back), or gives up."""
+        async with self._changed:
+            try:
+                await asyncio.wait_for(self._changed.wait_for(lambda: predicate(self.view)), timeout_s)
+                return True
+            except asyncio.TimeoutError:
+                return False
+
+    # -- commands ------------------------------------------------------------------------------------------
+    async def command(self, command: dict, timeout_s: float = 30.0) -> dict:
+        """A command through the controllers, retried while none is active (NOT_CONTROLLER, no connection) up to
+        ``timeout_s``; then REQUEST_TIMED_OUT (the outcome of a timed-out command is unknown, as Kafka's)."""
+        end = time.monotonic() + timeout_s
+        while True:
+            try:
+                answer = await self._commands.command(command, timeout=max(end - time.monotonic(), 1.0))
+                if answer.get("error") != "NOT_CONTROLLER":
+                    return answer
+            except ConnectionError as exc:
+                answer = {"error": "REQUEST_TIMED_OUT", "error_code": 7, "message": str(exc), "value": None}
+            if time.monotonic() > end:
+                return answer
+            await asyncio.sleep(0.2)
+
+    async def alter_isr(self, topic: str, index: int, leader_epoch: int, partition_epoch: int,
+                        new_isr: tuple[int, ...]) -> dict:
+        """AlterPartition (KIP-497) for the replica manager: the leader changes a partition's ISR; the answer is
+        the controller's (``error``, ``error_code``, ``message``, ``value`` {isr, partition_epoch})."""
+        info = self.view.topics.get(topic)
+        if info is None:
+            return {"error": "UNKNOWN_TOPIC_OR_PARTITION", "error_code": 3, "message": f"no topic {topic!r}",
+                    "value": None}
+        return await self.command({
+            "command": "AlterPartition", "broker_id": self.node_id, "broker_epoch": self.epoch,
+            "topic_id": str(info.topic_id), "partition": index, "leader_epoch": leader_epoch,
+            "partition_epoch": partition_epoch, "new_isr": list(new_isr)})

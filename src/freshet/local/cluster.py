@@ -1,0 +1,352 @@
+"""A Freshet cluster on this machine (issue #46): N controller processes (``python -m freshet.controller``, Raft
+over pysyncobj) and N broker processes (``freshet broker start --node-id I --controller ...``), each with its own
+ports and data directory under one directory, for ``freshet cluster``, the tests and the benchmarks.
+
+Node ``i`` (1..N) is broker ``i`` and controller ``i`` (controllers: 3, or 1 for a one-broker cluster), as in
+Kafka's combined mode. ``cluster.json`` in the directory holds the ports and process ids, so that another
+process (``freshet cluster status`` / ``stop``) finds the cluster. Faults for tests: ``kill(i)`` (SIGKILL),
+``pause(i)`` / ``resume(i)`` (SIGSTOP / SIGCONT), ``restart(i)``, ``wipe(i)`` (a broker's data directory),
+``kill_controller(i)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Self
+
+from .broker import free_port
+
+STATE_FILE = "cluster.json"
+
+
+class ClusterError(Exception):
+    """The one line ``freshet cluster`` prints."""
+
+
+class _Exited(Exception):
+    """A process of the cluster ended while it was starting."""
+
+
+@dataclass
+class Node:
+    node_id: int
+    port: int  # the broker's Kafka port
+    controller_port: int | None = None  # the controller's JSON endpoint (None: no controller on this node)
+    raft_port: int | None = None
+    broker_pid: int | None = None
+    controller_pid: int | None = None
+
+
+@dataclass
+class ClusterState:
+    directory: str
+    nodes: list[Node] = field(default_factory=list)
+    session_timeout_ms: int = 9000
+    broker_args: list[str] = field(default_factory=list)
+
+    def save(self) -> None:
+        path = os.path.join(self.directory, STATE_FILE)
+        with open(path + ".tmp", "w") as f:
+            json.dump(asdict(self), f, indent=2)
+        os.replace(path + ".tmp", path)
+
+    @classmethod
+    def load(cls, directory: str) -> "ClusterState":
+        with open(os.path.join(directory, STATE_FILE)) as f:
+            raw = json.load(f)
+        raw["nodes"] = [Node(**n) for n in raw["nodes"]]
+        return cls(**raw)
+
+
+def ask_controller(address: tuple[str, int], request: dict, timeout: float = 10.0) -> dict:
+    """One request to a controller's JSON endpoint (newline-delimited JSON)."""
+    with socket.create_connection(address, timeout=timeout) as sock, sock.makefile("rb") as answers:
+        sock.sendall(json.dumps(request).encode() + b"\n")
+        line = answers.readline()
+    if not line:
+        raise ConnectionError(f"controller {address} closed the connection")
+    return json.loads(line)
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    try:  # a zombie child of ours counts as gone
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+class LocalCluster:
+    """``with LocalCluster(brokers=3) as c: c.bootstrap`` starts 3 controllers and 3 brokers and always stops
+    them; ``LocalCluster.attach(directory)`` finds one ``freshet cluster start`` left running."""
+
+    def __init__(self, brokers: int = 3, directory: str | None = None, base_port: int | None = None,
+                 session_timeout_ms: int = 9000, broker_args: list[str] | None = None,
+                 default_replication_factor: int | None = None) -> None:
+        if brokers < 1:
+            raise ClusterError("a cluster needs at least one broker")
+        self._tmp = None
+        if directory is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="freshet-cluster-")
+            directory = self._tmp.name
+        self.directory = os.path.abspath(directory)
+        controllers = 1 if brokers == 1 else 3
+        nodes = []
+        for i in range(1, brokers + 1):
+            if base_port is None:
+                ports = (free_port(), free_port(), free_port())
+            else:
+                ports = (base_port + i - 1, base_port + 100 + i - 1, base_port + 200 + i - 1)
+            has_controller = i <= controllers
+            nodes.append(Node(i, ports[0], ports[1] if has_controller else None, ports[2] if has_controller else None))
+        factor = default_replication_factor or min(3, brokers)
+        args = ["--default-replication-factor", str(factor), *(broker_args or [])]
+        self.state = ClusterState(self.directory, nodes, session_timeout_ms, args)
+        self._procs: dict[tuple[str, int], subprocess.Popen] = {}
+
+    @classmethod
+    def attach(cls, directory: str) -> "LocalCluster":
+        """The cluster ``freshet cluster start`` left running in ``directory``."""
+        path = os.path.join(directory, STATE_FILE)
+        if not os.path.exists(path):
+            raise ClusterError(f"no cluster in {directory} (no {STATE_FILE}): start one with freshet cluster start")
+        self = cls.__new__(cls)
+        self._tmp = None
+        self.directory = os.path.abspath(directory)
+        self.state = ClusterState.load(self.directory)
+        self._procs = {}
+        return self
+
+    # -- where things are ------------------------------------------------------------------------------------
+    @property
+    def nodes(self) -> dict[int, Node]:
+        return {n.node_id: n for n in self.state.nodes}
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{n.port}" for n in self.state.nodes)
+
+    def bootstrap_of(self, node_id: int) -> str:
+        return f"127.0.0.1:{self.nodes[node_id].port}"
+
+    @property
+    def controller_addresses(self) -> list[tuple[str, int]]:
+        return [("127.0.0.1", n.controller_port) for n in self.state.nodes if n.controller_port]
+
+    def data_dir(self, node_id: int) -> str:
+        return os.path.join(self.directory, f"broker-{node_id}")
+
+    def log_path(self, kind: str, node_id: int) -> str:
+        return os.path.join(self.directory, "logs", f"{kind}-{node_id}.log")
+
+    def log_tail(self, kind: str, node_id: int, lines: int = 20) -> str:
+        try:
+            with open(self.log_path(kind, node_id), errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return ""
+
+    # -- life ----------------------------------------------------------------------------------------------
+    def start(self, timeout: float = 120.0) -> Self:
+        os.makedirs(os.path.join(self.directory, "logs"), exist_ok=True)
+        if os.path.exists(os.path.join(self.directory, STATE_FILE)):
+            running = LocalCluster.attach(self.directory)
+            if running.running_nodes():
+                raise ClusterError(f"a cluster already runs in {self.directory} (broker(s) "
+                                   f"{running.running_nodes()}): freshet cluster stop --data-dir {self.directory}")
+        for node in self.state.nodes:
+            if node.controller_port:
+                self._start_controller(node)
+        self.state.save()
+        for node in self.state.nodes:
+            self._start_broker(node)
+        self.state.save()
+        try:
+            self.wait_until(lambda m: self._all_up(m), timeout, "every broker registered and unfenced")
+        except (ClusterError, _Exited) as exc:
+            self.stop()
+            raise ClusterError(str(exc)) from None
+        return self
+
+    def _all_up(self, metadata: dict) -> bool:
+        for (kind, node_id), proc in self._procs.items():
+            if proc.poll() is not None:
+                raise _Exited(f"{kind} {node_id} exited with {proc.returncode}: "
+                              f"{self.log_tail(kind, node_id, 1).strip()} ({self.log_path(kind, node_id)})")
+        return sorted(b["broker_id"] for b in metadata["brokers"] if not b["fenced"]) == sorted(self.nodes)
+
+    def _voters(self) -> str:
+        return ",".join(f"{n.node_id}@127.0.0.1:{n.raft_port}" for n in self.state.nodes if n.raft_port)
+
+    def _spawn(self, kind: str, node_id: int, argv: list[str]) -> subprocess.Popen:
+        with open(self.log_path(kind, node_id), "ab") as log:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)  # outlives `freshet cluster start`; Ctrl-C spares it
+        self._procs[(kind, node_id)] = proc
+        return proc
+
+    def _start_controller(self, node: Node) -> None:
+        proc = self._spawn("controller", node.node_id, [
+            sys.executable, "-m", "freshet.controller", "--node-id", str(node.node_id), "--voters", self._voters(),
+            "--listen", f"127.0.0.1:{node.controller_port}",
+            "--data-dir", os.path.join(self.directory, f"controller-{node.node_id}"),
+            "--session-timeout-ms", str(self.state.session_timeout_ms)])
+        node.controller_pid = proc.pid
+
+    def _start_broker(self, node: Node) -> None:
+        controllers = ",".join(f"{h}:{p}" for h, p in self.controller_addresses)
+        proc = self._spawn("broker", node.node_id, [
+            sys.executable, "-m", "freshet.cli.main", "broker", "start", "--node-id", str(node.node_id),
+            "--controller", controllers, "--data-dir", self.data_dir(node.node_id), "--port", str(node.port),
+            *self.state.broker_args])
+        node.broker_pid = proc.pid
+
+    def running_nodes(self) -> list[int]:
+        return [n.node_id for n in self.state.nodes if _alive(n.broker_pid)]
+
+    def running_controllers(self) -> list[int]:
+        return [n.node_id for n in self.state.nodes if _alive(n.controller_pid)]
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM (SIGCONT first, for a paused one) to every broker, then every controller; SIGKILL after
+        ``timeout``."""
+        for kind in ("broker", "controller"):
+            pids = [getattr(n, f"{kind}_pid") for n in self.state.nodes]
+            for pid in filter(_alive, pids):
+                for sig in (signal.SIGCONT, signal.SIGTERM):
+                    try:
+                        os.kill(pid, sig)
+                    except ProcessLookupError:
+                        pass
+            end = time.monotonic() + timeout
+            for pid in filter(None, pids):
+                while _alive(pid) and time.monotonic() < end:
+                    time.sleep(0.05)
+                if _alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+            for node in self.state.nodes:
+                setattr(node, f"{kind}_pid", None)
+        self._reap()
+        if os.path.isdir(self.directory):
+            self.state.save()
+
+    def _reap(self) -> None:
+        """Forgets (and reaps) the child processes that have ended."""
+        self._procs = {k: p for k, p in self._procs.items() if p.poll() is None}
+
+    def close(self) -> None:
+        self.stop()
+        if self._tmp:
+            self._tmp.cleanup()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- faults --------------------------------------------------------------------------------------------
+    def _signal(self, node_id: int, sig: int, kind: str = "broker") -> int:
+        pid = getattr(self.nodes[node_id], f"{kind}_pid")
+        if not _alive(pid):
+            raise ClusterError(f"{kind} {node_id} is not running")
+        os.kill(pid, sig)
+        return pid
+
+    def kill(self, node_id: int) -> None:
+        """kill -9 of broker ``node_id``; returns once the process is gone."""
+        pid = self._signal(node_id, signal.SIGKILL)
+        while _alive(pid):
+            time.sleep(0.01)
+        self.nodes[node_id].broker_pid = None
+        self._reap()
+
+    def kill_controller(self, node_id: int) -> None:
+        pid = self._signal(node_id, signal.SIGKILL, "controller")
+        while _alive(pid):
+            time.sleep(0.01)
+        self.nodes[node_id].controller_pid = None
+        self._reap()
+
+    def pause(self, node_id: int) -> None:
+        self._signal(node_id, signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        self._signal(node_id, signal.SIGCONT)
+
+    def wipe(self, node_id: int) -> None:
+        """Removes a stopped broker's data directory (a replacement disk)."""
+        if _alive(self.nodes[node_id].broker_pid):
+            raise ClusterError(f"broker {node_id} is running: stop or kill it before wiping its data")
+        shutil.rmtree(self.data_dir(node_id), ignore_errors=True)
+
+    def restart(self, node_id: int, timeout: float = 120.0) -> None:
+        """Starts broker ``node_id`` again (stopping it first if it runs) and waits until it is unfenced. A
+        broker killed a moment ago is fenced first (its session closed), so the new one may register."""
+        node = self.nodes[node_id]
+        if _alive(node.broker_pid):
+            os.kill(node.broker_pid, signal.SIGCONT)
+            os.kill(node.broker_pid, signal.SIGTERM)
+            while _alive(node.broker_pid):
+                time.sleep(0.05)
+        self.wait_until(lambda m: self._fenced_or_gone(m, node_id), timeout, f"broker {node_id} fenced")
+        self._start_broker(node)
+        self.state.save()
+        self.wait_until(lambda m: not self._fenced_or_gone(m, node_id), timeout, f"broker {node_id} unfenced")
+
+    @staticmethod
+    def _fenced_or_gone(metadata: dict, node_id: int) -> bool:
+        return all(b["fenced"] for b in metadata["brokers"] if b["broker_id"] == node_id)
+
+    # -- looking -------------------------------------------------------------------------------------------
+    def metadata(self) -> dict:
+        """The metadata of the first controller that answers (its ``controller_id`` is the active one)."""
+        last: Exception | None = None
+        for address in self.controller_addresses:
+            try:
+                answer = ask_controller(address, {"op": "metadata"}, timeout=5)
+                if "brokers" in answer:
+                    return answer
+            except (OSError, ValueError) as exc:
+                last = exc
+        raise ClusterError(f"no controller of {self.controller_addresses} answered ({last!r})")
+
+    def wait_until(self, predicate: Callable[[dict], object], timeout: float = 60.0, what: str = "a condition"):
+        """Polls the controllers' metadata until ``predicate(metadata)`` is truthy and returns that value."""
+        end = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < end:
+            try:
+                value = predicate(self.metadata())
+                if value:
+                    return value
+            except (ClusterError, KeyError, LookupError) as exc:
+                last = exc
+            time.sleep(0.05)
+        raise ClusterError(f"gave up waiting for {what} after {timeout:.0f} s ({last!r})")
+
+    def partition(self, topic: str, index: int, metadata: dict | None = None) -> dict | None:
+        metadata = metadata or self.metadata()
+        for t in metadata["topics"]:
+            if t["name"] == topic:
+                return t["partitions"][index] if index < len(t["partitions"]) else None
+        return None
+
+    def leader(self, topic: str, index: int = 0) -> int:
+        part = self.partition(topic, index)
+        return part["leader"] if part else -1

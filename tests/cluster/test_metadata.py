@@ -1,0 +1,144 @@
+"""What a Kafka client sees of a three-broker cluster: every broker, each partition's leader, replicas and ISR,
+the real controller id; topics created, changed and deleted through any broker reach every broker; bad requests
+answered with Kafka's error codes and nothing changed."""
+
+import time
+
+import pytest
+from confluent_kafka import KafkaException, TopicCollection
+from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic, ResourceType
+
+from .conftest import DEADLINE, admin
+
+
+def wait_for(what: str, probe, deadline: float = DEADLINE):
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        value = probe()
+        if value:
+            return value
+        time.sleep(0.1)
+    pytest.fail(f"gave up waiting for {what} after {deadline} s")
+
+
+def created(client, *topics: NewTopic) -> None:
+    for future in client.create_topics(list(topics), operation_timeout=60).values():
+        future.result(60)
+
+
+def error_of(future) -> tuple[str, int]:
+    with pytest.raises(KafkaException) as caught:
+        future.result(60)
+    err = caught.value.args[0]
+    return err.name(), err.code()
+
+
+def test_every_broker_answers_all_brokers_replicas_isr_and_the_real_controller(cluster):
+    client = admin(cluster.bootstrap)
+    print("before", client.list_topics(timeout=30).controller_id, cluster.metadata()["controller_id"])
+    created(client, NewTopic("orders", 3, 3, config={"min.insync.replicas": "2"}))
+    controller = cluster.metadata()["controller_id"]
+    assert controller in (1, 2, 3)
+    print("controller", controller, client.list_topics(timeout=30).controller_id)
+    for node_id in (1, 2, 3):  # each broker on its own answers for the whole cluster
+        client = admin(cluster.bootstrap_of(node_id))
+        md = wait_for("orders in the metadata", lambda: (m := client.list_topics(timeout=30)).topics.get("orders")
+                      and m)
+        assert sorted(md.brokers) == [1, 2, 3]
+        assert {b.port for b in md.brokers.values()} == {n.port for n in cluster.nodes.values()}
+        parts = md.topics["orders"].partitions
+        assert sorted(parts) == [0, 1, 2]
+        for p in parts.values():
+            assert sorted(p.replicas) == [1, 2, 3] and sorted(p.isrs) == [1, 2, 3]
+            assert p.leader == p.replicas[0] and p.error is None
+        assert sorted(p.leader for p in parts.values()) == [1, 2, 3]  # leaders spread over the brokers
+        described = client.describe_cluster(request_timeout=30).result(60)
+        assert described.controller.id == controller
+        assert sorted(n.id for n in described.nodes) == [1, 2, 3]
+    client = admin(cluster.bootstrap)  # kept: a future outlives no client
+    description = client.describe_topics(TopicCollection(["orders"]), request_timeout=30)["orders"].result(60)
+    assert [sorted(n.id for n in p.replicas) for p in description.partitions] == [[1, 2, 3]] * 3
+    assert [p.leader.id for p in description.partitions] == [p.replicas[0].id for p in description.partitions]
+
+
+def test_a_replication_factor_above_the_live_brokers_is_refused_and_changes_nothing(cluster):
+    client = admin(cluster.bootstrap)
+    before = cluster.metadata()["topics"]
+    futures = client.create_topics([NewTopic("too-wide", 1, 4)], operation_timeout=60)
+    assert error_of(futures["too-wide"]) == ("INVALID_REPLICATION_FACTOR", 38)
+    futures = client.create_topics([NewTopic("bad-config", 1, 3, config={"min.insync.replicas": "zero"})])
+    assert error_of(futures["bad-config"])[0] == "INVALID_CONFIG"
+    futures = client.create_topics([NewTopic("too-wide", 1, 4)], validate_only=True)
+    assert error_of(futures["too-wide"]) == ("INVALID_REPLICATION_FACTOR", 38)
+    assert cluster.metadata()["topics"] == before
+    assert "too-wide" not in client.list_topics(timeout=30).topics
+    created(client, NewTopic("once", 1, 1))
+    futures = client.create_topics([NewTopic("once", 2, 1)])
+    assert error_of(futures["once"]) == ("TOPIC_ALREADY_EXISTS", 36)
+    [once] = [t for t in cluster.metadata()["topics"] if t["name"] == "once"]
+    assert len(once["partitions"]) == 1
+
+
+def test_the_default_replication_factor_of_a_three_broker_cluster_is_three(cluster):
+    client = admin(cluster.bootstrap)
+    created(client, NewTopic("defaulted", 2))  # replication factor -1: default.replication.factor
+    [topic] = [t for t in cluster.metadata()["topics"] if t["name"] == "defaulted"]
+    assert [len(p["replicas"]) for p in topic["partitions"]] == [3, 3]
+
+
+def test_partitions_configs_and_deletion_go_through_the_controller_to_every_broker(cluster):
+    client = admin(cluster.bootstrap_of(1))
+    created(client, NewTopic("growing", 2, 2))
+    client.create_partitions([NewPartitions("growing", 4)], operation_timeout=60)["growing"].result(60)
+    for node_id in (2, 3):
+        other = admin(cluster.bootstrap_of(node_id))
+        md = wait_for("4 partitions", lambda: len(other.list_topics(timeout=30).topics["growing"].partitions) == 4
+                      and other.list_topics(timeout=30))
+        assert all(len(p.replicas) == 2 for p in md.topics["growing"].partitions.values())
+    assert error_of(client.create_partitions([NewPartitions("growing", 3)])["growing"])[0] == "INVALID_PARTITIONS"
+
+    resource = ConfigResource(ResourceType.TOPIC, "growing")
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    resource.add_incremental_config(ConfigEntry("min.insync.replicas", "2",
+                                                incremental_operation=AlterConfigOpType.SET))
+    resource.add_incremental_config(ConfigEntry("retention.ms", "3600000",
+                                                incremental_operation=AlterConfigOpType.SET))
+    client.incremental_alter_configs([resource])[resource].result(60)
+    other = admin(cluster.bootstrap_of(3))
+    described = other.describe_configs([ConfigResource(ResourceType.TOPIC, "growing")])
+    configs = list(described.values())[0].result(60)
+    assert configs["min.insync.replicas"].value == "2" and configs["retention.ms"].value == "3600000"
+    [topic] = [t for t in cluster.metadata()["topics"] if t["name"] == "growing"]
+    assert topic["configs"] == {"min.insync.replicas": "2", "retention.ms": "3600000"}
+    bad = ConfigResource(ResourceType.TOPIC, "growing")
+    bad.add_incremental_config(ConfigEntry("min.insync.replicas", "-1", incremental_operation=AlterConfigOpType.SET))
+    assert error_of(client.incremental_alter_configs([bad])[bad])[0] == "INVALID_CONFIG"
+    [topic] = [t for t in cluster.metadata()["topics"] if t["name"] == "growing"]
+    assert topic["configs"]["min.insync.replicas"] == "2"
+
+    client.delete_topics(["growing"], operation_timeout=60)["growing"].result(60)
+    for node_id in (1, 2, 3):
+        other = admin(cluster.bootstrap_of(node_id))
+        wait_for(f"growing gone from broker {node_id}",
+                 lambda: "growing" not in other.list_topics(timeout=30).topics)
+    assert error_of(client.delete_topics(["growing"])["growing"])[0] == "UNKNOWN_TOPIC_OR_PART"
+
+
+def test_min_insync_replicas_of_the_brokers_is_cluster_metadata(cluster):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    client = admin(cluster.bootstrap_of(2))
+    resource = ConfigResource(ResourceType.BROKER, "3")  # set for broker 3, through broker 2
+    resource.add_incremental_config(ConfigEntry("min.insync.replicas", "2",
+                                                incremental_operation=AlterConfigOpType.SET))
+    client.incremental_alter_configs([resource])[resource].result(60)
+    assert cluster.metadata()["broker_configs"]["3"]["min.insync.replicas"] == "2"
+    bad = ConfigResource(ResourceType.BROKER, "3")
+    bad.add_incremental_config(ConfigEntry("min.insync.replicas", "0", incremental_operation=AlterConfigOpType.SET))
+    assert error_of(client.incremental_alter_configs([bad])[bad])[0] == "INVALID_CONFIG"
+    resource = ConfigResource(ResourceType.BROKER, "3")
+    resource.add_incremental_config(ConfigEntry("min.insync.replicas", None,
+                                                incremental_operation=AlterConfigOpType.DELETE))
+    client.incremental_alter_configs([resource])[resource].result(60)
+    assert "min.insync.replicas" not in cluster.metadata()["broker_configs"].get("3", {})
