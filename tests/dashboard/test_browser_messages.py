@@ -66,6 +66,22 @@ def test_produce_from_the_form_then_find_it_with_a_value_filter(broker, page, tm
         assert "format=jsonl" in download and "value=o-planted-42" in download
         page.screenshot(path=str(tmp_path / "console-found.png"))
 
+        # paging: 301 records, 120 a page, oldest first; Next twice, then Previous shows page 2 again
+        page.fill("#search input[name=value]", "")
+        page.fill("#search input[name=limit]", "120")
+        page.click("#search button")
+        page.wait_for_selector("#page-number:has-text('page 1')", timeout=30_000)
+        seen = []
+        for number in (2, 3):
+            seen.append(page.locator("#record-list tbody tr").count())
+            page.click("#next-page")
+            page.wait_for_selector(f"#page-number:has-text('page {number}')", timeout=30_000)
+        seen.append(page.locator("#record-list tbody tr").count())
+        assert seen == [120, 120, 61] and page.locator("#next-page").is_disabled()
+        page.click("#previous-page")
+        page.wait_for_selector("#page-number:has-text('page 2')", timeout=30_000)
+        assert page.locator("#record-list tbody tr").count() == 120 and not page.locator("#next-page").is_disabled()
+
         page.fill("#search input[name=json_path]", "$.[[")  # a bad filter: one line saying why
         page.click("#search button")
         page.wait_for_selector("#search-error:has-text('bad JSON path')", timeout=30_000)

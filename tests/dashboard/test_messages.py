@@ -366,3 +366,38 @@ def test_a_json_path_string_written_with_escapes_still_matches(broker, client):
     assert [r["offset"] for r in found["records"]] == [0, 1]
     found = client.get('/api/topics/console-escapes/messages?start=oldest&json_path=$.user == "été"').json()
     assert [r["offset"] for r in found["records"]] == [3, 4]
+
+
+def pages(client, query: str) -> list[list[int]]:
+    """Every page of ``query``, following each answer's ``next``."""
+    out, cursor = [], None
+    while True:
+        answer = get(client, query + (f"&cursor={cursor}" if cursor else ""))
+        out.append([json.loads(r["value"]["text"])["n"] for r in answer["records"] if "text" in r["value"]])
+        cursor = answer["next"]
+        if cursor is None:
+            return out
+
+
+def test_paging_on_from_where_a_page_stopped_both_ways(client):
+    """A page's ``next`` continues the same search: no record twice, none left out, forward and backward, in one
+    partition or across both (records read but beyond the page's limit come on the next page)."""
+    forward = pages(client, "start=oldest&partition=0&limit=25")
+    assert [len(p) for p in forward] == [25, 25, 10] and sum(forward, []) == list(range(0, 120, 2))
+    backward = pages(client, "partition=1&limit=25")  # its newest record is the binary one (not counted here)
+    assert sum(backward, []) == list(range(119, 0, -2)) and [len(p) for p in backward] == [24, 25, 11]
+    both = pages(client, "start=oldest&limit=7&direction=forward")
+    assert sum(both, []) == list(range(120)) and all(len(p) == 7 for p in both[:-2])
+    matching = pages(client, 'json_path=$.user.id == "u3"&limit=4')  # newest first, filtered
+    assert sum(matching, []) == list(range(115, 0, -7))[:len(sum(matching, []))] == list(range(115, 0, -7))
+    budgeted = pages(client, "key=k0&max_scan=50&partition=0")  # the budget ends a page, the next goes on
+    assert sum(budgeted, []) == [0] and len(budgeted) == 2
+    from_a_time = get(client, f"timestamp={BASE_MS + 50_500}&limit=2&direction=backward")
+    assert ns(from_a_time) == [50, 49]
+    assert ns(get(client, f"cursor={from_a_time['next']}&limit=2&direction=backward")) == [48, 47]
+
+
+@pytest.mark.parametrize("cursor, message", [
+    ("abc", "cursor must be PARTITION:OFFSET"), ("5:1", "names partition 5"), ("0:-1", "an offset below 0")])
+def test_a_bad_cursor_is_refused(client, cursor, message):
+    assert message in get(client, f"cursor={cursor}", 400)["detail"]

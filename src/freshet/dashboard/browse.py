@@ -183,6 +183,7 @@ class Scan:
     limit: int = 50
     max_scan: int = 100_000
     filters: Filters = field(default_factory=Filters)
+    cursor: dict[int, int] | None = None  # where a previous page left off: partition -> next offset (see Result)
 
 
 @dataclass
@@ -191,6 +192,9 @@ class Result:
     scanned: int = 0
     total: int = 0
     stopped: str = "end"  # end | limit | budget
+    # where the next page starts, per partition with more to read in the scan's direction: forward, the next
+    # offset to read; backward, the offset below which to read on. None: nothing is left
+    cursor: dict[int, int] | None = None
 
     @property
     def progress(self) -> dict:
@@ -225,7 +229,10 @@ def ranges(consumer: Consumer, scan: Scan) -> dict[int, tuple[int, int]]:
     out = {}
     for p in scan.partitions:
         low, high = consumer.get_watermark_offsets(TopicPartition(scan.topic, p), timeout=10)
-        if scan.start == "offset":
+        if scan.cursor is not None:  # a page on: only the partitions with more to read, from where they stopped
+            at = min(max(scan.cursor.get(p, low if scan.backward else high), low), high)
+            out[p] = (low, at) if scan.backward else (at, high)
+        elif scan.start == "offset":
             if not low <= scan.offset <= high and len(scan.partitions) == 1:
                 raise BadRequest(f"offset {scan.offset} is out of range for partition {p} "
                                  f"(its records are at offsets {low}..{high - 1}; {high} is the next one)")
@@ -352,9 +359,15 @@ def search(bootstrap: str, scan: Scan, on_progress=None, stop: threading.Event |
                 on_progress(progress(result.scanned, result.total, len(matches), None))
         if len(scan.partitions) > 1:  # one partition stays in offset order, whatever its timestamps
             matches.sort(key=lambda m: (m.timestamp()[1], m.partition(), m.offset()), reverse=scan.backward)
+        resume = {p: position[p] for p, (a, b) in bounds.items() if (position[p] > a if scan.backward
+                                                                      else position[p] < b)}
         if len(matches) > scan.limit:
+            for m in matches[scan.limit:]:  # read but not shown: the next page starts with them
+                p, o = m.partition(), m.offset()
+                resume[p] = max(resume.get(p, o + 1), o + 1) if scan.backward else min(resume.get(p, o), o)
             matches = matches[:scan.limit]
             result.stopped = "limit"
+        result.cursor = resume or None
         states = transaction_states(bootstrap, scan.topic, matches)
         result.records = [render(m, states.get((m.partition(), m.offset()))) for m in matches]
         return result

@@ -89,7 +89,7 @@ async def messages(topic: str, collector: Source, partition: str = "all", start:
                    direction: str | None = None, limit: int = Query(50, ge=1, le=1_000_000),
                    max_scan: int = Query(100_000, ge=1, le=100_000_000), key: str | None = None,
                    value: str | None = None, header: str | None = None, json_path: str | None = None,
-                   format: Literal["json", "jsonl", "stream"] = "json"):
+                   cursor: str | None = None, format: Literal["json", "jsonl", "stream"] = "json"):
     """Records of ``partition`` (a number, or ``all``) from ``start`` (``newest``, ``oldest``, ``offset`` with
     ``offset=N``, ``timestamp`` with ``timestamp=ms``; ``offset=``/``timestamp=`` alone imply it) going
     ``direction`` (``forward``/``oldest-first`` or ``backward``/``newest-first``), those matching every filter
@@ -98,7 +98,8 @@ async def messages(topic: str, collector: Source, partition: str = "all", start:
     ``$.user.id == "u1"``). At most ``limit`` matches after at most ``max_scan`` records read; the answer's
     ``progress.line`` says "scanned N of M, K matches". ``format=jsonl``: a download, one record a line;
     ``format=stream``: JSON lines ``{"progress": ...}`` as the scan goes, then the answer as ``{"done": ...}`` (or
-    ``{"error": "..."}``)."""
+    ``{"error": "..."}``). The answer's ``next`` is the ``cursor`` of the next page (same filters and direction),
+    null when nothing is left to read."""
     count = partitions_of(collector, topic)
     if partition == "all":
         chosen = list(range(count))
@@ -120,6 +121,8 @@ async def messages(topic: str, collector: Source, partition: str = "all", start:
     if direction is not None and direction not in DIRECTIONS:
         raise HTTPException(400, f"direction must be one of {', '.join(DIRECTIONS)}, not {direction!r}")
     backward = DIRECTIONS[direction] if direction else start == "newest"
+    if cursor is not None and (start, backward) == ("newest", False):
+        start = "oldest"  # a page on, forward: where it starts is the cursor's
     if (start, backward) in (("newest", False), ("oldest", True)):
         raise HTTPException(400, f"nothing lies {'after the newest' if start == 'newest' else 'before the oldest'} "
                                  "record: read newest backward or oldest forward")
@@ -129,7 +132,8 @@ async def messages(topic: str, collector: Source, partition: str = "all", start:
         filters = Filters.parse(key, value, header, json_path)
     except BadRequest as exc:
         raise HTTPException(400, str(exc)) from None
-    scan = Scan(topic, chosen, start, offset, timestamp, backward, limit, max_scan, filters)
+    scan = Scan(topic, chosen, start, offset, timestamp, backward, limit, max_scan, filters,
+                parse_cursor(cursor, chosen) if cursor is not None else None)
     if format == "stream":
         return StreamingResponse(streamed(collector.bootstrap, scan), media_type="application/x-ndjson")
     try:
@@ -150,9 +154,30 @@ async def messages(topic: str, collector: Source, partition: str = "all", start:
 
 
 def answer(scan: Scan, result) -> dict:
-    return {"topic": scan.topic, "partitions": scan.partitions, "start": scan.start,
+    return {"topic": scan.topic, "partitions": scan.partitions, "start": "cursor" if scan.cursor else scan.start,
             "direction": "backward" if scan.backward else "forward", "records": result.records,
-            "progress": result.progress}
+            "progress": result.progress, "next": format_cursor(result.cursor)}
+
+
+def format_cursor(cursor: dict[int, int] | None) -> str | None:
+    return ",".join(f"{p}:{o}" for p, o in sorted(cursor.items())) if cursor else None
+
+
+def parse_cursor(text: str, partitions: list[int]) -> dict[int, int]:
+    """``0:120,1:118`` (as an answer's ``next`` gives it) -> {0: 120, 1: 118}; a 400 for anything else."""
+    out = {}
+    for part in text.split(","):
+        p, sep, o = part.partition(":")
+        try:
+            p, o = int(p), int(o)
+        except ValueError:
+            raise HTTPException(400, f"cursor must be PARTITION:OFFSET,... as a page's next gives it, "
+                                     f"not {text!r}") from None
+        if not sep or o < 0 or p not in partitions:
+            raise HTTPException(400, f"cursor {text!r} names {'an offset below 0' if o < 0 else f'partition {p}'}, "
+                                     f"which this search does not read")
+        out[p] = o
+    return out
 
 
 async def streamed(bootstrap: str, scan: Scan):
