@@ -174,7 +174,8 @@ class Broker:
             context = self.config.security.server_context() if listener.tls else None
             server = await asyncio.start_server(
                 functools.partial(self._serve, listener=listener), listener.host, listener.port, limit=1 << 20,
-                reuse_address=True, ssl=context, ssl_handshake_timeout=self.config.frame_timeout_s if context else None)
+                reuse_address=True, ssl=context, ssl_handshake_timeout=self.config.frame_timeout_s if context else None,
+                start_serving=self.cluster is None)  # a cluster's broker serves once it holds the metadata
             self._servers.append(server)
             self.bound[listener] = server.sockets[0].getsockname()[1]
             log.info("broker listening on %s (port %d), data in %s", listener, self.bound[listener],
@@ -187,6 +188,8 @@ class Broker:
                 await self.stop()
                 raise
             self.registry.producer_ids = self.cluster.producer_ids
+            for server in self._servers:
+                await server.start_serving()
 
     def advertised(self, listener: Listener | None) -> tuple[str, int]:
         """The host and port a client of ``listener`` is told to connect to (the first listener's by default)."""

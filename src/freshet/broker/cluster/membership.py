@@ -119,15 +119,20 @@ class ClusterMembership:
 
     # -- life ----------------------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Registers, heartbeats once (unfenced), applies the metadata once; then heartbeats and follows."""
+        """Registers, takes the metadata and follows it, heartbeats (unfenced), and returns once this broker's
+        view shows it unfenced: the broker serves clients from then on, with metadata that lists it."""
         self._changed = asyncio.Condition()
         await self._register()
-        await self._heartbeat()
         await self.producer_ids.fill()
         await self._apply(await self._poller.request({"op": "metadata"}))
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._heartbeats(), name="cluster-heartbeats"),
-                       loop.create_task(self._follow(), name="cluster-metadata")]
+        self._tasks = [loop.create_task(self._follow(), name="cluster-metadata")]
+        await self._heartbeat()
+        self._tasks.append(loop.create_task(self._heartbeats(), name="cluster-heartbeats"))
+        if not await self.wait_for(lambda v: self.node_id in {b.node_id for b in v.live_brokers()},
+                                   self.registration_timeout_s):
+            raise ClusterError(f"broker {self.node_id} was not unfenced by the controllers within "
+                               f"{self.registration_timeout_s:.0f} s")
 
     async def stop(self) -> None:
         """Stops heartbeating; closing the session fences this broker at once (its leaderships move)."""

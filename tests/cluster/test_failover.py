@@ -1,0 +1,104 @@
+"""Brokers that die, pause, or clash: kill -9 of a leader moves its partitions to another ISR member at once
+(its session connection to the controller closes); a paused broker is fenced after the session timeout and
+unfenced when it resumes; a second broker with a live broker's node id is refused and exits with one line."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from freshet.local import free_port
+from freshet.local.cluster import LocalCluster
+
+from .conftest import DEADLINE, admin
+from .test_metadata import created, wait_for
+
+
+def client_leader(client, topic: str, index: int = 0):
+    md = client.list_topics(topic, timeout=30)
+    part = md.topics[topic].partitions.get(index)
+    return (part.leader, sorted(part.isrs), sorted(md.brokers)) if part else None
+
+
+def test_a_leader_killed_9_is_replaced_by_an_isr_member_and_comes_back_as_a_follower(own_cluster):
+    from confluent_kafka.admin import NewTopic
+
+    client = admin(own_cluster.bootstrap)
+    created(client, NewTopic("failover", 1, 3, config={"min.insync.replicas": "2"}))
+    for _ in range(3):  # the same partition, its leader killed over and over
+        # every replica in the ISR (a restarted one is taken back by the leader once it has caught up)
+        old_leader, isr, _ = wait_for("a leader and all three replicas in the ISR", lambda: (
+            (found := client_leader(client, "failover")) and len(found[1]) == 3 and found))
+        assert old_leader in isr
+        own_cluster.kill(old_leader)
+        survivors = [n for n in (1, 2, 3) if n != old_leader]
+        # what a client is told, through a surviving broker: a new leader from the ISR, the dead one out of it
+        seen = wait_for("a new leader in the metadata", lambda: (
+            (found := client_leader(admin_of[0], "failover")) and found[0] in survivors and found))
+        new_leader, new_isr, brokers = seen
+        assert new_leader in isr and old_leader not in new_isr and old_leader not in brokers
+        part = own_cluster.partition("failover", 0)
+        assert part["leader_epoch"] >= 1 and part["leader"] == new_leader
+        own_cluster.restart(old_leader)
+        wait_for("the restarted broker listed again", lambda: old_leader in client_leader(client, "failover")[2])
+
+
+admin_of = [None]
+
+
+@pytest.fixture(autouse=True)
+def _survivor_client(request):
+    """An admin client over every broker's address (it finds the survivors)."""
+    if "own_cluster" in request.fixturenames:
+        admin_of[0] = admin(request.getfixturevalue("own_cluster").bootstrap)
+    yield
+    admin_of[0] = None
+
+
+def test_a_paused_broker_is_fenced_after_the_session_timeout_and_unfenced_when_it_resumes(tmp_path):
+    from confluent_kafka.admin import NewTopic
+
+    with LocalCluster(3, directory=str(tmp_path / "c"), session_timeout_ms=3000) as cluster:
+        client = admin(cluster.bootstrap)
+        created(client, NewTopic("paused", 1, 3))
+        leader = cluster.leader("paused")
+        cluster.pause(leader)
+        try:
+            cluster.wait_until(lambda m: (p := cluster.partition("paused", 0, m))["leader"] not in (-1, leader)
+                               and leader not in p["isr"], DEADLINE, "the paused leader fenced")
+            assert [b["fenced"] for b in cluster.metadata()["brokers"] if b["broker_id"] == leader] == [True]
+        finally:
+            cluster.resume(leader)
+        cluster.wait_until(lambda m: not [b for b in m["brokers"] if b["broker_id"] == leader][0]["fenced"],
+                           DEADLINE, "the resumed broker unfenced")
+
+
+def test_a_second_broker_with_a_live_brokers_node_id_is_refused_with_one_line(cluster, tmp_path):
+    before = cluster.metadata()["brokers"]
+    controllers = ",".join(f"{h}:{p}" for h, p in cluster.controller_addresses)
+    proc = subprocess.run(
+        [sys.executable, "-m", "freshet.cli.main", "broker", "start", "--node-id", "2", "--controller", controllers,
+         "--data-dir", str(tmp_path / "impostor"), "--port", str(free_port())],
+        capture_output=True, text=True, timeout=DEADLINE)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: node id 2 is already registered by another live broker (DUPLICATE_BROKER_REGISTRATION): give each "
+        "broker its own --node-id")
+    assert "Traceback" not in proc.stderr
+    after = cluster.metadata()["brokers"]
+    assert [(b["broker_id"], b["incarnation_id"], b["port"], b["fenced"]) for b in after] == [
+        (b["broker_id"], b["incarnation_id"], b["port"], b["fenced"]) for b in before]
+
+
+@pytest.mark.parametrize("value, message", [
+    ("nohost", "error: --controller: controller 'nohost' is not HOST:PORT"),
+    ("127.0.0.1:99999", "error: --controller: controller '127.0.0.1:99999' is not HOST:PORT"),
+])
+def test_a_bad_controller_list_is_one_line(tmp_path, value, message):
+    proc = subprocess.run(
+        [sys.executable, "-m", "freshet.cli.main", "broker", "start", "--controller", value,
+         "--data-dir", str(tmp_path / "d"), "--port", str(free_port())],
+        capture_output=True, text=True, timeout=DEADLINE)
+    assert (proc.returncode, proc.stderr.strip()) == (1, message)
+    assert not os.path.exists(tmp_path / "d")
