@@ -36,6 +36,8 @@ class SharePartitionInfo:
     acknowledged: int = 0  # in the window (records below the start offset are all done)
     archived: int = 0  # in the window: rejected, or past the delivery count limit
     archived_total: int = 0  # ever archived (the window's and those the start offset has passed)
+    # the records in flight or to redeliver, by how often they were delivered so far: {delivery count: records}
+    deliveries: dict[int, int] = field(default_factory=dict)
 
     @property
     def backlog(self) -> int:
@@ -64,10 +66,16 @@ class ShareGroupInfo:
 def _partition_info(topic: str, partition: int, value: dict) -> SharePartitionInfo:
     """A share-partition's record: its window and one state byte per offset in it (base64)."""
     states = base64.b64decode(value.get("states", ""))
+    counts = base64.b64decode(value.get("counts", ""))
+    deliveries: dict[int, int] = {}
+    for state, count in zip(states, counts):
+        if state in (ACQUIRED, AVAILABLE) and count:
+            deliveries[count] = deliveries.get(count, 0) + 1
     return SharePartitionInfo(topic, partition, int(value["start_offset"]), int(value.get("end_offset", 0)),
                               acquired=states.count(ACQUIRED), available=states.count(AVAILABLE),
                               acknowledged=states.count(ACKNOWLEDGED), archived=states.count(ARCHIVED),
-                              archived_total=int(value.get("archived_total", 0)))
+                              archived_total=int(value.get("archived_total", 0)),
+                              deliveries=dict(sorted(deliveries.items())))
 
 
 def read_share_groups(bootstrap: str, timeout_s: float = 10.0) -> dict[str, ShareGroupInfo]:

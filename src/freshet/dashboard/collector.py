@@ -173,13 +173,18 @@ class Collector:
         for group_id, info in shared.items():
             threshold = self.group_thresholds.get(group_id, self.lag_threshold)
             snap.groups[group_id] = {
-                "type": "share", "state": info.state,
-                "members": [{"member_id": m["member_id"], "client_id": m["client_id"], "host": m["client_host"]}
+                "type": "share", "state": info.state, "configs": info.configs,  # the group's own (else the broker's)
+                "members": [{"member_id": m["member_id"], "client_id": m["client_id"], "host": m["client_host"],
+                             "epoch": m.get("member_epoch"), "subscribed": m.get("subscribed", [])}
                             for m in info.members],
                 "total_lag": info.backlog, "threshold": threshold, "alert": info.backlog > threshold,
                 "partitions": [{"topic": p.topic, "partition": p.partition, "start_offset": p.start_offset,
                                 "end_offset": p.high_watermark, "acquired": p.acquired, "available": p.available,
-                                "archived": p.archived_total, "backlog": p.backlog} for p in info.partitions],
+                                "acknowledged": p.acknowledged, "archived": p.archived_total, "backlog": p.backlog,
+                                # records in flight or to redeliver by delivery count ({"2": 4}: four delivered twice)
+                                "deliveries": {str(k): v for k, v in p.deliveries.items()},
+                                "redelivered": sum(v for k, v in p.deliveries.items() if k > 1)}
+                               for p in info.partitions],
             }
             self._record(f"lag:{group_id}", now, info.backlog)
 
