@@ -129,11 +129,8 @@ class Broker:
 
         self.cluster = ClusterMembership(self, self.config.controllers, self.config.node_id, self.config.rack,
                                          self.config.heartbeat_interval_ms)
-        try:
-            from .replication.manager import ReplicaManager
-        except ImportError:  # the data plane not there yet: metadata only, no replication
-            log.warning("no replica manager (freshet.broker.replication): partitions are not replicated")
-            return
+        from .replication.manager import ReplicaManager
+
         self.replicas = ReplicaManager(self, self.config.node_id, self.cluster.alter_isr,
                                        self.config.replica_lag_time_max_ms)
 

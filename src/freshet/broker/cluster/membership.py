@@ -26,6 +26,7 @@ from typing import Callable
 
 from freshet.controller.client import AsyncControllerClient
 
+from ..replication.metadata import PartitionState
 from ..topics.registry import TopicError
 from ..topics.topic_config import CONFIG_DEFS
 from .view import ClusterView, TopicInfo
@@ -220,17 +221,13 @@ class ClusterMembership:
             return True
         self._sync_topics(view)
         self.view = view
-        replicas = getattr(self.broker, "replicas", None)
+        replicas = self.broker.replicas
         if replicas is not None:
-            from ..replication.manager import BrokerEndpoint, PartitionState
-
             states = [PartitionState(t.name, t.topic_id, p.index, p.replicas, p.isr, p.leader, p.leader_epoch,
                                      p.partition_epoch)
                       for t in view.topics.values() for p in t.partitions]
-            endpoints = {b.node_id: BrokerEndpoint(b.node_id, b.host, b.port, b.rack, b.fenced)
-                         for b in view.brokers.values()}
             try:
-                await replicas.apply(states, endpoints)
+                await replicas.apply(states, view.brokers)
             except Exception:
                 log.exception("the replica manager failed to apply metadata version %d", view.version)
         async with self._changed:

@@ -6,17 +6,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from ..replication.metadata import BrokerEndpoint
+
 NO_LEADER = -1
 
 
-@dataclass(frozen=True)
-class BrokerInfo:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None
-    fenced: bool
-
+BrokerInfo = BrokerEndpoint  # a broker as the metadata gives it: the replica manager's own type
 
 @dataclass(frozen=True)
 class PartitionInfo:
