@@ -2,6 +2,7 @@
 with their stop conditions, the seed's examples as SQL against the Python pipelines on the same data, and bad
 input refused in one line with nothing started."""
 
+import datetime
 import json
 
 import pytest
@@ -10,6 +11,7 @@ from freshet.pipelines import access_logs as al
 from freshet.sql.errors import SqlError
 from freshet.sql.results import Message, Push, Rows
 from freshet.sql.session import SqlSession
+from freshet.testing.polling import wait_for
 
 from .helpers import access_lines, access_stream, latest, produce
 
@@ -211,3 +213,33 @@ def test_csv_and_avro_streams(sql, broker, topic_name, tmp_path):
     assert sorted(csv_rows) == [("u0", 0.0), ("u1", 1.5), ("u2", 3.0), ("u3", 4.5)]
     assert sorted((u, n) for u, n, _ in avro_rows) == [("a0", None), ("a1", 1), ("a2", None), ("a3", 3)]
     assert framed_rows == [("f", 7)]
+
+
+def test_rows_behind_the_watermark_are_dropped_and_counted(sql, broker, topic_name, spark):
+    minute = 60_000
+    on_time = [{"user_id": "u", "ts": T0 + i * minute} for i in range(10)]
+    produce(broker.bootstrap, topic_name, on_time, partitions=1)
+    name = f"late_{abs(hash(topic_name)) % 10**8}"
+    _, push = list(sql.execute(f"""
+        CREATE STREAM {name} (user_id STRING, ts BIGINT) WITH (topic='{topic_name}', format='json', timestamp='ts',
+            watermark='30 seconds');
+        SELECT window.start AS minute, count(*) AS n FROM {name} GROUP BY window(ts, '1 minute')
+            EMIT CHANGES UNTIL 13 ROWS"""))
+    rows = []
+    for row in push.rows:
+        if not rows:
+            # the first batch is in and the watermark 30 s behind minute 9; Spark judges lateness by the watermark
+            # of the batch before, so the late rows go in after the batch that follows (a batch without data)
+            from confluent_kafka import Producer
+
+            query = spark.streams.active[0]
+            wait_for(lambda: len(query.recentProgress) >= 2, 120, "the batch after the first")
+            producer = Producer({"bootstrap.servers": broker.bootstrap})
+            for ts in (T0 + minute, T0 + 2 * minute, T0 + 20 * minute):
+                producer.produce(topic_name, json.dumps({"user_id": "u", "ts": ts}).encode())
+            assert producer.flush(30) == 0
+        rows.append(row)
+    counts = latest(rows)
+    assert counts[(datetime.datetime(2026, 1, 1, 0, 1),)] == (1,)  # the late row did not count
+    assert counts[(datetime.datetime(2026, 1, 1, 0, 20),)] == (1,)
+    assert push.info["late_rows"] == 2

@@ -166,6 +166,8 @@ def _show(result) -> str:
             return "interrupted"
         limit = result.info.get("limit")
         print("Limit reached" if limit is not None and shown >= limit else "Query terminated", flush=True)
+        if result.info.get("late_rows"):
+            print(f"{result.info['late_rows']} late rows dropped (behind the watermark)", flush=True)
         return "done"
     if result.columns == ["plan"]:
         for (plan,) in result.rows:

@@ -291,11 +291,11 @@ class SqlSession:
         if not df.isStreaming:
             raise stmt.error("EMIT CHANGES runs a query over a stream or table; this query reads neither "
                              "(SHOW STREAMS lists them)")
-        push = PushQuery(self, df, stmt)
+        info = {"limit": stmt.limit, "until_rows": stmt.until_rows, "until_seconds": stmt.until_seconds,
+                "types": [f.dataType.simpleString() for f in df.schema.fields], "late_rows": 0}
+        push = PushQuery(self, df, stmt, info)
         push.start()
-        result = Push(list(df.columns), push.rows(), push.stop, push.query_id,
-                      {"limit": stmt.limit, "until_rows": stmt.until_rows, "until_seconds": stmt.until_seconds,
-                       "types": [f.dataType.simpleString() for f in df.schema.fields]})
+        result = Push(list(df.columns), push.rows(), push.stop, push.query_id, info)
         with self._lock:
             self._pushes = [r for r in self._pushes if r.info.get("active", True)] + [result]
         return result
@@ -310,8 +310,8 @@ class PushQuery:
     """A streaming query whose microbatches hand their rows to ``rows()`` through a queue, in update mode (each
     changed result as it changes; append where Spark allows only that, or with EMIT FINAL)."""
 
-    def __init__(self, session: SqlSession, df, stmt: p.PushQuery) -> None:
-        self.session, self.df, self.stmt = session, df, stmt
+    def __init__(self, session: SqlSession, df, stmt: p.PushQuery, info: dict) -> None:
+        self.session, self.df, self.stmt, self.info = session, df, stmt, info
         self.query_id = "push_" + uuid.uuid4().hex[:8]
         self.queue: queue.Queue = queue.Queue()
         self.query = None
@@ -342,6 +342,13 @@ class PushQuery:
     def _input_rows(self) -> int:
         return sum(int(p.get("numInputRows", 0)) for p in self.query.recentProgress)
 
+    def _late_rows(self) -> int:
+        """Rows the stateful operators dropped for arriving behind the watermark (Spark's
+        numRowsDroppedByWatermark, over the query's recent progress)."""
+        return sum(int(op.get("numRowsDroppedByWatermark", 0) if isinstance(op, dict)
+                       else op.numRowsDroppedByWatermark)
+                   for p in self.query.recentProgress for op in (p.get("stateOperators") or []))
+
     def rows(self) -> Iterator[tuple]:
         stmt = self.stmt
         deadline = time.monotonic() + stmt.until_seconds if stmt.until_seconds else None
@@ -369,6 +376,8 @@ class PushQuery:
                 if stmt.until_rows is not None and self.queue.empty() and self._input_rows() >= stmt.until_rows:
                     return
         finally:
+            if self.query is not None:
+                self.info["late_rows"] = self._late_rows()
             self.stop()
 
     def stop(self) -> None:
