@@ -25,8 +25,8 @@ def produce(bootstrap: str, topic: str, values, keys=None, partitions: int = 2) 
     return count
 
 
-def access_lines(n: int, seed: int = 7) -> list[str]:
-    gen = AccessLogGenerator(seed=seed, users=40, rate_per_s=5.0, start_ms=1_767_225_600_000)
+def access_lines(n: int, seed: int = 7, rate_per_s: float = 5.0) -> list[str]:
+    gen = AccessLogGenerator(seed=seed, users=40, rate_per_s=rate_per_s, start_ms=1_767_225_600_000)
     return [e.line for e in itertools.islice(gen.events(), n)]
 
 

@@ -243,3 +243,21 @@ def test_rows_behind_the_watermark_are_dropped_and_counted(sql, broker, topic_na
     assert counts[(datetime.datetime(2026, 1, 1, 0, 1),)] == (1,)  # the late row did not count
     assert counts[(datetime.datetime(2026, 1, 1, 0, 20),)] == (1,)
     assert push.info["late_rows"] == 2
+
+
+def test_sessions_in_sql_match_the_pipeline_once_the_watermark_closes_them(sql, broker, topic_name, spark):
+    lines = access_lines(1000, rate_per_s=0.02)  # one request every 50 s: a client comes back every half hour or so
+    produce(broker.bootstrap, topic_name, lines)
+    static = spark.createDataFrame([(line.encode(),) for line in lines], "value binary")
+    events = al.parse(static)
+    watermark = events.agg({"event_time": "max"}).collect()[0][0] - datetime.timedelta(minutes=2)
+    expected = {(r.client_ip, r.session_start): (r.session_end, r.requests, r.distinct_paths)
+                for r in al.sessions(events).collect() if r.session_end < watermark}
+    assert len(expected) > 50
+    name = f"sessions_{abs(hash(topic_name)) % 10**8}"
+    list(sql.execute(access_stream(name, topic_name)))
+    (rows,) = run(sql, f"""SELECT client_ip, session_window.start AS session_start, session_window.end AS session_end,
+        count(*) AS requests, size(collect_set(path)) AS distinct_paths FROM {name}
+        WHERE client_ip <> '' AND event_time IS NOT NULL
+        GROUP BY session_window(event_time, '30 minutes'), client_ip EMIT FINAL LIMIT {len(expected)}""")
+    assert latest(rows, 2) == expected
