@@ -102,3 +102,33 @@ def test_a_bad_controller_list_is_one_line(tmp_path, value, message):
         capture_output=True, text=True, timeout=DEADLINE)
     assert (proc.returncode, proc.stderr.strip()) == (1, message)
     assert not os.path.exists(tmp_path / "d")
+
+
+def test_the_active_controller_killed_9_topics_are_created_again_and_no_broker_is_fenced(own_cluster):
+    from confluent_kafka.admin import NewTopic
+
+    client = admin(own_cluster.bootstrap)
+    created(client, NewTopic("before", 3, 3))
+    before = own_cluster.metadata()
+    epochs = {p["partition"]: p["leader_epoch"] for t in before["topics"] for p in t["partitions"]}
+    first = before["controller_id"]
+    own_cluster.kill_controller(first)
+    second = own_cluster.wait_until(lambda m: m["controller_id"] not in (-1, first) and m["controller_id"],
+                                    DEADLINE, "a new active controller")
+
+    def create_again():
+        future = client.create_topics([NewTopic("after", 2, 3)], operation_timeout=30)["after"]
+        try:
+            future.result(60)
+            return True
+        except Exception as exc:  # NOT_CONTROLLER / timed out while the controllers elect: try again
+            return "TOPIC_ALREADY_EXISTS" in str(exc)
+
+    wait_for("a topic created after the controller failover", create_again)
+    wait_for("the new topic in a client's metadata", lambda: "after" in client.list_topics(timeout=30).topics)
+    after = own_cluster.metadata()
+    assert after["controller_id"] == second
+    # the brokers moved their sessions to the surviving controllers: none was fenced, no leadership moved
+    assert [b["fenced"] for b in after["brokers"]] == [False, False, False]
+    [still] = [t for t in after["topics"] if t["name"] == "before"]
+    assert {p["partition"]: p["leader_epoch"] for p in still["partitions"]} == epochs

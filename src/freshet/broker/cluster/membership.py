@@ -7,7 +7,9 @@
   *session*: when it closes (this process killed -9, or stopped) the controller at its other end fences the
   broker at once and its leaderships move; a broker that only stops answering (SIGSTOP) is fenced after the
   controllers' session timeout. A controller that does not answer within ``heartbeat_timeout_s`` is left for
-  the next one (the session moves with it).
+  the next one (the session moves with it). That is longer than a controller takes to answer (it answers
+  NOT_CONTROLLER or REQUEST_TIMED_OUT within 10 s, and waits out an election of the active controller): a
+  session closed by the broker itself would fence it, so only a dead or hung controller is left.
 - **Metadata**: a long poll on another connection (``{"op": "metadata", "since": version}``); each new
   snapshot becomes the ``ClusterView``, then the local topics follow it (every topic with a replica here exists
   in the registry with the controller's topic id and partition count, topics the metadata dropped are deleted;
@@ -98,7 +100,7 @@ class ClusterProducerIds:
 
 class ClusterMembership:
     def __init__(self, broker, controllers: list[tuple[str, int]], node_id: int, rack: str | None = None,
-                 heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS, heartbeat_timeout_s: float = 5.0,
+                 heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS, heartbeat_timeout_s: float = 15.0,
                  registration_timeout_s: float = 120.0) -> None:
         self.broker = broker
         self.controllers = controllers
