@@ -20,11 +20,11 @@ import os
 import time
 from binascii import a2b_base64
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from freshet.client import producer_config
+from freshet.client import consumer_config, producer_config
 from freshet.client.reading import drain, read_committed_ranges, read_to_end, reader
 
 from .events import b64
@@ -77,7 +77,7 @@ class SubjectKeys:
         """The keys topic's offset this store has read up to: every key below it is known (or forgotten)."""
         return self._position
 
-    def read_past(self, offset: int, timeout_s: float = 60.0) -> bool:
+    def read_past(self, offset: int, timeout_s: float) -> bool:
         """Read the keys topic until this store has read every key below ``offset`` (keys a command's client
         appended before the command). False if it did not get there in ``timeout_s`` (a transaction left
         open on the keys topic holds readers back until it is aborted)."""
@@ -90,6 +90,16 @@ class SubjectKeys:
             if self._position < offset and time.monotonic() > deadline:
                 return False
         return True
+
+    def written_end(self) -> int:
+        """The keys topic's end counting records of transactions still open (its high watermark): a ``keys_at``
+        past it names keys that were never written."""
+        consumer = Consumer(consumer_config(self.bootstrap, overrides={"isolation.level": "read_uncommitted",
+                                                                       "log_level": 0}))
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(self.topic, 0), 30, cached=False)[1]
+        finally:
+            consumer.close()
 
     def forked(self) -> None:
         """In a forked child: the parent's consumer (librdkafka's threads are not in the child) is not ours to

@@ -46,6 +46,7 @@ class ProcessorStats:
     events: int = 0
     transactions: int = 0
     rebuilds: int = 0
+    deferred: int = 0  # rounds that ended at a command whose keys could not be read yet (decided later)
     positions: dict[int, int] = field(default_factory=dict)
 
 
@@ -65,8 +66,12 @@ class CommandProcessor:
     """Decides the commands of the partitions assigned to it (consumer group ``{app}.processor``)."""
 
     def __init__(self, app: Application, bootstrap: str, transactional_id: str | None = None,
-                 max_batch: int = 2000, use_snapshots: bool = True) -> None:
+                 max_batch: int = 2000, use_snapshots: bool = True, keys_wait_s: float = 2.0) -> None:
+        """``keys_wait_s``: how long one round waits for the keys a command's personal fields were sealed with
+        (a transaction left open on the keys topic hides them until it ends); the command is decided in a later
+        round, and the loop stays free for ``stop()`` meanwhile."""
         self.app, self.bootstrap, self.max_batch, self.use_snapshots = app, bootstrap, max_batch, use_snapshots
+        self.keys_wait_s = keys_wait_s
         self.stats = ProcessorStats()
         app.announce(bootstrap)
         self.aggregates: dict[int, dict[str, Aggregate]] = {}
@@ -152,7 +157,13 @@ class CommandProcessor:
         self.keys.follow()  # keys forgotten since the last batch are not used for new data
         self.producer.begin_transaction()
         try:
-            answers, snapshots, positions, first = self._decide(batch)
+            answers, snapshots, positions, first, undecided = self._decide(batch)
+            if undecided:
+                self.stats.deferred += 1
+                self._decide_later(undecided)
+            if not positions:  # the first command waits for its keys: nothing to commit
+                self.producer.abort_transaction(30)
+                return
             for ref, key in self.keys.take_created():
                 self.producer.produce(self.app.keys_topic, key, ref.encode(), partition=0)
             if self.producer.flush(60):  # the events' offsets go into the answers
@@ -198,11 +209,32 @@ class CommandProcessor:
         for tp in self.consumer.committed(assigned, 30):
             self.consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
 
+    def _decide_later(self, undecided: list[Message]) -> None:
+        """Fetch these commands again (each of their partitions from its first one): the next round decides
+        them, in the same order."""
+        earliest: dict[int, int] = {}
+        for m in undecided:
+            earliest.setdefault(m.partition(), m.offset())
+        for partition, offset in earliest.items():
+            self.consumer.seek(TopicPartition(self.app.commands_topic, partition, offset))
+
+    def _keys_readable(self, keys_at) -> bool:
+        """Whether the keys below ``keys_at`` can be read now, waiting up to ``keys_wait_s`` for them. True
+        also when they never can (``keys_at`` past every key record written, open transactions included):
+        deciding the command then refuses it."""
+        if type(keys_at) is not int or self.keys.read_past(keys_at, self.keys_wait_s):
+            return True
+        try:
+            return self.keys.written_end() < keys_at
+        except KafkaException:  # no answer now: asked again in the next round
+            return False
+
     def _decide(self, batch: list[Message]):
-        """Decide every command of the batch in order and produce its events. The events of one partition
+        """Decide the commands of the batch in order and produce their events. The events of one partition
         are appended by this processor alone (it holds the partition and its transactional id fences any
         other), so within a transaction they take consecutive offsets: the first one's delivery report
-        gives them all, and answers and snapshots carry indexes until then."""
+        gives them all, and answers and snapshots carry indexes until then. A command whose keys cannot be
+        read yet ends the batch there: it and the commands after it are returned undecided."""
         codec, app = self.app.codec, self.app
         answers: dict[int, list[dict]] = {}
         snapshots: list[tuple[int, str, int, dict, int]] = []
@@ -211,21 +243,28 @@ class CommandProcessor:
         first: dict[int, int | None] = {}  # partition -> offset of its first event in this batch
         every = app.snapshot_every
         events_topic, produce = app.events_topic, self.producer.produce
-        for m in batch:
+        for index, m in enumerate(batch):
             partition = m.partition()
+            try:
+                doc = orjson.loads(m.value())
+                command_id = str(doc["id"])
+            except (ValueError, KeyError, TypeError):
+                positions[partition] = m.offset() + 1
+                self.stats.commands += 1
+                log.warning("%s: skipped a record that is not a command at %d/%d", app.name, partition, m.offset())
+                continue
+            keys_at = doc.get("keys_at")
+            if keys_at is not None and not self._keys_readable(keys_at):
+                log.info("%s: the keys below %s in %s are not readable yet (an open transaction?): command %s "
+                         "waits", app.name, keys_at, app.keys_topic, command_id)
+                return answers, snapshots, positions, first, batch[index:]
             positions[partition] = m.offset() + 1
+            self.stats.commands += 1
             aggregates = self.aggregates.get(partition)
             if aggregates is None:
                 self._load([partition])
                 aggregates = self.aggregates[partition]
             stream = m.key().decode() if m.key() else ""
-            self.stats.commands += 1
-            try:
-                doc = orjson.loads(m.value())
-                command_id = str(doc["id"])
-            except (ValueError, KeyError, TypeError):
-                log.warning("%s: skipped a record that is not a command at %d/%d", app.name, partition, m.offset())
-                continue
             answer: dict = {"id": command_id, "stream": stream, "partition": partition, "offset": -1}
             answers.setdefault(partition, []).append(answer)
             agg = aggregates.get(stream)
@@ -235,10 +274,9 @@ class CommandProcessor:
                 expected = doc.get("expected_version")
                 if expected is not None and expected != agg.version:
                     raise Conflict(f"{stream} is at version {agg.version}, not {expected}")
-                keys_at = doc.get("keys_at")
-                if keys_at is not None and not self.keys.read_past(keys_at):
-                    raise SchemaError(f"the keys of its personal fields are not readable in {app.keys_topic} "
-                                      f"(below offset {keys_at}) after 60 s")
+                if keys_at is not None and (type(keys_at) is not int or self.keys.position < keys_at):
+                    raise SchemaError(f"its keys_at {keys_at!r} is not an offset within {app.keys_topic}: the "
+                                      f"keys of its personal fields were never written there")
                 if "append" in doc:  # a direct append: the events are given
                     events = [codec.open_appended(e, self.keys) for e in doc["append"]]
                 else:
@@ -281,7 +319,7 @@ class CommandProcessor:
                 continue
             answer.update(status="accepted", version=agg.version, events=len(events))
             self.stats.accepted += 1
-        return answers, snapshots, positions, first
+        return answers, snapshots, positions, first, []
 
 
 class Conflict(Exception):
