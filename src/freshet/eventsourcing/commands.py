@@ -27,7 +27,7 @@ import orjson
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from freshet.client import ClientError, consumer_config, producer_config
-from freshet.client.produce import produce_waiting
+from freshet.client.produce import flush_delivered, produce_waiting
 from freshet.client.reading import drain
 
 from .aggregate import Application
@@ -83,10 +83,26 @@ class CommandClient:
         self._held: deque[tuple] = deque()  # commands waiting for their keys (and those sent after them)
         self._failed: dict[str, str] = {}  # command id -> why it was not sent
 
-    def close(self) -> None:
+    def close(self, timeout: float = 30.0) -> None:
+        """Append every command still held and wait until the broker has them (up to ``timeout``); then close.
+        Raises ClientError if any command sent and not yet asked about was not appended (its key or itself
+        not acknowledged in time, or refused): none is dropped without a word."""
         try:
-            self._release_all(30)
-            self.producer.flush(30)
+            self._release_all(timeout)
+            left = flush_delivered(self.producer, self.app.commands_topic, timeout)
+            held = len(self._held)
+            failed = [self._failed[i] for i in self._waiting if i in self._failed]
+            reasons = []
+            if held:
+                reasons.append(f"{held} held: the keys of their personal fields were not acknowledged by "
+                               f"{self.app.keys_topic} in {timeout:g} s")
+            if left:
+                reasons.append(f"{left} records (commands, keys) not acknowledged in {timeout:g} s: they may or "
+                               f"may not be in the log")
+            if failed:
+                reasons.append(f"{len(failed)} {failed[0]}")
+            if reasons:
+                raise ClientError("commands were not sent: " + "; ".join(reasons))
         finally:
             self.replies.close()
             if self._keys is not None:
@@ -101,8 +117,9 @@ class CommandClient:
     # sending ---------------------------------------------------------------------------------------
     def send(self, stream: str, command: Command, expected_version: int | None = None) -> str:
         """Append a command for aggregate ``stream`` (``type/id``); returns its id. Does not wait."""
-        type_name, data = self.app.codec.command_data(command)
-        return self.send_many([(stream, type_name, data, expected_version)])[0]
+        type_name, data = self.app.codec.command_data(command)  # a registered command: its fields are right
+        self.app.new_aggregate(stream)
+        return self._send_checked([(stream, type_name, data, expected_version)])[0]
 
     def send_raw(self, stream: str, type_name: str, data: dict, expected_version: int | None = None) -> str:
         """A command given by name and fields (the CLI's way); checked against the registered classes."""
@@ -116,11 +133,15 @@ class CommandClient:
         for stream, type_name, data, _ in commands:
             self.app.new_aggregate(stream)
             codec.command_from(type_name, data)  # every field there and known, before anything is sent
-        ids = []
+        return self._send_checked(commands)
+
+    def _send_checked(self, commands: list[tuple[str, str, dict, int | None]]) -> list[str]:
+        """``send_many`` of commands already checked: their fields are sealed as they are, not checked again."""
+        codec, ids = self.app.codec, []
         for stream, type_name, data, expected_version in commands:
             personal = codec.command_class(type_name).subject is not None
             keys = self._subject_keys() if personal else None
-            ids.append(self._send(stream, type_name, codec.seal_command(type_name, data, keys), expected_version,
+            ids.append(self._send(stream, type_name, codec.seal_checked(type_name, data, keys), expected_version,
                                   None, personal))
         return ids
 
@@ -190,7 +211,12 @@ class CommandClient:
                 keys_at = max([keys_at, *marks])
             value = encode_command(command_id, type_name, data, expected_version, append, keys_at)
             produce_waiting(self.producer, self.app.commands_topic, value, stream.encode(),
-                            partition=self.app.partition_of(stream))
+                            partition=self.app.partition_of(stream),
+                            on_delivery=functools.partial(self._command_delivered, command_id))
+
+    def _command_delivered(self, command_id: str, err, _msg) -> None:
+        if err is not None:
+            self._failed[command_id] = f"not sent: {self.app.commands_topic} did not take it ({err.str()})"
 
     def _release_all(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -205,9 +231,10 @@ class CommandClient:
         raises ClientError."""
         deadline = time.monotonic() + timeout
         self._release_all(timeout)
-        self.producer.flush(max(0.0, deadline - time.monotonic()))
+        flush_delivered(self.producer, self.app.commands_topic, max(0.0, deadline - time.monotonic()))
         not_sent = [self._failed[i] for i in ids if i in self._failed]
         if not_sent:
+            self._waiting.difference_update(ids)  # told: close() does not tell again
             raise ClientError(f"{len(not_sent)} of {len(ids)} commands {not_sent[0]}")
         wanted = set(ids)
         while not wanted <= self._answers.keys():

@@ -259,6 +259,11 @@ class Codec:
         cls = self.command_class(type_name)
         return _sealed(cls, _checked_fields(cls, data), sealer)
 
+    def seal_checked(self, type_name: str, data: dict, sealer: Sealer | None) -> dict:
+        """``seal_command`` of fields checked already (by ``command_from``, or a registered command's
+        ``command_data``): not checked again."""
+        return _sealed(self.command_class(type_name), data, sealer)
+
     def open_command(self, type_name: str, data: dict, sealer: Sealer | None) -> dict:
         """Stored command fields with the personal ones opened (or FORGOTTEN); an unknown type as stored."""
         cls = self.commands.get(type_name)

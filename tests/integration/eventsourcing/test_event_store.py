@@ -163,6 +163,108 @@ def test_a_command_whose_key_is_behind_an_open_transaction_waits_for_it(broker, 
             "Hedy Lamarr"]
 
 
+def test_a_command_waiting_for_its_keys_is_decided_later_not_refused_and_the_processor_stays_stoppable(broker):
+    """A transaction open on the keys topic for longer than the processor waits in one round: the command is
+    put back (its offset not committed) and decided once the keys are readable, not rejected for a cause that
+    passes; meanwhile the processor stops when asked, and the next one decides the command."""
+    app = fresh(enrollment.app)
+    app.create_topics(broker.bootstrap)
+    hanging = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"hang-{uuid.uuid4().hex[:8]}",
+                        "log_level": 0})
+    hanging.init_transactions(30)
+    first = CommandProcessor(app, broker.bootstrap, keys_wait_s=0.3)
+    thread = threading.Thread(target=first.run, daemon=True)
+    thread.start()
+    with CommandClient(app, broker.bootstrap) as client:
+        assert client.execute("course/w1", OpenCourse("Waiting", 3), timeout=60).accepted
+        hanging.begin_transaction()
+        hanging.produce(app.keys_topic, b"k" * 32, b"nobody/0123456789abcdef", partition=0)
+        assert hanging.flush(30) == 0
+        command_id = client.send("course/w1", Enroll("s9", "Hedy Lamarr"))
+        with pytest.raises(CommandTimeout):  # sent (its key acknowledged), not answered: the key is not readable
+            client.answer(command_id, timeout=3)
+        wait_until(lambda: first.stats.deferred >= 3, 120, "the command put back three times")
+        first.stop()
+        thread.join(60)
+        assert not thread.is_alive(), "the processor did not stop while a command waited for its keys"
+        assert first.stats.rejected == 0
+        second = Running(app, broker.bootstrap)
+        try:
+            hanging.commit_transaction(30)
+            answer = client.answer(command_id, timeout=120)
+        finally:
+            second.stop()
+    assert answer.accepted, answer.reason
+    with EventStore(app, broker.bootstrap) as store:
+        assert [r.event.name for r in store.history("course/w1") if isinstance(r.event, StudentEnrolled)] == [
+            "Hedy Lamarr"]
+
+
+def test_a_command_whose_keys_at_lies_past_the_keys_topic_is_refused_at_once(broker, course_app):
+    """Keys that were never written (``keys_at`` past every record of the keys topic, open transactions
+    included) never become readable: the command is refused, and the commands after it are decided."""
+    from freshet.eventsourcing.processor import encode_command
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "log_level": 0})
+    with CommandClient(course_app, broker.bootstrap) as client:
+        assert client.execute("course/p1", OpenCourse("Past", 3), timeout=60).accepted
+        producer.produce(course_app.commands_topic, encode_command("past-end", "Cancel", {"student_id": "s1"},
+                                                                   keys_at=1_000_000),
+                         b"course/p1", partition=course_app.partition_of("course/p1"))
+        assert producer.flush(30) == 0
+        after = client.execute("course/p1", Enroll("s2", "Grace Hopper"), timeout=60)
+    assert after.accepted, after.reason
+    answers = [a for _, v in read_to_end(broker.bootstrap, course_app.replies_topic, course_app.partitions)
+               for a in json.loads(v)["answers"] if a["id"] == "past-end"]
+    assert len(answers) == 1 and answers[0]["status"] == "rejected"
+    assert "keys_at 1000000" in answers[0]["reason"] and "never written" in answers[0]["reason"]
+
+
+def test_close_says_which_commands_were_not_sent_instead_of_dropping_them(own_broker):
+    """Commands still held for their keys, or not acknowledged, when the client closes: close() raises naming
+    them (it used to return as if they had been sent)."""
+    from freshet.client import ClientError
+
+    app = fresh(enrollment.app)
+    app.create_topics(own_broker.bootstrap)
+    client = CommandClient(app, own_broker.bootstrap)
+    client.send("course/c1", Enroll("s1", "Ada Lovelace"))  # reads the keys topic, appends s1's key
+    assert client.producer.flush(30) == 0
+    own_broker.kill()
+    client.send("course/c1", Cancel("s1"))  # appended at once: never acknowledged
+    client.send("course/c1", Enroll("s2", "Grace Hopper"))  # held until its new key is acknowledged: never
+    with pytest.raises(ClientError) as refused:
+        client.close(timeout=2)
+    said = str(refused.value)
+    assert said.startswith("commands were not sent: 1 held: the keys of their personal fields were not "
+                           f"acknowledged by {app.keys_topic}"), said
+    assert "not acknowledged in 2 s" in said and len(said.splitlines()) == 1
+
+
+def test_a_command_is_checked_once_before_it_is_sent(broker, monkeypatch):
+    """send_many builds each command once from its fields (every one before any is sent); sealing does not
+    check them again, and send() of a command object checks nothing more."""
+    from freshet.eventsourcing import events
+
+    app = fresh(enrollment.app)
+    app.create_topics(broker.bootstrap)
+    checks = []
+    command_from, checked_fields = app.codec.command_from, events._checked_fields
+    monkeypatch.setattr(app.codec, "command_from", lambda *a, **k: checks.append("built") or command_from(*a, **k))
+    monkeypatch.setattr(events, "_checked_fields", lambda *a: checks.append("fields") or checked_fields(*a))
+    with CommandClient(app, broker.bootstrap) as client:
+        client.send_many([(f"course/k{i}", "Enroll", {"student_id": f"s{i}", "name": f"Student {i}"}, None)
+                          for i in range(5)])
+        assert checks == ["built"] * 5
+        client.send("course/k0", Cancel("s0"))
+        assert checks == ["built"] * 5
+        with pytest.raises(SchemaError, match="has no field 'nme'"):
+            client.send_many([("course/k1", "Cancel", {"student_id": "s1"}, None),
+                              ("course/k1", "Enroll", {"student_id": "s1", "nme": "x"}, None)])
+    stored = read_to_end(broker.bootstrap, app.commands_topic, app.partitions)
+    assert len(stored) == 6  # the refused pair sent nothing
+
+
 def test_a_command_sealed_with_a_key_the_processor_made_is_decided(broker, course_app):
     """A key the processor made in a transaction is followed by its commit marker: a client that read the keys
     topic to its end sends ``keys_at`` past the marker, and the processor reads that far too (not waiting for a
