@@ -64,6 +64,14 @@ class Collector:
         if not self._thread.is_alive():
             self.log_dirs.close()  # else the collector's thread closes it when its round ends (it may be in use)
 
+    def _rate(self, key: str, now: float, total: int) -> float:
+        """Per second since the last round of a total that only grows (0.0 the first time)."""
+        previous = self._previous.get(key)
+        self._previous[key] = (now, total)
+        if previous and now > previous[0]:
+            return round(max(total - previous[1], 0) / (now - previous[0]), 1)
+        return 0.0
+
     def _record(self, series: str, at: float, value: float) -> None:
         self.history.setdefault(series, deque(maxlen=HISTORY)).append((round(at, 3), value))
 
@@ -136,9 +144,14 @@ class Collector:
                                 "end_offset": p.end_offset, "lag": p.lag, "member": p.member} for p in info.partitions],
             }
             self._record(f"lag:{group_id}", now, info.total_lag)
+            by_topic: dict[str, int] = {}
             for p in info.partitions:
                 if p.committed >= 0:
                     consumed[p.topic] = consumed.get(p.topic, 0) + p.committed
+                    by_topic[p.topic] = by_topic.get(p.topic, 0) + p.committed
+            # records per second the group commits, per topic (the data-flow graph's edge rates)
+            snap.groups[group_id]["rates"] = {t: self._rate(f"group:{group_id}:{t}", now, n)
+                                              for t, n in by_topic.items()}
         self._collect_share_groups(snap, now)
         for topic, total in consumed.items():  # messages out: what consumer groups committed, per second
             previous = self._previous.get(f"out:{topic}")

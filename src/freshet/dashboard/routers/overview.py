@@ -51,3 +51,11 @@ async def events(request: Request, collector: Source) -> StreamingResponse:
             await asyncio.sleep(0.5)
 
     return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+@router.get("/api/dataflow")
+async def dataflow(collector: Source) -> dict:
+    """Topics and what writes and reads them, each edge with its rate and lag (see ``dataflow.py``)."""
+    from ..dataflow import graph
+
+    return graph(collector.snapshot)

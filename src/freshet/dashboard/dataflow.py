@@ -1,0 +1,88 @@
+"""The data flow as one graph: topics, and what writes and reads them (ingest endpoints, pipelines, consumer and
+share groups, event-sourced projections), each edge with its live rate (records/s) and, where there is one, its
+lag; built from the collector's snapshot, nothing more.
+
+Nodes: ``{"id", "kind", "label", "link"}`` (kind: topic, ingest, pipeline, group, share-group, projection, sink;
+``link``: the page's tab and item). Edges: ``{"from", "to", "rate", "lag"}`` (rate or lag None when not known).
+Where an edge comes from:
+
+- ingest endpoint -> topic: the records/s the endpoint accepted (its announcements);
+- topic -> consumer group: the records/s the group commits on that topic, and its lag there;
+- topic -> share group: the backlog (records not yet acknowledged);
+- topic -> pipeline -> topic / table / files: a pipeline's ``--from`` and ``--to`` as ``freshet run`` was started
+  (the registry keeps the command); the edge in carries the pipeline's input rows/s, the edge out to a topic that
+  topic's produce rate;
+- events topic -> projection: the projection's lag.
+"""
+
+from __future__ import annotations
+
+
+def _option(command: list, name: str) -> str | None:
+    """``--name VALUE`` or ``--name=VALUE`` in a CLI command."""
+    for i, arg in enumerate(command):
+        if arg == name and i + 1 < len(command):
+            return command[i + 1]
+        if arg.startswith(name + "="):
+            return arg[len(name) + 1:]
+    return None
+
+
+def graph(snap) -> dict:
+    nodes: dict[str, dict] = {}
+    edges: list[dict] = []
+
+    def node(node_id: str, kind: str, label: str, link: dict | None = None) -> str:
+        nodes.setdefault(node_id, {"id": node_id, "kind": kind, "label": label, "link": link})
+        return node_id
+
+    def topic(name: str) -> str:
+        return node(f"topic:{name}", "topic", name, {"tab": "topic", "topic": name})
+
+    def edge(a: str, b: str, rate: float | None = None, lag: int | None = None) -> None:
+        edges.append({"from": a, "to": b, "rate": rate, "lag": lag})
+
+    for name, t in snap.topics.items():
+        if not t.get("internal"):
+            topic(name)
+    for server, info in snap.ingest.items():
+        for endpoint, e in (info.get("endpoints") or {}).items():
+            if e.get("topic"):
+                source = node(f"ingest:{server}/{endpoint}", "ingest", f"{server} {endpoint}", {"tab": "ingest"})
+                edge(source, topic(e["topic"]), e.get("rate"))
+    for group_id, g in snap.groups.items():
+        share = g.get("type") == "share"
+        reader = node(f"group:{group_id}", "share-group" if share else "group", group_id,
+                      {"tab": "groups", "group": group_id})
+        lags: dict[str, int] = {}
+        for p in g.get("partitions", []):
+            lags[p["topic"]] = lags.get(p["topic"], 0) + (p.get("backlog", 0) if share else max(p.get("lag", 0), 0))
+        for name, lag in sorted(lags.items()):
+            if not name.startswith("__"):
+                edge(topic(name), reader, None if share else (g.get("rates") or {}).get(name, 0.0), lag)
+    for name, p in snap.pipelines.items():
+        command = p.get("command") or []
+        progress = p.get("progress") or {}
+        running = p.get("status") == "running"
+        label = f"{name} ({p.get('status', '?')})"
+        pipe = node(f"pipeline:{name}", "pipeline", label, {"tab": "pipelines", "pipeline": name})
+        inputs = [x.strip() for x in (_option(command, "--from") or "").split(",") if x.strip()]
+        for source in inputs:
+            rate = progress.get("input_rows_per_second") if running else 0.0
+            edge(topic(source), pipe, round(rate / len(inputs), 1) if rate is not None else None)
+        sink = _option(command, "--to")
+        if sink:
+            kind, _, where = sink.partition(":")
+            if kind == "topic" and where:
+                out = topic(where)
+                edge(pipe, out, snap.topics.get(where, {}).get("rate_in") if running else 0.0)
+            else:
+                edge(pipe, node(f"sink:{sink}", "sink", sink), progress.get("processed_rows_per_second")
+                     if running else 0.0)
+    for app_name, app in snap.applications.items():
+        events = app.get("events_topic")
+        for projection, view in (app.get("projections") or {}).items():
+            target = node(f"projection:{app_name}/{projection}", "projection", f"{app_name} {projection}",
+                          {"tab": "applications"})
+            edge(topic(events), target, None, view.get("lag"))
+    return {"nodes": list(nodes.values()), "edges": edges}
