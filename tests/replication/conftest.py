@@ -74,6 +74,15 @@ class LocalReplicas:
         for index in range(partitions):
             self.states[(name, index)] = PartitionState(name, topic_id, index, replicas, replicas, replicas[0], 0, 0)
 
+    async def replicated_topic(self, name: str, replicas: tuple[int, ...], configs: dict | None = None,
+                               nodes=None, **state) -> None:
+        """A one-partition topic on every broker, its state (``state`` changed from leader = the first replica,
+        epochs 0) given to ``nodes`` (default: every broker)."""
+        self.create_topic(name, 1, replicas, configs)
+        if state:
+            self.set_state(name, **state)
+        await self.apply(nodes)
+
     def set_state(self, name: str, index: int = 0, **changes) -> PartitionState:
         state = self.states[(name, index)] = replace(self.states[(name, index)], **changes)
         return state

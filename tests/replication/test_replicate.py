@@ -12,8 +12,7 @@ from .conftest import batch, log_bytes, produce, wait_until
 
 def test_records_reach_every_follower_verbatim_and_the_high_watermark_follows(run):
     async def scenario(cluster):
-        cluster.create_topic("orders", replicas=(0, 1, 2))
-        await cluster.apply()
+        await cluster.replicated_topic("orders", (0, 1, 2))
         connection = await cluster.connect(0)
         offsets = []
         for i in range(5):
@@ -40,9 +39,7 @@ def test_records_reach_every_follower_verbatim_and_the_high_watermark_follows(ru
 
 def test_the_leader_stamps_its_epoch_into_every_batch(run):
     async def scenario(cluster):
-        cluster.create_topic("stamped", replicas=(0, 1))
-        cluster.set_state("stamped", leader_epoch=7)
-        await cluster.apply()
+        await cluster.replicated_topic("stamped", (0, 1), leader_epoch=7)
         connection = await cluster.connect(0)
         answer, _ = await produce(connection, "stamped", batch(b"x"), acks=-1)
         assert answer.error_code == ErrorCode.none
@@ -59,8 +56,7 @@ def test_the_leader_stamps_its_epoch_into_every_batch(run):
 
 def test_acks_1_answers_after_the_local_write_while_a_follower_is_away(run):
     async def scenario(cluster):
-        cluster.create_topic("quick", replicas=(0, 1))
-        await cluster.apply()
+        await cluster.replicated_topic("quick", (0, 1))
         await cluster.stop_broker(1)  # the follower is gone; its lag is not up yet (10 s)
         connection = await cluster.connect(0)
         answer, _ = await produce(connection, "quick", batch(b"x"), acks=1)
@@ -78,8 +74,7 @@ def test_acks_all_waits_until_the_isr_has_the_batch(run):
     """A follower that stopped fetching holds acks=all writes back until it leaves the ISR (after
     replica.lag.time.max.ms); then they are answered, with the ISR shrunk through alter_isr."""
     async def scenario(cluster):
-        cluster.create_topic("waits", replicas=(0, 1, 2))
-        await cluster.apply()
+        await cluster.replicated_topic("waits", (0, 1, 2))
         connection = await cluster.connect(0)
         answer, _ = await produce(connection, "waits", batch(b"first"), acks=-1)
         assert answer.error_code == ErrorCode.none

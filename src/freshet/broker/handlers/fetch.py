@@ -11,6 +11,7 @@ from freshet.log import OffsetOutOfRangeError
 
 from ..context import Request, RequestContext, Response
 from ..security.acls import DESCRIBE, READ, TOPIC
+from ..wire.protocol import ZERO_UUID
 
 LATEST = -1
 EARLIEST = -2
@@ -116,7 +117,9 @@ def _read_all(ctx, request, first: bool = True) -> tuple[dict, int, bool]:
                 entry["aborted_transactions"] = [
                     {"producer_id": a.producer_id, "first_offset": a.first_offset}
                     for a in partition.aborted_transactions(p.fetch_offset, upper)]
-        responses.append({"topic": name, "topic_id": getattr(t, "topic_id", None), "partitions": partitions})
+        # kio reads the zero UUID as None: answered as the unknown id it is, not echoed back as None
+        responses.append({"topic": name, "topic_id": getattr(t, "topic_id", None) or ZERO_UUID,
+                          "partitions": partitions})
     body = {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": INVALID_SESSION_ID,
             "responses": responses}
     if hinted is not None:

@@ -129,7 +129,8 @@ def produce(ctx: RequestContext, request: Request) -> Response:
             except ReplicationError as exc:
                 result.update(error_code=exc.error_code, error_message=str(exc))
                 if exc.error_code == ErrorCode.not_leader_or_follower:
-                    result["current_leader"] = replicas.current_leader(name, index)
+                    _not_leader(result, replicas, name, index, exc.error_code, hinted)
+                    body["node_endpoints"] = replicas.node_endpoints(hinted)
         return body
 
     return when_durable()

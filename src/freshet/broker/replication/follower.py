@@ -72,6 +72,7 @@ class ReplicaFetcher:
         self.partitions: dict[tuple[str, int], Followed] = {}
         self._changed = asyncio.Event()
         self._connection: BrokerConnection | None = None
+        self._closed = False
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader.node_id}")
 
     def add(self, key: tuple[str, int], followed: Followed) -> None:
@@ -92,6 +93,10 @@ class ReplicaFetcher:
         self.leader = leader
 
     async def close(self) -> None:
+        # the flag as well as the cancel: asyncio.wait_for (3.11) can swallow a cancel that lands as the event it
+        # waits for is set (remove() sets it just before close() is called)
+        self._closed = True
+        self._changed.set()
         self._task.cancel()
         try:
             await self._task
@@ -104,7 +109,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        while True:
+        while not self._closed:
             now = loop.time()
             active = {k: f for k, f in self.partitions.items() if f.paused_until <= now}
             if not active:

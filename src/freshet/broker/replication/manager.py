@@ -144,7 +144,8 @@ class ReplicaManager:
 
     # -- for the handlers ----------------------------------------------------------------
 
-    def check(self, topic: str, index: int, current_leader_epoch: int = -1) -> tuple[ErrorCode | None, LeaderState | None]:
+    def check(self, topic: str, index: int,
+              current_leader_epoch: int = -1) -> tuple[ErrorCode | None, LeaderState | None]:
         """(error, leader state) for a client's request on the partition: (None, None) for a partition the
         metadata does not name (this broker's own); FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when the
         client's leader epoch is older / newer than ours, NOT_LEADER_OR_FOLLOWER when we do not lead it."""

@@ -1,0 +1,103 @@
+"""A leader change: the new leader's log is the truth; a returning follower cuts the suffix its old leadership
+wrote that the new leader never had (OffsetForLeaderEpoch, KIP-101 / KIP-279) before it fetches."""
+
+import asyncio
+
+from kio.schema.errors import ErrorCode
+
+from freshet.format.record_batch import decode_records, iter_batches
+
+from .conftest import batch, log_bytes, produce, wait_until
+
+
+def values(partition) -> list[bytes]:
+    return [r.value for _, b in iter_batches(log_bytes(partition)) for r in decode_records(b)]
+
+
+async def write(cluster, node: int, topic: str, *items: bytes, acks: int = -1) -> list[int]:
+    connection = await cluster.connect(node)
+    try:
+        offsets = []
+        for item in items:
+            answer, _ = await produce(connection, topic, batch(item), acks=acks)
+            assert answer.error_code == ErrorCode.none, answer
+            offsets.append(answer.base_offset)
+        return offsets
+    finally:
+        connection.close()
+
+
+def test_a_deposed_leader_cuts_its_divergent_suffix_and_takes_the_new_leaders_log(run):
+    async def scenario(cluster):
+        await cluster.replicated_topic("history", (0, 1))
+        assert await write(cluster, 0, "history", b"a", b"b", b"c") == [0, 1, 2]
+        # broker 1 goes away; broker 0, alone in the ISR, writes two records nobody else has
+        await cluster.stop_broker(1)
+        cluster.set_state("history", isr=(0,), partition_epoch=1)
+        await cluster.apply()
+        assert await write(cluster, 0, "history", b"lost-1", b"lost-2", acks=1) == [3, 4]
+        # broker 0 dies; broker 1 comes back and is made leader (epoch 1): its log ends at 3
+        await cluster.stop_broker(0)
+        await cluster.start_broker(1)
+        cluster.set_state("history", leader=1, leader_epoch=1, isr=(1,), partition_epoch=2)
+        await cluster.apply()
+        assert await write(cluster, 1, "history", b"d", b"e", b"f") == [3, 4, 5]
+        # broker 0 returns as a follower: cut at 3 (where epoch 0 ends on the leader), then fetch
+        await cluster.start_broker(0)
+        await cluster.apply()
+        old = cluster.partition(0, "history")
+        new = cluster.partition(1, "history")
+        await wait_until(lambda: old.log_end_offset == 6 and old.high_watermark == 6, "broker 0 caught up")
+        assert values(old) == [b"a", b"b", b"c", b"d", b"e", b"f"]
+        assert log_bytes(old) == log_bytes(new)
+        assert old.leader_epochs.entries == new.leader_epochs.entries == [(0, 0), (1, 3)]
+        await wait_until(lambda: cluster.states[("history", 0)].isr == (0, 1), "broker 0 back in the ISR")
+
+    run(scenario, count=2)
+
+
+def test_a_follower_with_an_epoch_the_new_leader_never_saw_cuts_where_the_common_epoch_ends(run):
+    """KIP-279: broker 0 led epoch 1 alone and wrote in it; broker 1 never saw epoch 1 and leads epoch 2. Asked for
+    epoch 1, the leader answers with epoch 0 and where it ends; broker 0 cuts there."""
+    async def scenario(cluster):
+        await cluster.replicated_topic("epochs", (0, 1))
+        assert await write(cluster, 0, "epochs", b"a", b"b", b"c") == [0, 1, 2]
+        await cluster.stop_broker(1)
+        cluster.set_state("epochs", leader_epoch=1, isr=(0,), partition_epoch=1)
+        await cluster.apply()
+        assert await write(cluster, 0, "epochs", b"x1", b"x2", acks=1) == [3, 4]
+        assert cluster.partition(0, "epochs").leader_epochs.entries == [(0, 0), (1, 3)]
+        await cluster.stop_broker(0)
+        await cluster.start_broker(1)
+        cluster.set_state("epochs", leader=1, leader_epoch=2, isr=(1,), partition_epoch=2)
+        await cluster.apply()
+        assert await write(cluster, 1, "epochs", b"d", b"e", b"f", b"g") == [3, 4, 5, 6]
+        await cluster.start_broker(0)
+        await cluster.apply()
+        old, new = cluster.partition(0, "epochs"), cluster.partition(1, "epochs")
+        await wait_until(lambda: old.log_end_offset == 7, "broker 0 caught up")
+        assert values(old) == [b"a", b"b", b"c", b"d", b"e", b"f", b"g"]
+        assert old.leader_epochs.entries == [(0, 0), (2, 3)]
+        assert log_bytes(old) == log_bytes(new)
+
+    run(scenario, count=2)
+
+
+def test_a_leader_deposed_while_writes_wait_answers_them_not_leader(run):
+    async def scenario(cluster):
+        cluster.create_topic("deposed", replicas=(0, 1))
+        await cluster.apply(nodes=[0])  # broker 1 is never told to follow: the write waits (lag 60 s)
+        connection = await cluster.connect(0)
+        pending = asyncio.ensure_future(produce(connection, "deposed", batch(b"x"), acks=-1, version=10))
+        await wait_until(lambda: cluster.partition(0, "deposed").log_end_offset == 1 or pending.done(),
+                         "the write appended")
+        assert not pending.done(), pending.result()
+        cluster.set_state("deposed", leader=1, leader_epoch=1, isr=(1,), partition_epoch=1)
+        await cluster.apply(nodes=[0])
+        answer, response = await pending
+        assert answer.error_code == ErrorCode.not_leader_or_follower
+        assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (1, 1)
+        assert [(e.node_id, e.port) for e in response.node_endpoints] == [(1, cluster.brokers[1].port)]
+        connection.close()
+
+    run(scenario, count=2, lag_ms=60_000)
