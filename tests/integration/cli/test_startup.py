@@ -51,7 +51,7 @@ def test_help_lists_every_command_with_its_short_help_without_importing_them():
 
     demos = freshet("demo", "--help")
     assert demos.returncode == 0, demos.stderr
-    for name in ("access-logs", "alerts", "dual-writes", "enrollment", "ingest", "intrusion", "redelivery"):
+    for name in ("access-logs", "alerts", "dual-writes", "enrollment", "ingest", "intrusion", "redelivery", "sql"):
         assert f"\n  {name} " in demos.stdout
 
 
@@ -73,7 +73,7 @@ def test_the_maps_short_help_is_the_commands_own():
         if short_help is not None:
             assert short_help == command.get_short_help_str(limit=10_000), path
             seen += 1
-    assert seen == len(COMMANDS) + 7  # and the seven demos
+    assert seen == len(COMMANDS) + 8  # and the eight demos
 
 
 def test_an_unknown_command_is_refused_as_click_refuses_it():

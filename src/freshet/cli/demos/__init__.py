@@ -25,6 +25,8 @@ DEMOS = {
                "HTTP (REST Proxy), syslog and StatsD in; a signed webhook with a dead-letter topic out."),
     "intrusion": ("freshet.cli.demos.cep:intrusion_demo",
                   "The lecture's intrusion-detection rules on Spark: the alerts are the planted attacks."),
+    "sql": ("freshet.cli.demos.sql:sql_demo",
+            "SQL over a topic: CREATE STREAM, push queries equal to the Python pipelines, EXPLAIN, errors, restarts."),
     "redelivery": ("freshet.cli.demos.redelivery:redelivery_demo",
                    "Queues vs logs: competing consumers, one killed, its jobs redelivered out of order; a consumer "
                    "group keeps order."),
