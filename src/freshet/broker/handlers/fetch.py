@@ -33,7 +33,7 @@ def _read_all(ctx, request, first: bool = True) -> tuple[dict, int, bool]:
     """One pass over the requested partitions: (response body, record bytes, any error). ``first``: the pass
     that answers the request as it came (a follower's progress counts once, not at every long-poll wake-up)."""
     registry = ctx.broker.registry
-    replicas = getattr(ctx.broker, "replicas", None)  # None: one node, no replication
+    replicas = ctx.broker.replicas  # None: one node, no replication
     replica_id = replica_id_of(request) if replicas is not None else -1
     hinted: set[int] | None = None
     max_bytes = request.max_bytes if request.max_bytes > 0 else 1 << 31
@@ -188,7 +188,7 @@ def _throttled(ctx: RequestContext, body: dict, total: int) -> dict:
 
 def list_offsets(ctx: RequestContext, request: Request) -> dict:
     registry = ctx.broker.registry
-    replicas = getattr(ctx.broker, "replicas", None)
+    replicas = ctx.broker.replicas
     topics = []
     for t in request.topics:
         partitions = []
@@ -239,7 +239,7 @@ def offset_for_leader_epoch(ctx: RequestContext, request: Request) -> Response:
     consumer may have read), a later epoch or -1 is unknown (-1, -1), as Kafka's epoch cache answers. A
     ``current_leader_epoch`` above 0 is UNKNOWN_LEADER_EPOCH; DESCRIBE on the topic is needed."""
     registry = ctx.broker.registry
-    replicas = getattr(ctx.broker, "replicas", None)
+    replicas = ctx.broker.replicas
     topics = []
     for topic in request.topics:
         allowed = ctx.allowed(DESCRIBE, TOPIC, topic.topic)

@@ -27,7 +27,7 @@ def produce(ctx: RequestContext, request: Request) -> Response:
     acks = request.acks
     responses = []
     waits: list[tuple[dict, asyncio.Future, str, int]] = []
-    replicas = getattr(broker, "replicas", None)  # None: one node, no replication
+    replicas = broker.replicas  # None: one node, no replication
     hinted: set[int] = set()  # leaders named in KIP-951 hints (their endpoints go in the response)
     txn_id = getattr(request, "transactional_id", None)
     txn_denied = bool(txn_id) and not ctx.allowed(WRITE, TRANSACTIONAL_ID, txn_id)
