@@ -59,3 +59,17 @@ def test_execute_shows_streams_and_refuses_an_unknown_topic(broker, topic_name):
     shown = freshet(broker, "sql", "-e", "SHOW TOPICS")
     assert shown.returncode == 0, shown.stderr
     assert "topic" in shown.stdout and "row" in shown.stdout
+
+
+def test_serve_keeps_running_until_ctrl_c(broker, tmp_path):
+    argv = freshet_argv("sql", "--serve", "--bootstrap", broker.bootstrap, "--data-dir", str(tmp_path / "data"),
+                        "--spark-log", str(tmp_path / "spark.log"))
+    child = pexpect.spawn(argv[0], argv[1:], encoding="utf-8", timeout=300)
+    try:
+        child.expect(r"(\d+) persistent quer(y|ies) running")
+        child.expect_exact("serving persistent queries; Ctrl-C stops them")
+        child.sendintr()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0

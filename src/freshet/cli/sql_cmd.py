@@ -24,9 +24,13 @@ PROMPT, MORE = "freshet> ", "      > "
               help="Spark master: local[N] (default local[2]) or spark://HOST:PORT.")
 @click.option("--remote", envvar="FRESHET_SPARK_REMOTE", default=None, help="A Spark Connect server, sc://HOST:PORT.")
 @click.option("--spark-log", default=None, help="Where Spark's own log goes (default: a file in the temp directory).")
+@click.option("--data-dir", envvar="FRESHET_DATA_DIR", default=None,
+              help="Where persistent queries keep checkpoints and table copies (env FRESHET_DATA_DIR).")
+@click.option("--serve", is_flag=True,
+              help="Start the stored persistent queries again and keep them running until Ctrl-C (after -f/-e).")
 @bootstrap_option
 def sql(script_file: str | None, statements: str | None, master: str | None, remote: str | None,
-        spark_log: str | None, bootstrap: str) -> None:
+        spark_log: str | None, data_dir: str | None, serve: bool, bootstrap: str) -> None:
     """SQL over streams and tables declared on topics: push queries, persistent queries, Spark SQL.
 
     CREATE STREAM name (columns) WITH (topic='...', format='json'), then SELECT ... EMIT CHANGES (docs/sql.md).
@@ -46,17 +50,40 @@ def sql(script_file: str | None, statements: str | None, master: str | None, rem
     elif statements is not None:
         script = statements
     spark_log = spark_log or os.path.join(tempfile.gettempdir(), f"freshet-sql-{os.getuid()}.spark.log")
-    session = SqlSession(bootstrap, master=master, remote=remote)
+    session = SqlSession(bootstrap, master=master, remote=remote, data_dir=data_dir)
     code = 0
     try:
         with stderr_to(spark_log) as terminal:
+            if serve:
+                session.spark  # noqa: B018  (restored queries run in it)
+                restarted = session.restore_queries()
+                print(f"{len(restarted)} persistent quer{'y' if len(restarted) == 1 else 'ies'} running"
+                      + (f": {', '.join(restarted)}" if restarted else ""), flush=True)
             if script is not None:
                 code = _run_script(session, script, terminal, SqlError)
-            else:
+            elif not serve:
                 _repl(session, terminal, SqlError)
+            if serve and code == 0:
+                code = _serve(session)
     finally:
         session.close()
     sys.exit(code)
+
+
+def _serve(session) -> int:
+    """Keep the process (and the persistent queries running in its Spark) alive until Ctrl-C or SIGTERM."""
+    import threading
+
+    from .common import stopping_on_signals
+
+    stopped = threading.Event()
+    stopping_on_signals(stopped.set)
+    print("serving persistent queries; Ctrl-C stops them", flush=True)
+    stopped.wait()
+    from freshet.spark.session import stop_gracefully
+
+    stop_gracefully(session.spark.streams.active)
+    return 0
 
 
 def _run_script(session, script: str, terminal, error_type) -> int:

@@ -55,23 +55,28 @@ def error_line(error: SqlError) -> dict:
 class SqlEndpoint:
     """What the dashboard calls for ``POST /sql``: ``endpoint(text, properties)`` -> (JSON lines, stop)."""
 
-    def __init__(self, bootstrap: str, master: str | None = None, remote: str | None = None) -> None:
-        self.bootstrap, self.master, self.remote = bootstrap, master, remote
+    def __init__(self, bootstrap: str, master: str | None = None, remote: str | None = None,
+                 data_dir: str | None = None) -> None:
+        self.bootstrap, self.master, self.remote, self.data_dir = bootstrap, master, remote, data_dir
         self._spark = None
         self._lock = threading.Lock()
 
     def spark(self):
+        """The one SparkSession; when it is first built, the stored persistent queries start again in it."""
         with self._lock:
             if self._spark is None:
                 from freshet.spark import session
 
+                from .session import SqlSession
+
                 self._spark = session("freshet-sql-http", master=self.master, remote=self.remote)
+                SqlSession(self.bootstrap, self._spark, data_dir=self.data_dir).restore_queries()
             return self._spark
 
     def __call__(self, text: str, properties: dict | None = None) -> tuple[Iterator[dict], Callable[[], None]]:
         from .session import SqlSession
 
-        session = SqlSession(self.bootstrap, spark_factory=self.spark)
+        session = SqlSession(self.bootstrap, spark_factory=self.spark, data_dir=self.data_dir)
         return lines(session, text, properties or {}), session.close
 
 

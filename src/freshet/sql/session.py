@@ -46,10 +46,12 @@ class SqlSession:
     session's own settings (``SET 'auto.offset.reset'``) and the push queries it runs."""
 
     def __init__(self, bootstrap: str, spark=None, *, master: str | None = None, remote: str | None = None,
-                 spark_factory=None) -> None:
+                 spark_factory=None, data_dir: str | None = None) -> None:
         """``spark``: the SparkSession to use; else ``spark_factory()`` gives one when a statement first needs it,
-        else one is built (``master``/``remote`` as ``freshet run`` takes them)."""
+        else one is built (``master``/``remote`` as ``freshet run`` takes them). ``data_dir``: where persistent
+        queries keep their checkpoints and table copies (``freshet.sql.queries``; None: its default)."""
         self.bootstrap = bootstrap
+        self.data_dir = data_dir
         self._spark = spark
         self._spark_factory = spark_factory
         if spark is not None:
@@ -199,6 +201,15 @@ class SqlSession:
         found = self.catalog.streams() if stmt.what == "streams" else self.catalog.tables()
         return Rows([stmt.what[:-1] + "_name", "topic", "format", "key", "timestamp"],
                     [(d.name, d.topic, d.format, d.key or "", d.timestamp or "") for d in found])
+
+    def restore_queries(self) -> list[str]:
+        """Start again the persistent queries stored in ``__freshet_sql`` (``freshet.sql.queries.restore``); the ids
+        restarted. Only a process that keeps running calls it (``freshet sql --serve``, the dashboard)."""
+        try:
+            restore = _s2("queries", "restore", "persistent queries")
+        except SqlError:
+            return []
+        return list(restore(self) or [])
 
     def persistent_queries(self) -> list[dict]:
         try:
