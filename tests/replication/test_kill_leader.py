@@ -1,0 +1,111 @@
+"""End to end, real processes (three controllers, three brokers: freshet.local.cluster.LocalCluster): an
+idempotent acks=all producer writes while the partition's leader is killed -9 over and over and restarted; every
+acknowledged record is there once, in the order written, and the restarted broker rejoins the ISR each time."""
+
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from freshet.local.cluster import LocalCluster
+
+KILLS = 10
+DEADLINE = 120.0  # generous: two cores shared by many test runs
+
+
+class Writer(threading.Thread):
+    """Numbers 0, 1, 2, ... as records, idempotent and acks=all, until stopped; what was acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                                  "linger.ms": 5, "log_level": 3})
+        self.topic = topic
+        self.acked: list[int] = []
+        self.errors: list[str] = []
+        self.sent = 0
+        self.done = threading.Event()
+
+    def _delivered(self, err, msg) -> None:
+        if err is None:
+            self.acked.append(int(msg.value()))
+        else:
+            self.errors.append(str(err))
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            try:
+                self.producer.produce(self.topic, str(self.sent).encode(), on_delivery=self._delivered)
+                self.sent += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.001 if self.sent % 50 else 0.02)
+        self.producer.flush(DEADLINE)
+
+    def acked_past(self, count: int, timeout: float = DEADLINE) -> None:
+        end = time.monotonic() + timeout
+        while len(self.acked) < count:
+            assert time.monotonic() < end, f"only {len(self.acked)} records acknowledged, waiting for {count}"
+            assert not self.errors, self.errors[:3]
+            time.sleep(0.05)
+
+
+def read_all(bootstrap: str, topic: str, count: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "e2e-check", "enable.auto.commit": False,
+                        "log_level": 3})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got: list[int] = []
+    end = time.monotonic() + DEADLINE
+    try:
+        while len(got) < count and time.monotonic() < end:
+            m = consumer.poll(0.5)
+            if m is not None and not m.error():
+                got.append(int(m.value()))
+        while (m := consumer.poll(1.0)) is not None:  # anything past what was acknowledged, too
+            if not m.error():
+                got.append(int(m.value()))
+    finally:
+        consumer.close()
+    return got
+
+
+@pytest.mark.timeout(1500)
+def test_no_acknowledged_record_is_lost_or_duplicated_while_the_leader_is_killed_9_over_and_over(tmp_path):
+    with LocalCluster(3, directory=str(tmp_path / "cluster")) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("kills", 1, 3, config={"min.insync.replicas": "2"})])["kills"].result(60)
+
+        def full_isr(metadata):
+            part = cluster.partition("kills", 0, metadata)
+            return part is not None and part["leader"] >= 0 and len(part["isr"]) == 3 and part
+
+        cluster.wait_until(full_isr, DEADLINE, "a leader and three replicas in the ISR")
+        writer = Writer(cluster.bootstrap, "kills")
+        writer.start()
+        try:
+            epochs = []
+            for _ in range(KILLS):
+                writer.acked_past(len(writer.acked) + 200)  # acknowledged writes under this leader
+                part = cluster.wait_until(full_isr, DEADLINE, "the restarted broker back in the ISR")
+                cluster.kill(part["leader"])
+                moved = cluster.wait_until(
+                    lambda m: (p := cluster.partition("kills", 0, m))["leader"] not in (-1, part["leader"]) and p,
+                    DEADLINE, "a new leader from the ISR")
+                assert moved["leader"] in part["isr"] and moved["leader_epoch"] > part["leader_epoch"]
+                epochs.append(moved["leader_epoch"])
+                writer.acked_past(len(writer.acked) + 200)  # the producer goes on with the new leader
+                cluster.restart(part["leader"])
+            cluster.wait_until(full_isr, DEADLINE, "all three replicas in the ISR at the end")
+        finally:
+            writer.done.set()
+            writer.join(DEADLINE)
+        assert not writer.errors, writer.errors[:3]
+        assert epochs == sorted(epochs) and len(epochs) == KILLS
+        got = read_all(cluster.bootstrap, "kills", len(writer.acked))
+        assert len(got) == len(set(got)), "a record was written twice"
+        assert got == sorted(got), "records out of the order they were written in"
+        missing = set(writer.acked) - set(got)
+        assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
+        assert len(writer.acked) >= 400 * KILLS
