@@ -1,6 +1,7 @@
 """`freshet sql`: the prompt driven through a pty as a user types, -f and -e, one-line errors and exit 1."""
 
 import sys
+from contextlib import contextmanager
 
 import pexpect
 
@@ -11,14 +12,25 @@ from .helpers import produce
 T0 = 1_767_225_600_000
 
 
-def test_the_prompt_runs_a_push_query_until_its_limit_and_comes_back(broker, topic_name, tmp_path):
-    values = [{"user_id": f"u{i % 2}", "n": i, "ts": T0 + i * 1000} for i in range(10)]
-    produce(broker.bootstrap, topic_name, values)
-    name = f"pty_{abs(hash(topic_name)) % 10**8}"
-    argv = freshet_argv("sql", "--bootstrap", broker.bootstrap, "--spark-log", str(tmp_path / "spark.log"))
+@contextmanager
+def sql_in_a_pty(broker, tmp_path, *args):
+    """`freshet sql ARGS` on a terminal of its own; it must end with exit status 0."""
+    argv = freshet_argv("sql", *args, "--bootstrap", broker.bootstrap, "--spark-log", str(tmp_path / "spark.log"))
     child = pexpect.spawn(argv[0], argv[1:], encoding="utf-8", timeout=300, dimensions=(50, 200))
     child.logfile_read = sys.stdout
     try:
+        yield child
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+
+
+def test_the_prompt_runs_a_push_query_until_its_limit_or_ctrl_c_and_comes_back(broker, topic_name, tmp_path):
+    values = [{"user_id": f"u{i % 2}", "n": i, "ts": T0 + i * 1000} for i in range(10)]
+    produce(broker.bootstrap, topic_name, values)
+    name = f"pty_{abs(hash(topic_name)) % 10**8}"
+    with sql_in_a_pty(broker, tmp_path) as child:
         child.expect_exact("freshet> ")
         # a statement over two lines: the prompt waits for the ;
         child.sendline(f"CREATE STREAM {name} (user_id STRING, n INT, ts BIGINT)")
@@ -38,11 +50,13 @@ def test_the_prompt_runs_a_push_query_until_its_limit_and_comes_back(broker, top
         child.sendline("SELECT nope FROM " + name + " EMIT CHANGES;")
         child.expect(r"error: line 1, column 8: .*`nope` cannot be resolved")
         child.expect_exact("freshet> ")
+        # no stop condition: rows until Ctrl-C, then the prompt again
+        child.sendline(f"SELECT n FROM {name} EMIT CHANGES;")
+        child.expect(r"\|9\s*\|")
+        child.sendintr()
+        child.expect_exact("Query terminated")
+        child.expect_exact("freshet> ")
         child.sendeof()
-        child.expect(pexpect.EOF)
-    finally:
-        child.close(force=True)
-    assert child.exitstatus == 0
 
 
 def test_a_file_with_a_syntax_error_runs_nothing_and_names_line_and_column(broker, tmp_path):
@@ -62,14 +76,7 @@ def test_execute_shows_streams_and_refuses_an_unknown_topic(broker, topic_name):
 
 
 def test_serve_keeps_running_until_ctrl_c(broker, tmp_path):
-    argv = freshet_argv("sql", "--serve", "--bootstrap", broker.bootstrap, "--data-dir", str(tmp_path / "data"),
-                        "--spark-log", str(tmp_path / "spark.log"))
-    child = pexpect.spawn(argv[0], argv[1:], encoding="utf-8", timeout=300)
-    try:
+    with sql_in_a_pty(broker, tmp_path, "--serve", "--data-dir", str(tmp_path / "data")) as child:
         child.expect(r"(\d+) persistent quer(y|ies) running")
         child.expect_exact("serving persistent queries; Ctrl-C stops them")
         child.sendintr()
-        child.expect(pexpect.EOF)
-    finally:
-        child.close(force=True)
-    assert child.exitstatus == 0
