@@ -261,3 +261,27 @@ def test_sessions_in_sql_match_the_pipeline_once_the_watermark_closes_them(sql, 
         WHERE client_ip <> '' AND event_time IS NOT NULL
         GROUP BY session_window(event_time, '30 minutes'), client_ip EMIT FINAL LIMIT {len(expected)}""")
     assert latest(rows, 2) == expected
+
+
+def test_a_join_of_two_streams_within_an_hour_matches_the_clicks_to_their_searches(sql, broker, topic_name):
+    from freshet.gen.search_clicks import ClickEvent, search_clicks
+
+    events = list(search_clicks(400, seed=5))
+    searches = [e for e in events if not isinstance(e, ClickEvent)]
+    clicks_ = [e for e in events if isinstance(e, ClickEvent)]
+    produce(broker.bootstrap, topic_name + "-s", [e.value() for e in searches])
+    produce(broker.bootstrap, topic_name + "-c", [e.value() for e in clicks_])
+    by_id = {s.search_id: s for s in searches}
+    expected = sorted((c.search_id, by_id[c.search_id].query, c.url) for c in clicks_
+                      if by_id[c.search_id].ts_ms <= c.ts_ms <= by_id[c.search_id].ts_ms + 3_600_000)
+    assert 50 < len(expected) < len(clicks_)  # some clicks come more than an hour later: no match
+    n = abs(hash(topic_name)) % 10**8
+    *_, rows = run(sql, f"""
+        CREATE STREAM searches_{n} (search_id STRING, user STRING, query STRING, ts BIGINT)
+            WITH (topic='{topic_name}-s', format='json', timestamp='ts', watermark='10 minutes');
+        CREATE STREAM clicks_{n} (search_id STRING, user STRING, url STRING, ts BIGINT)
+            WITH (topic='{topic_name}-c', format='json', timestamp='ts', watermark='10 minutes');
+        SELECT s.search_id, s.query, c.url FROM searches_{n} s JOIN clicks_{n} c
+            ON s.search_id = c.search_id AND c.ts BETWEEN s.ts AND s.ts + INTERVAL 1 HOUR
+        EMIT CHANGES UNTIL {len(events)} ROWS""")
+    assert sorted(rows) == expected
