@@ -1,12 +1,15 @@
 """Complex event processing and stored queries on Spark: the thin part. The semantics live in
 ``freshet.cep`` (pure Python, unit-tested); here they are wired into a streaming query.
 
-Rules: each record of the input (JSON) is routed to every rule whose FROM and WHERE it passes, as one
-row per (rule, partition key), stamped with the rule's event time; behind a watermark, Python stateful
-processing per (rule, key) (``applyInPandasWithState``, state in RocksDB and the checkpoint, event-time
-timeouts) feeds a :class:`~freshet.cep.matcher.PartitionMatcher`, which matches rows in event-time
-order once the watermark passes them and emits each match once. Late rows are dropped by Spark's
-watermark (and counted in the query's progress).
+Rules: each record of the input (JSON) is routed to every rule whose FROM and WHERE it passes, with the
+rule's event time and partition key; the events of one input chunk going to one (rule, bucket of partition
+keys) travel as one *pack* row (``pack``), stamped with their newest event time, so Spark shuffles, sorts
+and converts a few rows per chunk instead of one per event and rule; behind a watermark, Python stateful
+processing per (rule, bucket) (``applyInPandasWithState``, state in RocksDB and the checkpoint, event-time
+timeouts) feeds a :class:`~freshet.cep.matcher.PartitionMatcher` per key, which matches rows in event-time
+order once the watermark passes them and emits each match once. Late events are dropped: a pack whose
+newest event is behind the watermark by Spark (and counted in the query's progress), the late events of
+a pack that has newer ones by the step.
 
 Stored queries: each record is matched against the query index (``freshet.cep.search``); one output
 row per (record, query) it matches. Stateless.
@@ -32,11 +35,13 @@ from freshet.cep.matcher import CompiledRule, PartitionMatcher, RuleRouter, even
 from freshet.cep.rules import parse_rule
 from freshet.cep.search import QueryIndex
 
-from .stateful import DEFAULT_LATENESS, _FreshState, epoch_ms
+from .stateful import DEFAULT_LATENESS, _FreshState
 
 MATCH_OUTPUT = ("rule string, kind string, key string, match_start timestamp, match_end timestamp, rows int, "
                 "measures string")
-ROUTED = "rule string, bucket int, pkey string, event_time timestamp, ord long, event string"
+# a pack: the events of one input chunk for one (rule, bucket), its newest event time, and line by line (JSON
+# texts hold no line break) each event's partition key and projected fields; their times and orders as JSON arrays
+ROUTED = "rule string, bucket int, event_time timestamp, pkeys string, times string, ords string, events string"
 BUCKETS = 16  # state groups per rule (see _match_step)
 WATCH_OUTPUT = "topic string, partition int, offset long, query_ids array<string>, event string"
 REFRESH_S = 1.0
@@ -135,17 +140,31 @@ class _Compiled:
         return index
 
 
+def pack(entries: list[tuple[str, int, int, str]]) -> tuple[int, str, str, str, str]:
+    """A pack row's columns from its events' ``(pkey, time, order, event text)``: the newest time, then the
+    partition keys and event texts one a line, the times and orders as JSON arrays."""
+    pkeys, times, orders, events = zip(*entries)
+    return (max(times), "\n".join(pkeys), orjson.dumps(times).decode(), orjson.dumps(orders).decode(),
+            "\n".join(events))
+
+
+def unpack(pkeys: str, times: str, orders: str, events: str) -> Iterator[tuple[str, int, int, str]]:
+    """The ``(pkey, time, order, event text)`` of a pack's events, as ``pack`` took them."""
+    return zip(pkeys.split("\n"), orjson.loads(times), orjson.loads(orders), events.split("\n"))
+
+
 def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
-    """One row per (event, rule it passes): the rule, a state bucket, the partition key (JSON), event time,
-    order (partition, offset), the event's fields the rule reads (JSON); and per chunk one heartbeat row (rule
-    "") with the newest event time of the chunk, so that events no rule wants move the watermark too."""
+    """Per chunk of input, one pack row (``ROUTED``) per (rule, state bucket) its events go to: the rule, the
+    bucket, the pack's newest event time, each event's partition key (JSON), event time, order (partition,
+    offset) and the fields the rule reads (JSON); and one heartbeat row (rule "") with the newest event time of
+    the chunk, so that events no rule wants move the watermark too."""
 
     def routed(batches):
         import pyarrow as pa
 
         for batch in batches:
             router = _Compiled.router(rules)
-            out: dict[str, list] = {"rule": [], "bucket": [], "pkey": [], "event_time": [], "ord": [], "event": []}
+            groups: dict[tuple[str, int], list] = {}
             newest = None
             clock = NewestTime(router.rules[0] if router.rules else None)  # the time of the events no rule wants
             needles = router.needles
@@ -167,14 +186,14 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
                     wanted = True
                     # the fields the rule reads, not the whole event: less to parse again in the stateful
                     # step and to keep in its state
-                    text = orjson.dumps(rule.project(event)).decode()
                     pkey = orjson.dumps(rule.key_of(event)).decode()
-                    out["rule"].append(rule.name)
-                    out["bucket"].append(zlib.crc32(pkey.encode()) % BUCKETS)
-                    out["pkey"].append(pkey)
-                    out["event_time"].append(when)
-                    out["ord"].append((partition << 40) | offset)
-                    out["event"].append(text)
+                    entry = (pkey, when, (partition << 40) | offset, orjson.dumps(rule.project(event)).decode())
+                    group = (rule.name, zlib.crc32(pkey.encode()) % BUCKETS)
+                    entries = groups.get(group)
+                    if entries is None:
+                        groups[group] = [entry]
+                    else:
+                        entries.append(entry)
                     if newest is None or when > newest:
                         newest = when
                 if not wanted:
@@ -190,16 +209,16 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
             seen = clock.newest()
             if seen is not None and (newest is None or seen > newest):
                 newest = seen
+            rows = [(name, bucket, *pack(entries)) for (name, bucket), entries in groups.items()]
             if newest is not None:  # one heartbeat row per chunk, in a group no rule has
-                for column, value in (("rule", ""), ("bucket", 0), ("pkey", ""), ("event_time", newest), ("ord", 0),
-                                      ("event", "")):
-                    out[column].append(value)
+                rows.append(("", 0, newest, "", "", "", ""))
+            columns = list(zip(*rows)) or [()] * 7
             yield pa.RecordBatch.from_pydict({
-                "rule": pa.array(out["rule"], pa.string()), "bucket": pa.array(out["bucket"], pa.int32()),
-                "pkey": pa.array(out["pkey"], pa.string()),
-                "event_time": pa.array(out["event_time"], pa.int64()).cast(pa.timestamp("ms")).cast(
+                "rule": pa.array(columns[0], pa.string()), "bucket": pa.array(columns[1], pa.int32()),
+                "event_time": pa.array(columns[2], pa.int64()).cast(pa.timestamp("ms")).cast(
                     pa.timestamp("us", tz="UTC")),
-                "ord": pa.array(out["ord"], pa.int64()), "event": pa.array(out["event"], pa.string())})
+                "pkeys": pa.array(columns[3], pa.string()), "times": pa.array(columns[4], pa.string()),
+                "ords": pa.array(columns[5], pa.string()), "events": pa.array(columns[6], pa.string())})
 
     columns = raw.select(F.col("value").cast("string").alias("value"), "topic", "partition", "offset")
     return columns.mapInArrow(routed, ROUTED)
@@ -321,16 +340,21 @@ def _match_step(rules: RuleSource):
                 state.remove()
             return
         matchers = load_group(compiled, state.get[0]) if state.exists else {}
-        for pdf in batches:
-            times = epoch_ms(pdf["event_time"]).tolist()
-            for pkey, event, when, order in zip(pdf["pkey"].tolist(), pdf["event"].tolist(), times,
-                                                pdf["ord"].tolist()):
-                matcher = matchers.get(pkey)
-                if matcher is None:
-                    matcher = matchers[pkey] = PartitionMatcher(compiled, tuple(orjson.loads(pkey)))
-                matcher.add_text(event, when, order)
         streaming = not isinstance(state, _FreshState)
         watermark = state.getCurrentWatermarkMs() if streaming else None
+        # an event at or behind the watermark is late (as Spark drops a row): Spark drops the packs whose newest
+        # event is, the step the late events of the others
+        floor = watermark if streaming else None
+        for pdf in batches:
+            for packed in zip(pdf["pkeys"].tolist(), pdf["times"].tolist(), pdf["ords"].tolist(),
+                              pdf["events"].tolist()):
+                for pkey, when, order, event in unpack(*packed):
+                    if floor is not None and when <= floor:
+                        continue
+                    matcher = matchers.get(pkey)
+                    if matcher is None:
+                        matcher = matchers[pkey] = PartitionMatcher(compiled, tuple(orjson.loads(pkey)))
+                    matcher.add_text(event, when, order)
         found = []
         for pkey in sorted(matchers):
             found.extend(matchers[pkey].advance(watermark, closed=not streaming))

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from freshet.cep.matcher import CompiledRule, Match, iso_utc
 from freshet.cep.rules import parse_rule
 from freshet.cli.cep_cmd import rules
-from freshet.pipelines.cep import COMPACT, FixedRules, _match_step, load_group
+from freshet.pipelines.cep import COMPACT, FixedRules, _match_step, load_group, pack
 from freshet.pipelines.stateful import _FreshState
 
 MINUTE = 60_000
@@ -60,16 +60,18 @@ def rules_try(tmp_path, rule_text: str, events: list[dict]) -> list[dict]:
     return [json.loads(line) for line in run.stdout.splitlines()]
 
 
-def routed(rule_text: str, events: list[dict]) -> pd.DataFrame:
-    """The rows `route` hands the stateful step for one rule (its columns, one partition's offsets)."""
+def routed(rule_text: str, events: list[dict], per_pack: int = 3) -> pd.DataFrame:
+    """The pack rows `route` hands the stateful step for one rule (its columns, one partition's offsets),
+    ``per_pack`` events a pack."""
     compiled = CompiledRule(parse_rule(rule_text))
-    chosen = [(offset, e) for offset, e in enumerate(events) if compiled.accepts(e)]
+    chosen = [(orjson.dumps(compiled.key_of(e)).decode(), compiled.time_of(e), offset, orjson.dumps(e).decode())
+              for offset, e in enumerate(events) if compiled.accepts(e)]
+    packs = [pack(chosen[i:i + per_pack]) for i in range(0, len(chosen), per_pack)]
+    columns = list(zip(*packs)) or [()] * 5
     return pd.DataFrame({
-        "pkey": [orjson.dumps(compiled.key_of(e)).decode() for _, e in chosen],
-        "event": [orjson.dumps(e).decode() for _, e in chosen],
         # naive, in the session's time zone (UTC), as Spark hands timestamps to a pandas function
-        "event_time": pd.to_datetime(pd.Series([compiled.time_of(e) for _, e in chosen], dtype="int64"), unit="ms"),
-        "ord": [offset for offset, _ in chosen]})
+        "event_time": pd.to_datetime(pd.Series(columns[0], dtype="int64"), unit="ms"),
+        "pkeys": list(columns[1]), "times": list(columns[2]), "ords": list(columns[3]), "events": list(columns[4])})
 
 
 def topic_records(frames) -> list[dict]:
@@ -151,16 +153,19 @@ def test_a_measure_json_cannot_hold_is_null_in_both():
 
 
 def _stream(rule_text: str, events: list[dict], lateness_ms: int):
-    """The Spark step on a stream: one microbatch of ``events`` with the watermark ``lateness_ms`` behind the
-    newest; then no more events, but the watermark moved on (as later events would move it) to each
-    event-time timeout the step asks for, and the step called there as Spark calls it. Returns (the first
-    batch's records, the watermark at which records came, those records)."""
+    """The Spark step on a stream: one microbatch of ``events`` (the watermark still behind them all), and one
+    with no events and the watermark ``lateness_ms`` behind the newest; then no more events, but the watermark
+    moved on (as later events would move it) to each event-time timeout the step asks for, and the step called
+    there as Spark calls it. Returns (the first batches' records, the watermark at which records came, those
+    records)."""
     name = parse_rule(rule_text).name
     step = _match_step(FixedRules({name: rule_text}))
     state = StreamState()
     compiled = CompiledRule(parse_rule(rule_text))
-    state.watermark = max(compiled.time_of(e) for e in events) - lateness_ms
+    state.watermark = min(compiled.time_of(e) for e in events) - 1
     first = topic_records(step((name, 0), iter([routed(rule_text, events)]), state))
+    state.watermark = max(compiled.time_of(e) for e in events) - lateness_ms
+    first += topic_records(step((name, 0), iter([]), state))
     for _ in range(len(events) + 2):
         assert state.exists and state.timeout is not None, "the attempt is kept in the state, with a timeout"
         state.watermark = state.timeout + 1  # Spark times a group out once the watermark passes its timestamp
@@ -234,8 +239,10 @@ def test_a_state_in_the_first_form_is_read_as_the_compact_one(tmp_path):
 
     def run(first_form: bool) -> tuple[list[dict], str]:
         step, state = _match_step(FixedRules({name: TAKEOVER})), StreamState()
-        state.watermark = 2_500  # rows of both users released (pending attempts), the later ones buffered
+        state.watermark = -1
         records = topic_records(step((name, 0), iter([routed(TAKEOVER, events[:6])]), state))
+        state.watermark = 2_500  # rows of both users released (pending attempts), the later ones buffered
+        records += topic_records(step((name, 0), iter([]), state))
         written = state.get[0]
         if first_form:
             matchers = load_group(compiled, written)
@@ -250,3 +257,18 @@ def test_a_state_in_the_first_form_is_read_as_the_compact_one(tmp_path):
     assert written.startswith(COMPACT) and len(load_group(compiled, written)) == 2
     assert run(first_form=True)[0] == compact == rules_try(tmp_path, TAKEOVER, events)
     assert [a["key"]["user"] for a in compact] == ["ann", "bob"]
+
+
+def test_the_late_events_of_a_pack_are_dropped_as_spark_drops_late_rows():
+    """Events travel to the step in packs stamped with their newest time, so Spark drops only packs late as a
+    whole; the step drops the events at or behind the watermark of the others, whatever their key."""
+    rule = "RULE every PARTITION BY host PATTERN (A)"
+    events = [{"host": "h1", "event_time": 5_000}, {"host": "h2", "event_time": 10_000},
+              {"host": "h1", "event_time": 10_001}, {"host": "h3", "event_time": 20_000}]
+    step, state = _match_step(FixedRules([rule])), StreamState()
+    state.watermark = 10_000
+    assert topic_records(step(("every", 0), iter([routed(rule, events, per_pack=4)]), state)) == []
+    state.watermark = 30_000
+    records = topic_records(step(("every", 0), iter([]), state))
+    assert [(a["key"]["host"], a["match_start"]) for a in records] == [
+        ("h1", "1970-01-01T00:00:10.001Z"), ("h3", "1970-01-01T00:00:20.000Z")]
