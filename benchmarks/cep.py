@@ -19,7 +19,9 @@ hold one set at a time, swapped between the runs; the dense rules' alerts on Spa
 pure-Python matcher's: how many it finds too, how many with the same values). events/s through
 Spark = input rows / the microbatches' time (``--max-offsets`` offsets per microbatch; each run's first
 batch included), and steady = the same without each run's first batch (which also starts Python workers
-and state stores). The alerts are checked against the planted attacks every round. ``--python-only``: the
+and state stores); per Spark CPU second = input rows / the CPU seconds the Spark JVM and its Python
+workers spent in the run (the broker's left out), far steadier than the rates per wall second on a shared
+machine. The alerts are checked against the planted attacks every round. ``--python-only``: the
 pure-Python matchers alone. To compare with another source tree, run this file with ``PYTHONPATH=<tree>/src``.
 
 Prints one JSON object per measurement, then the medians and spreads. Targets: >= 100,000 events/s for the
@@ -187,18 +189,50 @@ def saved_searches(n: int, seed: int = 5) -> list[str]:
     return out
 
 
+def tree_cpu_s(root: int, leave_out: int | None = None) -> tuple[float, float]:
+    """CPU seconds of ``root``'s descendants but ``leave_out`` (the broker) and its own: the Spark JVM and its
+    Python workers, with the children they reaped; and of those, the Python processes'. A rate per CPU second
+    of Spark is far steadier on a shared machine than one per wall second."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    times: dict[int, tuple[int, bool]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                name, rest = f.read().split(" (", 1)[1].rsplit(")", 1)
+        except (OSError, IndexError, ValueError):
+            continue
+        fields = rest.split()
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        # utime stime cutime cstime
+        times[int(entry)] = (sum(int(x) for x in fields[11:15]), name.startswith("python"))
+    total, python, todo = 0, 0, list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        if pid == leave_out:
+            continue
+        spent, is_python = times.get(pid, (0, False))
+        total += spent
+        python += spent if is_python else 0
+        todo.extend(children.get(pid, []))
+    return total / ticks, python / ticks
+
+
 def run_pipeline(spark, pipeline: str, topic: str, bootstrap: str, workdir: str, round_no: int,
-                 max_offsets: int = 200_000) -> dict:
+                 max_offsets: int = 200_000, broker_pid: int | None = None) -> dict:
     from freshet.pipelines.runner import PipelineSpec, start
 
     sink = f"{pipeline}-out-{round_no}"
     create_topic(bootstrap, sink, 1)
     spec = PipelineSpec(pipeline, topic, f"topic:{sink}", bootstrap, os.path.join(workdir, f"ck-{pipeline}-{round_no}"),
                         lateness="30 seconds", available_now=True, max_offsets_per_trigger=max_offsets)
-    began = time.monotonic()
+    began, (cpu, python_cpu) = time.monotonic(), tree_cpu_s(os.getpid(), broker_pid)
     query = start(spark, spec)
     query.awaitTermination()
     wall = time.monotonic() - began
+    cpu, python_cpu = (after - before for after, before in zip(tree_cpu_s(os.getpid(), broker_pid), (cpu, python_cpu)))
     if query.exception() is not None:
         raise SystemExit(f"{pipeline} failed: {query.exception()}")
     batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
@@ -210,7 +244,8 @@ def run_pipeline(spark, pipeline: str, topic: str, bootstrap: str, workdir: str,
     out = [json.loads(v) for _, v in read_to_end(bootstrap, sink, 1, "read_committed")]
     return {"rows": rows, "batches": len(batches), "seconds": round(seconds, 2), "wall_s": round(wall, 2),
             "events_per_s": round(rows / seconds), "steady_events_per_s": round(steady_rows / steady_s),
-            "output": out}
+            "spark_cpu_s": round(cpu, 2), "python_workers_cpu_s": round(python_cpu, 2),
+            "events_per_spark_cpu_s": round(rows / cpu), "output": out}
 
 
 def _alert_id(alert: dict) -> tuple:
@@ -329,14 +364,15 @@ def main() -> None:
             if "rules" in parts:
                 stored(rules, [(r.name, r.text) for r in ruleset("intrusion")])
                 cep = run_pipeline(spark, "cep", "security-events", bootstrap, workdir, runs := runs + 1,
-                                   args.max_offsets)
+                                   args.max_offsets, broker.proc.pid)
                 alerts = sorted((a["rule"], next(iter(a["key"].values()))) for a in cep.pop("output"))
                 record("rules_spark", cep.pop("events_per_s"), **cep, alerts_equal_planted=alerts == expected)
                 results.setdefault("rules_spark_steady", []).append(cep["steady_events_per_s"])
+                results.setdefault("rules_spark_per_cpu_s", []).append(cep["events_per_spark_cpu_s"])
             if "dense" in parts:
                 stored(rules, [(r.name, r.rule.text) for r in dense_compiled])
                 cep = run_pipeline(spark, "cep", "dense-events", bootstrap, workdir, runs := runs + 1,
-                                   args.max_offsets)
+                                   args.max_offsets, broker.proc.pid)
                 # a stream that does not end leaves its last matches pending (the watermark 30 s behind, WITHIN
                 # up to 10 minutes): every alert must be one the whole input gives, with the same values
                 alerts = {_alert_id(a): a for a in cep.pop("output")}
@@ -345,17 +381,19 @@ def main() -> None:
                        same_values=sum(json.dumps(a, sort_keys=True)
                                        == json.dumps(dense_expected.get(i), sort_keys=True) for i, a in alerts.items()))
                 results.setdefault("dense_rules_spark_steady", []).append(cep["steady_events_per_s"])
+                results.setdefault("dense_rules_spark_per_cpu_s", []).append(cep["events_per_spark_cpu_s"])
             for part, texts in (("queries", searches), ("dense-queries", broad)):
                 if part not in parts:
                     continue
                 stored(watches, [(f"s{i}", text) for i, text in enumerate(texts)])
                 watch = run_pipeline(spark, "watch", "listings", bootstrap, workdir, runs := runs + 1,
-                                   args.max_offsets)
+                                   args.max_offsets, broker.proc.pid)
                 hits = sum(len(r["query_ids"]) for r in watch.pop("output"))
                 name = part.replace("-", "_") + "_spark"
                 record(name, watch.pop("events_per_s"), **watch,
                        matches_per_event=round(hits / max(1, watch["rows"]), 1))
                 results.setdefault(name + "_steady", []).append(watch["steady_events_per_s"])
+                results.setdefault(name + "_per_cpu_s", []).append(watch["events_per_spark_cpu_s"])
             python_round()
         spark.stop()
     summarize(results)
