@@ -138,3 +138,23 @@ def test_a_replica_fetch_counts_as_that_followers_progress(run):
         connection.close()
 
     run(scenario)
+
+
+def test_a_consumer_ahead_of_a_new_leaders_high_watermark_gets_nothing_yet_not_out_of_range(run):
+    """A consumer's position is the old leader's high watermark; the new leader learns its own from its followers'
+    next fetches. Until then a fetch there is answered empty (Kafka: only past the log end is out of range)."""
+    async def scenario(cluster):
+        await cluster.replicated_topic("lagging", (0, 1), nodes=[0])  # broker 1 does not follow by itself
+        connection = await cluster.connect(0)
+        answer, _ = await produce(connection, "lagging", batch(b"a", b"b"), acks=1)
+        assert answer.error_code == ErrorCode.none
+        leader = cluster.partition(0, "lagging")
+        await wait_until(lambda: leader.durable_offset == 2, "the leader's fsync")
+        assert leader.high_watermark == 0 and leader.log_end_offset == 2
+        for offset, code in ((1, ErrorCode.none), (2, ErrorCode.none), (3, ErrorCode.offset_out_of_range)):
+            part = (await connection.request(1, 12, fetch_body("lagging", offset))).responses[0].partitions[0]
+            assert (part.error_code, part.high_watermark) == (code, 0)
+            assert not part.records
+        connection.close()
+
+    run(scenario, count=2)

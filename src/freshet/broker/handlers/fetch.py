@@ -96,9 +96,14 @@ def _read_all(ctx, request, first: bool = True) -> tuple[dict, int, bool]:
             if remaining <= 0:
                 continue
             upper = lso if read_committed else hw
-            if replica_fetch:
-                upper = partition.log_end_offset  # a follower reads what is written, not only what is committed
-            if upper < p.fetch_offset <= hw:
+            written = hw
+            if replicas is not None:
+                # a new leader's high watermark may lag a position its predecessor gave out: nothing there yet
+                # (as Kafka: only past the log end is out of range)
+                written = partition.log_end_offset
+                if replica_fetch:
+                    upper = written  # a follower reads what is written, not only what is committed
+            if upper < p.fetch_offset <= written:
                 continue  # past what this reader may see yet: nothing until the transaction ends
             try:
                 region = partition.read_region(p.fetch_offset, min(p.partition_max_bytes, remaining), upper)
