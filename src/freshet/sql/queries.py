@@ -1,0 +1,329 @@
+"""Persistent queries: ``CREATE STREAM s AS SELECT ...`` and ``CREATE TABLE t AS SELECT ...`` start a streaming
+query that writes a topic until ``TERMINATE query_id``.
+
+- A stream's query runs in append mode: each row once (an aggregation over windows: each window once, when the
+  watermark closes it); records are JSON values without a key.
+- A table's query runs in update mode (append where Spark allows only that): each changed row of a microbatch is
+  written keyed by the table's key, the GROUP BY columns (JSON of those columns, as ``freshet run`` keys its
+  topics), to a compacted topic, and upserted into the table's queryable copy (``table_store``), which answers
+  pull queries (``SELECT * FROM t WHERE key = ...``).
+
+Writes are exactly once for read_committed readers: every microbatch goes through the transactional sink
+(``freshet.pipelines.runner.TopicBatchWriter``: the batch id and a query id stable across restarts commit with the
+rows), and the checkpoint (``<data dir>/sql/checkpoints/<query id>``) says where the query stood, so a query killed
+-9 and restarted writes each window once. The queries run in the session's Spark with the runner's reporter
+(``freshet.spark.registry``): they are listed on the dashboard, which can stop them.
+
+Each query is stored in ``__freshet_sql`` (``query:<id>``: its SQL, sink, topic, keys, checkpoint, status) with its
+sink's definition (a stream or table over the topic, queryable as any other), and ``restore(session)`` starts the
+stored running queries again (``freshet sql serve``, the dashboard).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from . import parser as p
+from .catalog import Definition
+from .errors import SqlError
+from .results import Message
+
+RUNNING, TERMINATED = "RUNNING", "TERMINATED"
+
+
+def _running(session) -> dict:
+    """{query id: StreamingQuery} of the persistent queries this session runs."""
+    found = getattr(session, "_persistent_queries", None)
+    if found is None:
+        found = session._persistent_queries = {}
+    return found
+
+
+def _top_level(tokens: list, start: int, stops: set) -> tuple[list[list], int]:
+    """The comma-separated items of ``tokens[start:]`` at depth 0, up to the first token of a type in ``stops``
+    at depth 0; (items, index of that token)."""
+    items: list[list] = [[]]
+    depth = 0
+    i = start
+    while i < len(tokens):
+        t = tokens[i]
+        if depth == 0 and t.token_type in stops:
+            break
+        depth += (t.token_type == p.TokenType.L_PAREN) - (t.token_type == p.TokenType.R_PAREN)
+        if depth == 0 and t.token_type == p.TokenType.COMMA:
+            items.append([])
+        else:
+            items[-1].append(t)
+        i += 1
+    return [item for item in items if item], i
+
+
+def _words(tokens: list) -> list[str]:
+    return [("'" + t.text + "'") if t.token_type == p.TokenType.STRING else t.text.lower() for t in tokens]
+
+
+def group_keys(select: str, columns: list[str]) -> list[str]:
+    """The output columns a SELECT groups by: its GROUP BY items matched to the selected items by position
+    (``GROUP BY 1``), alias, or the selected expression that holds them (``window(ts, '1 minute').start``, or
+    ``window.start`` for Spark's grouping column ``window``); [] without GROUP BY; SqlError when a group
+    expression is not selected."""
+    T = p.TokenType
+    tokens = p.tokenize(select)
+    if not tokens or tokens[0].token_type != T.SELECT:
+        return []
+    selected, at = _top_level(tokens, 1, {T.FROM})
+    depth, group_at = 0, None
+    for i in range(at, len(tokens)):
+        depth += (tokens[i].token_type == T.L_PAREN) - (tokens[i].token_type == T.R_PAREN)
+        if depth == 0 and tokens[i].token_type == T.GROUP_BY:
+            group_at = i
+            break
+    if group_at is None:
+        return []
+    groups, _ = _top_level(tokens, group_at + 1, {T.HAVING, T.ORDER_BY, T.LIMIT, T.UNION, T.QUALIFY})
+    star = any(len(item) == 1 and item[0].token_type == T.STAR for item in selected)
+    items = []  # (expression text, alias or None, output name)
+    for i, item in enumerate(selected):
+        alias = None
+        if len(item) >= 3 and item[-2].token_type == T.ALIAS:
+            alias, item = item[-1].text, item[:-2]
+        output = alias or (columns[i] if not star and i < len(columns) else item[-1].text)
+        items.append((_words(item), alias, output))
+    keys: list[str] = []
+    for g in groups:
+        text = _words(g)
+        found = None
+        if len(g) == 1 and g[0].token_type == T.NUMBER and g[0].text.isdigit():
+            index = int(g[0].text) - 1
+            found = items[index][2] if 0 <= index < len(items) else None
+        for expression, alias, output in items if found is None else []:
+            windowed = g[0].text.lower() in ("window", "session_window") and len(g) > 1
+            held = any(expression[k:k + len(text)] == text for k in range(len(expression) - len(text) + 1))
+            if (len(g) == 1 and alias is not None and alias.lower() == g[0].text.lower()) or held \
+                    or (windowed and expression[:2] == [g[0].text.lower(), "."]):
+                found = output
+                break
+        if found is None and star and len(g) == 1 and g[0].text in columns:
+            found = g[0].text
+        if found is None:
+            raise SqlError(f"GROUP BY {select[g[0].start:g[-1].end + 1]} is not selected: a table's key is among "
+                           "its columns (select it, or name it with AS)")
+        if found not in keys:
+            keys.append(found)
+    return keys
+
+
+def _query_id(session, kind: str, name: str) -> str:
+    prefix = f"{'CTAS' if kind == 'table' else 'CSAS'}_{name.upper()}_"
+    taken = [int(q[len(prefix):]) for q in session.catalog.queries() if q.startswith(prefix)
+             and q[len(prefix):].isdigit()]
+    return f"{prefix}{max(taken, default=0) + 1}"
+
+
+class SqlSink:
+    """``foreachBatch``: a microbatch's rows to the topic, exactly once (the transactional sink), then (tables) to
+    the queryable copy."""
+
+    def __init__(self, bootstrap: str, topic: str, sink_id: str, keys: list[str], table: str | None,
+                 store=None) -> None:
+        from freshet.pipelines.runner import TopicBatchWriter
+
+        self.writer = TopicBatchWriter(bootstrap, topic, sink_id)
+        self.keys, self.table, self.store = keys, table, store
+
+    def __call__(self, df, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        df = df.persist()
+        try:
+            value = F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns])).alias("value")
+            if self.keys:
+                rows = df.select(F.to_json(F.struct(*[F.col(f"`{k}`") for k in self.keys])).alias("key"), value)
+            else:
+                rows = df.select(value)
+            self.writer(rows, batch_id)
+            if self.table is not None:
+                self.store.upsert(self.table, [tuple(r) for r in df.collect()])
+        finally:
+            df.unpersist()
+
+
+def _reporter(session):
+    """The runner's reporter (registry, dashboard, stop requests) on this session's Spark, made once."""
+    reporter = getattr(session, "_persistent_reporter", None)
+    if reporter is None:
+        from freshet.spark.registry import PipelineReporter
+        from freshet.spark.session import is_connect
+
+        spark = session.spark
+        reporter = PipelineReporter(session.bootstrap, spark, command=None, engine="freshet sql")
+        if not is_connect(spark):
+            spark.streams.addListener(reporter)
+        session._persistent_reporter = reporter
+    return reporter
+
+
+def _start(session, record: dict, df):
+    """Start the streaming query of ``record`` over ``df``; SqlError (nothing left running) when Spark refuses."""
+    from freshet.pipelines.runner import shared_path
+
+    from .session import spark_error
+    from .table_store import store_for
+
+    table = record["sink"] if record["kind"] == "table" else None
+    store = store_for(session) if table else None
+    sink = SqlSink(session.bootstrap, record["topic"], f"sql|{record['id']}", record["keys"], table, store)
+    modes = ["update", "append"] if record["kind"] == "table" else ["append"]
+    _reporter(session)
+    last = None
+    for mode in modes:
+        try:
+            query = (df.writeStream.outputMode(mode).foreachBatch(sink)
+                     .option("checkpointLocation", shared_path(record["checkpoint"])).queryName(record["id"])
+                     .trigger(processingTime=f"{record.get('trigger_seconds', 1.0)} seconds").start())
+            _running(session)[record["id"]] = query
+            return query
+        except Exception as e:  # Spark refuses this output mode for this query: the next, else one line
+            last = e
+            if "output mode" not in str(e).lower() and "outputmode" not in str(e).lower():
+                break
+    raise spark_error(last, record["sql"], 0)
+
+
+def _columns(df) -> list[p.Column]:
+    return [p.Column(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+
+
+def create_as_select(session, stmt: p.CreateAsSelect) -> Message:
+    """``CREATE STREAM|TABLE name [WITH (topic=..., partitions=N)] AS SELECT ...``: check everything, then create
+    the topic, store the sink's definition and the query, and start it."""
+    from freshet.client.admin import TopicAdmin
+
+    from .table_store import store_for
+
+    name = stmt.name
+    existing = session.catalog.get(name)
+    if existing is not None:
+        if stmt.if_not_exists:
+            return Message(f"{existing.kind.capitalize()} {existing.name} already exists")
+        writers = [q for q in list_queries(session) if q["sink"].lower() == name.lower() and q["status"] == RUNNING]
+        if not stmt.or_replace or writers:
+            raise stmt.error(f"a {existing.kind} named {existing.name} already exists"
+                             + (f" (written by {writers[0]['id']}: TERMINATE it first)" if writers else
+                                f" (DROP {existing.kind.upper()} {existing.name} first, or CREATE OR REPLACE)"))
+    unknown = sorted(set(stmt.options) - {"topic", "partitions", "trigger_seconds"})
+    if unknown:
+        raise stmt.error(f"unknown option {unknown[0]!r}: CREATE ... AS SELECT takes topic, partitions, "
+                         "trigger_seconds")
+    topic = stmt.options.get("topic", name)
+    try:
+        partitions = int(stmt.options.get("partitions", "1"))
+        trigger = float(stmt.options.get("trigger_seconds", "1"))
+        if partitions < 1 or trigger <= 0:
+            raise ValueError
+    except ValueError:
+        raise stmt.error("partitions takes a whole number of at least 1, trigger_seconds a positive number") \
+            from None
+    df = session.dataframe(stmt.select, stmt.select_start, stmt.script)
+    if not df.isStreaming:
+        raise stmt.error(f"CREATE {stmt.kind.upper()} ... AS SELECT runs over a stream or table; this query reads "
+                         "neither (SHOW STREAMS lists them)")
+    keys = group_keys(stmt.select, df.columns) if stmt.kind == "table" else []
+    if stmt.kind == "table" and not keys:
+        raise stmt.error("CREATE TABLE ... AS SELECT needs a GROUP BY: the table holds one row per group key "
+                         "(for every row of a stream: CREATE STREAM ... AS SELECT)")
+    admin = TopicAdmin(session.bootstrap)
+    topics = admin.list_topics()
+    if topic in topics and existing is None and any(d.topic == topic for d in session.catalog.definitions()):
+        raise stmt.error(f"topic {topic!r} is already the topic of another stream or table: WITH (topic='...')")
+    query_id = _query_id(session, stmt.kind, name)
+    from .table_store import data_dir
+
+    record = {"id": query_id, "sql": stmt.text, "kind": stmt.kind, "sink": name, "topic": topic, "keys": keys,
+              "status": RUNNING, "checkpoint": os.path.join(data_dir(session), "sql", "checkpoints", query_id),
+              "trigger_seconds": trigger, "created_ms": int(time.time() * 1000)}
+    columns = _columns(df)
+    if stmt.kind == "table":
+        store_for(session).define(name, [(c.name, c.type) for c in columns], keys)
+    created = ""
+    if topic not in topics:
+        admin.create_topic(topic, partitions, {"cleanup.policy": "compact"} if stmt.kind == "table" else {})
+        created = f", topic {topic} created"
+    _start(session, record, df)
+    key = keys[0] if len(keys) == 1 else None
+    if len(keys) > 1:  # a table's key is one column: the group key's JSON, as the topic's record key holds it
+        key = "ROWKEY"
+        columns.append(p.Column("ROWKEY", None, "to_json(named_struct("
+                                + ", ".join(f"'{k}', `{k}`" for k in keys) + "))"))
+    session.catalog.put(Definition(stmt.kind, name, topic, "json", columns, key=key, text=stmt.text))
+    session.catalog.put_query(query_id, record)
+    return Message(f"Created query with ID {query_id}: {stmt.kind} {name} written to topic {topic}{created}")
+
+
+def terminate(session, query_id: str) -> Message:
+    """``TERMINATE id`` (or ``TERMINATE ALL``): stop the query (here, or through the registry where another
+    process runs it) and mark it terminated; its topic and definition stay."""
+    from freshet.client.pipeline_registry import request_stop
+
+    stored = session.catalog.queries()
+    if query_id.upper() == "ALL":
+        ids = [i for i, q in stored.items() if q.get("status") == RUNNING]
+    else:
+        match = [i for i in stored if i.lower() == query_id.lower()]
+        if not match:
+            raise SqlError(f"no query {query_id}; SHOW QUERIES lists them")
+        ids = match
+    for i in ids:
+        running = _running(session).pop(i, None)
+        if running is not None:
+            from freshet.spark.session import stop_gracefully
+
+            stop_gracefully([running], timeout_s=30)
+        else:
+            request_stop(session.bootstrap, i)
+        session.catalog.put_query(i, dict(stored[i], status=TERMINATED, terminated_ms=int(time.time() * 1000)))
+    return Message(f"Query {ids[0]} terminated." if len(ids) == 1 else f"{len(ids)} queries terminated.")
+
+
+def list_queries(session) -> list[dict]:
+    """The stored persistent queries (SHOW QUERIES, DESCRIBE): their record, with the status of those this
+    session runs as Spark sees it (ERROR: the query failed, with its error)."""
+    out = []
+    for query_id, record in sorted(session.catalog.queries().items()):
+        record = dict(record, id=query_id)
+        running = _running(session).get(query_id)
+        if running is not None and not running.isActive:
+            failure = running.exception()
+            if failure is not None:
+                record.update(status="ERROR", error=str(failure).splitlines()[0])
+        out.append(record)
+    return out
+
+
+def restore(session) -> list[str]:
+    """Start again every stored query marked running that this session does not run yet (after a restart);
+    returns their ids. A query that can no longer start (its source dropped) is marked ERROR."""
+    started = []
+    for query_id, record in sorted(session.catalog.queries().items()):
+        if record.get("status") != RUNNING or query_id in _running(session):
+            continue
+        try:
+            stmt = p.parse_one(record["sql"])
+            df = session.dataframe(stmt.select, stmt.select_start, stmt.script)
+            _start(session, dict(record, id=query_id), df)
+        except SqlError as e:
+            session.catalog.put_query(query_id, dict(record, status="ERROR", error=str(e)))
+            continue
+        started.append(query_id)
+    return started
+
+
+def wait(session, stop: threading.Event | None = None, poll_s: float = 1.0) -> None:
+    """Keep the session's persistent queries running until ``stop`` is set (or none is left running)."""
+    while not (stop is not None and stop.wait(poll_s)):
+        if stop is None:
+            time.sleep(poll_s)
+        if not any(q.isActive for q in _running(session).values()):
+            return

@@ -1,0 +1,309 @@
+"""The queryable copy of each table a persistent query keeps (``CREATE TABLE t AS SELECT ...``), and pull queries
+answered from it at once: ``SELECT * FROM t WHERE key = ...``.
+
+The copy is SQLite by default (``<data dir>/sql/tables.sqlite``, WAL: one process writes, any reads), PostgreSQL
+when ``FRESHET_SQL_PG_DSN`` names one (psycopg2, the project's driver). Two tables hold every SQL table:
+``freshet_sql_tables`` (name, columns with their Spark types, key columns) and ``freshet_sql_rows`` (name, the
+key's canonical JSON, the row's JSON). The persistent query upserts each microbatch's changed rows after writing
+them to the table's topic; a replayed batch upserts the same rows again, so the copy converges to the topic.
+
+A pull query is a SELECT of one stored table whose WHERE gives every key column a literal (``k = v AND ...``);
+anything else is left to Spark (``pull`` returns None).
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import os
+import threading
+
+from .results import Rows
+
+ROWS_TABLE = "freshet_sql_rows"
+TABLES_TABLE = "freshet_sql_tables"
+
+
+def data_dir(session=None) -> str:
+    """Where the SQL front end keeps its files: the session's ``data_dir``, else $FRESHET_DATA_DIR, else
+    ./freshet-data."""
+    given = getattr(session, "data_dir", None) if session is not None else None
+    return os.path.abspath(given or os.environ.get("FRESHET_DATA_DIR") or "freshet-data")
+
+
+def canonical(value):
+    """A value as the copy compares keys: datetimes as ISO text ('2026-01-01 00:01:00'), integral numbers as
+    ints, so a literal in a WHERE finds the row Spark wrote."""
+    if isinstance(value, datetime.datetime):
+        value = value.replace(tzinfo=None) if value.tzinfo is None else value.astimezone(datetime.timezone.utc) \
+            .replace(tzinfo=None)
+        return value.isoformat(sep=" ")
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        value = float(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {k: canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    if hasattr(value, "asDict"):  # a struct (a window's start and end)
+        return canonical(value.asDict())
+    if hasattr(value, "toJson"):  # a VARIANT
+        return json.loads(value.toJson())
+    return value
+
+
+def key_text(values) -> str:
+    return json.dumps([canonical(v) for v in values], separators=(",", ":"), sort_keys=True)
+
+
+def _restore(value, type_: str):
+    if value is None:
+        return None
+    if type_.startswith("timestamp") and isinstance(value, str):
+        return datetime.datetime.fromisoformat(value)
+    if type_ == "date" and isinstance(value, str):
+        return datetime.date.fromisoformat(value)
+    return value
+
+
+class TableStore:
+    """The copies of the tables: SQLite at ``path`` or PostgreSQL at ``dsn``."""
+
+    def __init__(self, path: str | None = None, dsn: str | None = None) -> None:
+        self.path, self.dsn = path, dsn
+        self._local = threading.local()  # a connection per thread (foreachBatch runs on Spark's stream thread)
+        self._tables: dict[str, tuple[list[tuple[str, str]], list[str]]] = {}
+        self.mark = "%s" if dsn else "?"
+        with self._cursor() as cur:
+            text = "TEXT"
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {TABLES_TABLE} (name {text} PRIMARY KEY, columns {text}, "
+                        f"key_columns {text})")
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {ROWS_TABLE} (name {text}, key_json {text}, row_json {text}, "
+                        "PRIMARY KEY (name, key_json))")
+
+    def _connection(self):
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self.dsn:
+                import psycopg2
+
+                conn = psycopg2.connect(self.dsn)
+            else:
+                import sqlite3
+
+                os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+                conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+    class _Transaction:
+        def __init__(self, store: TableStore) -> None:
+            self.store = store
+
+        def __enter__(self):
+            self.conn = self.store._connection()
+            if not self.store.dsn:
+                self.conn.execute("BEGIN IMMEDIATE")
+            self.cur = self.conn.cursor()
+            return self.cur
+
+        def __exit__(self, kind, *_):
+            if self.store.dsn:
+                self.conn.commit() if kind is None else self.conn.rollback()
+            else:
+                self.conn.execute("COMMIT" if kind is None else "ROLLBACK")
+            self.cur.close()
+
+    def _cursor(self):
+        return TableStore._Transaction(self)
+
+    def define(self, name: str, columns: list[tuple[str, str]], keys: list[str]) -> None:
+        """(Re)declare table ``name``: its columns (name, Spark type) and key columns; rows of an earlier table
+        of that name go."""
+        m = self.mark
+        with self._cursor() as cur:
+            cur.execute(f"DELETE FROM {ROWS_TABLE} WHERE name = {m}", (name.lower(),))
+            cur.execute(f"DELETE FROM {TABLES_TABLE} WHERE name = {m}", (name.lower(),))
+            cur.execute(f"INSERT INTO {TABLES_TABLE} (name, columns, key_columns) VALUES ({m}, {m}, {m})",
+                        (name.lower(), json.dumps(columns), json.dumps(keys)))
+        self._tables[name.lower()] = (columns, keys)
+
+    def drop(self, name: str) -> None:
+        m = self.mark
+        with self._cursor() as cur:
+            cur.execute(f"DELETE FROM {ROWS_TABLE} WHERE name = {m}", (name.lower(),))
+            cur.execute(f"DELETE FROM {TABLES_TABLE} WHERE name = {m}", (name.lower(),))
+        self._tables.pop(name.lower(), None)
+
+    def table(self, name: str) -> tuple[list[tuple[str, str]], list[str]] | None:
+        """(columns, keys) of a stored table, or None."""
+        found = self._tables.get(name.lower())
+        if found is None:
+            cur = self._connection().cursor()
+            cur.execute(f"SELECT columns, key_columns FROM {TABLES_TABLE} WHERE name = {self.mark}", (name.lower(),))
+            row = cur.fetchone()
+            cur.close()
+            if self.dsn:
+                self._connection().rollback()  # no transaction left open between reads
+            if row is None:
+                return None
+            found = ([tuple(c) for c in json.loads(row[0])], json.loads(row[1]))
+            self._tables[name.lower()] = found
+        return found
+
+    def upsert(self, name: str, rows: list) -> int:
+        """Rows (tuples in the table's column order) in; each replaces the row of its key."""
+        columns, keys = self.table(name)
+        names = [c for c, _ in columns]
+        at = [names.index(k) for k in keys]
+        m = self.mark
+        values = [(name.lower(), key_text([row[i] for i in at]), json.dumps([canonical(v) for v in row]))
+                  for row in rows]
+        if values:
+            with self._cursor() as cur:
+                cur.executemany(f"INSERT INTO {ROWS_TABLE} (name, key_json, row_json) VALUES ({m}, {m}, {m}) "
+                                "ON CONFLICT (name, key_json) DO UPDATE SET row_json = excluded.row_json", values)
+        return len(values)
+
+    def get(self, name: str, key: list) -> tuple | None:
+        """The row of ``key`` (values of the key columns in order), or None."""
+        columns, _ = self.table(name)
+        conn = self._connection()
+        cur = conn.cursor()
+        cur.execute(f"SELECT row_json FROM {ROWS_TABLE} WHERE name = {self.mark} AND key_json = {self.mark}",
+                    (name.lower(), key_text(key)))
+        found = cur.fetchone()
+        cur.close()
+        if self.dsn:
+            conn.rollback()
+        if found is None:
+            return None
+        return tuple(_restore(v, t) for v, (_, t) in zip(json.loads(found[0]), columns))
+
+    def count(self, name: str) -> int:
+        conn = self._connection()
+        cur = conn.cursor()
+        cur.execute(f"SELECT count(*) FROM {ROWS_TABLE} WHERE name = {self.mark}", (name.lower(),))
+        n = cur.fetchone()[0]
+        cur.close()
+        if self.dsn:
+            conn.rollback()
+        return n
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+
+_STORES: dict[tuple, TableStore] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def store_for(session=None) -> TableStore:
+    """The copy this session's tables are kept in (one store object per place, shared in the process)."""
+    dsn = getattr(session, "table_store_dsn", None) or os.environ.get("FRESHET_SQL_PG_DSN")
+    where = ("pg", dsn) if dsn else ("sqlite", os.path.join(data_dir(session), "sql", "tables.sqlite"))
+    with _STORES_LOCK:
+        store = _STORES.get(where)
+        if store is None:
+            store = _STORES[where] = TableStore(dsn=dsn) if dsn else TableStore(path=where[1])
+    return store
+
+
+def _literal(node):
+    """A sqlglot literal's Python value; LookupError when the node is not a literal."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Paren):
+        return _literal(node.this)
+    if isinstance(node, exp.Neg):
+        return -_literal(node.this)
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return node.this
+        number = float(node.this)
+        return int(number) if number.is_integer() and "." not in node.this and "e" not in node.this.lower() \
+            else number
+    if isinstance(node, exp.Boolean):
+        return node.this
+    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal):  # TIMESTAMP '...', DATE '...'
+        return node.this.this
+    raise LookupError
+
+
+def _conditions(node, out: dict) -> None:
+    from sqlglot import exp
+
+    if isinstance(node, exp.Paren):
+        return _conditions(node.this, out)
+    if isinstance(node, exp.And):
+        _conditions(node.left, out)
+        _conditions(node.right, out)
+        return None
+    if isinstance(node, exp.EQ):
+        column, value = (node.left, node.right) if isinstance(node.left, exp.Column) else (node.right, node.left)
+        if isinstance(column, exp.Column) and not column.table:
+            out[column.name.lower()] = _literal(value)
+            return None
+    raise LookupError
+
+
+def pull(session, sql: str) -> Rows | None:
+    """The answer to a pull query from the stored copy, or None when ``sql`` is not one (Spark answers it)."""
+    import re
+
+    found = re.match(r"(?is)\s*select\b.*?\bfrom\s+`?(\w+)`?(?:\s+(?:as\s+)?\w+)?\s+where\b", sql)
+    if not found:
+        return None
+    store = store_for(session)
+    table = store.table(found.group(1))
+    if table is None:
+        return None
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="spark")
+    except sqlglot.errors.ParseError:
+        return None
+    if (not isinstance(tree, exp.Select) or tree.args.get("joins") or tree.args.get("group")
+            or tree.args.get("having") or tree.find(exp.AggFunc) or tree.args.get("order")
+            or not isinstance(getattr(tree.args.get("from_") or tree.args.get("from"), "this", None), exp.Table)):
+        return None
+    columns, keys = table
+    given: dict = {}
+    try:
+        _conditions(tree.args["where"].this, given)
+    except LookupError:
+        return None
+    names = [c for c, _ in columns]
+    lowered = [n.lower() for n in names]
+    if set(given) != {k.lower() for k in keys}:
+        return None
+    row = store.get(found.group(1), [given[k.lower()] for k in keys])
+    wanted = []
+    for item in tree.expressions:
+        if isinstance(item, exp.Star):
+            wanted += [(n, i) for i, n in enumerate(names)]
+        elif isinstance(item, exp.Column) and item.name.lower() in lowered:
+            wanted.append((item.name, lowered.index(item.name.lower())))
+        elif isinstance(item, exp.Alias) and isinstance(item.this, exp.Column) \
+                and item.this.name.lower() in lowered:
+            wanted.append((item.alias, lowered.index(item.this.name.lower())))
+        else:
+            return None  # an expression: Spark's to compute
+    limit = tree.args.get("limit")
+    rows = [] if row is None else [tuple(row[i] for _, i in wanted)]
+    if limit is not None and _literal(limit.expression) == 0:
+        rows = []
+    return Rows([n for n, _ in wanted], rows)

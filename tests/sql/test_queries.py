@@ -1,0 +1,176 @@
+"""Persistent queries: CREATE TABLE ... AS SELECT writes a compacted topic keyed by the group key and keeps a copy
+that pull queries read; SHOW QUERIES and TERMINATE; bad input starts nothing; a persistent query killed -9 and
+restarted from its stored definition writes each window once."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections import Counter
+from datetime import datetime, timedelta
+
+import pytest
+from confluent_kafka import Producer
+
+from freshet.client.admin import TopicAdmin
+from freshet.pipelines import access_logs as al
+from freshet.sql.errors import SqlError
+from freshet.sql.queries import group_keys
+from freshet.testing.crash import read_everything
+from freshet.testing.polling import wait_for
+
+from .helpers import access_lines, access_stream, produce
+
+RPM = ("SELECT window.start AS minute, count(*) AS requests FROM {s} WHERE client_ip <> '' AND event_time IS NOT "
+       "NULL GROUP BY window(event_time, '1 minute')")
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("FRESHET_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+def expected_per_minute(spark, lines) -> dict:
+    static = spark.createDataFrame([(line.encode(),) for line in lines], "value binary")
+    return {r.window_start: r.requests for r in al.requests_per_minute(al.parse(static)).collect()}
+
+
+def one(sql, statement):
+    (result,) = sql.execute(statement)
+    return result
+
+
+def test_group_keys_are_the_selected_group_expressions():
+    assert group_keys(RPM.format(s="s"), ["minute", "requests"]) == ["minute"]
+    assert group_keys("SELECT upper(url) AS u, status, count(*) FROM s GROUP BY 2, upper(url)",
+                      ["u", "status", "count(1)"]) == ["status", "u"]
+    with pytest.raises(SqlError, match="GROUP BY u is not selected"):
+        group_keys("SELECT count(*) FROM s GROUP BY u", ["count(1)"])
+
+
+def test_a_table_as_select_keeps_a_compacted_topic_and_answers_pull_queries(sql, broker, topic_name, spark,
+                                                                           data_dir):
+    lines = access_lines(600)
+    produce(broker.bootstrap, topic_name, lines)
+    expected = expected_per_minute(spark, lines)
+    suffix = abs(hash(topic_name)) % 10**8
+    stream, table = f"access_{suffix}", f"rpm_{suffix}"
+    one(sql, access_stream(stream, topic_name))
+    admin = TopicAdmin(broker.bootstrap)
+
+    # bad input: one line, nothing started, stored or created
+    for bad, says in ((f"CREATE TABLE {table} AS SELECT client_ip FROM {stream}", "needs a GROUP BY"),
+                      (f"CREATE TABLE {table} AS SELECT count(*) AS n FROM {stream} GROUP BY client_ip",
+                       "GROUP BY client_ip is not selected"),
+                      (f"CREATE TABLE {table} WITH (colour='red') AS SELECT 1", "unknown option 'colour'"),
+                      (f"CREATE TABLE {table} AS SELECT nope, count(*) FROM {stream} GROUP BY nope", "nope")):
+        with pytest.raises(SqlError, match=says) as caught:
+            one(sql, bad)
+        assert "\n" not in str(caught.value)
+    assert table not in admin.list_topics() and sql.catalog.get(table) is None and not sql.catalog.queries()
+    assert not spark.streams.active
+
+    created = one(sql, f"CREATE TABLE {table} AS {RPM.format(s=stream)}")
+    query_id = re.search(r"ID (\S+):", created.text).group(1)
+    assert query_id == f"CTAS_{table.upper()}_1"
+    try:
+        shown = one(sql, "SHOW QUERIES")
+        assert (query_id, "RUNNING", table) in [tuple(r[:3]) for r in shown.rows]
+
+        def pulled(minute):
+            rows = one(sql, f"SELECT * FROM {table} WHERE minute = '{minute.isoformat(sep=' ')}'").rows
+            return rows[0][1] if rows else None
+
+        wait_for(lambda: all(pulled(m) == n for m, n in expected.items()), timeout=300,
+                 what="every minute's final count in the table's copy")
+        assert one(sql, f"SELECT requests FROM {table} WHERE minute = '1999-01-01 00:00:00'").rows == []
+
+        assert admin.describe_topic(table).configs["cleanup.policy"][0] == "compact"
+        latest = {}
+        for key, value in ((json.loads(r["key"]), json.loads(r["value"])) for r in _keyed(broker, table)):
+            latest[key["minute"]] = value["requests"]
+        assert sorted(latest.values()) == sorted(expected.values())
+    finally:
+        terminated = one(sql, f"TERMINATE {query_id}")
+    assert query_id in terminated.text
+    assert not [q for q in spark.streams.active if q.name == query_id]
+    assert ("TERMINATED",) == tuple(r[1] for r in one(sql, "SHOW QUERIES").rows if r[0] == query_id)
+    with pytest.raises(SqlError, match="no query NOPE_1"):
+        one(sql, "TERMINATE NOPE_1")
+
+
+def _keyed(broker, topic) -> list[dict]:
+    """Every committed record of partition 0: key and value."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "t", "isolation.level": "read_committed",
+                         "enable.auto.commit": False})
+    end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    wait_for(lambda: out.extend({"key": m.key(), "value": m.value()} for m in consumer.consume(1000, 0.5)
+                                if m.error() is None) or consumer.position([TopicPartition(topic, 0)])[0].offset >= end,
+             timeout=60, what=f"{topic} read to its end")
+    consumer.close()
+    return out
+
+
+def _driver(bootstrap, env, log, script=None):
+    args = [sys.executable, os.path.join(os.path.dirname(__file__), "persistent_driver.py"), bootstrap]
+    return subprocess.Popen(args + ([script] if script else []), env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def _later(line: str, hours: int) -> str:
+    """The access-log line with its time ``hours`` on."""
+    stamp = re.search(r"\[([^\]]+)\]", line).group(1)
+    moved = datetime.strptime(stamp, "%d/%b/%Y:%H:%M:%S %z") + timedelta(hours=hours)
+    return line.replace(stamp, moved.strftime("%d/%b/%Y:%H:%M:%S %z"))
+
+
+def test_a_persistent_query_killed_and_restarted_writes_each_window_once(sql, broker, topic_name, spark, data_dir,
+                                                                        tmp_path):
+    lines = access_lines(900)
+    half = len(lines) // 2
+    produce(broker.bootstrap, topic_name, lines[:half])
+    expected = expected_per_minute(spark, lines)
+    suffix = abs(hash(topic_name)) % 10**8
+    stream, out = f"access_{suffix}", f"per_minute_{suffix}"
+    one(sql, access_stream(stream, topic_name))
+    env = dict(os.environ, FRESHET_DATA_DIR=str(data_dir))
+    log = open(tmp_path / "driver.log", "ab")
+
+    def windows():
+        if out not in TopicAdmin(broker.bootstrap).list_topics():
+            return []
+        return [json.loads(v)["minute"] for v in read_everything(broker.bootstrap, out, 1, timeout_s=30)[0]]
+
+    first = _driver(broker.bootstrap, env, log, f"CREATE STREAM {out} AS {RPM.format(s=stream)}")
+    try:
+        wait_for(lambda: len(windows()) >= 2 or first.poll() is not None, timeout=400, what="the first windows")
+        assert first.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    # the rest, and a line an hour on: the watermark closes every window of the data
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for line in lines[half:] + [_later(lines[-1], 1)]:
+        producer.produce(topic_name, line.encode())
+    assert producer.flush(30) == 0
+    second = _driver(broker.bootstrap, env, log)
+    try:
+        wait_for(lambda: len(set(windows())) >= len(expected) or second.poll() is not None, timeout=400,
+                 what="every window written")
+        assert second.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
+    finally:
+        second.send_signal(signal.SIGKILL)
+        second.wait()
+        log.close()
+    written = Counter(windows())
+    assert all(n == 1 for n in written.values()), [w for w, n in written.items() if n > 1]
+    counts = {json.loads(v)["minute"]: json.loads(v)["requests"]
+              for v in read_everything(broker.bootstrap, out, 1)[0]}
+    assert sorted(counts.values()) == sorted(expected.values())
+    assert b"RESTORED ['CSAS_" in (tmp_path / "driver.log").read_bytes()
