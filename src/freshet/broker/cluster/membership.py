@@ -117,6 +117,7 @@ class ClusterMembership:
         self._commands = AsyncControllerClient(controllers)  # everything else
         self._changed: asyncio.Condition | None = None
         self._tasks: list[asyncio.Task] = []
+        self._stopping = False
         self.producer_ids = ClusterProducerIds(self)
         self.on_fatal: Callable[[str], None] | None = None  # the broker stops when its membership cannot go on
 
@@ -139,9 +140,12 @@ class ClusterMembership:
 
     async def stop(self) -> None:
         """Stops heartbeating; closing the session fences this broker at once (its leaderships move)."""
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._stopping = True
+        pending = set(self._tasks)
+        while pending:  # cancelled again until they end: asyncio.wait_for may swallow a cancellation (3.11)
+            for task in pending:
+                task.cancel()
+            _, pending = await asyncio.wait(pending, timeout=1.0)
         for client in (self._session, self._poller, self._commands):
             await client.close()
 
@@ -186,7 +190,7 @@ class ClusterMembership:
         return answer
 
     async def _heartbeats(self) -> None:
-        while True:
+        while not self._stopping:
             await asyncio.sleep(self.heartbeat_interval_ms / 1000)
             try:
                 answer = await self._heartbeat()
@@ -201,7 +205,7 @@ class ClusterMembership:
                 return
 
     async def _follow(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 snapshot = await self._poller.request(
                     {"op": "metadata", "since": self.view.version, "wait_ms": 5000}, timeout=40)
