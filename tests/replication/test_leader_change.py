@@ -101,3 +101,25 @@ def test_a_leader_deposed_while_writes_wait_answers_them_not_leader(run):
         connection.close()
 
     run(scenario, count=2, lag_ms=60_000)
+
+
+def test_a_restarted_leader_starts_from_its_checkpointed_high_watermark_not_its_log_end(run):
+    """Records only the leader had when it stopped are not shown to consumers when it comes back as leader:
+    its high watermark starts where the replication-offset-checkpoint says, and moves once followers have them."""
+    async def scenario(cluster):
+        await cluster.replicated_topic("restart", (0, 1))
+        assert await write(cluster, 0, "restart", b"a", b"b") == [0, 1]
+        await cluster.stop_broker(1)
+        assert await write(cluster, 0, "restart", b"only-here", acks=1) == [2]
+        assert cluster.partition(0, "restart").high_watermark == 2
+        await cluster.stop_broker(0)
+        await cluster.start_broker(0)
+        reopened = cluster.partition(0, "restart")
+        assert reopened.high_watermark == 3  # a partition opens at its log end, as on one node
+        await cluster.apply(nodes=[0])
+        assert reopened.high_watermark == 2
+        await cluster.start_broker(1)
+        await cluster.apply(nodes=[1])
+        await wait_until(lambda: reopened.high_watermark == 3, "the follower fetching the third record")
+
+    run(scenario, count=2)

@@ -13,17 +13,23 @@ business: it stays this broker's alone, as on a one-node broker.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 from dataclasses import replace
 from typing import Iterable, Mapping
 
 from kio.schema.errors import ErrorCode
 
+from ..durability import write_json_atomically
 from .follower import Followed, FollowerState, ReplicaFetcher
 from .leader import LeaderState, ReplicationError
 from .metadata import AlterIsr, BrokerEndpoint, PartitionState
 
 log = logging.getLogger(__name__)
+
+CHECKPOINT = "replication-offset-checkpoint"
+CHECKPOINT_INTERVAL_S = 5.0  # replica.high.watermark.checkpoint.interval.ms
 
 __all__ = ["AlterIsr", "BrokerEndpoint", "PartitionState", "ReplicaManager", "ReplicationError"]
 
@@ -43,7 +49,14 @@ class ReplicaManager:
         self.isr_expands = 0
         self._tasks: set[asyncio.Task] = set()
         self._checker: asyncio.Task | None = None
+        self._checkpointer: asyncio.Task | None = None
         self._lock = asyncio.Lock()
+        # high watermarks as of the last checkpoint (Kafka's replication-offset-checkpoint): a partition opens with
+        # its high watermark at its log end, which may hold records no follower had; the first role it takes
+        # starts from what was known to be committed instead
+        self._checkpoint_path = os.path.join(broker.config.data_dir, CHECKPOINT)
+        self._checkpointed = _read_checkpoint(self._checkpoint_path)
+        self._started: set[tuple[str, int]] = set()
 
     # -- metadata ------------------------------------------------------------------------
 
@@ -53,7 +66,9 @@ class ReplicaManager:
         async with self._lock:
             self.brokers = dict(brokers)
             if self._checker is None:
-                self._checker = asyncio.get_running_loop().create_task(self._check_lagging(), name="isr-check")
+                loop = asyncio.get_running_loop()
+                self._checker = loop.create_task(self._check_lagging(), name="isr-check")
+                self._checkpointer = loop.create_task(self._checkpoint_regularly(), name="hw-checkpoint")
             states = {(p.topic, p.index): p for p in partitions}
             for key, state in states.items():
                 if self.node_id not in state.replicas:
@@ -64,6 +79,10 @@ class ReplicaManager:
                     log.warning("%s-%d: a replica here, but no such partition in the local registry", *key)
                     self._stop(key)
                     continue
+                if key not in self._started:
+                    self._started.add(key)
+                    known = self._checkpointed.get(f"{state.topic}/{state.index}", partition.log_start_offset)
+                    partition.high_watermark = max(partition.log_start_offset, min(partition.high_watermark, known))
                 if state.leader == self.node_id:
                     self._lead(key, partition, state)
                 else:
@@ -206,13 +225,48 @@ class ReplicaManager:
                 except Exception:
                     log.exception("%s-%d: ISR check failed", leader.topic, leader.index)
 
+    def checkpoint(self) -> None:
+        """Write every replicated partition's high watermark (fsync'd, replaced atomically) if any moved."""
+        marks = dict(self._checkpointed)
+        for topic, index in self._started:
+            partition = self.broker.registry.partition(topic, index)
+            if partition is not None:
+                marks[f"{topic}/{index}"] = partition.high_watermark
+        if marks != self._checkpointed:
+            write_json_atomically(self._checkpoint_path, marks)
+            self._checkpointed = marks
+
+    async def _checkpoint_regularly(self) -> None:
+        while True:
+            await asyncio.sleep(CHECKPOINT_INTERVAL_S)
+            try:
+                self.checkpoint()
+            except OSError as exc:
+                log.error("high watermark checkpoint not written: %s", exc)
+
     async def close(self) -> None:
         for key in list(self.leaders) + list(self.followed):
             self._stop(key)
-        tasks = [t for t in (self._checker, *self._tasks) if t is not None]
+        if self._checkpointer is not None:
+            try:
+                self.checkpoint()
+            except OSError as exc:
+                log.error("high watermark checkpoint not written: %s", exc)
+        tasks = [t for t in (self._checker, self._checkpointer, *self._tasks) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         for fetcher in list(self.fetchers.values()):
             await fetcher.close()
         self.fetchers.clear()
+
+
+def _read_checkpoint(path: str) -> dict[str, int]:
+    try:
+        with open(path) as f:
+            return {str(k): int(v) for k, v in json.load(f).items()}
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, AttributeError) as exc:
+        log.error("%s unreadable (%s): high watermarks start at the log start offsets", path, exc)
+        return {}
