@@ -401,3 +401,21 @@ def test_paging_on_from_where_a_page_stopped_both_ways(client):
     ("abc", "cursor must be PARTITION:OFFSET"), ("5:1", "names partition 5"), ("0:-1", "an offset below 0")])
 def test_a_bad_cursor_is_refused(client, cursor, message):
     assert message in get(client, f"cursor={cursor}", 400)["detail"]
+
+
+def test_the_buffer_search_agrees_with_arrows_kernel():
+    """``containing`` (memmem over an Arrow array's data buffer) finds what Arrow's match_substring finds: nulls
+    and empty values, a needle across two values (neither holds it), slices, and a common needle (past its
+    ``most`` it hands over to the kernel)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from freshet.dashboard.scan_columns import containing
+
+    values = [b'{"u": "x%d"}' % n for n in range(3000)] + [None, b"", b"ab", b"cd", b'a\\u0070', b"abcd"]
+    array = pa.array(values, pa.binary())
+    for part in (array, array.slice(2990), array.slice(3002, 2)):
+        for needle in (b'"x29', b"bc", b"\\", b'"u"', b"x2999", b"zz"):
+            expected = pc.fill_null(pc.match_substring(part, needle.decode()), False).to_pylist()
+            assert containing(part, needle, most=100).to_pylist() == expected, (needle, len(part))
+    assert sum(containing(array, b"bc").to_pylist()) == 1  # "abcd" only, not "ab" + "cd"

@@ -98,11 +98,11 @@ def select(filters, batch) -> list[Row]:
     if filters.key is not None:
         mask = both(pc.equal(batch.column("key"), pa.scalar(filters.key, pa.binary())))
     if filters.value is not None:
-        mask = both(pc.match_substring(batch.column("value"), filters.value.decode()))
+        mask = both(containing(batch.column("value"), filters.value))
     if filters.compare is not None and filters.compare[0] == "==" and isinstance(filters.compare[1], str):
-        written = json.dumps(filters.compare[1], ensure_ascii=False)
+        written = json.dumps(filters.compare[1], ensure_ascii=False).encode()
         values = batch.column("value")
-        mask = both(pc.or_(pc.match_substring(values, written), pc.match_substring(values, "\\")))
+        mask = both(pc.or_(containing(values, written), containing(values, b"\\")))
     if mask is not None:
         batch = batch.filter(pc.fill_null(mask, False))
     if filters.json_path is not None and batch.num_rows:
@@ -112,6 +112,57 @@ def select(filters, batch) -> list[Row]:
     if filters.header is not None:
         found = [m for m in found if filters.header_match(m)]
     return found
+
+
+def _libc_search():
+    """glibc's (or the platform C library's) memmem, for searching Arrow's buffers where they lie; None without."""
+    import ctypes
+
+    try:
+        memmem = ctypes.CDLL(None).memmem
+    except (OSError, AttributeError):
+        return None
+    memmem.restype = ctypes.c_void_p
+    memmem.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+    return memmem
+
+
+_memmem = _libc_search()
+
+
+def containing(array, needle: bytes, most: int = 1000):
+    """A boolean Arrow array: which values of a binary ``array`` hold ``needle``. memmem over the array's data
+    buffer where it lies (no copy; ~15 GB/s, Arrow's match_substring kernel does ~0.3), each hit placed in its
+    value by the offsets and the search going on from that value's end; Arrow's kernel when more than ``most``
+    values hold it (a common needle: a call per value would cost more) or where there is no memmem."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(array)
+    _, offsets_buffer, data = array.buffers()
+    if _memmem is None:
+        return pc.fill_null(pc.match_substring(array, needle.decode()), False)
+    hit = np.zeros(n, dtype=bool)
+    if n == 0 or data is None:
+        return pa.array(hit)
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=array.offset + n + 1)[array.offset:]
+    base, end = data.address + int(offsets[0]), data.address + int(offsets[-1])
+    ends = offsets[1:].astype(np.int64) + data.address  # each value's end, as an address
+    at, found, width = base, 0, len(needle)
+    while at < end:
+        where = _memmem(at, end - at, needle, width)
+        if where is None:
+            break
+        i = int(np.searchsorted(ends, where, side="right"))  # the value whose bytes hold that address
+        if where + width <= ends[i]:
+            if found == most:
+                return pc.fill_null(pc.match_substring(array, needle.decode()), False)
+            hit[i], found = True, found + 1
+            at = int(ends[i])
+        else:
+            at = where + 1
+    return pa.array(hit)
 
 
 def read_windows(bootstrap: str, options: dict, topic: str, windows: dict[int, tuple[int, int]], on_batch,
