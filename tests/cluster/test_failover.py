@@ -132,3 +132,28 @@ def test_the_active_controller_killed_9_topics_are_created_again_and_no_broker_i
     assert [b["fenced"] for b in after["brokers"]] == [False, False, False]
     [still] = [t for t in after["topics"] if t["name"] == "before"]
     assert {p["partition"]: p["leader_epoch"] for p in still["partitions"]} == epochs
+
+
+def test_a_preferred_leader_election_gives_the_leadership_back_to_the_first_replica(own_cluster):
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import NewTopic, _ElectionType
+
+    client = admin(own_cluster.bootstrap)
+    created(client, NewTopic("elect", 1, 3))
+    preferred = own_cluster.partition("elect", 0)["replicas"][0]
+    not_needed = client.elect_leaders(_ElectionType.PREFERRED, [TopicPartition("elect", 0)]).result(60)
+    assert not_needed[TopicPartition("elect", 0)].name() == "ELECTION_NOT_NEEDED"
+    unknown = client.elect_leaders(_ElectionType.PREFERRED, [TopicPartition("nope", 0)]).result(60)
+    assert unknown[TopicPartition("nope", 0)].name() == "UNKNOWN_TOPIC_OR_PART"
+    own_cluster.kill(preferred)
+    own_cluster.wait_until(lambda m: own_cluster.partition("elect", 0, m)["leader"] not in (-1, preferred),
+                           DEADLINE, "another leader")
+    own_cluster.restart(preferred)
+    own_cluster.wait_until(lambda m: len(own_cluster.partition("elect", 0, m)["isr"]) == 3, DEADLINE,
+                           "the restarted replica back in the ISR")
+    epoch = own_cluster.partition("elect", 0)["leader_epoch"]
+    done = client.elect_leaders(_ElectionType.PREFERRED, [TopicPartition("elect", 0)]).result(60)
+    assert done == {TopicPartition("elect", 0): None}
+    part = own_cluster.partition("elect", 0)
+    assert part["leader"] == preferred and part["leader_epoch"] == epoch + 1
+    assert wait_for("the client told", lambda: client_leader(client, "elect")[0] == preferred)

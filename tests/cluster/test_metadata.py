@@ -142,3 +142,16 @@ def test_min_insync_replicas_of_the_brokers_is_cluster_metadata(cluster):
                                                 incremental_operation=AlterConfigOpType.DELETE))
     client.incremental_alter_configs([resource])[resource].result(60)
     assert "min.insync.replicas" not in cluster.metadata()["broker_configs"].get("3", {})
+
+
+def test_the_one_node_broker_needs_no_election(broker, topic_name):
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import _ElectionType
+
+    client = admin(broker.bootstrap)
+    created(client, NewTopic(topic_name, 2, 1))
+    answer = client.elect_leaders(_ElectionType.PREFERRED, [TopicPartition(topic_name, 1),
+                                                             TopicPartition(topic_name, 5)]).result(60)
+    assert answer[TopicPartition(topic_name, 1)].name() == "ELECTION_NOT_NEEDED"
+    assert answer[TopicPartition(topic_name, 5)].name() == "UNKNOWN_TOPIC_OR_PART"
+    assert client.elect_leaders(_ElectionType.PREFERRED, None).result(60) == {}  # all: nothing needed

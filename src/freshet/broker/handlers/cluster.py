@@ -9,7 +9,7 @@ from freshet.format.framing import API_VERSIONS_KEY
 
 from ..cluster import admin
 from ..context import Request, RequestContext, Response
-from ..security.acls import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
+from ..security.acls import ALTER, CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
 from ..topics.registry import TopicError, check_topic_name
 from ..wire import protocol
 
@@ -213,9 +213,65 @@ def describe_topic_partitions(ctx: RequestContext, request: Request) -> dict:
     return {"throttle_time": 0, "topics": topics, "next_cursor": next_cursor}
 
 
+def elect_leaders(ctx: RequestContext, request: Request) -> Response:
+    """ElectLeaders (KIP-460): preferred (the first replica, when it is a live ISR member) or unclean (a live
+    replica outside the ISR, only for a partition without a leader), partition by partition through the
+    controller; ALTER on the cluster needed. Without ``topic_partitions``, every partition, and those that need
+    no election are left out of the answer, as Kafka does. The one-node broker leads every partition already."""
+    broker = ctx.broker
+    unclean = getattr(request, "election_type", 0) == 1
+    view = broker.cluster.view if broker.cluster is not None else None
+    counts = ({name: len(t.partitions) for name, t in view.topics.items()} if view is not None
+              else {name: len(t.partitions) for name, t in broker.registry.topics.items()})
+    every = request.topic_partitions is None
+    if every:
+        wanted = [(name, p) for name, n in sorted(counts.items()) for p in range(n)]
+    else:
+        wanted = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
+    if not ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME):
+        return _elected(wanted, {key: ErrorCode.cluster_authorization_failed for key in wanted},
+                        ErrorCode.cluster_authorization_failed)
+    unknown = {(topic, p): ErrorCode.unknown_topic_or_partition for topic, p in wanted
+               if not 0 <= p < counts.get(topic, 0)}
+    if view is None:
+        codes = {key: unknown.get(key, ErrorCode.election_not_needed) for key in wanted}
+        return _elected(wanted, codes, ErrorCode.none, every)
+
+    async def run() -> dict:
+        codes, messages, moved = dict(unknown), {}, {}
+        for topic, p in wanted:
+            if (topic, p) in codes:
+                continue
+            answer = await broker.cluster.command({"command": "ElectLeaders", "topic": topic, "partition": p,
+                                                   "election_type": "unclean" if unclean else "preferred"})
+            codes[(topic, p)] = ErrorCode(answer["error_code"])
+            messages[(topic, p)] = answer["message"] or None
+            if answer["error"] == "NONE":
+                moved[(topic, p)] = answer["value"]["leader_epoch"]
+        await broker.cluster.wait_for(lambda v: all(
+            t in v.topics and v.topics[t].partitions[p].leader_epoch >= epoch for (t, p), epoch in moved.items()))
+        return _elected(wanted, codes, ErrorCode.none, every, messages)
+
+    return run()
+
+
+def _elected(wanted: list[tuple[str, int]], codes: dict, error: ErrorCode, every: bool = False,
+             messages: dict | None = None) -> dict:
+    by_topic: dict[str, list[dict]] = {}
+    for topic, p in wanted:
+        code = codes[(topic, p)]
+        if every and code == ErrorCode.election_not_needed:
+            continue
+        by_topic.setdefault(topic, []).append({"partition_id": p, "error_code": code,
+                                               "error_message": (messages or {}).get((topic, p))})
+    return {"throttle_time": 0, "error_code": error, "replica_election_results": [
+        {"topic": topic, "partition_result": results} for topic, results in by_topic.items()]}
+
+
 APIS = {
     18: (0, 3, api_versions),
     3: (0, 13, metadata),
     60: (0, 1, describe_cluster),
     75: (0, 0, describe_topic_partitions),
+    43: (0, 2, elect_leaders),
 }
