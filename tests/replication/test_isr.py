@@ -48,12 +48,14 @@ def test_a_follower_that_catches_up_rejoins_the_isr(run):
             answer, _ = await produce(connection, "rejoin", batch(b"%d" % i), acks=-1)
             assert answer.error_code == ErrorCode.none
         assert cluster.states[("rejoin", 0)].isr == (0, 1)
+        assert cluster.brokers[0].replicas.under_replicated_partitions == 1
         await cluster.start_broker(2)  # same data directory: it has offset 0 only... and the topic
         await cluster.apply()
         await wait_until(lambda: cluster.states[("rejoin", 0)].isr == (0, 1, 2), "broker 2 back in the ISR")
         assert cluster.events == ["shrink rejoin-0 to [0, 1]", "expand rejoin-0 to [0, 1, 2]"]
         assert cluster.alter_calls[-1] == (0, "rejoin", 0, 0, 1, (0, 1, 2))
         assert cluster.brokers[0].replicas.isr_shrinks == 1 and cluster.brokers[0].replicas.isr_expands == 1
+        assert cluster.brokers[0].replicas.under_replicated_partitions == 0
         follower = cluster.partition(2, "rejoin")
         await wait_until(lambda: follower.high_watermark == 3, "broker 2's high watermark reaching 3")
         connection.close()

@@ -109,3 +109,44 @@ def test_no_acknowledged_record_is_lost_or_duplicated_while_the_leader_is_killed
         missing = set(writer.acked) - set(got)
         assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
         assert len(writer.acked) >= 400 * KILLS
+
+
+@pytest.mark.timeout(900)
+def test_a_wiped_follower_fetches_the_whole_log_again_and_can_lead_with_it(tmp_path):
+    """A follower restarted on an empty data directory (a replaced disk) fetches the whole log from the leader and
+    rejoins the ISR; left the only broker alive, it leads and serves every acknowledged record."""
+    with LocalCluster(3, directory=str(tmp_path / "cluster")) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("wiped", 1, 3, config={"min.insync.replicas": "2"})])["wiped"].result(60)
+
+        def full_isr(metadata):
+            part = cluster.partition("wiped", 0, metadata)
+            return part is not None and part["leader"] >= 0 and len(part["isr"]) == 3 and part
+
+        part = cluster.wait_until(full_isr, DEADLINE, "a leader and three replicas in the ISR")
+        writer = Writer(cluster.bootstrap, "wiped")
+        writer.start()
+        try:
+            writer.acked_past(1000)
+            wiped = next(n for n in part["replicas"] if n != part["leader"])
+            cluster.kill(wiped)
+            cluster.wipe(wiped)
+            writer.acked_past(len(writer.acked) + 500)  # written while it is away
+            cluster.restart(wiped)
+            writer.acked_past(len(writer.acked) + 500)
+            cluster.wait_until(full_isr, DEADLINE, "the wiped broker back in the ISR")
+        finally:
+            writer.done.set()
+            writer.join(DEADLINE)
+        assert not writer.errors, writer.errors[:3]
+        cluster.wait_until(full_isr, DEADLINE, "every replica in the ISR after the last write")
+        for other in [n for n in part["replicas"] if n != wiped]:
+            cluster.kill(other)
+            cluster.wait_until(lambda m: other not in cluster.partition("wiped", 0, m)["isr"], DEADLINE,
+                               f"broker {other} out of the ISR")
+        assert cluster.wait_until(lambda m: cluster.partition("wiped", 0, m)["leader"] == wiped, DEADLINE,
+                                  "the wiped broker leading")
+        got = read_all(cluster.bootstrap_of(wiped), "wiped", len(writer.acked))
+        assert len(got) == len(set(got)) and got == sorted(got)
+        missing = set(writer.acked) - set(got)
+        assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"

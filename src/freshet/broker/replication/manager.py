@@ -198,6 +198,12 @@ class ReplicaManager:
                 out.append({"node_id": node_id, "host": endpoint.host, "port": endpoint.port, "rack": endpoint.rack})
         return out
 
+    @property
+    def under_replicated_partitions(self) -> int:
+        """Partitions this broker leads with fewer ISR members than replicas (Kafka's UnderReplicatedPartitions,
+        kafka.server:type=ReplicaManager)."""
+        return sum(1 for leader in self.leaders.values() if len(leader.isr) < len(leader.replicas))
+
     def isr_changed(self, leader: LeaderState, why: str) -> None:
         key = (leader.topic, leader.index)
         if why == "shrink":
