@@ -157,3 +157,45 @@ def test_a_preferred_leader_election_gives_the_leadership_back_to_the_first_repl
     part = own_cluster.partition("elect", 0)
     assert part["leader"] == preferred and part["leader_epoch"] == epoch + 1
     assert wait_for("the client told", lambda: client_leader(client, "elect")[0] == preferred)
+
+
+def test_every_broker_names_one_coordinator_that_moves_only_when_it_dies(own_cluster):
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import NewTopic
+
+    created(admin(own_cluster.bootstrap), NewTopic("shared", 2, 3))
+
+    def coordinators(nodes) -> set[int]:
+        found = set()
+        for node_id in nodes:
+            client = admin(own_cluster.bootstrap_of(node_id))
+            found.add(client.describe_consumer_groups(["g"], request_timeout=30)["g"].result(60).coordinator.id)
+        return found
+
+    first = own_cluster.metadata()["coordinator"]
+    assert coordinators((1, 2, 3)) == {first}
+    # two members of one group, each bootstrapped from another broker, share the partitions: one group, not two
+    consumers = [Consumer({"bootstrap.servers": own_cluster.bootstrap_of(n), "group.id": "g",
+                           "session.timeout.ms": 10000}) for n in (1, 2)]
+    try:
+        for c in consumers:
+            c.subscribe(["shared"])
+
+        def split():
+            for c in consumers:
+                c.poll(0.2)
+            owned = [sorted(tp.partition for tp in c.assignment()) for c in consumers]
+            return sorted(owned) == [[0], [1]] and owned
+
+        wait_for("the two members sharing the two partitions", split)
+    finally:
+        for c in consumers:
+            c.close()
+    own_cluster.kill(first)
+    survivors = [n for n in (1, 2, 3) if n != first]
+    second = own_cluster.wait_until(lambda m: m["coordinator"] not in (-1, first) and m["coordinator"], DEADLINE,
+                                    "another coordinator")
+    assert coordinators(survivors) == {second}
+    own_cluster.restart(first)  # back, it does not take the role back from the groups that moved
+    assert own_cluster.metadata()["coordinator"] == second
+    assert coordinators((1, 2, 3)) == {second}

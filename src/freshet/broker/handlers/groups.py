@@ -20,6 +20,11 @@ def find_coordinator(ctx: RequestContext, request: Request) -> dict:
     broker = ctx.broker
     host, port = broker.advertised(ctx.connection.listener if ctx.connection else None)
     node = {"node_id": broker.config.node_id, "host": host, "port": port}
+    if broker.cluster is not None:  # in a cluster, the one coordinator the controllers name (issue #46)
+        view = broker.cluster.view
+        found = view.brokers.get(view.coordinator)
+        node = ({"node_id": found.node_id, "host": found.host, "port": found.port} if found and not found.fenced
+                else None)
     keys = getattr(request, "coordinator_keys", None)
     key_type = getattr(request, "key_type", 0)
     resource, refused = ((TRANSACTIONAL_ID, ErrorCode.transactional_id_authorization_failed) if key_type == 1
@@ -28,6 +33,9 @@ def find_coordinator(ctx: RequestContext, request: Request) -> dict:
     def answer(key: str) -> dict:
         if not ctx.allowed(DESCRIBE, resource, key):
             return {"error_code": refused, "error_message": None, "node_id": -1, "host": "", "port": -1}
+        if node is None:
+            return {"error_code": ErrorCode.coordinator_not_available, "error_message": "no live coordinator",
+                    "node_id": -1, "host": "", "port": -1}
         return {"error_code": ErrorCode.none, "error_message": None, **node}
 
     if keys is None:  # v0-3: one key
