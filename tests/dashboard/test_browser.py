@@ -62,7 +62,7 @@ def test_dashboard_live_charts_and_stopping_a_pipeline(broker, page, tmp_path):
     admin.create_topics([NewTopic("browser-logs", 2)])["browser-logs"].result(10)
     stop = threading.Event()
     producer = threading.Thread(target=produce_access_logs, kwargs=dict(
-        bootstrap=broker.bootstrap, topic="browser-logs", rate=300, count=None, seconds=240, out_of_order=0.0,
+        bootstrap=broker.bootstrap, topic="browser-logs", rate=40, count=None, seconds=240, out_of_order=0.0,
         late=0.0, seed=3, time_scale=30, stop=stop))
     producer.start()
     port = free_port()
