@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from .admin import TopicAdmin
 from .config import consumer_config, producer_config
+from .produce import flush_delivered
 
 PIPELINES_TOPIC = "__freshet_pipelines"
 CONTROL_TOPIC = "__freshet_pipeline_control"
@@ -29,7 +30,7 @@ def request_stop(bootstrap: str, name: str) -> None:
     ensure_topics(bootstrap)
     producer = Producer(producer_config(bootstrap, {"log_level": 0}))
     producer.produce(CONTROL_TOPIC, json.dumps({"name": name, "action": "stop"}).encode(), name.encode())
-    producer.flush(10)
+    flush_delivered(producer, CONTROL_TOPIC, 10)
 
 
 def read_pipelines(bootstrap: str) -> dict[str, dict]:
