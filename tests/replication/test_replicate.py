@@ -87,3 +87,20 @@ def test_acks_all_waits_until_the_isr_has_the_batch(run):
         connection.close()
 
     run(scenario, lag_ms=1500)
+
+
+def test_a_follower_starts_fetching_once_the_metadata_names_its_leaders_endpoint(run):
+    async def scenario(cluster):
+        cluster.create_topic("later", replicas=(0, 1))
+        endpoints = cluster.endpoints
+        await cluster.brokers[0].replicas.apply(list(cluster.states.values()), endpoints)
+        await cluster.brokers[1].replicas.apply(list(cluster.states.values()), {1: endpoints[1]})  # no leader's
+        connection = await cluster.connect(0)
+        answer, _ = await produce(connection, "later", batch(b"x"), acks=1)
+        assert answer.error_code == ErrorCode.none
+        await cluster.apply()  # now broker 1 knows where broker 0 listens
+        follower = cluster.partition(1, "later")
+        await wait_until(lambda: follower.high_watermark == 1, "the follower fetching once it knows the leader")
+        connection.close()
+
+    run(scenario, count=2)

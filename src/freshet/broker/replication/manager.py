@@ -129,14 +129,12 @@ class ReplicaManager:
                 and followed.state.leader == state.leader and followed.state.leader_epoch == state.leader_epoch:
             followed.state = followed.follower.state = state
             followed.paused_until = 0.0
-            if endpoint is not None and state.leader in self.fetchers:
-                self.fetchers[state.leader].retarget(endpoint)
-            return
-        self._stop(key)
-        follower = FollowerState(state)
-        partition.replica = follower
-        followed = Followed(partition, state, follower)
-        self.followed[key] = followed
+        else:
+            self._stop(key)
+            follower = FollowerState(state)
+            partition.replica = follower
+            followed = Followed(partition, state, follower)
+            self.followed[key] = followed
         if state.leader < 0 or endpoint is None:
             return  # offline, or a leader we have no endpoint for yet: the next metadata says more
         fetcher = self.fetchers.get(state.leader)
@@ -144,7 +142,8 @@ class ReplicaManager:
             fetcher = self.fetchers[state.leader] = ReplicaFetcher(self, endpoint)
         else:
             fetcher.retarget(endpoint)
-        fetcher.add(key, followed)
+        if fetcher.partitions.get(key) is not followed:
+            fetcher.add(key, followed)
 
     def _stop(self, key: tuple[str, int]) -> None:
         leader = self.leaders.pop(key, None)
