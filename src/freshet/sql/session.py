@@ -235,8 +235,19 @@ class SqlSession:
 
             rows.append(("watermark", DEFAULT_LATENESS, "(the default)"))
         writers = [q for q in self.persistent_queries() if str(q.get("sink", "")).lower() == defn.name.lower()]
+        if writers:
+            from freshet.client.pipeline_registry import read_pipelines
+
+            announced = read_pipelines(self.bootstrap)  # what the runner's reporter says of each running query
         for q in writers:
             rows.append(("written by", q.get("id", ""), q.get("status", "")))
+            progress = announced.get(q.get("id", ""), {}).get("progress") or {}
+            for label, key in (("input rows/s", "input_rows_per_second"),
+                               ("processed rows/s", "processed_rows_per_second"),
+                               ("late rows dropped", "late_rows_dropped"), ("query watermark", "watermark")):
+                if progress.get(key) is not None:
+                    value = progress[key]
+                    rows.append((label, f"{value:.1f}" if isinstance(value, float) else str(value), ""))
         if stmt.extended:
             sizes = TopicAdmin(self.bootstrap).partition_sizes(defn.topic)
             rows.append(("records", str(sum(sizes.values())), f"{len(sizes)} partitions"))
