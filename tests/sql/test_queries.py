@@ -130,9 +130,10 @@ def _later(line: str, hours: int) -> str:
     return line.replace(stamp, moved.strftime("%d/%b/%Y:%H:%M:%S %z"))
 
 
+@pytest.mark.timeout(1200)  # two Spark drivers start one after the other
 def test_a_persistent_query_killed_and_restarted_writes_each_window_once(sql, broker, topic_name, spark, data_dir,
                                                                         tmp_path):
-    lines = access_lines(900)
+    lines = access_lines(900, rate_per_s=1.0)  # 15 minutes: windows close (2 minutes late) in each half
     half = len(lines) // 2
     produce(broker.bootstrap, topic_name, lines[:half])
     expected = expected_per_minute(spark, lines)
