@@ -159,8 +159,11 @@ def test_a_preferred_leader_election_gives_the_leadership_back_to_the_first_repl
     assert wait_for("the client told", lambda: client_leader(client, "elect")[0] == preferred)
 
 
-def test_every_broker_names_one_coordinator_that_moves_only_when_it_dies(own_cluster):
-    from confluent_kafka import Consumer
+def test_one_coordinator_for_every_client_and_the_groups_commits_survive_it(own_cluster):
+    """FindCoordinator names the leader of the replicated __consumer_offsets on every broker; two members
+    bootstrapped from two brokers are one group; the coordinator killed -9, the next leader of
+    __consumer_offsets coordinates, with the commits made before; the old one back does not take it back."""
+    from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import NewTopic
 
     created(admin(own_cluster.bootstrap), NewTopic("shared", 2, 3))
@@ -169,14 +172,16 @@ def test_every_broker_names_one_coordinator_that_moves_only_when_it_dies(own_clu
         found = set()
         for node_id in nodes:
             client = admin(own_cluster.bootstrap_of(node_id))
-            found.add(client.describe_consumer_groups(["g"], request_timeout=30)["g"].result(60).coordinator.id)
+            found.add(wait_for("a coordinator", lambda: _coordinator_of(client, "g")))
         return found
 
-    first = own_cluster.metadata()["coordinator"]
-    assert coordinators((1, 2, 3)) == {first}
-    # two members of one group, each bootstrapped from another broker, share the partitions: one group, not two
+    first = coordinators((1, 2, 3))
+    assert len(first) == 1
+    [first] = first
+    offsets = own_cluster.partition("__consumer_offsets", 0)
+    assert offsets["leader"] == first and len(offsets["replicas"]) == 3
     consumers = [Consumer({"bootstrap.servers": own_cluster.bootstrap_of(n), "group.id": "g",
-                           "session.timeout.ms": 10000}) for n in (1, 2)]
+                           "session.timeout.ms": 10000, "enable.auto.commit": False}) for n in (1, 2)]
     try:
         for c in consumers:
             c.subscribe(["shared"])
@@ -191,11 +196,42 @@ def test_every_broker_names_one_coordinator_that_moves_only_when_it_dies(own_clu
     finally:
         for c in consumers:
             c.close()
+    committer = Consumer({"bootstrap.servers": own_cluster.bootstrap_of(first % 3 + 1), "group.id": "kept"})
+    committer.commit(offsets=[TopicPartition("shared", 0, 40), TopicPartition("shared", 1, 41)], asynchronous=False)
+    committer.close()
+    wait_for("the commits replicated to the whole ISR", lambda: len(own_cluster.partition(
+        "__consumer_offsets", 0)["isr"]) == 3 and _followers_caught_up(own_cluster, first))
     own_cluster.kill(first)
     survivors = [n for n in (1, 2, 3) if n != first]
-    second = own_cluster.wait_until(lambda m: m["coordinator"] not in (-1, first) and m["coordinator"], DEADLINE,
-                                    "another coordinator")
+    second = own_cluster.wait_until(lambda m: (p := own_cluster.partition("__consumer_offsets", 0, m))["leader"]
+                                    not in (-1, first) and p["leader"], DEADLINE, "another coordinator")
     assert coordinators(survivors) == {second}
+    reader = Consumer({"bootstrap.servers": own_cluster.bootstrap_of(second), "group.id": "kept"})
+    try:
+        committed = wait_for("the commits on the new coordinator", lambda: (found := reader.committed(
+            [TopicPartition("shared", 0), TopicPartition("shared", 1)], timeout=30)) and all(
+            tp.offset >= 0 for tp in found) and found)
+        assert [tp.offset for tp in committed] == [40, 41]
+    finally:
+        reader.close()
     own_cluster.restart(first)  # back, it does not take the role back from the groups that moved
-    assert own_cluster.metadata()["coordinator"] == second
     assert coordinators((1, 2, 3)) == {second}
+
+
+def _coordinator_of(client, group: str) -> int | None:
+    try:
+        return client.describe_consumer_groups([group], request_timeout=10)[group].result(30).coordinator.id
+    except Exception:  # COORDINATOR_NOT_AVAILABLE while __consumer_offsets is being created
+        return None
+
+
+def _followers_caught_up(cluster, leader: int) -> bool:
+    """Every replica's log of __consumer_offsets-0 as long as the leader's (their data directories, read)."""
+    import os
+
+    sizes = set()
+    for node_id in (1, 2, 3):
+        directory = os.path.join(cluster.data_dir(node_id), "topics", "__consumer_offsets", "0")
+        sizes.add(sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory)
+                      if f.endswith(".log")))
+    return len(sizes) == 1

@@ -94,10 +94,6 @@ class ClusterMetadata:
     controller_id: int = -1  # the last active controller that announced itself (LeaderChange)
     controller_epoch: int = 0  # its Raft term
     next_producer_id: int = 0  # the first producer id no broker has been given (AllocateProducerIds)
-    # the broker FindCoordinator names for every group and transactional id (their state is still each broker's
-    # own): the first broker unfenced, moved to the next live one only when it is fenced, so that every client
-    # finds the same one, and a broker coming back does not take it back from the members that moved
-    coordinator: int = -1
 
     # -- reading -------------------------------------------------------------------------------------------
     def topic_by_name(self, name: str) -> Topic | None:
@@ -112,7 +108,6 @@ class ClusterMetadata:
             "offset": self.offset,
             "controller_epoch": self.controller_epoch,
             "controller_id": self.controller_id,
-            "coordinator": self.coordinator,
             "brokers": [asdict(b) for b in sorted(self.brokers.values(), key=lambda b: b.broker_id)],
             "topics": [
                 {
@@ -185,8 +180,6 @@ class ClusterMetadata:
         broker.session_closed = False
         if broker.fenced and not cmd.want_fence:
             broker.fenced = False
-            if self.coordinator == NO_LEADER:
-                self.coordinator = cmd.broker_id
             self._elect_offline()
         elif not broker.fenced and cmd.want_fence:
             self._fence(cmd.broker_id)
@@ -219,11 +212,9 @@ class ClusterMetadata:
     def _fence(self, broker_id: int) -> None:
         """The broker leaves every ISR it is in (unless it is the last member: with unclean election off, the
         last ISR member is the one replica that may lead again) and every leadership it has moves to the next
-        live ISR member, or to none (offline partition); the coordinator role moves to the first live broker."""
+        live ISR member, or to none (offline partition)."""
         self.brokers[broker_id].fenced = True
         live = set(self.unfenced())
-        if self.coordinator == broker_id:
-            self.coordinator = min(live, default=NO_LEADER)
         for topic in self.topics.values():
             for part in topic.partitions:
                 if broker_id not in part.isr and part.leader != broker_id:

@@ -440,18 +440,3 @@ def test_producer_id_blocks_never_overlap():
     refused(m, c.AllocateProducerIds(1, epochs[1] + 7, 10), "STALE_BROKER_EPOCH")
     refused(m, c.AllocateProducerIds(1, epochs[1], 0), "INVALID_REQUEST")
     assert m.apply(c.AllocateProducerIds(1, epochs[1], 5)).value["start"] == 2000
-
-
-def test_the_coordinator_is_the_first_live_broker_and_moves_only_when_it_is_fenced():
-    m = ClusterMetadata()
-    assert m.coordinator == NO_LEADER
-    e2 = register(m, 2)
-    e1 = register(m, 1)
-    assert m.apply(c.BrokerHeartbeat(2, e2, 1000)).ok and m.coordinator == 2  # the first unfenced
-    assert m.apply(c.BrokerHeartbeat(1, e1, 1000)).ok and m.coordinator == 2
-    assert m.apply(c.CloseBrokerSession(2, e2)).ok and m.coordinator == 1
-    assert m.apply(c.BrokerHeartbeat(2, e2, 1100)).ok and m.coordinator == 1  # not taken back
-    assert m.snapshot()["coordinator"] == 1
-    assert m.apply(c.CloseBrokerSession(1, e1)).ok and m.coordinator == 2
-    assert m.apply(c.CloseBrokerSession(2, e2)).ok and m.coordinator == NO_LEADER
-    assert m.apply(c.BrokerHeartbeat(1, e1, 1200)).ok and m.coordinator == 1

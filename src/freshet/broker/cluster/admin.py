@@ -49,7 +49,7 @@ def topic_metadata(view: ClusterView, topic: TopicInfo) -> dict:
         "error_code": ErrorCode.none,
         "name": topic.name,
         "topic_id": topic.topic_id,
-        "is_internal": False,
+        "is_internal": topic.name.startswith("__"),  # __consumer_offsets
         "partitions": [
             {
                 "error_code": ErrorCode.none if p.leader >= 0 else ErrorCode.leader_not_available,

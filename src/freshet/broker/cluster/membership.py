@@ -28,7 +28,8 @@ from typing import Callable
 
 from freshet.controller.client import AsyncControllerClient
 
-from ..replication.metadata import PartitionState
+from ..groups.offsets import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
+from ..replication.metadata import BrokerEndpoint, PartitionState
 from ..topics.registry import TopicError
 from ..topics.topic_config import CONFIG_DEFS
 from .view import ClusterView, TopicInfo
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 DEFAULT_HEARTBEAT_INTERVAL_MS = 2000  # Kafka's broker.heartbeat.interval.ms
 RETRIABLE = {"NOT_CONTROLLER", "REQUEST_TIMED_OUT"}
 PRODUCER_ID_BLOCK = 1000  # Kafka's producer id block size
+OFFSETS_TOPIC_REPLICATION_FACTOR = 3  # offsets.topic.replication.factor (fewer when fewer brokers are live)
 
 
 class ClusterError(Exception):
@@ -119,6 +121,7 @@ class ClusterMembership:
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
         self.producer_ids = ClusterProducerIds(self)
+        self._creating_offsets: asyncio.Task | None = None
         self.on_fatal: Callable[[str], None] | None = None  # the broker stops when its membership cannot go on
 
     # -- life ----------------------------------------------------------------------------------------------
@@ -226,7 +229,7 @@ class ClusterMembership:
                 self.view.controller_id:
             return True
         self._sync_topics(view)
-        self.view = view
+        before, self.view = self.view, view
         replicas = self.broker.replicas
         if replicas is not None:
             states = [PartitionState(t.name, t.topic_id, p.index, p.replicas, p.isr, p.leader, p.leader_epoch,
@@ -236,9 +239,40 @@ class ClusterMembership:
                 await replicas.apply(states, view.brokers)
             except Exception:
                 log.exception("the replica manager failed to apply metadata version %d", view.version)
+        if self._leads_offsets(view) and not self._leads_offsets(before):
+            # this broker is the groups' coordinator now: the commits its log replicated become its own
+            self.broker.offsets.reload()
+            log.info("coordinator of the groups: %d committed offsets of %d groups taken over",
+                     sum(len(g) for g in self.broker.offsets.offsets.values()), len(self.broker.offsets.offsets))
         async with self._changed:
             self._changed.notify_all()
         return True
+
+    def _leads_offsets(self, view: ClusterView) -> bool:
+        info = view.topics.get(OFFSETS_TOPIC)
+        return info is not None and info.partitions[0].leader == self.node_id
+
+    def coordinator(self) -> BrokerEndpoint | None:
+        """The broker FindCoordinator names for every group and transactional id: the leader of the replicated
+        ``__consumer_offsets`` (created through the controller the first time it is asked for; None until then
+        and while it has no leader). Its leadership moves only when its broker is fenced, so every client finds
+        the same coordinator, and the commits move with it."""
+        info = self.view.topics.get(OFFSETS_TOPIC)
+        if info is None:
+            if self._creating_offsets is None or self._creating_offsets.done():
+                self._creating_offsets = asyncio.get_running_loop().create_task(
+                    self._create_offsets_topic(), name="create-offsets-topic")
+            return None
+        leader = self.view.brokers.get(info.partitions[0].leader)
+        return leader if leader is not None and not leader.fenced else None
+
+    async def _create_offsets_topic(self) -> None:
+        """``__consumer_offsets``: one partition, replication factor min(3, live brokers), as offsets.topic.*."""
+        factor = min(OFFSETS_TOPIC_REPLICATION_FACTOR, len(self.view.live_brokers()))
+        answer = await self.command({"command": "CreateTopic", "name": OFFSETS_TOPIC, "partitions": 1,
+                                     "replication_factor": factor, "configs": dict(OFFSETS_TOPIC_CONFIGS)})
+        if answer["error"] not in ("NONE", "TOPIC_ALREADY_EXISTS"):
+            log.warning("creating %s: %s %s", OFFSETS_TOPIC, answer["error"], answer["message"])
 
     def _sync_topics(self, view: ClusterView) -> None:
         """The local topics follow the metadata: those with a replica here exist with the controller's topic id,
@@ -262,12 +296,19 @@ class ClusterMembership:
     def _sync_topic(registry, topic: TopicInfo) -> None:
         configs = {k: v for k, v in topic.configs.items() if k in CONFIG_DEFS}  # the log's; others are the cluster's
         local = registry.get(topic.name)
+        if local is not None and local.internal and local.topic_id != topic.topic_id:
+            # the broker's own __consumer_offsets (made at start, its store holds it) becomes the cluster's replica
+            registry.by_id.pop(local.topic_id, None)
+            local.topic_id = topic.topic_id
+            registry.by_id[local.topic_id] = local
+            local.save()
+            return
         if local is None:
             registry.create(topic.name, len(topic.partitions), configs=configs, topic_id=topic.topic_id)
             return
         if len(local.partitions) < len(topic.partitions):
             registry.add_partitions(topic.name, len(topic.partitions))
-        if local.configs != configs:
+        if local.configs != configs and not local.internal:  # an internal topic's configs are the broker's
             registry.alter_configs(topic.name, configs)
 
     async def wait_for(self, predicate: Callable[[ClusterView], bool], timeout_s: float = 30.0) -> bool:

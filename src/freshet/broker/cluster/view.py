@@ -43,7 +43,6 @@ class ClusterView:
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
     topics: dict[str, TopicInfo] = field(default_factory=dict)
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # "" = cluster default
-    coordinator: int = -1  # the broker FindCoordinator names (-1: none live)
 
     @classmethod
     def from_snapshot(cls, snapshot: dict) -> "ClusterView":
@@ -60,7 +59,7 @@ class ClusterView:
             )
             topics[t["name"]] = TopicInfo(t["name"], uuid.UUID(t["topic_id"]), partitions, dict(t.get("configs", {})))
         return cls(snapshot.get("offset", -1), snapshot.get("version", -1), snapshot.get("controller_id", -1),
-                   brokers, topics, dict(snapshot.get("broker_configs", {})), snapshot.get("coordinator", -1))
+                   brokers, topics, dict(snapshot.get("broker_configs", {})))
 
     def live_brokers(self) -> list[BrokerInfo]:
         """The unfenced brokers, by id: those clients are told of."""

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from freshet.format.control import COMMIT, marker_type
-from freshet.format.record_batch import TRANSACTIONAL_FLAG, decode_records, encode_batch
+from freshet.format.record_batch import TRANSACTIONAL_FLAG, decode_records, encode_batch, iter_batches
 
 from ..topics.registry import TopicRegistry
 
@@ -83,8 +83,27 @@ class OffsetStore:
         self.pending: dict[int, list[tuple[bytes, bytes | None]]] = {}
         self._replay()
 
-    def _replay(self) -> None:
-        for header, batch in self.partition.batches():
+    def reload(self) -> None:
+        """Forget what is in memory and replay the whole log: a broker of a cluster that becomes the leader of
+        ``__consumer_offsets`` (its coordinator) takes over the commits its log replicated from the previous one,
+        to its log end (a new leader's log is the partition's: its high watermark catches up with it)."""
+        self.offsets.clear()
+        self.pending.clear()
+        self._replay(self.partition.log_end_offset)
+
+    def _batches(self, upper: int):
+        offset = self.partition.log_start_offset
+        while offset < upper:
+            data = self.partition.read(offset, 1 << 20, upper)
+            if not data:
+                return
+            for header, batch in iter_batches(data):
+                yield header, batch
+                offset = header.last_offset + 1
+
+    def _replay(self, upper: int | None = None) -> None:
+        batches = self.partition.batches() if upper is None else self._batches(upper)
+        for header, batch in batches:
             if header.is_control:
                 self.complete_transaction(header.producer_id, marker_type(batch) == COMMIT)
             elif header.is_transactional:

@@ -20,11 +20,9 @@ def find_coordinator(ctx: RequestContext, request: Request) -> dict:
     broker = ctx.broker
     host, port = broker.advertised(ctx.connection.listener if ctx.connection else None)
     node = {"node_id": broker.config.node_id, "host": host, "port": port}
-    if broker.cluster is not None:  # in a cluster, the one coordinator the controllers name (issue #46)
-        view = broker.cluster.view
-        found = view.brokers.get(view.coordinator)
-        node = ({"node_id": found.node_id, "host": found.host, "port": found.port} if found and not found.fenced
-                else None)
+    if broker.cluster is not None:  # in a cluster: the leader of __consumer_offsets (issue #46)
+        found = broker.cluster.coordinator()
+        node = {"node_id": found.node_id, "host": found.host, "port": found.port} if found else None
     keys = getattr(request, "coordinator_keys", None)
     key_type = getattr(request, "key_type", 0)
     resource, refused = ((TRANSACTIONAL_ID, ErrorCode.transactional_id_authorization_failed) if key_type == 1
