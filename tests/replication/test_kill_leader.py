@@ -1,6 +1,7 @@
 """End to end, real processes (three controllers, three brokers: freshet.local.cluster.LocalCluster): an
 idempotent acks=all producer writes while the partition's leader is killed -9 over and over and restarted; every
-acknowledged record is there once, in the order written, and the restarted broker rejoins the ISR each time."""
+acknowledged record is there once, in the order written, a consumer reading all along goes on through every
+leader change, and the restarted broker rejoins the ISR each time."""
 
 import threading
 import time
@@ -52,6 +53,34 @@ class Writer(threading.Thread):
             time.sleep(0.05)
 
 
+class Reader(threading.Thread):
+    """A consumer reading the partition from offset 0 all along, through the leader changes."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader",
+                                  "enable.auto.commit": False, "auto.offset.reset": "error", "log_level": 3})
+        self.consumer.assign([TopicPartition(topic, 0, 0)])
+        self.got: list[int] = []
+        self.errors: list[str] = []
+        self.until = 0  # stop once this many were read (0: not yet asked to stop)
+        self.give_up = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.give_up.is_set() and not (self.until and len(self.got) >= self.until):
+                m = self.consumer.poll(0.2)
+                if m is None:
+                    continue
+                if m.error():
+                    if m.error().fatal() or "offset" in str(m.error()).lower():
+                        self.errors.append(str(m.error()))
+                    continue
+                self.got.append(int(m.value()))
+        finally:
+            self.consumer.close()
+
+
 def read_all(bootstrap: str, topic: str, count: int) -> list[int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "e2e-check", "enable.auto.commit": False,
                         "log_level": 3})
@@ -84,6 +113,8 @@ def test_no_acknowledged_record_is_lost_or_duplicated_while_the_leader_is_killed
         cluster.wait_until(full_isr, DEADLINE, "a leader and three replicas in the ISR")
         writer = Writer(cluster.bootstrap, "kills")
         writer.start()
+        reader = Reader(cluster.bootstrap, "kills")
+        reader.start()
         try:
             epochs = []
             for _ in range(KILLS):
@@ -102,6 +133,12 @@ def test_no_acknowledged_record_is_lost_or_duplicated_while_the_leader_is_killed
             writer.done.set()
             writer.join(DEADLINE)
         assert not writer.errors, writer.errors[:3]
+        reader.until = len(writer.acked)
+        reader.join(DEADLINE)
+        reader.give_up.set()
+        # the consumer went on through every leader change: no reset (auto.offset.reset=error), nothing twice
+        assert not reader.errors, reader.errors[:3]
+        assert reader.got == sorted(set(reader.got)) and set(writer.acked) <= set(reader.got)
         assert epochs == sorted(epochs) and len(epochs) == KILLS
         got = read_all(cluster.bootstrap, "kills", len(writer.acked))
         assert len(got) == len(set(got)), "a record was written twice"
