@@ -235,3 +235,32 @@ def _followers_caught_up(cluster, leader: int) -> bool:
         sizes.add(sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory)
                       if f.endswith(".log")))
     return len(sizes) == 1
+
+
+def test_metrics_show_leaders_under_replicated_and_offline_partitions_and_the_active_controller(tmp_path):
+    import urllib.request
+
+    from confluent_kafka.admin import NewTopic
+
+    def scrape(cluster, node_id) -> dict[str, float]:
+        with urllib.request.urlopen(cluster.metrics_url(node_id), timeout=30) as answer:
+            text = answer.read().decode()
+        return {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+                if line.startswith(("kafka_server_replicamanager", "kafka_controller_kafkacontroller"))}
+
+    with LocalCluster(3, directory=str(tmp_path / "c"), broker_args=["--metrics-port", "0"]) as cluster:
+        created(admin(cluster.bootstrap), NewTopic("measured", 3, 3), NewTopic("single", 1, 1))
+        seen = {n: scrape(cluster, n) for n in (1, 2, 3)}
+        assert sum(m["kafka_server_replicamanager_leadercount"] for m in seen.values()) == 4
+        assert sum(m["kafka_controller_kafkacontroller_activecontrollercount"] for m in seen.values()) == 1
+        assert all(m["kafka_server_replicamanager_underreplicatedpartitions"] == 0 for m in seen.values())
+        assert all(m["kafka_controller_kafkacontroller_offlinepartitionscount"] == 0 for m in seen.values())
+        assert seen[1]["kafka_server_replicamanager_partitioncount"] >= 3
+        lone = cluster.leader("single")
+        cluster.kill(lone)  # its partition offline; the others under-replicated where their leaders are
+        survivor = next(n for n in (1, 2, 3) if n != lone)
+        wait_for("the offline partition counted", lambda: scrape(cluster, survivor)[
+            "kafka_controller_kafkacontroller_offlinepartitionscount"] == 1)
+        wait_for("the under-replicated partitions counted", lambda: sum(
+            scrape(cluster, n)["kafka_server_replicamanager_underreplicatedpartitions"]
+            for n in (1, 2, 3) if n != lone) == 3)

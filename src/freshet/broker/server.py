@@ -123,6 +123,10 @@ class Broker:
         self.metrics: MetricsServer | None = None
         if config.metrics_port is not None:
             self.metrics = MetricsServer(self.registry, config.host, config.metrics_port, self.telemetry, self.quotas)
+            if self.cluster is not None:
+                from .cluster.metrics import ClusterMetrics
+
+                self.metrics.prometheus.register(ClusterMetrics(self))
 
     def _join_cluster(self) -> None:
         from .cluster import ClusterMembership

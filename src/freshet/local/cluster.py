@@ -154,6 +154,18 @@ class LocalCluster:
     def log_path(self, kind: str, node_id: int) -> str:
         return os.path.join(self.directory, "logs", f"{kind}-{node_id}.log")
 
+    def metrics_url(self, node_id: int) -> str | None:
+        """Broker ``node_id``'s Prometheus endpoint, when started with ``--metrics-port`` (the last one it printed)."""
+        found = None
+        try:
+            with open(self.log_path("broker", node_id), errors="replace") as f:
+                for line in f:
+                    if line.startswith("freshet broker metrics on "):
+                        found = line.split()[-1]
+        except OSError:
+            pass
+        return found
+
     def log_tail(self, kind: str, node_id: int, lines: int = 20) -> str:
         try:
             with open(self.log_path(kind, node_id), errors="replace") as f:

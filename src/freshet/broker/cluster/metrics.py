@@ -1,0 +1,47 @@
+"""A broker's cluster figures on ``/metrics``, named as the Prometheus JMX exporter names Kafka's MBeans:
+``kafka.server:type=ReplicaManager`` (UnderReplicatedPartitions, LeaderCount, PartitionCount, IsrShrinksPerSec,
+IsrExpandsPerSec: this broker's) and ``kafka.controller:type=KafkaController`` (OfflinePartitionsCount, from the
+cluster's metadata; ActiveControllerCount, 1 on the node whose controller is active, so the sum over the cluster
+is 1)."""
+
+from __future__ import annotations
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+
+class ClusterMetrics:
+    """A prometheus_client collector over a cluster broker's view and replica manager."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    def collect(self):
+        view = self.broker.cluster.view
+        node = self.broker.config.node_id
+        replicas = self.broker.replicas
+        partitions = [p for t in view.topics.values() for p in t.partitions]
+        mine = [p for p in partitions if node in p.replicas]
+        gauges = (
+            ("kafka_server_replicamanager_underreplicatedpartitions",
+             "Partitions this broker leads whose ISR is smaller than their replicas",
+             sum(1 for p in partitions if p.leader == node and len(p.isr) < len(p.replicas))),
+            ("kafka_server_replicamanager_leadercount", "Partitions this broker leads",
+             sum(1 for p in partitions if p.leader == node)),
+            ("kafka_server_replicamanager_partitioncount", "Partitions with a replica on this broker", len(mine)),
+            ("kafka_controller_kafkacontroller_offlinepartitionscount", "Partitions of the cluster without a leader",
+             sum(1 for p in partitions if p.leader < 0)),
+            ("kafka_controller_kafkacontroller_activecontrollercount",
+             "1 when this node's controller is the active one", int(view.controller_id == node)),
+        )
+        for name, doc, value in gauges:
+            family = GaugeMetricFamily(name, doc)
+            family.add_metric([], value)
+            yield family
+        for name, doc, attribute in (
+                ("kafka_server_replicamanager_isrshrinkspersec", "ISR shrinks this broker made as leader",
+                 "isr_shrinks"),
+                ("kafka_server_replicamanager_isrexpandspersec", "ISR expansions this broker made as leader",
+                 "isr_expands")):
+            family = CounterMetricFamily(name, doc)
+            family.add_metric([], getattr(replicas, attribute, 0))
+            yield family
