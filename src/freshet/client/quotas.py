@@ -33,16 +33,20 @@ class Quota:
 
 
 class QuotaAdmin:
-    def __init__(self, bootstrap: str | None = None, timeout_ms: int = 10_000) -> None:
+    def __init__(self, bootstrap: str | None = None, timeout_ms: int = 10_000, overrides: dict | None = None) -> None:
+        """``overrides``: librdkafka-named settings over the FRESHET_* security ones (another user's SASL name
+        and password)."""
         self.bootstrap = resolve_bootstrap(bootstrap)
         self.timeout_ms = timeout_ms
+        self.overrides = dict(overrides or {})
         self._admin = None
 
     def _send(self, request):
         from kafka.admin import KafkaAdminClient
 
         if self._admin is None:
-            settings = {KAFKA_PYTHON_NAMES[k]: v for k, v in security_config().items() if k in KAFKA_PYTHON_NAMES}
+            settings = {KAFKA_PYTHON_NAMES[k]: v for k, v in {**security_config(), **self.overrides}.items()
+                        if k in KAFKA_PYTHON_NAMES}
             self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=self.timeout_ms,
                                            **settings)
         manager = self._admin._manager  # kafka-python has the requests but no admin call for them

@@ -315,9 +315,10 @@ class Collector:
             client["fetch_bytes_per_s"] = rates.get(("fetch", client["client_id"]), 0.0)
         return figures, clients
 
-    def topic_configs(self, topic: str) -> dict:
+    def topic_configs(self, topic: str, admin: AdminClient | None = None) -> dict:
+        """The topic's configs as ``admin`` (default: the dashboard's own) may read them; KafkaException if not."""
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-        configs = self.admin.describe_configs([resource])[resource].result(10)
+        configs = (admin if admin is not None else self.admin).describe_configs([resource])[resource].result(10)
         return {k: {"value": v.value, "default": v.is_default} for k, v in sorted(configs.items())}
 
 

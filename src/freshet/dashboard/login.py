@@ -4,7 +4,10 @@ the dashboard keeps no passwords of its own. A signed-in browser holds a random 
 SameSite=Strict cookie; sessions last ``session_s``. Failed sign-ins are limited per client address.
 
 The dashboard reads the cluster with its own credentials (FRESHET_* variables, ideally a user with read-only
-ACLs); signing in decides who may look, not what the dashboard can read.
+ACLs) for what every page shows. What a signed-in user changes (topics, configs, records, offsets, users, ACLs,
+quotas) and the security pages they read go to the cluster with that user's own credentials, so the cluster's
+ACLs decide, as for any client of theirs: the password stays in the dashboard's memory for the session's life
+(never on disk, never in the cookie) and is dropped at sign-out or expiry.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ class KafkaLogin:
         self.max_failures = max_failures
         self.window_s = window_s
         self.sessions: dict[str, tuple[str, float]] = {}  # session id -> (user, expires at)
+        self._secrets: dict[str, dict] = {}  # session id -> the user's SASL settings (acting as them)
+        self._admins: dict[str, AdminClient] = {}
         self._failures: dict[str, deque] = {}
 
     def blocked(self, address: str) -> bool:
@@ -57,7 +62,22 @@ class KafkaLogin:
             return None
         session = secrets.token_urlsafe(24)
         self.sessions[session] = (user, time.monotonic() + self.session_s)
+        self._secrets[session] = {k: config[k] for k in ("sasl.username", "sasl.password", "sasl.mechanism")
+                                  if k in config}
         return session
+
+    def credentials(self, session: str | None) -> dict | None:
+        """The signed-in user's SASL settings (librdkafka's names), to act as them; None without a live session."""
+        return self._secrets.get(session or "") if self.user_of(session) else None
+
+    def admin_for(self, session: str | None) -> AdminClient | None:
+        """An admin client acting as the session's user, kept for the session."""
+        settings = self.credentials(session)
+        if settings is None:
+            return None
+        if session not in self._admins:
+            self._admins[session] = AdminClient(admin_config(self.bootstrap, {"log_level": 0, **settings}))
+        return self._admins[session]
 
     def user_of(self, session: str | None) -> str | None:
         found = self.sessions.get(session or "")
@@ -65,12 +85,14 @@ class KafkaLogin:
             return None
         user, expires = found
         if time.monotonic() > expires:
-            del self.sessions[session]
+            self.sign_out(session)
             return None
         return user
 
     def sign_out(self, session: str | None) -> None:
         self.sessions.pop(session or "", None)
+        self._secrets.pop(session or "", None)
+        self._admins.pop(session or "", None)
 
 
 LOGIN_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Freshet: sign in</title>

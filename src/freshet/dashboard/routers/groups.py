@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from freshet.client.errors import ClientError
 
 from ..refusals import refusal
-from . import Source, history, one
+from . import Admin, Source, history, one
 
 router = APIRouter()
 TIMEOUT_S = 30
@@ -63,10 +63,12 @@ def target(reset: Reset) -> dict:
     return {"to_timestamp_ms": int(when.timestamp() * 1000)}
 
 
-def reset_offsets(collector, group_id: str, reset: Reset) -> dict:
-    admin = collector.groups_admin
+def reset_offsets(collector, admin, group_id: str, reset: Reset) -> dict:
+    """The plan from the dashboard's reads; the commit (not on a dry run) through ``admin``: the signed-in
+    user's, so the cluster's ACLs decide."""
+    planner = collector.groups_admin
     try:
-        plan = admin.plan_reset(group_id, reset.topic, reset.partitions, **target(reset))
+        plan = planner.plan_reset(group_id, reset.topic, reset.partitions, **target(reset))
     except ClientError as exc:
         raise HTTPException(404 if "does not exist" in str(exc) else 400, str(exc)) from None
     try:  # a group nobody has used answers Dead, without members
@@ -79,7 +81,7 @@ def reset_offsets(collector, group_id: str, reset: Reset) -> dict:
     if reset.dry_run:
         return answer
     what = f"cannot reset offsets of group {group_id!r}"
-    future = collector.admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+    future = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
         group_id, [TopicPartition(reset.topic, p, new) for p, _, new in plan])])[group_id]
     try:
         result = future.result(TIMEOUT_S)
@@ -96,18 +98,18 @@ def reset_offsets(collector, group_id: str, reset: Reset) -> dict:
 
 
 @router.post("/api/groups/{group_id}/reset-offsets")
-async def reset(group_id: str, body: Reset, collector: Source) -> dict:
+async def reset(group_id: str, body: Reset, collector: Source, admin: Admin) -> dict:
     """Each partition's current and new committed offset; committed unless ``dry_run`` (the default). The
     broker refuses the commit (409, its reason) while the group has active members."""
-    return await asyncio.to_thread(reset_offsets, collector, group_id, body)
+    return await asyncio.to_thread(reset_offsets, collector, admin, group_id, body)
 
 
 @router.delete("/api/groups/{group_id}")
-async def delete_group(group_id: str, collector: Source) -> dict:
+async def delete_group(group_id: str, admin: Admin) -> dict:
     """DeleteGroups: refused by the broker (409 NON_EMPTY_GROUP) while the group has members."""
     def run() -> None:
         try:
-            collector.admin.delete_consumer_groups([group_id], request_timeout=TIMEOUT_S)[group_id].result(TIMEOUT_S)
+            admin.delete_consumer_groups([group_id], request_timeout=TIMEOUT_S)[group_id].result(TIMEOUT_S)
         except KafkaException as exc:
             raise refusal(exc, f"cannot delete group {group_id!r}") from None
 

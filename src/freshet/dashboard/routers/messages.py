@@ -23,7 +23,7 @@ from freshet.client import producer_config
 from ..browse import START_KINDS, BadRequest, Cancelled, Filters, Scan, ScanTimeout, search
 from ..collector import Collector
 from ..scan_columns import ReadFailed
-from . import Source
+from . import Credentials, Source
 
 router = APIRouter()
 MAX_JSON_LIMIT = 1000  # records in one page answer; a download (format=jsonl) may ask for more
@@ -31,7 +31,7 @@ DIRECTIONS = {"forward": False, "oldest-first": False, "backward": True, "newest
 TOO_LARGE = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}
 SEARCH_THREADS = 4  # scans at once; more wait their turn, and none takes a thread of the default executor
 _searches = ThreadPoolExecutor(SEARCH_THREADS, thread_name_prefix="console-search")
-finished: deque = deque(maxlen=50)  # the last searches: {"topic", "outcome", "scanned"} (outcome: done, cancelled, error)
+finished: deque = deque(maxlen=50)  # the last searches: {"topic", "outcome" (done, cancelled, error), "scanned"}
 running = {"scans": 0}  # searches on a search thread now
 asked: set = set()  # the stop flags of the searches asked for and not yet answered (running or waiting a thread)
 
@@ -225,18 +225,24 @@ class NewRecord(BaseModel):
     encoding: Literal["text", "base64"] = "text"  # how key, value and header values are written in this body
 
 
-_producers: dict[str, Producer] = {}
+_producers: dict[tuple, Producer] = {}
 _producers_lock = threading.Lock()
 
 
-def producer_for(bootstrap: str) -> Producer:
-    """One producer per cluster for the dashboard's lifetime. ``message.max.bytes`` at librdkafka's ceiling so the
-    broker, not the client, judges a record's size (its answer is what the page shows)."""
+def _producer_key(bootstrap: str, credentials: dict | None) -> tuple:
+    return bootstrap, tuple(sorted((credentials or {}).items()))
+
+
+def producer_for(bootstrap: str, credentials: dict | None = None) -> Producer:
+    """One producer per cluster and acting user (the signed-in one, else the dashboard's) for the dashboard's
+    lifetime. ``message.max.bytes`` at librdkafka's ceiling so the broker, not the client, judges a record's size
+    (its answer is what the page shows)."""
+    key = _producer_key(bootstrap, credentials)
     with _producers_lock:
-        if bootstrap not in _producers:
-            _producers[bootstrap] = Producer(producer_config(bootstrap, {
-                "linger.ms": 0, "log_level": 0, "message.max.bytes": 1_000_000_000}))
-        return _producers[bootstrap]
+        if key not in _producers:
+            _producers[key] = Producer(producer_config(bootstrap, {
+                "linger.ms": 0, "log_level": 0, "message.max.bytes": 1_000_000_000, **(credentials or {})}))
+        return _producers[key]
 
 
 def decode(text: str | None, encoding: str, what: str) -> bytes | None:
@@ -251,8 +257,8 @@ def decode(text: str | None, encoding: str, what: str) -> bytes | None:
 
 
 def produce(bootstrap: str, topic: str, partition: int | None, key: bytes | None, value: bytes | None,
-            headers: list) -> tuple[int, int]:
-    producer = producer_for(bootstrap)
+            headers: list, credentials: dict | None = None) -> tuple[int, int]:
+    producer = producer_for(bootstrap, credentials)
     done = threading.Event()
     outcome: dict = {}
 
@@ -270,10 +276,17 @@ def produce(bootstrap: str, topic: str, partition: int | None, key: bytes | None
         raise HTTPException(503, "the dashboard's producer queue is full; try again") from None
     deadline = time.monotonic() + 30
     while not done.is_set() and time.monotonic() < deadline:
-        producer.poll(0.05)
+        try:
+            producer.poll(0.05)
+        except KafkaException as exc:  # a fatal error (e.g. no producer id: not allowed to write idempotently)
+            outcome["err"] = exc.args[0]
+            done.set()
     if not done.is_set():
         raise HTTPException(504, "the broker did not acknowledge the record within 30 s")
     err = outcome["err"]
+    if err is not None and err.fatal():  # the producer is spent: the next record gets a new one
+        with _producers_lock:
+            _producers.pop(_producer_key(bootstrap, credentials), None)
     if err is not None:
         status = 413 if err.code() in TOO_LARGE else 403 if "AUTHORIZATION" in err.name() else 502
         raise HTTPException(status, f"{err.name()}: {err.str()}")
@@ -281,7 +294,7 @@ def produce(bootstrap: str, topic: str, partition: int | None, key: bytes | None
 
 
 @router.post("/api/topics/{topic}/messages")
-async def produce_record(topic: str, record: NewRecord, collector: Source) -> dict:
+async def produce_record(topic: str, record: NewRecord, collector: Source, credentials: Credentials) -> dict:
     """One record written with acks=all (idempotent); the answer is where it landed: ``{partition, offset}``."""
     count = partitions_of(collector, topic)
     if record.partition is not None and not 0 <= record.partition < count:
@@ -292,5 +305,5 @@ async def produce_record(topic: str, record: NewRecord, collector: Source) -> di
     key = decode(record.key, record.encoding, "key")
     value = decode(record.value, record.encoding, "value")
     partition, offset = await asyncio.to_thread(produce, collector.bootstrap, topic, record.partition, key, value,
-                                                headers)
+                                                headers, credentials)
     return {"topic": topic, "partition": partition, "offset": offset}

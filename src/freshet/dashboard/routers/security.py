@@ -27,7 +27,7 @@ from freshet.client.quotas import ENTITY_TYPES, QuotaAdmin, QuotaRefused
 from freshet.client.security import MECHANISMS, OPERATIONS, RESOURCE_NOT_FOUND, RESOURCE_TYPES, broker_authorizer
 
 from ..refusals import refusal
-from . import Source
+from . import Admin, Credentials, Source
 
 router = APIRouter()
 TIMEOUT_S = 15
@@ -37,11 +37,11 @@ RESOURCE_NAMES = {v: k for k, v in RESOURCE_TYPES.items()}
 # -- users ------------------------------------------------------------------------------------------------------
 
 @router.get("/api/security/users")
-async def users(collector: Source) -> dict:
+async def users(admin: Admin) -> dict:
     """Every user with SCRAM credentials: its mechanisms and iteration counts (never a password or a hash)."""
     def run() -> dict:
         try:
-            described = collector.admin.describe_user_scram_credentials().result(TIMEOUT_S)
+            described = admin.describe_user_scram_credentials().result(TIMEOUT_S)
         except KafkaException as exc:
             raise refusal(exc, "cannot list users") from None
         return {"users": [{"name": user, "credentials": sorted(
@@ -60,7 +60,7 @@ class Credential(BaseModel):
 
 
 @router.post("/api/security/users")
-async def set_user(body: Credential, collector: Source) -> dict:
+async def set_user(body: Credential, admin: Admin) -> dict:
     """Adds the user, or changes its password for that mechanism (UpsertUserScramCredentials)."""
     if not body.name.strip():
         raise HTTPException(400, "a user needs a name")
@@ -70,19 +70,19 @@ async def set_user(body: Credential, collector: Source) -> dict:
         raise HTTPException(400, f"mechanism must be one of {', '.join(MECHANISMS)}, not {body.mechanism!r}")
     upsert = UserScramCredentialUpsertion(body.name, ScramCredentialInfo(MECHANISMS[body.mechanism],
                                                                          body.iterations), body.password.encode())
-    await asyncio.to_thread(_alter_credentials, collector, [upsert], f"cannot set {body.name!r}'s password")
+    await asyncio.to_thread(_alter_credentials, admin, [upsert], f"cannot set {body.name!r}'s password")
     return {"name": body.name, "mechanism": body.mechanism}
 
 
 @router.delete("/api/security/users/{name}")
-async def delete_user(name: str, collector: Source, mechanism: str | None = None) -> dict:
+async def delete_user(name: str, admin: Admin, mechanism: str | None = None) -> dict:
     """Deletes the user's credentials (every mechanism, or ``mechanism``); 404 when it has none."""
     if mechanism is not None and mechanism not in MECHANISMS:
         raise HTTPException(400, f"mechanism must be one of {', '.join(MECHANISMS)}, not {mechanism!r}")
 
     def run() -> list[str]:
         try:
-            found = collector.admin.describe_user_scram_credentials([name])[name].result(TIMEOUT_S)
+            found = admin.describe_user_scram_credentials([name])[name].result(TIMEOUT_S)
         except KafkaException as exc:
             if exc.args[0].code() == RESOURCE_NOT_FOUND:
                 raise HTTPException(404, f"no user {name!r} (RESOURCE_NOT_FOUND)") from None
@@ -91,16 +91,16 @@ async def delete_user(name: str, collector: Source, mechanism: str | None = None
         gone = [m for m in had if mechanism in (None, m)]
         if not gone:
             raise HTTPException(404, f"user {name!r} has no {mechanism} credential (it has {', '.join(had)})")
-        _alter_credentials(collector, [UserScramCredentialDeletion(name, MECHANISMS[m]) for m in gone],
+        _alter_credentials(admin, [UserScramCredentialDeletion(name, MECHANISMS[m]) for m in gone],
                            f"cannot delete {name!r}")
         return gone
 
     return {"deleted": name, "mechanisms": await asyncio.to_thread(run)}
 
 
-def _alter_credentials(collector, alterations: list, what: str) -> None:
+def _alter_credentials(admin, alterations: list, what: str) -> None:
     try:
-        for future in collector.admin.alter_user_scram_credentials(alterations).values():
+        for future in admin.alter_user_scram_credentials(alterations).values():
             future.result(TIMEOUT_S)
     except KafkaException as exc:
         raise refusal(exc, what) from None
@@ -143,13 +143,13 @@ def _row(b) -> dict:
             "pattern": "prefixed" if b.resource_pattern_type == ResourcePatternType.PREFIXED else "literal"}
 
 
-def _no_authorizer(collector) -> HTTPException:
+def _no_authorizer() -> HTTPException:
     return HTTPException(400, "the broker has no authorizer, so it keeps no ACLs and lets every client do "
                               "everything (SECURITY_DISABLED; Freshet: freshet broker start --authorizer)")
 
 
 @router.get("/api/security/acls")
-async def acls(collector: Source, principal: str | None = None, resource_type: str | None = None,
+async def acls(admin: Admin, principal: str | None = None, resource_type: str | None = None,
                resource_name: str | None = None) -> dict:
     """The ACLs, all or those of a principal and/or a resource (its literal and prefixed bindings)."""
     if resource_type is not None and resource_type not in RESOURCE_TYPES:
@@ -160,29 +160,35 @@ async def acls(collector: Source, principal: str | None = None, resource_type: s
                                   resource_name or None, ResourcePatternType.ANY, principal or None, None,
                                   AclOperation.ANY, AclPermissionType.ANY)
         try:
-            found = collector.admin.describe_acls(wanted).result(TIMEOUT_S)
+            found = admin.describe_acls(wanted).result(TIMEOUT_S)
         except KafkaException as exc:
             raise refusal(exc, "cannot list ACLs") from None
-        if not found and broker_authorizer(collector.admin) == "":
-            raise _no_authorizer(collector)  # librdkafka answers [] for the broker's SECURITY_DISABLED
+        note = None
+        if not found:  # librdkafka answers [] for the broker's refusals (SECURITY_DISABLED, not authorized)
+            authorizer = broker_authorizer(admin)
+            if authorizer == "":
+                raise _no_authorizer()
+            if authorizer is None:
+                note = ("no ACLs, or none this user may see: librdkafka passes on an empty list where the cluster "
+                        "refuses (DescribeAcls needs DESCRIBE on the cluster)")
         rows = sorted((_row(b) for b in found), key=lambda r: (r["resource_type"], r["resource_name"],
                                                                  r["principal"], r["operation"], r["permission"]))
-        return {"acls": rows, "operations": OPERATIONS, "resource_types": list(RESOURCE_TYPES)}
+        return {"acls": rows, "operations": OPERATIONS, "resource_types": list(RESOURCE_TYPES), "note": note}
 
     return await asyncio.to_thread(run)
 
 
 @router.post("/api/security/acls", status_code=201)
-async def add_acl(spec: AclSpec, collector: Source) -> dict:
+async def add_acl(spec: AclSpec, admin: Admin) -> dict:
     binding = _checked(spec)
 
     def run() -> None:
         try:
-            for future in collector.admin.create_acls([binding]).values():
+            for future in admin.create_acls([binding]).values():
                 future.result(TIMEOUT_S)
         except KafkaException as exc:
             if exc.args[0].name() == "SECURITY_DISABLED":
-                raise _no_authorizer(collector) from None
+                raise _no_authorizer() from None
             raise refusal(exc, "cannot add the ACL") from None
 
     await asyncio.to_thread(run)
@@ -190,7 +196,7 @@ async def add_acl(spec: AclSpec, collector: Source) -> dict:
 
 
 @router.post("/api/security/acls/delete")
-async def delete_acl(spec: AclSpec, collector: Source) -> dict:
+async def delete_acl(spec: AclSpec, admin: Admin) -> dict:
     """Removes exactly that binding (DeleteAcls with a filter that matches it alone); 404 when there is none."""
     b = _checked(spec)
     exact = AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
@@ -198,10 +204,10 @@ async def delete_acl(spec: AclSpec, collector: Source) -> dict:
 
     def run() -> list:
         try:
-            return [x for f in collector.admin.delete_acls([exact]).values() for x in f.result(TIMEOUT_S)]
+            return [x for f in admin.delete_acls([exact]).values() for x in f.result(TIMEOUT_S)]
         except KafkaException as exc:
             if exc.args[0].name() == "SECURITY_DISABLED":
-                raise _no_authorizer(collector) from None
+                raise _no_authorizer() from None
             raise refusal(exc, "cannot remove the ACL") from None
 
     removed = await asyncio.to_thread(run)
@@ -212,15 +218,17 @@ async def delete_acl(spec: AclSpec, collector: Source) -> dict:
 
 # -- client quotas ----------------------------------------------------------------------------------------------
 
-_quota_admins: dict[str, QuotaAdmin] = {}
+_quota_admins: dict[tuple, QuotaAdmin] = {}
 _quota_lock = threading.RLock()
 
 
-def _quotas(collector) -> QuotaAdmin:
+def _quotas(collector, credentials: dict | None) -> QuotaAdmin:
+    """One kafka-python connection per cluster and acting user (the signed-in one, else the dashboard's)."""
+    key = (collector.bootstrap or "", tuple(sorted((credentials or {}).items())))
     with _quota_lock:
-        admin = _quota_admins.get(collector.bootstrap or "")
+        admin = _quota_admins.get(key)
         if admin is None:
-            admin = _quota_admins[collector.bootstrap or ""] = QuotaAdmin(collector.bootstrap)
+            admin = _quota_admins[key] = QuotaAdmin(collector.bootstrap, overrides=credentials)
         return admin
 
 
@@ -230,27 +238,27 @@ class QuotaChange(BaseModel):
     remove: list[str] = []
 
 
-def _quota_call(collector, what: str, call):
-    with _quota_lock:  # one kafka-python connection, one request at a time
+def _quota_call(collector, credentials: dict | None, what: str, call):
+    with _quota_lock:  # one request at a time on a kafka-python connection
         try:
-            return call(_quotas(collector))
+            return call(_quotas(collector, credentials))
         except QuotaRefused as exc:
             status = 403 if "AUTHORIZATION" in exc.name else 400
             raise HTTPException(status, f"{what}: {exc}") from None
         except Exception as exc:  # kafka-python's own errors (unreachable, timed out)
-            _quotas(collector).close()
+            _quotas(collector, credentials).close()
             raise HTTPException(502, f"{what}: {type(exc).__name__}: {exc}") from None
 
 
 @router.get("/api/security/quotas")
-async def quotas(collector: Source) -> dict:
+async def quotas(collector: Source, credentials: Credentials) -> dict:
     """Every client quota: its entity (user and/or client-id; null: that type's default) and values."""
-    found = await asyncio.to_thread(_quota_call, collector, "cannot list quotas", lambda q: q.describe())
+    found = await asyncio.to_thread(_quota_call, collector, credentials, "cannot list quotas", lambda q: q.describe())
     return {"quotas": [{"entity": q.entity, "values": q.values} for q in found]}
 
 
 @router.post("/api/security/quotas")
-async def alter_quotas(change: QuotaChange, collector: Source) -> dict:
+async def alter_quotas(change: QuotaChange, collector: Source, credentials: Credentials) -> dict:
     """Sets and removes one entity's quota values (AlterClientQuotas); answers the entity's quotas after it. The
     broker checks the whole entry before applying any of it."""
     if not change.entity:
@@ -261,9 +269,9 @@ async def alter_quotas(change: QuotaChange, collector: Source) -> dict:
     if not change.set and not change.remove:
         raise HTTPException(400, "nothing to change: give set {name: value} and/or remove [name]")
     what = f"cannot change the quotas of {_entity_line(change.entity)}"
-    await asyncio.to_thread(_quota_call, collector, what,
+    await asyncio.to_thread(_quota_call, collector, credentials, what,
                             lambda q: q.alter(change.entity, change.set, change.remove))
-    found = await asyncio.to_thread(_quota_call, collector, "cannot list quotas",
+    found = await asyncio.to_thread(_quota_call, collector, credentials, "cannot list quotas",
                                     lambda q: q.describe(change.entity))
     return {"entity": change.entity, "values": found[0].values if found else {}}
 

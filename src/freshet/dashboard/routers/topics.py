@@ -11,7 +11,7 @@ from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, Field
 
 from ..refusals import refusal
-from . import Source, history, one
+from . import Admin, Source, history, one
 
 router = APIRouter()
 TIMEOUT_S = 30
@@ -21,10 +21,18 @@ def existing(collector, name: str) -> dict:
     return one(collector.snapshot.topics, name, f"topic {name!r} does not exist")
 
 
+def configs_of(collector, admin, name: str) -> dict:
+    """The topic's configs as the acting user may read them (a refusal: its one line, 403)."""
+    try:
+        return collector.topic_configs(name, admin)
+    except KafkaException as exc:
+        raise refusal(exc, f"cannot read the configs of {name!r}") from None
+
+
 @router.get("/api/topics/{name}")
-async def topic(name: str, collector: Source) -> dict:
+async def topic(name: str, collector: Source, admin: Admin) -> dict:
     t = existing(collector, name)
-    configs = await asyncio.to_thread(collector.topic_configs, name)
+    configs = await asyncio.to_thread(configs_of, collector, admin, name)
     return {"name": name, **t, "configs": configs, "rates": history(collector, f"topic:{name}")}
 
 
@@ -82,26 +90,26 @@ def done(future, what: str):
 
 
 @router.post("/api/topics", status_code=201)
-async def create_topic(body: NewTopicBody, collector: Source) -> dict:
+async def create_topic(body: NewTopicBody, admin: Admin) -> dict:
     new = NewTopic(body.name, body.partitions, body.replication_factor or -1, config=body.configs)
     await asyncio.to_thread(
-        done, collector.admin.create_topics([new], operation_timeout=TIMEOUT_S)[body.name],
+        done, admin.create_topics([new], operation_timeout=TIMEOUT_S)[body.name],
         f"cannot create topic {body.name!r}")
     return {"name": body.name, "partitions": body.partitions}
 
 
 @router.delete("/api/topics/{name}")
-async def delete_topic(name: str, collector: Source, confirm: str = "") -> dict:
+async def delete_topic(name: str, admin: Admin, confirm: str = "") -> dict:
     """Typed confirmation: ``confirm`` must repeat the topic's name."""
     if confirm != name:
         raise HTTPException(400, f"to delete topic {name!r}, confirm with its name (confirm={name})")
-    await asyncio.to_thread(done, collector.admin.delete_topics([name], operation_timeout=TIMEOUT_S)[name],
+    await asyncio.to_thread(done, admin.delete_topics([name], operation_timeout=TIMEOUT_S)[name],
                             f"cannot delete topic {name!r}")
     return {"deleted": name}
 
 
 @router.patch("/api/topics/{name}/configs")
-async def alter_configs(name: str, change: ConfigChange, collector: Source) -> dict:
+async def alter_configs(name: str, change: ConfigChange, collector: Source, admin: Admin) -> dict:
     """IncrementalAlterConfigs: ``set`` names and values, ``delete`` names (back to the default). The broker
     validates the whole request before applying any of it, so a refusal changes nothing."""
     if not change.set and not change.delete:
@@ -109,23 +117,23 @@ async def alter_configs(name: str, change: ConfigChange, collector: Source) -> d
     entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in change.set.items()]
     entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in change.delete]
     resource = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=entries)
-    await asyncio.to_thread(done, collector.admin.incremental_alter_configs([resource])[resource],
+    await asyncio.to_thread(done, admin.incremental_alter_configs([resource])[resource],
                             f"cannot change configs of {name!r}")
-    return {"name": name, "configs": await asyncio.to_thread(collector.topic_configs, name)}
+    return {"name": name, "configs": await asyncio.to_thread(configs_of, collector, admin, name)}
 
 
 @router.post("/api/topics/{name}/partitions")
-async def add_partitions(name: str, body: PartitionCount, collector: Source) -> dict:
+async def add_partitions(name: str, body: PartitionCount, admin: Admin) -> dict:
     """CreatePartitions: ``count`` is the new total; fewer than the topic has is the broker's INVALID_PARTITIONS."""
-    await asyncio.to_thread(done, collector.admin.create_partitions([NewPartitions(name, body.count)])[name],
+    await asyncio.to_thread(done, admin.create_partitions([NewPartitions(name, body.count)])[name],
                             f"cannot grow topic {name!r}")
     return {"name": name, "partitions": body.count}
 
 
 @router.post("/api/topics/{name}/delete-records")
-async def delete_records(name: str, body: RecordsBefore, collector: Source) -> dict:
+async def delete_records(name: str, body: RecordsBefore, admin: Admin) -> dict:
     """DeleteRecords: the partition's log start moves to ``before_offset`` (-1: the high watermark)."""
     tp = TopicPartition(name, body.partition, body.before_offset)
-    result = await asyncio.to_thread(done, collector.admin.delete_records([tp])[tp],
+    result = await asyncio.to_thread(done, admin.delete_records([tp])[tp],
                                      f"cannot delete records of {name}-{body.partition}")
     return {"name": name, "partition": body.partition, "log_start_offset": result.low_watermark}

@@ -1,0 +1,70 @@
+"""With sign-in (``--login``), what a user changes goes to the cluster with their own credentials: the cluster's
+ACLs decide per user, as for any client of theirs; the dashboard's own (read-only) user is only for what every
+page shows, and for requests with the token."""
+
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
+                                   ResourcePatternType, ResourceType)
+from fastapi.testclient import TestClient
+
+from freshet.dashboard.app import create_app
+from freshet.dashboard.collector import Collector
+from freshet.dashboard.login import KafkaLogin
+
+from .secured import add_users, look_only, sasl
+
+
+def signed_in(app, user: str) -> TestClient:
+    client = TestClient(app)
+    answer = client.post("/login", content=f"username={user}&password={user}-pw",
+                         headers={"content-type": "application/x-www-form-urlencoded"}, follow_redirects=False)
+    assert answer.status_code == 303, answer.text
+    return client
+
+
+def test_changes_are_made_as_the_signed_in_user(tmp_path, monkeypatch):
+    from freshet.local import BrokerProcess
+
+    data = tmp_path / "data"
+    add_users(data, "admin", "dash", "alice", "bob")
+    with BrokerProcess(data_dir=str(data), listeners=["SASL_PLAINTEXT"], extra_args=["--super-user", "User:admin"]) as b:
+        admin = AdminClient(sasl(b.bootstrap, "admin"))
+        admin.create_topics([NewTopic("shared", 1)])["shared"].result(10)
+        grants = [AclBinding(ResourceType.TOPIC, "alice-", ResourcePatternType.PREFIXED, "User:alice", "*", op,
+                             AclPermissionType.ALLOW)
+                  for op in (AclOperation.CREATE, AclOperation.ALTER_CONFIGS, AclOperation.WRITE,
+                             AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS, AclOperation.DELETE)]
+        for f in admin.create_acls(grants).values():
+            f.result(10)
+        look_only(admin, "dash", monkeypatch)  # the dashboard's own user may only look
+        collector = Collector(b.bootstrap)
+        collector.collect()
+        app = create_app(collector, token="tok", login=KafkaLogin(b.bootstrap))
+        alice, bob = signed_in(app, "alice"), signed_in(app, "bob")
+
+        made = alice.post("/api/topics", json={"name": "alice-orders", "partitions": 2})
+        assert made.status_code == 201, made.text
+        changed = alice.patch("/api/topics/alice-orders/configs", json={"set": {"retention.ms": "60000"}})
+        assert changed.status_code == 200, changed.text
+        written = alice.post("/api/topics/alice-orders/messages", json={"partition": 1, "value": "hi"})
+        assert written.json() == {"topic": "alice-orders", "partition": 1, "offset": 0}
+        acls = alice.get("/api/security/acls", params={"principal": "User:alice"}).json()  # not hers to see
+        assert acls["acls"] == [] and "none this user may see" in acls["note"]
+
+        for call in (lambda c: c.post("/api/topics", json={"name": "bob-orders"}),
+                     lambda c: c.patch("/api/topics/alice-orders/configs", json={"set": {"retention.ms": "1"}}),
+                     lambda c: c.delete("/api/topics/alice-orders?confirm=alice-orders"),
+                     lambda c: c.post("/api/topics/alice-orders/messages", json={"value": "sneaky"})):
+            refused = call(bob)
+            assert refused.status_code == 403 and "AUTHORIZATION_FAILED" in refused.json()["detail"], refused.text
+            by_token = call(TestClient(app, headers={"Authorization": "Bearer tok"}))  # the dashboard's own user
+            assert by_token.status_code == 403, by_token.text
+        topics = admin.list_topics(timeout=10).topics
+        assert "bob-orders" not in topics and len(topics["alice-orders"].partitions) == 2
+        from confluent_kafka.admin import ConfigResource
+
+        resource = ConfigResource(ConfigResource.Type.TOPIC, "alice-orders")
+        assert admin.describe_configs([resource])[resource].result(10)["retention.ms"].value == "60000"
+
+        alice.post("/logout", follow_redirects=False)  # signed out: the session's credentials are gone
+        assert alice.post("/api/topics", json={"name": "alice-more"}).status_code == 401
+        assert alice.cookies.get("freshet_session") is None
