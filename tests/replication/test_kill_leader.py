@@ -45,6 +45,10 @@ class Writer(threading.Thread):
             self.producer.poll(0.001 if self.sent % 50 else 0.02)
         self.producer.flush(DEADLINE)
 
+    def finish(self) -> None:
+        self.done.set()
+        self.join(DEADLINE)
+
     def acked_past(self, count: int, timeout: float = DEADLINE) -> None:
         end = time.monotonic() + timeout
         while len(self.acked) < count:
@@ -81,6 +85,19 @@ class Reader(threading.Thread):
             self.consumer.close()
 
 
+def three_replicas(cluster: LocalCluster, topic: str):
+    """A one-partition topic with three replicas and min.insync.replicas=2, once its ISR is whole: a predicate on
+    the metadata for a whole ISR (the partition when true), and the partition."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(60)
+
+    def full_isr(metadata):
+        part = cluster.partition(topic, 0, metadata)
+        return part is not None and part["leader"] >= 0 and len(part["isr"]) == 3 and part
+
+    return full_isr, cluster.wait_until(full_isr, DEADLINE, "a leader and three replicas in the ISR")
+
+
 def read_all(bootstrap: str, topic: str, count: int) -> list[int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "e2e-check", "enable.auto.commit": False,
                         "log_level": 3})
@@ -103,14 +120,7 @@ def read_all(bootstrap: str, topic: str, count: int) -> list[int]:
 @pytest.mark.timeout(1500)
 def test_no_acknowledged_record_is_lost_or_duplicated_while_the_leader_is_killed_9_over_and_over(tmp_path):
     with LocalCluster(3, directory=str(tmp_path / "cluster")) as cluster:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        admin.create_topics([NewTopic("kills", 1, 3, config={"min.insync.replicas": "2"})])["kills"].result(60)
-
-        def full_isr(metadata):
-            part = cluster.partition("kills", 0, metadata)
-            return part is not None and part["leader"] >= 0 and len(part["isr"]) == 3 and part
-
-        cluster.wait_until(full_isr, DEADLINE, "a leader and three replicas in the ISR")
+        full_isr, part = three_replicas(cluster, "kills")
         writer = Writer(cluster.bootstrap, "kills")
         writer.start()
         reader = Reader(cluster.bootstrap, "kills")
@@ -130,8 +140,7 @@ def test_no_acknowledged_record_is_lost_or_duplicated_while_the_leader_is_killed
                 cluster.restart(part["leader"])
             cluster.wait_until(full_isr, DEADLINE, "all three replicas in the ISR at the end")
         finally:
-            writer.done.set()
-            writer.join(DEADLINE)
+            writer.finish()
         assert not writer.errors, writer.errors[:3]
         reader.until = len(writer.acked)
         reader.join(DEADLINE)
@@ -153,14 +162,7 @@ def test_a_wiped_follower_fetches_the_whole_log_again_and_can_lead_with_it(tmp_p
     """A follower restarted on an empty data directory (a replaced disk) fetches the whole log from the leader and
     rejoins the ISR; left the only broker alive, it leads and serves every acknowledged record."""
     with LocalCluster(3, directory=str(tmp_path / "cluster")) as cluster:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        admin.create_topics([NewTopic("wiped", 1, 3, config={"min.insync.replicas": "2"})])["wiped"].result(60)
-
-        def full_isr(metadata):
-            part = cluster.partition("wiped", 0, metadata)
-            return part is not None and part["leader"] >= 0 and len(part["isr"]) == 3 and part
-
-        part = cluster.wait_until(full_isr, DEADLINE, "a leader and three replicas in the ISR")
+        full_isr, part = three_replicas(cluster, "wiped")
         writer = Writer(cluster.bootstrap, "wiped")
         writer.start()
         try:
@@ -173,8 +175,7 @@ def test_a_wiped_follower_fetches_the_whole_log_again_and_can_lead_with_it(tmp_p
             writer.acked_past(len(writer.acked) + 500)
             cluster.wait_until(full_isr, DEADLINE, "the wiped broker back in the ISR")
         finally:
-            writer.done.set()
-            writer.join(DEADLINE)
+            writer.finish()
         assert not writer.errors, writer.errors[:3]
         cluster.wait_until(full_isr, DEADLINE, "every replica in the ISR after the last write")
         for other in [n for n in part["replicas"] if n != wiped]:
@@ -187,3 +188,31 @@ def test_a_wiped_follower_fetches_the_whole_log_again_and_can_lead_with_it(tmp_p
         assert len(got) == len(set(got)) and got == sorted(got)
         missing = set(writer.acked) - set(got)
         assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
+
+
+@pytest.mark.timeout(900)
+def test_a_leader_paused_past_its_session_is_deposed_and_keeps_no_divergent_history(tmp_path):
+    """SIGSTOP of the leader past the session timeout: a new leader is elected and the producer goes on there;
+    the old leader, resumed, still believes it leads until the metadata reaches it, and whatever it took in that
+    moment is cut when it follows. Nothing acknowledged is lost or doubled."""
+    with LocalCluster(3, directory=str(tmp_path / "cluster"), session_timeout_ms=3000) as cluster:
+        full_isr, part = three_replicas(cluster, "paused")
+        writer = Writer(cluster.bootstrap, "paused")
+        writer.start()
+        try:
+            writer.acked_past(500)
+            cluster.pause(part["leader"])
+            try:
+                cluster.wait_until(lambda m: cluster.partition("paused", 0, m)["leader"] not in (-1, part["leader"]),
+                                   DEADLINE, "a new leader while the old one is paused")
+                writer.acked_past(len(writer.acked) + 500)
+            finally:
+                cluster.resume(part["leader"])
+            writer.acked_past(len(writer.acked) + 500)
+            cluster.wait_until(full_isr, DEADLINE, "the resumed broker back in the ISR")
+        finally:
+            writer.finish()
+        assert not writer.errors, writer.errors[:3]
+        got = read_all(cluster.bootstrap, "paused", len(writer.acked))
+        assert len(got) == len(set(got)) and got == sorted(got)
+        assert not set(writer.acked) - set(got)
