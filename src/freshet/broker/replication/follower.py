@@ -34,7 +34,7 @@ FETCH_MAX_WAIT_MS = 500  # replica.fetch.wait.max.ms
 FETCH_MIN_BYTES = 1  # replica.fetch.min.bytes
 PARTITION_MAX_BYTES = 1 << 20  # replica.fetch.max.bytes
 RESPONSE_MAX_BYTES = 10 << 20  # replica.fetch.response.max.bytes
-BACKOFF_S = 0.2  # replica.fetch.backoff.ms (Kafka: 1000)
+BACKOFF_S = 0.2  # replica.fetch.backoff.ms (Kafka: 1000): also the wait for a leader that learns late it leads
 WAITING_FOR_METADATA = {ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch,
                         ErrorCode.unknown_leader_epoch, ErrorCode.unknown_topic_or_partition,
                         ErrorCode.unknown_topic_id}
@@ -146,7 +146,7 @@ class ReplicaFetcher:
     def _pause(self, followed: Followed, why) -> None:
         log.info("%s-%d: leader %d answered %s; waiting for newer metadata", followed.state.topic,
                  followed.state.index, self.leader.node_id, why)
-        followed.paused_until = asyncio.get_running_loop().time() + BACKOFF_S * 5
+        followed.paused_until = asyncio.get_running_loop().time() + BACKOFF_S
 
     async def _truncate(self, key: tuple[str, int], followed: Followed) -> None:
         """KIP-279: ask where the leader's copy of our latest epoch ends, cut there; again when the leader
