@@ -285,3 +285,30 @@ def test_a_join_of_two_streams_within_an_hour_matches_the_clicks_to_their_search
             ON s.search_id = c.search_id AND c.ts BETWEEN s.ts AND s.ts + INTERVAL 1 HOUR
         EMIT CHANGES UNTIL {len(events)} ROWS""")
     assert sorted(rows) == expected
+
+
+def test_a_stream_joined_to_a_table_meets_each_key_as_it_is_when_the_row_is_processed(sql, broker, topic_name):
+    from confluent_kafka import Producer
+
+    users, visits = topic_name + "-users", topic_name + "-visits"
+    produce(broker.bootstrap, users, [{"id": 1, "name": "ada"}, {"id": 2, "name": "bob"}], ["1", "2"], partitions=1)
+    produce(broker.bootstrap, visits, [{"user_id": 1, "url": "/a", "ts": T0}, {"user_id": 2, "url": "/b", "ts": T0},
+                                       {"user_id": 3, "url": "/c", "ts": T0}], partitions=1)
+    n = abs(hash(topic_name)) % 10**8
+    *_, push = list(sql.execute(f"""
+        CREATE TABLE users_{n} (id INT PRIMARY KEY, name STRING) WITH (topic='{users}', format='json');
+        CREATE STREAM visits_{n} (user_id INT, url STRING, ts BIGINT) WITH (topic='{visits}', format='json',
+            timestamp='ts');
+        SELECT v.url, u.name FROM visits_{n} v LEFT JOIN users_{n} u ON v.user_id = u.id EMIT CHANGES LIMIT 5"""))
+    rows = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for row in push.rows:
+        rows.append(row)
+        if len(rows) == 3:  # the first visits are joined: ada is renamed, then she visits again
+            producer.produce(users, json.dumps({"id": 1, "name": "ada lovelace"}).encode(), b"1")
+            assert producer.flush(30) == 0
+            producer.produce(visits, json.dumps({"user_id": 1, "url": "/d", "ts": T0 + 1}).encode())
+            producer.produce(visits, json.dumps({"user_id": 2, "url": "/e", "ts": T0 + 2}).encode())
+            assert producer.flush(30) == 0
+    assert sorted(rows[:3]) == [("/a", "ada"), ("/b", "bob"), ("/c", None)]
+    assert sorted(rows[3:]) == [("/d", "ada lovelace"), ("/e", "bob")]

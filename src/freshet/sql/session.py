@@ -82,20 +82,21 @@ class SqlSession:
         except SqlError:
             words = set()
         self.catalog.refresh()
-        used = []
-        for defn in self.catalog.definitions():
-            if defn.name.lower() in words:
-                used.append(defn)
-                self._view(defn)
+        used = [defn for defn in self.catalog.definitions() if defn.name.lower() in words]
+        # a table named beside a stream is read as a snapshot, planned again each microbatch (a stream-table join)
+        beside_a_stream = any(d.kind == "stream" for d in used)
+        for defn in used:
+            self._view(defn, snapshot=defn.kind == "table" and beside_a_stream)
         return used
 
-    def _view(self, defn: Definition) -> None:
+    def _view(self, defn: Definition, snapshot: bool = False) -> None:
         from .sources import dataframe
 
-        made_of = (repr(defn.to_json()), self.offset_reset)
+        made_of = (repr(defn.to_json()), self.offset_reset, snapshot)
         if self._views.get(defn.name.lower()) == made_of:
             return
-        dataframe(self.spark, defn, self.bootstrap, self.offset_reset).createOrReplaceTempView(defn.name)
+        df = dataframe(self.spark, defn, self.bootstrap, self.offset_reset, snapshot=snapshot)
+        df.createOrReplaceTempView(defn.name)
         self._views[defn.name.lower()] = made_of
 
     def dataframe(self, select: str, start: int = 0, script: str | None = None):

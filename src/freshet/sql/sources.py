@@ -87,11 +87,20 @@ def decode(raw: DataFrame, defn: Definition) -> DataFrame:
     return df.select(*[quote(n) for n in names], *PSEUDO_COLUMNS, _DELETED)
 
 
-def dataframe(spark, defn: Definition, bootstrap: str, starting_offsets: str = "earliest") -> DataFrame:
-    """The streaming DataFrame of ``defn``: a stream's rows, or a table's latest row per key."""
-    spec = PipelineSpec(pipeline="sql", source_topic=defn.topic, sink="console", bootstrap=bootstrap,
-                        checkpoint="", starting_offsets=starting_offsets)
-    rows = decode(freshet_source(spark, spec), defn)
+def dataframe(spark, defn: Definition, bootstrap: str, starting_offsets: str = "earliest",
+              snapshot: bool = False) -> DataFrame:
+    """The streaming DataFrame of ``defn``: a stream's rows, or a table's latest row per key.
+
+    ``snapshot`` (tables): a batch DataFrame instead, reading the topic to its end each time it is planned. Joined to
+    a stream, Spark plans it again for every microbatch, so each stream row meets the table as it is when the row is
+    processed (ksqlDB's stream-table join); Spark does not join a stream to a streaming aggregation."""
+    if snapshot:
+        raw = _snapshot_reader(spark)(F.lit(bootstrap), F.lit(defn.topic))
+    else:
+        spec = PipelineSpec(pipeline="sql", source_topic=defn.topic, sink="console", bootstrap=bootstrap,
+                            checkpoint="", starting_offsets=starting_offsets)
+        raw = freshet_source(spark, spec)
+    rows = decode(raw, defn)
     names = [quote(c.name) for c in defn.columns]
     if defn.kind == "stream":
         rows = rows.withWatermark(defn.timestamp or "ROWTIME", defn.watermark or DEFAULT_LATENESS)
@@ -101,6 +110,40 @@ def dataframe(spark, defn: Definition, bootstrap: str, starting_offsets: str = "
               .agg(F.max_by(F.struct(*names, "ROWTIME", _DELETED), F.col("ROWOFFSET")).alias("latest")))
     return latest.where(~F.col(f"latest.{_DELETED}")).select(
         *[F.col(f"latest.{n}").alias(c.name) for n, c in zip(names, defn.columns)], F.col("latest.ROWTIME"))
+
+
+_SNAPSHOT_READERS: dict = {}
+
+
+def _snapshot_reader(spark):
+    """A Python UDTF reading a topic from its start to its end when it runs, not when it is planned: the table
+    side of a stream-table join runs again in every microbatch, and so reads the table as it is then. (The freshet
+    source's batch reads fix their offsets when planned, once per streaming query.)"""
+    if id(spark) in _SNAPSHOT_READERS:
+        return _SNAPSHOT_READERS[id(spark)]
+    from pyspark.sql.functions import udtf
+
+    @udtf(returnType="key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp")
+    class FreshetSnapshot:
+        def eval(self, bootstrap: str, topic: str):
+            import datetime
+
+            from freshet.client.admin import TopicAdmin
+            from freshet.client.reading import read_to_end, reader
+
+            records = []
+            consumer = reader(bootstrap)
+            try:
+                partitions = TopicAdmin(bootstrap).partition_count(topic)
+                read_to_end(consumer, [(topic, p, -2) for p in range(partitions)], records.append, 120)
+            finally:
+                consumer.close()
+            for m in records:
+                stamp = datetime.datetime.fromtimestamp(m.timestamp()[1] / 1000, datetime.timezone.utc)
+                yield m.key(), m.value(), topic, m.partition(), m.offset(), stamp
+
+    _SNAPSHOT_READERS[id(spark)] = FreshetSnapshot
+    return FreshetSnapshot
 
 
 def _avro_decoder(defn: Definition):
