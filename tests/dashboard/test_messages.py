@@ -267,8 +267,10 @@ def test_a_streamed_search_reports_progress_then_answers(client):
     answer = client.get(f"/api/topics/{TOPIC}/messages?format=stream&start=oldest&key=k119&partition=1")
     assert answer.status_code == 200 and answer.headers["content-type"] == "application/x-ndjson"
     events = [json.loads(line) for line in answer.text.splitlines()]
-    progress = [e["progress"] for e in events[:-1]]
+    progress = [e["progress"] for e in events[:-1] if "progress" in e]
     assert progress and all(p["stopped"] is None and p["line"].endswith(" …") for p in progress)
+    previews = [r for e in events[:-1] for r in e.get("matches", [])]  # shown as found, before the answer
+    assert [(r["partition"], r["offset"], r["key"]["text"]) for r in previews] == [(1, 59, "k119")]
     assert [p["scanned"] for p in progress] == sorted(p["scanned"] for p in progress)
     done = events[-1]["done"]
     assert ns(done) == [119] and done["progress"]["line"] == "scanned 61 of 61, 1 match"

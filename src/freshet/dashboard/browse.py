@@ -303,12 +303,14 @@ def read_windows(consumer: Consumer, topic: str, windows: dict[int, tuple[int, i
                           f"within {deadline_s:.0f} s")
 
 
-def search(bootstrap: str, scan: Scan, on_progress=None, stop: threading.Event | None = None) -> Result:
+def search(bootstrap: str, scan: Scan, on_progress=None, stop: threading.Event | None = None,
+           on_matches=None) -> Result:
     """The records matching ``scan.filters`` from its start in its direction: at most ``limit`` of them, after
     at most ``max_scan`` records read. Each partition reads a chunk per round (500, doubling to 100k); backward,
     a chunk is read forward and turned around. Matches from several partitions come newest (or oldest) first by
-    timestamp. ``on_progress(progress)`` hears after every round how far the scan has come; ``stop`` set ends the
-    scan (Cancelled) before its next fetch."""
+    timestamp. ``on_progress(progress)`` hears after every round how far the scan has come, ``on_matches(records)``
+    each round's new matches (rendered, up to the limit); ``stop`` set ends the scan (Cancelled) before its next
+    fetch."""
     if stop is not None and stop.is_set():
         raise Cancelled()
     consumer = new_consumer(bootstrap, "read_uncommitted")
@@ -348,9 +350,13 @@ def search(bootstrap: str, scan: Scan, on_progress=None, stop: threading.Event |
                 scan_columns.read_windows(*columnar, scan.topic, windows, take_columns, stop, Cancelled)
             else:
                 read_windows(consumer, scan.topic, windows, take, stop=stop)
+            shown = len(matches)
             for p, (a, b) in windows.items():
                 position[p] = a if scan.backward else b
                 matches += reversed(got[p]) if scan.backward else got[p]
+            if on_matches is not None and shown < min(len(matches), scan.limit):
+                # a preview as they are found (no transaction state yet; the answer orders and marks them)
+                on_matches([render(m, None) for m in matches[shown:scan.limit]])
             if len(matches) >= scan.limit:
                 result.stopped = "limit"
                 break

@@ -36,7 +36,7 @@ running = {"scans": 0}  # searches on a search thread now
 asked: set = set()  # the stop flags of the searches asked for and not yet answered (running or waiting a thread)
 
 
-def run_search(bootstrap: str, scan: Scan, stop: threading.Event, on_progress=None):
+def run_search(bootstrap: str, scan: Scan, stop: threading.Event, on_progress=None, on_matches=None):
     """``search`` on a search thread, its end noted in ``finished``."""
     scanned = {"n": 0}
 
@@ -48,7 +48,7 @@ def run_search(bootstrap: str, scan: Scan, stop: threading.Event, on_progress=No
     outcome = "error"
     running["scans"] += 1
     try:
-        result = search(bootstrap, scan, heard, stop)
+        result = search(bootstrap, scan, heard, stop, on_matches)
         outcome, scanned["n"] = "done", result.scanned
         return result
     except Cancelled:
@@ -59,12 +59,12 @@ def run_search(bootstrap: str, scan: Scan, stop: threading.Event, on_progress=No
         finished.append({"topic": scan.topic, "outcome": outcome, "scanned": scanned["n"]})
 
 
-async def searched(bootstrap: str, scan: Scan, stop: threading.Event, on_progress=None):
+async def searched(bootstrap: str, scan: Scan, stop: threading.Event, on_progress=None, on_matches=None):
     """The search on the search threads; told to stop when the request is cancelled (its client went away)."""
     asked.add(stop)
     try:
         return await asyncio.get_running_loop().run_in_executor(_searches, run_search, bootstrap, scan, stop,
-                                                                on_progress)
+                                                                on_progress, on_matches)
     finally:
         stop.set()  # a no-op when it has ended; else it ends before its next fetch
         asked.discard(stop)
@@ -181,21 +181,23 @@ def parse_cursor(text: str, partitions: list[int]) -> dict[int, int]:
 
 
 async def streamed(bootstrap: str, scan: Scan):
-    """The scan on a search thread; its progress and then its answer as JSON lines, as they come. When the client
-    goes away the response is cancelled, and so is the scan (before its next fetch)."""
+    """The scan on a search thread; its progress and its matches as found, then its answer, as JSON lines. When the
+    client goes away the response is cancelled, and so is the scan (before its next fetch)."""
     loop = asyncio.get_running_loop()
     events: asyncio.Queue = asyncio.Queue()
     stop = threading.Event()
 
-    def progressed(progress: dict) -> None:  # on the search thread
+    def put(event: dict) -> None:  # on the search thread
         try:
-            loop.call_soon_threadsafe(events.put_nowait, {"progress": progress})
+            loop.call_soon_threadsafe(events.put_nowait, event)
         except RuntimeError:  # the server's loop is gone
             stop.set()
 
     async def run() -> None:
         try:
-            await events.put({"done": answer(scan, await searched(bootstrap, scan, stop, progressed))})
+            result = await searched(bootstrap, scan, stop, lambda p: put({"progress": p}),
+                                    lambda found: put({"matches": found}))
+            await events.put({"done": answer(scan, result)})
         except Cancelled:
             pass
         except (BadRequest, ScanTimeout) as exc:
