@@ -162,6 +162,35 @@ def test_reset_offsets_dry_run_commits_nothing_then_execute(client, broker, topi
     assert committed(broker, group, topic_name, 2) == [10, 10]
 
 
+def test_reset_to_an_offset_and_by_a_duration(client, broker, topic_name):
+    """As ``kafka-consumer-groups.sh --to-offset N`` (clamped to each partition's log) and ``--by-duration
+    PnDTnHnMnS`` (the first offset at or after now minus the duration); bad values refused, nothing committed."""
+    group = topic_name + "-g"
+    create_topic(broker.bootstrap, topic_name, 2)
+    now = int(time.time() * 1000)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "log_level": 0})
+    for n in range(10):  # partition 0: one record an hour, the last one now; partition 1: 3 records
+        producer.produce(topic_name, b"v", partition=0, timestamp=now - (9 - n) * 3_600_000)
+    for n in range(3):
+        producer.produce(topic_name, b"v", partition=1, timestamp=now)
+    producer.flush(10)
+    commit(broker, group, topic_name, [1, 1])
+    url = f"/api/groups/{group}/reset-offsets"
+    to_offset = client.post(url, json={"topic": topic_name, "to": "offset", "value": 5, "dry_run": False})
+    assert to_offset.json()["partitions"] == [{"partition": 0, "current": 1, "new": 5},
+                                              {"partition": 1, "current": 1, "new": 3}]  # 3: partition 1's end
+    assert committed(broker, group, topic_name, 2) == [5, 3]
+    back = client.post(url, json={"topic": topic_name, "to": "duration", "value": "PT2H30M", "partitions": [0]})
+    assert back.json()["partitions"] == [{"partition": 0, "current": 5, "new": 7}]  # the records of the last 2.5 h
+    day = client.post(url, json={"topic": topic_name, "to": "duration", "value": "P1D", "partitions": [0]})
+    assert day.json()["partitions"][0]["new"] == 0
+    for body, words in (({"to": "offset", "value": -1}, "not negative"), ({"to": "offset", "value": "x"}, "whole"),
+                        ({"to": "duration", "value": "1 hour"}, "not a duration"), ({"to": "duration"}, "PnDTnHnMnS")):
+        bad = client.post(url, json={"topic": topic_name, "dry_run": False, **body})
+        assert bad.status_code == 400 and words in bad.json()["detail"], bad.text
+    assert committed(broker, group, topic_name, 2) == [5, 3]
+
+
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_reset_and_delete_refused_while_the_group_has_members(client, broker, topic_name, protocol):
     group = topic_name + "-g"

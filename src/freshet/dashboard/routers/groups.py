@@ -4,6 +4,8 @@ resets (a dry run first, as ``kafka-consumer-groups.sh --reset-offsets`` does) a
 from __future__ import annotations
 
 import asyncio
+import re
+import time
 from datetime import datetime
 from typing import Literal
 
@@ -34,18 +36,47 @@ async def group(group_id: str, collector: Source) -> dict:
 class Reset(BaseModel):
     topic: str
     partitions: list[int] | None = None  # none: every partition of the topic
-    to: Literal["earliest", "latest", "timestamp", "shift"]
-    value: int | str | None = None  # timestamp: epoch ms or an ISO time; shift: N (negative: back)
+    to: Literal["earliest", "latest", "timestamp", "shift", "offset", "duration"]
+    # timestamp: epoch ms or an ISO time; shift: N (negative: back); offset: N; duration: PnDTnHnMnS or ms back
+    value: int | str | None = None
     dry_run: bool = True
 
 
+VALUES = {"timestamp": "epoch milliseconds or an ISO time", "shift": "N, negative: back", "offset": "N",
+          "duration": "PnDTnHnMnS, e.g. PT1H, or milliseconds"}
+DURATION = re.compile(r"^P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$")
+
+
+def duration_ms(value: int | str) -> int:
+    """``--by-duration``'s PnDTnHnMnS (or milliseconds) in milliseconds; a 400 otherwise."""
+    if isinstance(value, int):
+        if value < 0:
+            raise HTTPException(400, f"a duration is not negative: {value}")
+        return value
+    found = DURATION.match(value.strip().upper())
+    if found is None or value.strip().upper() in ("P", "PT"):
+        raise HTTPException(400, f"not a duration: {value!r} ({VALUES['duration']})")
+    d, h, m, sec = (float(found[k] or 0) for k in "dhms")
+    return int((((d * 24 + h) * 60 + m) * 60 + sec) * 1000)
+
+
 def target(reset: Reset) -> dict:
-    """GroupAdmin.plan_reset's keyword for ``reset.to``; a 400 when ``value`` does not fit."""
+    """GroupAdmin.plan_reset's keyword for ``reset.to``; a 400 when ``value`` does not fit (``to=offset``:
+    {"to_offset": N}, which reset_offsets plans itself)."""
     if reset.to in ("earliest", "latest"):
         return {f"to_{reset.to}": True}
     if reset.value is None:
-        raise HTTPException(400, f"to={reset.to} needs a value ("
-                                 f"{'epoch milliseconds or an ISO time' if reset.to == 'timestamp' else 'N, negative: back'})")
+        raise HTTPException(400, f"to={reset.to} needs a value ({VALUES[reset.to]})")
+    if reset.to == "duration":
+        return {"to_timestamp_ms": int(time.time() * 1000) - duration_ms(reset.value)}
+    if reset.to == "offset":
+        try:
+            offset = int(reset.value)
+        except ValueError:
+            raise HTTPException(400, f"offset needs a whole number, not {reset.value!r}") from None
+        if offset < 0:
+            raise HTTPException(400, f"an offset is not negative: {offset}")
+        return {"to_offset": offset}
     if reset.to == "shift":
         try:
             return {"shift_by": int(reset.value)}
@@ -68,7 +99,14 @@ def reset_offsets(collector, admin, group_id: str, reset: Reset) -> dict:
     user's, so the cluster's ACLs decide."""
     planner = collector.groups_admin
     try:
-        plan = planner.plan_reset(group_id, reset.topic, reset.partitions, **target(reset))
+        wanted = target(reset)
+        if "to_offset" in wanted:  # as kafka-consumer-groups.sh --to-offset: clamped to each partition's log
+            lows = planner.plan_reset(group_id, reset.topic, reset.partitions, to_earliest=True)
+            highs = {p: high for p, _, high in planner.plan_reset(group_id, reset.topic, reset.partitions,
+                                                                 to_latest=True)}
+            plan = [(p, old, min(max(wanted["to_offset"], low), highs[p])) for p, old, low in lows]
+        else:
+            plan = planner.plan_reset(group_id, reset.topic, reset.partitions, **wanted)
     except ClientError as exc:
         raise HTTPException(404 if "does not exist" in str(exc) else 400, str(exc)) from None
     try:  # a group nobody has used answers Dead, without members
