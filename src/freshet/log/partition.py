@@ -266,8 +266,9 @@ class Partition:
         """A follower's append: the leader's batches exactly as the leader wrote them (offsets, leader epochs,
         producer ids and sequences kept), continuing this log at its end. Batches that end before the log end
         are skipped (fetched again); anything else out of place, or failing its CRC, is refused and nothing is
-        written. The producer state and the transaction index follow, so a new leader goes on checking
-        sequences where the old one was. Returns the new log end offset."""
+        written; offsets may jump (a compacted leader's log). The producer state and the transaction index
+        follow, so a new leader goes on checking sequences where the old one was. Returns the new log end
+        offset."""
         try:
             headers = validate_batches(records)
         except format_errors.CorruptBatchError as exc:
@@ -282,8 +283,9 @@ class Partition:
         if not headers:
             return expected
         for header in headers:
-            if header.base_offset != expected:
-                raise InvalidRecordError(f"batch at offset {header.base_offset} does not continue the log at {expected}")
+            # offsets only go up; a gap is allowed (a compacted leader's log has whole batches removed)
+            if header.base_offset < expected:
+                raise InvalidRecordError(f"batch at offset {header.base_offset} overlaps the log, which ends at {expected}")
             expected = header.last_offset + 1
         epochs = self.leader_epochs
         for header in headers:
