@@ -287,16 +287,23 @@ def test_a_join_of_two_streams_within_an_hour_matches_the_clicks_to_their_search
     assert sorted(rows) == expected
 
 
-def test_a_stream_joined_to_a_table_meets_each_key_as_it_is_when_the_row_is_processed(sql, broker, topic_name):
+@pytest.mark.parametrize("fmt", ["json", "debezium"])
+def test_a_stream_joined_to_a_table_meets_each_key_as_it_is_when_the_row_is_processed(sql, broker, topic_name, fmt):
     from confluent_kafka import Producer
 
+    def user(row: dict, before: dict | None = None) -> dict:
+        if fmt == "json":
+            return row
+        return {"before": before, "after": row, "op": "u" if before else "c", "source": {"table": "users"}}
+
     users, visits = topic_name + "-users", topic_name + "-visits"
-    produce(broker.bootstrap, users, [{"id": 1, "name": "ada"}, {"id": 2, "name": "bob"}], ["1", "2"], partitions=1)
+    produce(broker.bootstrap, users, [user({"id": 1, "name": "ada"}), user({"id": 2, "name": "bob"})],
+            ['{"id": 1}', '{"id": 2}'], partitions=1)
     produce(broker.bootstrap, visits, [{"user_id": 1, "url": "/a", "ts": T0}, {"user_id": 2, "url": "/b", "ts": T0},
                                        {"user_id": 3, "url": "/c", "ts": T0}], partitions=1)
     n = abs(hash(topic_name)) % 10**8
     *_, push = list(sql.execute(f"""
-        CREATE TABLE users_{n} (id INT PRIMARY KEY, name STRING) WITH (topic='{users}', format='json');
+        CREATE TABLE users_{n} (id INT PRIMARY KEY, name STRING) WITH (topic='{users}', format='{fmt}');
         CREATE STREAM visits_{n} (user_id INT, url STRING, ts BIGINT) WITH (topic='{visits}', format='json',
             timestamp='ts');
         SELECT v.url, u.name FROM visits_{n} v LEFT JOIN users_{n} u ON v.user_id = u.id EMIT CHANGES LIMIT 5"""))
@@ -305,7 +312,8 @@ def test_a_stream_joined_to_a_table_meets_each_key_as_it_is_when_the_row_is_proc
     for row in push.rows:
         rows.append(row)
         if len(rows) == 3:  # the first visits are joined: ada is renamed, then she visits again
-            producer.produce(users, json.dumps({"id": 1, "name": "ada lovelace"}).encode(), b"1")
+            renamed = user({"id": 1, "name": "ada lovelace"}, before={"id": 1, "name": "ada"})
+            producer.produce(users, json.dumps(renamed).encode(), b'{"id": 1}')
             assert producer.flush(30) == 0
             producer.produce(visits, json.dumps({"user_id": 1, "url": "/d", "ts": T0 + 1}).encode())
             producer.produce(visits, json.dumps({"user_id": 2, "url": "/e", "ts": T0 + 2}).encode())
