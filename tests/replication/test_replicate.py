@@ -104,3 +104,21 @@ def test_a_follower_starts_fetching_once_the_metadata_names_its_leaders_endpoint
         connection.close()
 
     run(scenario, count=2)
+
+
+def test_a_follower_behind_the_leaders_log_start_starts_its_log_there(run):
+    async def scenario(cluster):
+        await cluster.replicated_topic("trimmed", (0, 1), isr=(0,), nodes=[0])
+        connection = await cluster.connect(0)
+        for value in (b"a", b"b", b"c"):
+            answer, _ = await produce(connection, "trimmed", batch(value), acks=-1)
+            assert answer.error_code == ErrorCode.none
+        assert cluster.partition(0, "trimmed").advance_log_start(2) == 2  # DeleteRecords on the leader
+        await cluster.apply(nodes=[1])
+        follower = cluster.partition(1, "trimmed")
+        await wait_until(lambda: follower.log_end_offset == 3, "the follower fetching from the leader's log start")
+        assert follower.log_start_offset == 2
+        assert log_bytes(follower) and log_bytes(follower) == log_bytes(cluster.partition(0, "trimmed"))
+        connection.close()
+
+    run(scenario, count=2)
