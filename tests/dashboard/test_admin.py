@@ -56,6 +56,15 @@ def test_create_topic_with_configs_then_a_duplicate_is_refused(client, broker, t
     assert partition_count(broker, topic_name + "-z") is None
 
 
+def test_the_overview_shows_each_topics_retention_and_cleanup_policy(client, broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 1, {"retention.ms": "86400000", "cleanup.policy": "compact,delete",
+                                                   "retention.bytes": "1048576"})
+    collector = client.app.state.collector
+    collector.collect()
+    t = client.get("/api/overview").json()["topics"][topic_name]
+    assert (t["retention_ms"], t["retention_bytes"], t["cleanup_policy"]) == ("86400000", "1048576", "compact,delete")
+
+
 def test_delete_topic_needs_its_name_typed(client, broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 1)
     refused = client.delete(f"/api/topics/{topic_name}?confirm=wrong")

@@ -36,6 +36,11 @@ def test_create_a_topic_edit_its_config_and_reset_a_group_with_a_dry_run(broker,
         assert len(admin.list_topics(timeout=10).topics[topic].partitions) == 2
 
         page.wait_for_selector(f"#topics a[data-topic='{topic}']", timeout=30_000)
+        page.fill("#topic-filter", topic)  # find by name: only its row, with its retention and cleanup policy
+        page.wait_for_function("document.querySelectorAll('#topics tbody tr').length === 1", timeout=30_000)
+        row = page.locator("#topics tbody tr")
+        assert row.locator("td.retention").inner_text() == "1 h" and row.locator("td.cleanup").inner_text() == "delete"
+        page.fill("#topic-filter", "")
         page.click(f"#topics a[data-topic='{topic}']")
         page.wait_for_selector("#configs tr.config[data-name='retention.ms']", timeout=30_000)
         page.click("#configs tr.config[data-name='cleanup.policy']")

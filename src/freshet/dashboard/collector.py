@@ -108,6 +108,7 @@ class Collector:
                 for tp, f in futures.items():
                     offsets[(tp.topic, tp.partition, kind)] = f.result(5).offset
         log_figures, snap.clients = self._broker_figures(now)
+        kept = self._retention_and_cleanup([n for n in names if not n.startswith("__")])
         sizes_on_disk = self.log_dirs.sizes()
         for name in names:
             parts = [{"partition": p, "log_start_offset": offsets.get((name, p, "low"), 0),
@@ -127,7 +128,7 @@ class Collector:
                                                                        for x in parts),
                                  "end_offsets_sum": total, "rate_in": round(rate, 1), "rate_out": 0.0,
                                  "size_bytes": sum(sizes) if None not in sizes else None,
-                                 "internal": name.startswith("__")}
+                                 "internal": name.startswith("__"), **kept.get(name, {})}
             self._record(f"topic:{name}", now, round(rate, 1))
         consumed: dict[str, int] = {}
         for group_id, state, _ in self.groups_admin.list_groups():
@@ -314,6 +315,23 @@ class Collector:
             client["produce_bytes_per_s"] = rates.get(("produce", client["client_id"]), 0.0)
             client["fetch_bytes_per_s"] = rates.get(("fetch", client["client_id"]), 0.0)
         return figures, clients
+
+    def _retention_and_cleanup(self, names: list[str]) -> dict[str, dict]:
+        """Per topic its retention.ms, retention.bytes and cleanup.policy (one DescribeConfigs for them all); a
+        topic the dashboard may not describe is left out (the page shows "—")."""
+        if not names:
+            return {}
+        keys = {"retention.ms": "retention_ms", "retention.bytes": "retention_bytes",
+                "cleanup.policy": "cleanup_policy"}
+        out = {}
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]
+        for resource, future in self.admin.describe_configs(resources).items():
+            try:
+                configs = future.result(5)
+            except KafkaException:
+                continue
+            out[resource.name] = {field: configs[k].value for k, field in keys.items() if k in configs}
+        return out
 
     def topic_configs(self, topic: str, admin: AdminClient | None = None) -> dict:
         """The topic's configs as ``admin`` (default: the dashboard's own) may read them; KafkaException if not."""

@@ -14,13 +14,14 @@ from . import Source
 
 router = APIRouter()
 STATIC = os.path.join(os.path.dirname(os.path.dirname(__file__)), "static")
-TOPIC_FIELDS = ("messages", "size_bytes", "rate_in", "rate_out", "internal")
+TOPIC_FIELDS = ("messages", "size_bytes", "rate_in", "rate_out", "internal", "retention_ms", "retention_bytes",
+                "cleanup_policy")
 
 
 def overview_of(collector: Collector) -> dict:
     snap = collector.snapshot
     return {"at": snap.at, "brokers": snap.brokers, "error": snap.error,
-            "topics": {n: {k: t[k] for k in TOPIC_FIELDS} | {"partitions": len(t["partitions"])}
+            "topics": {n: {k: t.get(k) for k in TOPIC_FIELDS} | {"partitions": len(t["partitions"])}
                        for n, t in snap.topics.items()},
             "groups": {g: {"type": x.get("type", "classic"), "state": x["state"], "total_lag": x["total_lag"],
                            "alert": x["alert"], "members": len(x["members"])} for g, x in snap.groups.items()},
