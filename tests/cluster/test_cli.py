@@ -47,9 +47,13 @@ def test_start_status_stop(tmp_path):
         assert status.returncode == 0, status.stderr
         lines = status.stdout.splitlines()
         assert lines[0].startswith("controller ") and "active (of 3)" in lines[0]
-        assert [line.split()[:4] for line in lines[1:4]] == [
+        active = int(lines[0].split()[1])
+        assert [line.split() for line in lines[1:4]] == [
+            ["controller", str(i), f"127.0.0.1:{base + 100 + i - 1}", "active" if i == active else "voter",
+             "running"] for i in (1, 2, 3)]
+        assert [line.split()[:4] for line in lines[4:7]] == [
             ["broker", str(i), f"127.0.0.1:{base + i - 1}", "live"] for i in (1, 2, 3)]
-        assert lines[4] == "1 topic(s), 2 partition(s): 0 under-replicated, 0 offline"
+        assert lines[7] == "1 topic(s), 2 partition(s): 0 under-replicated, 0 offline"
     finally:
         stopped = freshet("cluster", "stop", "--data-dir", directory)
     assert stopped.returncode == 0 and stopped.stdout.startswith("stopped the cluster in ")

@@ -70,6 +70,12 @@ def status(directory: str) -> None:
     metadata = local.metadata()
     click.echo(f"controller {metadata['controller_id']} active (of {len(local.controller_addresses)}), "
                f"metadata offset {metadata['offset']}")
+    running_controllers = set(local.running_controllers())
+    for node_id, node in sorted(local.nodes.items()):
+        if node.controller_port:
+            state = "active" if node_id == metadata["controller_id"] else "voter"
+            click.echo(f"controller {node_id}  127.0.0.1:{node.controller_port}  {state:<12} "
+                       f"{'running' if node_id in running_controllers else 'not running'}")
     registered = {b["broker_id"]: b for b in metadata["brokers"]}
     running = set(local.running_nodes())
     for node_id, node in sorted(local.nodes.items()):
