@@ -219,10 +219,17 @@ class CompiledRule:
         return self.where is None or bool(self.where(event))
 
     def key_of(self, event: dict) -> tuple:
-        return tuple(get_path(event, path) for path in self.rule.partition_by)
+        paths = self.rule.partition_by
+        if len(paths) == 1 and len(paths[0]) == 1:  # PARTITION BY one top-level field: most rules
+            return (event.get(paths[0][0]),)
+        return tuple(get_path(event, path) for path in paths)
 
     def time_of(self, event: dict) -> int | None:
-        return event_time_ms(get_path(event, self.rule.order_by))
+        path = self.rule.order_by
+        value = event.get(path[0]) if len(path) == 1 else get_path(event, path)
+        if type(value) is int:  # epoch milliseconds
+            return value
+        return event_time_ms(value)
 
     # ---- one attempt -----------------------------------------------------------------------------
 
@@ -444,12 +451,15 @@ class PartitionMatcher:
         self.start = 0  # where the next attempt starts, in rows
         self.watermark = None  # the last watermark released up to
         self.late = 0
+        self.objects = False  # whether some event came as an object (not as its JSON text)
 
     def add(self, event: dict, when: int, order=0) -> bool:
         """Buffer an event; False (and counted) if it is late."""
         if self.watermark is not None and when <= self.watermark:
             self.late += 1
             return False
+        if type(event) is not str:
+            self.objects = True
         self.buffer.append((when, order, event))
         return True
 
@@ -519,6 +529,7 @@ class PartitionMatcher:
         matcher.buffer = [tuple(e) for e in state["buffer"]]
         matcher.rows, matcher.times = state["rows"], state["times"]
         matcher.texts = [None] * len(matcher.rows)
+        matcher.objects = True
         matcher.start, matcher.watermark, matcher.late = state["start"], state["watermark"], state["late"]
         return matcher
 
@@ -529,12 +540,16 @@ class PartitionMatcher:
         the rows kept and of the buffered events to ``lines`` (as they came, when they came as text) and
         returns the rest, plain numbers: ``[start, watermark, late, row times, buffer times, buffer orders]``."""
         base = max(0, self.start - 1)
-        rows, texts = self.rows, self.texts
-        for i in range(base, len(rows)):
-            text = texts[i]
-            lines.append(text if text is not None else orjson.dumps(rows[i]).decode())
-        for _when, _order, event in self.buffer:
-            lines.append(event if type(event) is str else orjson.dumps(event).decode())
+        if not self.objects:  # every event came as text: written as it came
+            lines.extend(self.texts[base:])
+            lines.extend([e[2] for e in self.buffer])
+        else:
+            rows, texts = self.rows, self.texts
+            for i in range(base, len(rows)):
+                text = texts[i]
+                lines.append(text if text is not None else orjson.dumps(rows[i]).decode())
+            for _when, _order, event in self.buffer:
+                lines.append(event if type(event) is str else orjson.dumps(event).decode())
         return [self.start - base, self.watermark, self.late, self.times[base:], [e[0] for e in self.buffer],
                 [e[1] for e in self.buffer]]
 

@@ -165,6 +165,7 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
         for batch in batches:
             router = _Compiled.router(rules)
             groups: dict[tuple[str, int], list] = {}
+            keys: dict[tuple, tuple[str, int]] = {}  # (type, value) of a one-field key -> (its JSON text, bucket)
             newest = None
             clock = NewestTime(router.rules[0] if router.rules else None)  # the time of the events no rule wants
             needles = router.needles
@@ -186,9 +187,18 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
                     wanted = True
                     # the fields the rule reads, not the whole event: less to parse again in the stateful
                     # step and to keep in its state
-                    pkey = orjson.dumps(rule.key_of(event)).decode()
+                    key = rule.key_of(event)
+                    # a key of one text or integer (most): its JSON text and bucket made once a chunk
+                    one = key[0] if len(key) == 1 else None
+                    known = keys.get((type(one), one)) if type(one) in (str, int) else None
+                    if known is None:
+                        pkey = orjson.dumps(key).decode()
+                        known = (pkey, zlib.crc32(pkey.encode()) % BUCKETS)
+                        if type(one) in (str, int):
+                            keys[(type(one), one)] = known
+                    pkey = known[0]
                     entry = (pkey, when, (partition << 40) | offset, orjson.dumps(rule.project(event)).decode())
-                    group = (rule.name, zlib.crc32(pkey.encode()) % BUCKETS)
+                    group = (rule.name, known[1])
                     entries = groups.get(group)
                     if entries is None:
                         groups[group] = [entry]
