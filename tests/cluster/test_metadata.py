@@ -155,3 +155,43 @@ def test_the_one_node_broker_needs_no_election(broker, topic_name):
     assert answer[TopicPartition(topic_name, 1)].name() == "ELECTION_NOT_NEEDED"
     assert answer[TopicPartition(topic_name, 5)].name() == "UNKNOWN_TOPIC_OR_PART"
     assert client.elect_leaders(_ElectionType.PREFERRED, None).result(60) == {}  # all: nothing needed
+
+
+def test_acls_are_cluster_metadata_enforced_by_every_leader(tmp_path):
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
+                                       ResourcePatternType)
+    from confluent_kafka.admin import ResourceType as RT
+
+    from freshet.local.cluster import LocalCluster
+
+    with LocalCluster(3, directory=str(tmp_path / "c"),
+                      broker_args=["--authorizer", "--allow-everyone-if-no-acl-found"]) as cluster:
+        created(admin(cluster.bootstrap), NewTopic("locked", 3, 3), NewTopic("open", 1, 3))
+        deny = AclBinding(RT.TOPIC, "locked", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
+                          AclOperation.WRITE, AclPermissionType.DENY)
+        first = admin(cluster.bootstrap_of(1))
+        for future in first.create_acls([deny]).values():
+            future.result(60)
+        assert [a["resource_name"] for a in cluster.metadata()["acls"]] == ["locked"]
+        everything = AclBindingFilter(RT.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                                      AclPermissionType.ANY)
+        second = admin(cluster.bootstrap_of(2))
+        assert second.describe_acls(everything).result(60) == [deny]
+
+        def produce(topic: str) -> list:
+            errors = []
+            producer = Producer({"bootstrap.servers": cluster.bootstrap, "message.timeout.ms": 30000})
+            for p in range(3 if topic == "locked" else 1):  # every partition: every leader refuses alike
+                producer.produce(topic, b"x", partition=p, on_delivery=lambda err, _m: errors.append(err))
+            producer.flush(60)
+            return errors
+
+        assert {e.name() if e else None for e in produce("locked")} == {"TOPIC_AUTHORIZATION_FAILED"}
+        assert produce("open") == [None]
+        third = admin(cluster.bootstrap_of(3))
+        [deleted] = third.delete_acls([everything]).values()
+        assert deleted.result(60) == [deny]
+        assert cluster.metadata()["acls"] == []
+        assert first.describe_acls(everything).result(60) == []
+        assert produce("locked") == [None, None, None]

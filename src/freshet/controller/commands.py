@@ -185,6 +185,9 @@ class DeleteAcls:
     resource_name: str | None = None
     principal: str | None = None
     operation: str | None = None
+    pattern_type: str | None = None
+    host: str | None = None
+    permission: str | None = None
 
 
 @dataclass(frozen=True)

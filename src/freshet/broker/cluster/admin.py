@@ -12,6 +12,7 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
+from ..security.acls import AclBinding
 from ..topics.registry import MAX_PARTITIONS, TopicError, check_topic_name
 from ..topics.topic_config import CONFIG_DEFS, InvalidConfigError, validate_configs
 from ..wire import protocol
@@ -162,6 +163,38 @@ async def alter_cluster_broker_configs(broker, level: str, changes: dict[str, st
         "delete": [k for k, v in changes.items() if v is None]})
     if answer["error"] != "NONE":
         raise _error(answer)
+
+
+_ACL_FIELDS = ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission")
+
+
+def acl_bindings(view: ClusterView) -> set[AclBinding]:
+    """The cluster's ACLs as the authorizer holds them (the controller keeps each field as a string)."""
+    return {AclBinding(int(a["resource_type"]), a["resource_name"], int(a["pattern_type"]), a["principal"],
+                       a["host"], int(a["operation"]), int(a["permission"])) for a in view.acls}
+
+
+def _acl_command(name: str, binding: AclBinding) -> dict:
+    return {"command": name, **{f: str(getattr(binding, f)) for f in _ACL_FIELDS}}
+
+
+async def create_acls(broker, bindings: list[AclBinding]) -> None:
+    """CreateAcls in a cluster: each binding to the controller; answered once this broker's authorizer has them."""
+    for binding in bindings:
+        answer = await broker.cluster.command(_acl_command("CreateAcl", binding))
+        if answer["error"] != "NONE":
+            raise _error(answer)
+    await broker.cluster.wait_for(lambda v: set(bindings) <= acl_bindings(v), WAIT_FOR_VIEW_S)
+
+
+async def delete_acls(broker, matched: list[list[AclBinding]]) -> None:
+    """DeleteAcls in a cluster: the bindings the filters matched (in the cluster's ACLs), each removed exactly."""
+    gone = {b for group in matched for b in group}
+    for binding in sorted(gone):
+        answer = await broker.cluster.command(_acl_command("DeleteAcls", binding))
+        if answer["error"] != "NONE":
+            raise _error(answer)
+    await broker.cluster.wait_for(lambda v: not gone & acl_bindings(v), WAIT_FOR_VIEW_S)
 
 
 def log_configs(info: TopicInfo) -> dict[str, str]:

@@ -32,6 +32,7 @@ from ..groups.offsets import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
 from ..replication.metadata import BrokerEndpoint, PartitionState
 from ..topics.registry import TopicError
 from ..topics.topic_config import CONFIG_DEFS
+from .admin import acl_bindings
 from .view import ClusterView, TopicInfo
 
 log = logging.getLogger(__name__)
@@ -239,6 +240,8 @@ class ClusterMembership:
                 await replicas.apply(states, view.brokers)
             except Exception:
                 log.exception("the replica manager failed to apply metadata version %d", view.version)
+        if self.broker.authorizer is not None and view.acls != before.acls:
+            self.broker.authorizer.replace(acl_bindings(view))
         if self._leads_offsets(view) and not self._leads_offsets(before):
             # this broker is the groups' coordinator now: the commits its log replicated become its own
             self.broker.offsets.reload()

@@ -9,10 +9,12 @@ import time
 
 from kio.schema.errors import ErrorCode
 
+from ..cluster import admin as cluster_admin
 from ..context import Request, RequestContext, Response
 from ..security.acls import ALTER, CLUSTER, CLUSTER_NAME, DESCRIBE, AclBinding, AclError, AclFilter
 from ..security.credentials import MAX_ITERATIONS, MECHANISMS, MECHANISM_IDS, MIN_ITERATIONS, ScramCredential
 from ..security.sasl import AuthenticationFailed
+from ..topics.registry import TopicError
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +181,7 @@ def alter_user_scram_credentials(ctx: RequestContext, request: Request) -> dict:
 _DISABLED = "No Authorizer is configured on the broker (freshet broker start --authorizer)"
 
 
-def create_acls(ctx: RequestContext, request: Request) -> dict:
+def create_acls(ctx: RequestContext, request: Request) -> Response:
     authorizer = ctx.broker.authorizer
     results = []
     bindings = []
@@ -199,9 +201,23 @@ def create_acls(ctx: RequestContext, request: Request) -> dict:
             continue
         bindings.append(binding)
         results.append({"error_code": ErrorCode.none, "error_message": None})
+    body = {"throttle_time": 0, "results": results}
+    if bindings and ctx.broker.cluster is not None:  # a cluster's ACLs are its metadata (issue #46)
+        return _in_cluster(cluster_admin.create_acls(ctx.broker, bindings), body, results)
     if bindings:
         authorizer.create(bindings)
-    return {"throttle_time": 0, "results": results}
+    return body
+
+
+async def _in_cluster(change, body: dict, results: list[dict]) -> dict:
+    """``body`` once the controller has the change; its refusal (or none reached) is every result's error."""
+    try:
+        await change
+    except TopicError as exc:
+        for result in results:
+            if result["error_code"] == ErrorCode.none:
+                result.update(error_code=exc.error_code, error_message=str(exc))
+    return body
 
 
 def _filter(f) -> AclFilter:
@@ -231,7 +247,7 @@ def describe_acls(ctx: RequestContext, request: Request) -> dict:
     return body
 
 
-def delete_acls(ctx: RequestContext, request: Request) -> dict:
+def delete_acls(ctx: RequestContext, request: Request) -> Response:
     authorizer = ctx.broker.authorizer
     if authorizer is None or not ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME):
         code = ErrorCode.security_disabled if authorizer is None else ErrorCode.cluster_authorization_failed
@@ -249,7 +265,13 @@ def delete_acls(ctx: RequestContext, request: Request) -> dict:
             continue
         filters.append(acl_filter)
         results.append(None)
-    matched = iter(authorizer.delete([f for f in filters if f is not None]))
+    if ctx.broker.cluster is not None:  # matched against the cluster's ACLs, removed through the controller
+        found = [authorizer.describe(f) for f in filters if f is not None]
+        change = cluster_admin.delete_acls(ctx.broker, found)
+        matched = iter(found)
+    else:
+        change = None
+        matched = iter(authorizer.delete([f for f in filters if f is not None]))
     for i, f in enumerate(filters):
         if f is None:
             continue
@@ -257,7 +279,8 @@ def delete_acls(ctx: RequestContext, request: Request) -> dict:
             {"error_code": ErrorCode.none, "error_message": None, "resource_type": b.resource_type,
              "resource_name": b.resource_name, "pattern_type": b.pattern_type, "principal": b.principal,
              "host": b.host, "operation": b.operation, "permission_type": b.permission} for b in next(matched)]}
-    return {"throttle_time": 0, "filter_results": results}
+    body = {"throttle_time": 0, "filter_results": results}
+    return _in_cluster(change, body, results) if change is not None else body
 
 
 APIS = {

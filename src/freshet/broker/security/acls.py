@@ -212,6 +212,11 @@ class Authorizer:
             self._save()
         return matched
 
+    def replace(self, bindings: set[AclBinding]) -> None:
+        """Every binding at once, from elsewhere (a cluster's metadata): not written to this broker's file."""
+        self.bindings = set(bindings)
+        self._decisions.clear()
+
     def describe(self, f: AclFilter) -> list[AclBinding]:
         return sorted(b for b in self.bindings if f.matches(b))
 
