@@ -251,7 +251,17 @@ def create_as_select(session, stmt: p.CreateAsSelect) -> Message:
     if topic not in topics:
         admin.create_topic(topic, partitions, {"cleanup.policy": "compact"} if stmt.kind == "table" else {})
         created = f", topic {topic} created"
-    _start(session, record, df)
+    try:
+        _start(session, record, df)
+    except SqlError as e:  # Spark refused the query: what was made for it goes
+        if created:
+            admin.delete_topic(topic)
+        if stmt.kind == "table":
+            store_for(session).drop(name)
+        if stmt.kind == "stream" and "output mode" in e.message.lower():
+            raise stmt.error(f"{e.message} (a stream is written a row once: aggregate over windows of an event "
+                             "time with a watermark, or CREATE TABLE ... AS SELECT)") from None
+        raise
     key = keys[0] if len(keys) == 1 else None
     if len(keys) > 1:  # a table's key is one column: the group key's JSON, as the topic's record key holds it
         key = "ROWKEY"
@@ -294,10 +304,14 @@ def list_queries(session) -> list[dict]:
     for query_id, record in sorted(session.catalog.queries().items()):
         record = dict(record, id=query_id)
         running = _running(session).get(query_id)
-        if running is not None and not running.isActive:
+        if running is not None and not running.isActive and record.get("status") == RUNNING:
             failure = running.exception()
             if failure is not None:
                 record.update(status="ERROR", error=str(failure).splitlines()[0])
+            else:  # stopped from elsewhere (the dashboard): not to be started again
+                record.update(status=TERMINATED, terminated_ms=int(time.time() * 1000))
+            session.catalog.put_query(query_id, record)
+            _running(session).pop(query_id, None)
         out.append(record)
     return out
 
