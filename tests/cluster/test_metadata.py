@@ -195,3 +195,24 @@ def test_acls_are_cluster_metadata_enforced_by_every_leader(tmp_path):
         assert cluster.metadata()["acls"] == []
         assert first.describe_acls(everything).result(60) == []
         assert produce("locked") == [None, None, None]
+
+
+def test_scram_users_are_cluster_metadata(cluster):
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
+                                       UserScramCredentialUpsertion)
+
+    first, second = admin(cluster.bootstrap_of(1)), admin(cluster.bootstrap_of(2))
+    upsert = UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192),
+                                          b"s3cret", b"salt-of-alice")
+    for future in first.alter_user_scram_credentials([upsert]).values():
+        future.result(60)
+    assert cluster.metadata()["users"] == {"alice": ["SCRAM-SHA-256"]}
+    described = second.describe_user_scram_credentials(["alice"])["alice"].result(60)
+    [info] = described.scram_credential_infos
+    assert (info.mechanism, info.iterations) == (ScramMechanism.SCRAM_SHA_256, 8192)
+    third = admin(cluster.bootstrap_of(3))
+    deletion = UserScramCredentialDeletion("alice", ScramMechanism.SCRAM_SHA_256)
+    for future in third.alter_user_scram_credentials([deletion]).values():
+        future.result(60)
+    assert cluster.metadata()["users"] == {}
+    assert error_of(second.describe_user_scram_credentials(["alice"])["alice"])[0] == "RESOURCE_NOT_FOUND"

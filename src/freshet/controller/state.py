@@ -120,6 +120,8 @@ class ClusterMetadata:
             ],
             "broker_configs": copy.deepcopy(self.broker_configs),
             "users": {u: sorted(m) for u, m in sorted(self.users.items())},
+            # the brokers' SCRAM credentials (salted and hashed, never a password), as each broker stores them
+            "scram_credentials": copy.deepcopy(self.users),
             "acls": copy.deepcopy(self.acls),
             "quotas": [{"entity": [list(p) for p in e], "values": dict(v)} for e, v in self.quotas.items()],
         }

@@ -8,11 +8,13 @@ one-node broker checks it. Metadata / DescribeCluster / DescribeTopicPartitions 
 
 from __future__ import annotations
 
+import base64
 import uuid
 
 from kio.schema.errors import ErrorCode
 
 from ..security.acls import AclBinding
+from ..security.credentials import ScramCredential
 from ..topics.registry import MAX_PARTITIONS, TopicError, check_topic_name
 from ..topics.topic_config import CONFIG_DEFS, InvalidConfigError, validate_configs
 from ..wire import protocol
@@ -195,6 +197,35 @@ async def delete_acls(broker, matched: list[list[AclBinding]]) -> None:
         if answer["error"] != "NONE":
             raise _error(answer)
     await broker.cluster.wait_for(lambda v: not gone & acl_bindings(v), WAIT_FOR_VIEW_S)
+
+
+def scram_credentials(view: ClusterView) -> dict[str, dict[str, ScramCredential]]:
+    """The cluster's SCRAM credentials as the credential store holds them."""
+    return {user: {mechanism: ScramCredential(mechanism, base64.b64decode(c["salt"]), int(c["iterations"]),
+                                              base64.b64decode(c["stored_key"]), base64.b64decode(c["server_key"]))
+                   for mechanism, c in mechanisms.items()}
+            for user, mechanisms in view.scram.items()}
+
+
+async def alter_scram_credentials(broker, upserts: list[tuple[str, ScramCredential]],
+                                  deletes: list[tuple[str, str]]) -> dict[str, TopicError]:
+    """AlterUserScramCredentials in a cluster: each change to the controller; the users it refused, by name."""
+    refused: dict[str, TopicError] = {}
+    for user, mechanism in deletes:
+        answer = await broker.cluster.command({"command": "DeleteScramCredential", "user": user,
+                                               "mechanism": mechanism})
+        if answer["error"] != "NONE":
+            refused[user] = _error(answer)
+    for user, c in upserts:
+        answer = await broker.cluster.command({
+            "command": "UpsertScramCredential", "user": user, "mechanism": c.mechanism, "iterations": c.iterations,
+            **{k: v for k, v in c.to_json().items() if k != "iterations"}})
+        if answer["error"] != "NONE":
+            refused[user] = _error(answer)
+    await broker.cluster.wait_for(lambda v: all(
+        (scram_credentials(v).get(user, {}).get(c.mechanism) == c) for user, c in upserts if user not in refused)
+        and all(m not in v.scram.get(user, {}) for user, m in deletes if user not in refused), WAIT_FOR_VIEW_S)
+    return refused
 
 
 def log_configs(info: TopicInfo) -> dict[str, str]:

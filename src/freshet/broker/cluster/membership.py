@@ -32,7 +32,7 @@ from ..groups.offsets import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
 from ..replication.metadata import BrokerEndpoint, PartitionState
 from ..topics.registry import TopicError
 from ..topics.topic_config import CONFIG_DEFS
-from .admin import acl_bindings
+from .admin import acl_bindings, scram_credentials
 from .view import ClusterView, TopicInfo
 
 log = logging.getLogger(__name__)
@@ -242,6 +242,8 @@ class ClusterMembership:
                 log.exception("the replica manager failed to apply metadata version %d", view.version)
         if self.broker.authorizer is not None and view.acls != before.acls:
             self.broker.authorizer.replace(acl_bindings(view))
+        if view.scram != before.scram:
+            self.broker.credentials.replace(scram_credentials(view))
         if self._leads_offsets(view) and not self._leads_offsets(before):
             # this broker is the groups' coordinator now: the commits its log replicated become its own
             self.broker.offsets.reload()

@@ -130,7 +130,7 @@ def _credential_refusal(allowed: bool, name: str, mechanism: int, times_named: i
     return None
 
 
-def alter_user_scram_credentials(ctx: RequestContext, request: Request) -> dict:
+def alter_user_scram_credentials(ctx: RequestContext, request: Request) -> Response:
     store = ctx.broker.credentials
     allowed = ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME)
     errors: dict[str, tuple[ErrorCode, str]] = {}
@@ -168,11 +168,23 @@ def alter_user_scram_credentials(ctx: RequestContext, request: Request) -> dict:
     # a user with any error changes nothing at all
     upserts = [(n, c) for n, c in upserts if n not in errors]
     deletes = [(n, m) for n, m in deletes if n not in errors]
+
+    def answer() -> dict:
+        return {"throttle_time": 0, "results": [
+            {"user": name, "error_code": errors.get(name, (ErrorCode.none, ""))[0],
+             "error_message": errors.get(name, (None, None))[1] or None} for name in order]}
+
+    if (upserts or deletes) and ctx.broker.cluster is not None:  # the cluster's users: through the controller
+
+        async def in_cluster() -> dict:
+            refused = await cluster_admin.alter_scram_credentials(ctx.broker, upserts, deletes)
+            errors.update({name: (exc.error_code, str(exc)) for name, exc in refused.items()})
+            return answer()
+
+        return in_cluster()
     if upserts or deletes:
         store.apply(upserts, deletes)
-    results = [{"user": name, "error_code": errors.get(name, (ErrorCode.none, ""))[0],
-                "error_message": errors.get(name, (None, None))[1] or None} for name in order]
-    return {"throttle_time": 0, "results": results}
+    return answer()
 
 
 # -- ACLs ------------------------------------------------------------------------------------------

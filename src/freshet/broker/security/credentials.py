@@ -80,6 +80,10 @@ class CredentialStore:
                                                    base64.b64decode(c["stored_key"]), base64.b64decode(c["server_key"]))
                         for mechanism, c in mechanisms.items()}
 
+    def replace(self, users: dict[str, dict[str, ScramCredential]]) -> None:
+        """Every credential at once, from elsewhere (a cluster's metadata): not written to this broker's file."""
+        self.users = {user: dict(mechanisms) for user, mechanisms in users.items() if mechanisms}
+
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.users.get(user, {}).get(mechanism)
 
