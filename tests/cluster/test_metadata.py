@@ -216,3 +216,27 @@ def test_scram_users_are_cluster_metadata(cluster):
         future.result(60)
     assert cluster.metadata()["users"] == {}
     assert error_of(second.describe_user_scram_credentials(["alice"])["alice"])[0] == "RESOURCE_NOT_FOUND"
+
+
+def test_client_quotas_are_cluster_metadata(cluster):
+    from freshet.testing.raw_kafka import RawConnection
+
+    def alter(bootstrap: str, value: float | None) -> int:
+        with RawConnection(bootstrap) as conn:
+            [entry] = conn.request(49, 1, {"entries": [{
+                "entity": [{"entity_type": "user", "entity_name": "alice"}],
+                "ops": [{"key": "producer_byte_rate", "value": value or 0.0, "remove": value is None}]}],
+                "validate_only": False}).entries
+            return entry.error_code
+
+    def described(bootstrap: str) -> dict:
+        with RawConnection(bootstrap) as conn:
+            answer = conn.request(48, 1, {"components": [{"entity_type": "user", "match_type": 0, "match": "alice"}],
+                                          "strict": False})
+            return {v.key: v.value for entry in answer.entries for v in entry.values}
+
+    assert alter(cluster.bootstrap_of(1), 1024.0) == 0
+    assert described(cluster.bootstrap_of(2)) == {"producer_byte_rate": 1024.0}  # enforced by every broker
+    assert cluster.metadata()["quotas"] == [{"entity": [["user", "alice"]], "values": {"producer_byte_rate": 1024.0}}]
+    assert alter(cluster.bootstrap_of(3), None) == 0
+    assert described(cluster.bootstrap_of(1)) == {} and cluster.metadata()["quotas"] == []

@@ -119,6 +119,11 @@ class ClientQuotas:
         self._windows.clear()  # entities may now resolve differently
         self._save()
 
+    def replace(self, quotas: dict[Entity, dict[str, float]]) -> None:
+        """Every quota at once, from elsewhere (a cluster's metadata): not written to this broker's file."""
+        self.quotas = {entity: dict(values) for entity, values in quotas.items() if values}
+        self._windows.clear()
+
     def describe(self, components, strict: bool) -> list[tuple[Entity, dict[str, float]]]:
         """Entities matching every (type, match type, name) filter; ``strict``: no other entity types."""
         wanted_types = set()

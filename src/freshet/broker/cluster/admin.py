@@ -228,6 +228,25 @@ async def alter_scram_credentials(broker, upserts: list[tuple[str, ScramCredenti
     return refused
 
 
+async def alter_client_quotas(broker, changes: dict[tuple, dict[str, float | None]]) -> dict[tuple, TopicError]:
+    """AlterClientQuotas in a cluster: each entity's changes to the controller; the entities it refused."""
+    refused: dict[tuple, TopicError] = {}
+    for entity, ops in changes.items():
+        for key, value in ops.items():
+            answer = await broker.cluster.command({"command": "AlterClientQuota", "entity": [list(p) for p in entity],
+                                                   "key": key, "value": value})
+            if answer["error"] != "NONE":
+                refused[entity] = _error(answer)
+                break
+
+    def applied(view: ClusterView) -> bool:
+        return all(view.quotas.get(entity, {}).get(key) == value for entity, ops in changes.items()
+                   if entity not in refused for key, value in ops.items())
+
+    await broker.cluster.wait_for(applied, WAIT_FOR_VIEW_S)
+    return refused
+
+
 def log_configs(info: TopicInfo) -> dict[str, str]:
     """The topic's configs that the log knows (DescribeConfigs answers these)."""
     return {k: v for k, v in info.configs.items() if k in CONFIG_DEFS}

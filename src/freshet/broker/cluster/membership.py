@@ -244,6 +244,8 @@ class ClusterMembership:
             self.broker.authorizer.replace(acl_bindings(view))
         if view.scram != before.scram:
             self.broker.credentials.replace(scram_credentials(view))
+        if view.quotas != before.quotas:
+            self.broker.quotas.replace(view.quotas)
         if self._leads_offsets(view) and not self._leads_offsets(before):
             # this broker is the groups' coordinator now: the commits its log replicated become its own
             self.broker.offsets.reload()

@@ -45,6 +45,7 @@ class ClusterView:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # "" = cluster default
     acls: tuple[dict[str, str], ...] = ()  # the cluster's ACL bindings (each field a string)
     scram: dict[str, dict[str, dict]] = field(default_factory=dict)  # user -> mechanism -> credential (base64)
+    quotas: dict[tuple, dict[str, float]] = field(default_factory=dict)  # ((type, name), ...) -> key -> value
 
     @classmethod
     def from_snapshot(cls, snapshot: dict) -> "ClusterView":
@@ -62,7 +63,8 @@ class ClusterView:
             topics[t["name"]] = TopicInfo(t["name"], uuid.UUID(t["topic_id"]), partitions, dict(t.get("configs", {})))
         return cls(snapshot.get("offset", -1), snapshot.get("version", -1), snapshot.get("controller_id", -1),
                    brokers, topics, dict(snapshot.get("broker_configs", {})), tuple(snapshot.get("acls", ())),
-                   dict(snapshot.get("scram_credentials", {})))
+                   dict(snapshot.get("scram_credentials", {})),
+                   {tuple(tuple(p) for p in q["entity"]): dict(q["values"]) for q in snapshot.get("quotas", [])})
 
     def live_brokers(self) -> list[BrokerInfo]:
         """The unfenced brokers, by id: those clients are told of."""
