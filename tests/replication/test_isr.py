@@ -75,3 +75,28 @@ def test_a_refused_isr_change_changes_nothing_here(run):
         assert cluster.brokers[0].replicas.role("refused", 0).isr == (0, 1)
 
     run(scenario, count=2, lag_ms=600)
+
+
+def test_an_isr_answer_older_than_the_metadata_already_applied_changes_nothing(run):
+    """The controller's answer to AlterPartition can come after the metadata that carries it, and after a later
+    change too (a follower fenced: partition epoch + 2). The late answer must not take the leader back to the
+    older ISR and partition epoch: every later AlterPartition would be refused as stale."""
+    async def scenario(cluster):
+        await cluster.replicated_topic("late", (0, 1, 2), nodes=[0])  # brokers 1 and 2 do not fetch
+        manager = cluster.brokers[0].replicas
+        leader = manager.leaders[("late", 0)]
+
+        async def late_alter_isr(topic, index, leader_epoch, partition_epoch, new_isr):
+            cluster.set_state("late", isr=(0, 1), partition_epoch=1)  # this change, committed
+            cluster.set_state("late", isr=(0,), partition_epoch=2)  # then broker 1 fenced by the controller
+            await cluster.apply(nodes=[0])  # both reach the leader through the metadata first
+            return {"error": "NONE", "error_code": 0, "message": "",
+                    "value": {"isr": [0, 1], "partition_epoch": 1}}
+
+        manager.alter_isr = late_alter_isr
+        leader._alter((0, 1), "shrink")
+        await wait_until(lambda: not leader._altering, "the AlterPartition answered")
+        assert (leader.isr, leader.partition_epoch) == ((0,), 2)
+        assert manager.role("late", 0).isr == (0,) and manager.role("late", 0).partition_epoch == 2
+
+    run(scenario)

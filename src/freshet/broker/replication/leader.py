@@ -167,8 +167,10 @@ class LeaderState:
                      result.get("error"), result.get("message"))
             return
         value = result.get("value") or {}
-        self.isr = tuple(value.get("isr", new_isr))
-        self.partition_epoch = value.get("partition_epoch", self.partition_epoch + 1)
+        partition_epoch = value.get("partition_epoch", self.partition_epoch + 1)
+        if partition_epoch > self.partition_epoch:  # else the metadata brought this change (or a later one) first
+            self.isr = tuple(value.get("isr", new_isr))
+            self.partition_epoch = partition_epoch
         self.manager.isr_changed(self, why)
         log.info("%s-%d: ISR %s to %s (partition epoch %d)", self.topic, self.index, why, list(self.isr),
                  self.partition_epoch)
