@@ -264,3 +264,43 @@ def test_metrics_show_leaders_under_replicated_and_offline_partitions_and_the_ac
         wait_for("the under-replicated partitions counted", lambda: sum(
             scrape(cluster, n)["kafka_server_replicamanager_underreplicatedpartitions"]
             for n in (1, 2, 3) if n != lone) == 3)
+
+
+def test_a_transaction_over_partitions_led_by_every_broker_commits_and_aborts(own_cluster):
+    """The coordinator (the leader of __consumer_offsets) writes markers on the partitions it leads and sends
+    WriteTxnMarkers to the other leaders: a read_committed consumer sees the committed transaction whole and
+    nothing of the aborted one."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import NewTopic
+
+    created(admin(own_cluster.bootstrap), NewTopic("txn", 3, 3))
+    assert sorted(own_cluster.partition("txn", i)["leader"] for i in range(3)) == [1, 2, 3]
+    producer = Producer({"bootstrap.servers": own_cluster.bootstrap, "transactional.id": "copy-job"})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce("txn", f"kept-{i}".encode(), partition=i % 3)
+    producer.commit_transaction(60)
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce("txn", f"aborted-{i}".encode(), partition=i % 3)
+    producer.flush(60)
+    producer.abort_transaction(60)
+    producer.begin_transaction()
+    producer.produce("txn", b"last", partition=0)
+    producer.commit_transaction(60)
+    consumer = Consumer({"bootstrap.servers": own_cluster.bootstrap, "group.id": "reader",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["txn"])
+    seen = []
+    try:
+        def all_read():
+            for m in consumer.consume(100, 0.5):
+                if m.error() is None:
+                    seen.append(m.value().decode())
+            return "last" in seen and len(seen) >= 31
+
+        wait_for("the committed records", all_read)
+    finally:
+        consumer.close()
+    assert sorted(seen) == sorted([f"kept-{i}" for i in range(30)] + ["last"])

@@ -228,8 +228,13 @@ class TransactionCoordinator:
             meta = self._member(transactional_id, producer_id, producer_epoch, fenced)
             if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
                 raise TransactionError(ErrorCode.concurrent_transactions)
-            unknown = {tp for tp in partitions if self.broker.registry.partition(*tp) is None
-                       or self.broker.registry.topics[tp[0]].internal}
+            if self.broker.cluster is not None:  # the cluster's partitions, wherever they are
+                view = self.broker.cluster.view
+                unknown = {(t, i) for t, i in partitions if t not in view.topics or t.startswith("__")
+                           or not 0 <= i < len(view.topics[t].partitions)}
+            else:
+                unknown = {tp for tp in partitions if self.broker.registry.partition(*tp) is None
+                           or self.broker.registry.topics[tp[0]].internal}
             if unknown:
                 return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown
                         else ErrorCode.operation_not_attempted for tp in partitions}
@@ -282,8 +287,12 @@ class TransactionCoordinator:
         """Phase two: a marker to every partition of the transaction, durable; then Complete*."""
         registry = self.broker.registry
         commit_log = self.broker.group_commit
-        waits = []
+        cluster = self.broker.cluster
+        waits, elsewhere = [], []
         for topic, index in sorted(meta.partitions):
+            if cluster is not None and not cluster.leads(topic, index):
+                elsewhere.append((topic, index))  # a cluster: its leader writes the marker (WriteTxnMarkers)
+                continue
             partition = registry.partition(topic, index)
             if partition is None:
                 continue  # deleted since: nothing left to mark
@@ -292,6 +301,10 @@ class TransactionCoordinator:
             waits.append(commit_log.durable(partition, result.last_offset))
         if meta.groups:
             self.broker.offsets.complete_transaction(meta.producer_id, commit)
+        if elsewhere:
+            from .cluster.markers import write_markers
+
+            waits.append(write_markers(cluster, meta.producer_id, meta.producer_epoch, commit, elsewhere))
         await asyncio.gather(*waits)
         meta.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
         await self._persist(meta)
@@ -302,6 +315,8 @@ class TransactionCoordinator:
         """A transactional batch may be written only by the current epoch, inside an open transaction
         that has added the partition."""
         meta = self.by_producer.get(producer_id)
+        if meta is None and self.broker.cluster is not None and not self.broker.cluster.coordinates():
+            return None  # a cluster: the producer's coordinator is another broker (it checked AddPartitionsToTxn)
         if meta is None:
             return ErrorCode.invalid_producer_id_mapping
         if producer_epoch < meta.producer_epoch:

@@ -255,6 +255,14 @@ class ClusterMembership:
             self._changed.notify_all()
         return True
 
+    def leads(self, topic: str, index: int) -> bool:
+        info = self.view.topics.get(topic)
+        return info is not None and index < len(info.partitions) and info.partitions[index].leader == self.node_id
+
+    def coordinates(self) -> bool:
+        """This broker is the coordinator of the groups and transactions (the leader of __consumer_offsets)."""
+        return self._leads_offsets(self.view)
+
     def _leads_offsets(self, view: ClusterView) -> bool:
         info = view.topics.get(OFFSETS_TOPIC)
         return info is not None and info.partitions[0].leader == self.node_id

@@ -8,11 +8,15 @@ import time
 
 from kio.schema.errors import ErrorCode
 
+from freshet.log import LogError
+
 from ..context import Request, RequestContext, Response
+from ..errors import error_code_for
 from ..groups.classic import GroupError
 from ..groups.consumer import ConsumerGroupError
 from ..groups.offsets import CommittedOffset
-from ..security.acls import DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE
+from ..security.acls import (CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID,
+                             WRITE)
 from ..transactions import STATES, TransactionError
 from .groups import MAX_METADATA, answer_when_durable, check_commit
 
@@ -206,7 +210,56 @@ def describe_producers(ctx: RequestContext, request: Request) -> dict:
     return {"throttle_time": 0, "topics": topics}
 
 
+def write_txn_markers(ctx: RequestContext, request: Request) -> Response:
+    """WriteTxnMarkers (between brokers): the transaction coordinator ends a transaction on partitions this broker
+    leads. CLUSTER_ACTION on the cluster; NOT_LEADER_OR_FOLLOWER where this broker does not lead (the coordinator
+    tries the new leader); answered once the markers are durable (in a cluster: in the ISR)."""
+    broker = ctx.broker
+    allowed = ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
+    results, waits = [], []
+    for marker in request.markers:
+        topics = []
+        for t in marker.topics:
+            partitions = []
+            for index in t.partition_indexes:
+                entry = {"partition_index": index, "error_code": ErrorCode.none}
+                partitions.append(entry)
+                partition = broker.registry.partition(t.name, index)
+                role = broker.replicas.role(t.name, index) if broker.replicas is not None else None
+                if not allowed:
+                    entry["error_code"] = ErrorCode.cluster_authorization_failed
+                elif partition is None:
+                    entry["error_code"] = ErrorCode.unknown_topic_or_partition
+                elif broker.replicas is not None and (role is None or role.leader != broker.config.node_id):
+                    entry["error_code"] = ErrorCode.not_leader_or_follower
+                else:
+                    try:
+                        result = partition.append_marker(marker.producer_id, marker.producer_epoch,
+                                                         marker.transaction_result)
+                    except LogError as exc:
+                        entry["error_code"] = error_code_for(exc)
+                        continue
+                    broker.group_commit.written(partition)
+                    waits.append((entry, broker.group_commit.durable(partition, result.last_offset)))
+            topics.append({"name": t.name, "partitions": partitions})
+        results.append({"producer_id": marker.producer_id, "topics": topics})
+    body = {"markers": results}
+    if not waits:
+        return body
+
+    async def when_durable() -> dict:
+        for entry, durable in waits:
+            try:
+                await durable
+            except Exception:
+                entry["error_code"] = ErrorCode.kafka_storage_error
+        return body
+
+    return when_durable()
+
+
 APIS = {
+    27: (1, 1, write_txn_markers),
     24: (0, 3, add_partitions_to_txn),
     25: (0, 3, add_offsets_to_txn),
     26: (0, 3, end_txn),
