@@ -421,3 +421,27 @@ def test_the_buffer_search_agrees_with_arrows_kernel():
             expected = pc.fill_null(pc.match_substring(part, needle.decode()), False).to_pylist()
             assert containing(part, needle, most=100).to_pylist() == expected, (needle, len(part))
     assert sum(containing(array, b"bc").to_pylist()) == 1  # "abcd" only, not "ab" + "cd"
+
+
+def test_a_json_path_needing_a_string_skips_only_values_that_cannot_match():
+    """``required``: the string a path needs (its ``== "s"``, or a filter's ``@.f == 's'``) spares parsing the
+    values without it; values that hold it escaped still match, and paths that need no string (or, not,
+    unions) get none."""
+    from freshet.dashboard.browse import Filters
+
+    class Record:
+        def __init__(self, value):
+            self._value = value
+
+        def value(self):
+            return self._value
+
+    docs = [b'{"items": [{"sku": "planted"}]}', rb'{"items": [{"sku": "pl\u0061nted"}]}',
+            b'{"items": [{"sku": "plant"}]}', b'{"items": [{"sk": "planted"}]}', b'{"items": "planted"}']
+    for path, matching in (("$.items[?(@.sku == 'planted')]", [0, 1]), ('$.items[0].sku == "planted"', [0, 1]),
+                           ("$..sku", [0, 1, 2])):
+        f = Filters.parse(None, None, None, path)
+        assert [i for i, d in enumerate(docs) if f.select([Record(d)])] == matching, path
+    assert Filters.parse(None, None, None, "$.items[?(@.sku == 'p')]").required == b'"p"'
+    for needless in ("$.items[?(@.sku != 'p')]", "$..sku", "$.n >= 3", "$.items[?(@.a == 'x' || @.b == 'y')]"):
+        assert Filters.parse(None, None, None, needless).required is None, needless

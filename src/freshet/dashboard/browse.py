@@ -55,6 +55,7 @@ class Filters:
     json_path: object = None  # a parsed jsonpath-ng expression
     compare: tuple[str, object] | None = None  # (operator, JSON literal) the path's values are compared with
     steps: list | None = None  # the path as keys to follow, when it is a plain one (plain_steps)
+    required: bytes | None = None  # bytes every matching value holds, unless escaped (see required_text)
 
     @classmethod
     def parse(cls, key: str | None, value: str | None, header: str | None, json_path: str | None) -> "Filters":
@@ -65,6 +66,7 @@ class Filters:
         if json_path:
             f.json_path, f.compare = parse_json_path(json_path)
             f.steps = plain_steps(f.json_path)
+            f.required = required_text(f.json_path, f.compare)
         return f
 
     def select(self, batch: list) -> list:
@@ -89,6 +91,8 @@ class Filters:
     def _json_match(self, raw: bytes | None) -> bool:
         if not raw:
             return False
+        if self.required is not None and self.required not in raw and b"\\" not in raw:
+            return False  # cannot hold the string the path compares with: no need to parse it
         try:
             found = self._find(orjson.loads(raw))
         except orjson.JSONDecodeError:
@@ -112,6 +116,37 @@ class Filters:
                 return []
             doc = doc[step]
         return [doc]
+
+
+def required_text(expression, compare) -> bytes | None:
+    """A string the value must hold, as JSON writes it, for the path to match, unless the value holds a
+    backslash (an escape could spell it otherwise): the literal of ``PATH == "s"``, or of a filter's
+    ``@.field == 's'`` when every part of the path must match for it to find anything (no union, no or, no
+    negation). None when there is no such string."""
+    from jsonpath_ng.ext.filter import Expression, Filter
+    from jsonpath_ng.jsonpath import Child, Descendants, Fields, Index, Root, Slice, This
+
+    if compare is not None:
+        op, literal = compare
+        return json.dumps(literal, ensure_ascii=False).encode() if op == "==" and isinstance(literal, str) else None
+    safe = (Child, Descendants, Fields, Index, Root, Slice, This, Filter, Expression)
+    literals: list[str] = []
+
+    def walk(node) -> bool:
+        if type(node) not in safe:
+            return False
+        if isinstance(node, Filter):
+            return all(walk(e) for e in node.expressions)
+        if isinstance(node, Expression):
+            if node.op == "==" and isinstance(node.value, str):
+                literals.append(node.value)
+            return node.op != "!" and walk(node.target)
+        return all(walk(child) for child in (getattr(node, "left", None), getattr(node, "right", None))
+                   if child is not None)
+
+    if not walk(expression) or not literals:
+        return None
+    return json.dumps(max(literals, key=len), ensure_ascii=False).encode()
 
 
 def plain_steps(expression) -> list | None:

@@ -3,9 +3,10 @@ decoded in C straight into Arrow buffers, no Python object per record) and filte
 kernels; only the records that pass become Python objects (``Row``, with the accessors of a confluent-kafka
 Message that the rest of the search uses).
 
-The key and value-substring filters run in Arrow over the whole batch. A JSON path comparing with a string
-(``$.user.id == "u1"``) first keeps the values that hold the string as JSON writes it, or hold a backslash (an
-escape could spell it otherwise), so only those are parsed. Headers and every other JSON path are judged in
+The key and value-substring filters run in Arrow over the whole batch. A JSON path that needs a string
+(``$.user.id == "u1"``, ``$.items[?(@.sku == 'x')]``: ``browse.required_text``) first keeps the values that
+hold the string as JSON writes it, or hold a backslash (an escape could spell it otherwise), so only those are
+parsed. Headers and every other JSON path are judged in
 Python on the records the Arrow filters let through.
 
 It serves the plaintext clusters the columnar reader covers, where pyarrow is installed (the ``spark`` extra);
@@ -14,7 +15,6 @@ It serves the plaintext clusters the columnar reader covers, where pyarrow is in
 
 from __future__ import annotations
 
-import json
 import threading
 
 from freshet.client import consumer_config
@@ -99,10 +99,9 @@ def select(filters, batch) -> list[Row]:
         mask = both(pc.equal(batch.column("key"), pa.scalar(filters.key, pa.binary())))
     if filters.value is not None:
         mask = both(containing(batch.column("value"), filters.value))
-    if filters.compare is not None and filters.compare[0] == "==" and isinstance(filters.compare[1], str):
-        written = json.dumps(filters.compare[1], ensure_ascii=False).encode()
+    if filters.required is not None:  # a JSON path needing a string: parse only the values that hold it
         values = batch.column("value")
-        mask = both(pc.or_(containing(values, written), containing(values, b"\\")))
+        mask = both(pc.or_(containing(values, filters.required), containing(values, b"\\")))
     if mask is not None:
         batch = batch.filter(pc.fill_null(mask, False))
     if filters.json_path is not None and batch.num_rows:
