@@ -158,3 +158,27 @@ def test_a_consumer_ahead_of_a_new_leaders_high_watermark_gets_nothing_yet_not_o
         connection.close()
 
     run(scenario, count=2)
+
+
+def test_a_replica_fetch_below_the_log_start_is_out_of_range_and_changes_nothing(run):
+    """As Kafka (the read comes before the follower's state is updated): a replica's fetch before the leader's
+    log start (a negative one too) is OFFSET_OUT_OF_RANGE with the log start, and does not move what the leader
+    knows of that follower."""
+    async def scenario(cluster):
+        cluster.create_topic("below", replicas=(0, 1))
+        await cluster.apply(nodes=[0])
+        connection = await cluster.connect(0)
+        answer, _ = await produce(connection, "below", batch(b"a", b"b"), acks=1)
+        assert answer.error_code == ErrorCode.none
+        await wait_until(lambda: cluster.partition(0, "below").durable_offset == 2, "the leader's fsync")
+        await connection.request(1, 12, fetch_body("below", 2, replica_id=1))
+        progress = cluster.brokers[0].replicas.leaders[("below", 0)].followers[1]
+        assert progress.log_end_offset == 2
+        for offset in (-1, -7):
+            read = (await connection.request(1, 12, fetch_body("below", offset, replica_id=1))).responses[0]
+            assert read.partitions[0].error_code == ErrorCode.offset_out_of_range
+            assert read.partitions[0].log_start_offset == 0
+            assert progress.log_end_offset == 2
+        connection.close()
+
+    run(scenario, count=2)

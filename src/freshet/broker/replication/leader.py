@@ -115,12 +115,13 @@ class LeaderState:
 
     def follower_fetched(self, replica_id: int, fetch_offset: int) -> ErrorCode | None:
         """A Fetch from replica ``replica_id`` at ``fetch_offset``: its log end offset. None, or the error to
-        answer (not a replica of this partition, or past the log end: it must truncate first)."""
+        answer (not a replica of this partition; past the log end: it must truncate first; before the log start: it
+        must start its log there), nothing changed then."""
         progress = self.followers.get(replica_id)
         if progress is None:
             return ErrorCode.not_leader_or_follower
         leader_end = self.partition.log_end_offset
-        if fetch_offset > leader_end:
+        if fetch_offset > leader_end or fetch_offset < self.partition.log_start_offset:
             return ErrorCode.offset_out_of_range
         now = now_ms()
         if fetch_offset >= leader_end:
