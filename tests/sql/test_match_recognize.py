@@ -1,6 +1,7 @@
 """MATCH_RECOGNIZE in SQL runs on the engine of `freshet rules`: the intrusion rule written as a SQL query gives the
 matches the shipped rule gives on the same generated events; a clause that cannot run is one line."""
 
+import json
 from datetime import datetime, timedelta
 
 import pytest
@@ -11,7 +12,8 @@ from freshet.cep.rulesets import split_rules, text
 from freshet.gen.security_events import iso, security_events
 from freshet.sql.errors import SqlError
 from freshet.sql.match_recognize import _measures_of, rule_text, split
-from freshet.sql.results import Push
+from freshet.testing.crash import read_everything
+from freshet.testing.polling import wait_for
 
 from .helpers import produce
 
@@ -51,7 +53,8 @@ def test_a_clause_out_of_place_is_one_line(query, says):
     assert "\n" not in str(caught.value)
 
 
-def test_intrusion_rule_as_match_recognize_gives_the_shipped_rule_s_matches(sql, broker, topic_name, spark):
+def test_intrusion_rule_as_match_recognize_gives_the_shipped_rule_s_matches(sql, broker, topic_name, spark,
+                                                                          tmp_path, monkeypatch):
     generated = security_events(3_000, attacks=2, seed=21, rate_per_s=10)
     events = list(generated.events)
     # an event no rule wants, an hour on: the watermark passes every match, so each is written
@@ -75,3 +78,17 @@ def test_intrusion_rule_as_match_recognize_gives_the_shipped_rule_s_matches(sql,
     assert push.columns == ["dst_ip", "attempts", "sources", "first_seen", "last_seen", "match_start",
                             "match_end"]
     assert sorted(tuple(row[:3]) for row in push.rows) == expected
+
+    # the same clause as a persistent query: its stream's topic gets each match once
+    monkeypatch.setenv("FRESHET_DATA_DIR", str(tmp_path))
+    alerts = f"alerts_{id(sql)}"
+    (created,) = sql.execute(f"CREATE STREAM {alerts} AS " + BRUTE_FORCE.format(stream=stream))
+    query_id = created.text.split()[4].rstrip(":")
+    try:
+        def written():
+            return [json.loads(v) for v in read_everything(broker.bootstrap, alerts, 1, timeout_s=30)[0]]
+
+        wait_for(lambda: len(written()) >= len(expected), timeout=300, what="the alerts in the stream's topic")
+        assert sorted((a["dst_ip"], a["attempts"], a["sources"]) for a in written()) == expected
+    finally:
+        list(sql.execute(f"TERMINATE {query_id}"))

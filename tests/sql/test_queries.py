@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Producer
 
 from freshet.client.admin import TopicAdmin
+from freshet.client.pipeline_registry import read_pipelines
 from freshet.pipelines import access_logs as al
 from freshet.sql.errors import SqlError
 from freshet.sql.queries import group_keys
@@ -73,7 +74,8 @@ def test_a_table_as_select_keeps_a_compacted_topic_and_answers_pull_queries(sql,
         with pytest.raises(SqlError, match=says) as caught:
             one(sql, bad)
         assert "\n" not in str(caught.value)
-    assert table not in admin.list_topics() and sql.catalog.get(table) is None and not sql.catalog.queries()
+    assert table not in admin.list_topics() and sql.catalog.get(table) is None
+    assert not [q for q in sql.catalog.queries().values() if q["sink"] == table]
     assert not spark.streams.active
 
     created = one(sql, f"CREATE TABLE {table} AS {RPM.format(s=stream)}")
@@ -82,6 +84,9 @@ def test_a_table_as_select_keeps_a_compacted_topic_and_answers_pull_queries(sql,
     try:
         shown = one(sql, "SHOW QUERIES")
         assert (query_id, "RUNNING", table) in [tuple(r[:3]) for r in shown.rows]
+        # the runner's registry has it, as it has `freshet run`'s pipelines: the dashboard lists it
+        wait_for(lambda: read_pipelines(broker.bootstrap).get(query_id, {}).get("status") == "running",
+                 timeout=120, what="the query in the pipeline registry")
 
         def pulled(minute):
             rows = one(sql, f"SELECT * FROM {table} WHERE minute = '{minute.isoformat(sep=' ')}'").rows
