@@ -445,3 +445,19 @@ def test_a_json_path_needing_a_string_skips_only_values_that_cannot_match():
     assert Filters.parse(None, None, None, "$.items[?(@.sku == 'p')]").required == b'"p"'
     for needless in ("$.items[?(@.sku != 'p')]", "$..sku", "$.n >= 3", "$.items[?(@.a == 'x' || @.b == 'y')]"):
         assert Filters.parse(None, None, None, needless).required is None, needless
+
+
+def test_log_append_time_shows_the_brokers_timestamp_through_both_readers(broker, client, monkeypatch):
+    from freshet.dashboard import scan_columns
+
+    create_topic(broker.bootstrap, "console-log-append", 1, {"message.timestamp.type": "LogAppendTime"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    before = int(time.time() * 1000)
+    producer.produce("console-log-append", b"v", b"k", timestamp=BASE_MS)  # the broker's time replaces this one
+    producer.flush(10)
+    url = "/api/topics/console-log-append/messages?start=oldest"
+    fast = client.get(url).json()["records"]
+    monkeypatch.setattr(scan_columns, "reader_options", lambda bootstrap: None)
+    assert client.get(url).json()["records"] == fast
+    [r] = fast
+    assert r["timestamp_type"] == "log-append" and r["timestamp"] >= before - 5_000
