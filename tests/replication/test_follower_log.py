@@ -1,5 +1,7 @@
 """Partition.append_as_follower and truncate_to, the log side of a follower."""
 
+import os
+
 import pytest
 
 from freshet.format.record_batch import encode_batch, iter_batches
@@ -43,3 +45,21 @@ def test_truncation_cuts_whole_batches_and_rebuilds_producer_state_and_epochs(tm
     assert follower.producer_state.producers[9].last_sequence == 1
     reopened = Partition(follower.directory)
     assert reopened.log_end_offset == 2 and reopened.leader_epochs.entries == [(0, 0)]
+
+
+def test_a_reopened_log_forgets_epochs_that_start_past_its_end(tmp_path):
+    """The epoch cache is fsync'd before the batches that begin an epoch are; a crash between the two leaves an
+    epoch starting past the recovered log end. As Kafka on load (truncateFromEnd(logEndOffset)) it is dropped."""
+    follower = Partition(str(tmp_path / "p"))
+    follower.append_as_follower(leader_batch(0, b"a", b"b", epoch=1))
+    follower.flush()
+    segment_file = follower.active_segment.path
+    size = os.path.getsize(segment_file)
+    follower.append_as_follower(leader_batch(2, b"c", epoch=4))
+    assert follower.leader_epochs.entries == [(1, 0), (4, 2)]
+    # the machine crashes: the second batch never reached the disk, the checkpoint did
+    os.truncate(segment_file, size)
+    reopened = Partition(follower.directory)
+    assert reopened.log_end_offset == 2
+    assert reopened.leader_epochs.entries == [(1, 0)]
+    assert Partition(follower.directory).leader_epochs.entries == [(1, 0)]  # and so written

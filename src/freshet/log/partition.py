@@ -82,6 +82,8 @@ class Partition:
         self.recovered_bytes_cut = 0
         self._dirty: dict[int, Segment] = {}
         self._open()
+        # an epoch checkpointed before its first batch reached the disk (a crash between): as Kafka on load
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
 
     # -- opening -------------------------------------------------------------------------
 
