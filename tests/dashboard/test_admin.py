@@ -200,6 +200,35 @@ def test_reset_to_an_offset_and_by_a_duration(client, broker, topic_name):
     assert committed(broker, group, topic_name, 2) == [5, 3]
 
 
+def test_reset_several_topics_at_once(client, broker, topic_name):
+    """``topics``: one plan and one commit for all of them, each row naming its topic; an unknown topic among them
+    commits nothing."""
+    group, other = topic_name + "-g", topic_name + "-b"
+    create_topic(broker.bootstrap, topic_name, 2)
+    create_topic(broker.bootstrap, other, 1)
+    fill(broker, topic_name, 2, 5)
+    fill(broker, other, 1, 4)
+    commit(broker, group, topic_name, [5, 5])
+    commit(broker, group, other, [4])
+    url = f"/api/groups/{group}/reset-offsets"
+    dry = client.post(url, json={"topics": [topic_name, other], "to": "shift", "value": -2})
+    assert dry.status_code == 200, dry.text
+    assert dry.json()["topics"] == [topic_name, other] and dry.json()["partitions"] == [
+        {"topic": topic_name, "partition": 0, "current": 5, "new": 3},
+        {"topic": topic_name, "partition": 1, "current": 5, "new": 3},
+        {"topic": other, "partition": 0, "current": 4, "new": 2}]
+    for body, status, words in (({"topics": [topic_name, "no-such-topic"]}, 404, "does not exist"),
+                                ({"topics": [topic_name], "partitions": [0]}, 400, "partitions go with one topic"),
+                                ({"topics": []}, 400, "give topic"), ({}, 400, "give topic"),
+                                ({"topic": topic_name, "topics": [other]}, 400, "give topic")):
+        bad = client.post(url, json={"to": "earliest", "dry_run": False, **body})
+        assert bad.status_code == status and words in bad.json()["detail"], bad.text
+    assert committed(broker, group, topic_name, 2) == [5, 5] and committed(broker, group, other, 1) == [4]
+    done = client.post(url, json={"topics": [topic_name, other], "to": "earliest", "dry_run": False})
+    assert done.status_code == 200, done.text
+    assert committed(broker, group, topic_name, 2) == [0, 0] and committed(broker, group, other, 1) == [0]
+
+
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_reset_and_delete_refused_while_the_group_has_members(client, broker, topic_name, protocol):
     group = topic_name + "-g"

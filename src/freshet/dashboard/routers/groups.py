@@ -34,8 +34,9 @@ async def group(group_id: str, collector: Source) -> dict:
 
 
 class Reset(BaseModel):
-    topic: str
-    partitions: list[int] | None = None  # none: every partition of the topic
+    topic: str | None = None
+    topics: list[str] | None = None  # several at once (as --topic a --topic b): each row then names its topic
+    partitions: list[int] | None = None  # none: every partition of the topic (one topic only)
     to: Literal["earliest", "latest", "timestamp", "shift", "offset", "duration"]
     # timestamp: epoch ms or an ISO time; shift: N (negative: back); offset: N; duration: PnDTnHnMnS or ms back
     value: int | str | None = None
@@ -94,33 +95,43 @@ def target(reset: Reset) -> dict:
     return {"to_timestamp_ms": int(when.timestamp() * 1000)}
 
 
+def plan_one(planner, group_id: str, topic: str, partitions: list[int] | None, wanted: dict) -> list:
+    """(partition, current, new) for one topic; nothing committed."""
+    if "to_offset" in wanted:  # as kafka-consumer-groups.sh --to-offset: clamped to each partition's log
+        lows = planner.plan_reset(group_id, topic, partitions, to_earliest=True)
+        highs = {p: high for p, _, high in planner.plan_reset(group_id, topic, partitions, to_latest=True)}
+        return [(p, old, min(max(wanted["to_offset"], low), highs[p])) for p, old, low in lows]
+    return planner.plan_reset(group_id, topic, partitions, **wanted)
+
+
 def reset_offsets(collector, admin, group_id: str, reset: Reset) -> dict:
     """The plan from the dashboard's reads; the commit (not on a dry run) through ``admin``: the signed-in
     user's, so the cluster's ACLs decide."""
-    planner = collector.groups_admin
+    if (reset.topic is None) == (reset.topics is None) or reset.topics == []:
+        raise HTTPException(400, "give topic (one) or topics (a list)")
+    if reset.topics is not None and reset.partitions is not None:
+        raise HTTPException(400, "partitions go with one topic, not with topics")
+    names = [reset.topic] if reset.topic is not None else list(dict.fromkeys(reset.topics))
+    wanted = target(reset)
     try:
-        wanted = target(reset)
-        if "to_offset" in wanted:  # as kafka-consumer-groups.sh --to-offset: clamped to each partition's log
-            lows = planner.plan_reset(group_id, reset.topic, reset.partitions, to_earliest=True)
-            highs = {p: high for p, _, high in planner.plan_reset(group_id, reset.topic, reset.partitions,
-                                                                 to_latest=True)}
-            plan = [(p, old, min(max(wanted["to_offset"], low), highs[p])) for p, old, low in lows]
-        else:
-            plan = planner.plan_reset(group_id, reset.topic, reset.partitions, **wanted)
+        plan = [(t, p, old, new) for t in names for p, old, new in plan_one(collector.groups_admin, group_id, t,
+                                                                            reset.partitions, wanted)]
     except ClientError as exc:
         raise HTTPException(404 if "does not exist" in str(exc) else 400, str(exc)) from None
     try:  # a group nobody has used answers Dead, without members
         members = len(collector.admin.describe_consumer_groups([group_id])[group_id].result(TIMEOUT_S).members)
     except KafkaException as exc:
         raise refusal(exc, f"cannot describe group {group_id!r}") from None
-    answer = {"group_id": group_id, "topic": reset.topic, "dry_run": reset.dry_run, "active_members": members,
-              "partitions": [{"partition": p, "current": old if old >= 0 else None, "new": new}
-                             for p, old, new in plan]}
+    several = reset.topics is not None
+    answer = {"group_id": group_id, **({"topics": names} if several else {"topic": reset.topic}),
+              "dry_run": reset.dry_run, "active_members": members,
+              "partitions": [{**({"topic": t} if several else {}), "partition": p,
+                              "current": old if old >= 0 else None, "new": new} for t, p, old, new in plan]}
     if reset.dry_run:
         return answer
     what = f"cannot reset offsets of group {group_id!r}"
     future = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
-        group_id, [TopicPartition(reset.topic, p, new) for p, _, new in plan])])[group_id]
+        group_id, [TopicPartition(t, p, new) for t, p, _, new in plan])])[group_id]
     try:
         result = future.result(TIMEOUT_S)
         failed = next((tp.error for tp in result.topic_partitions if tp.error is not None), None)
