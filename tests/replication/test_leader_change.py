@@ -2,9 +2,11 @@
 wrote that the new leader never had (OffsetForLeaderEpoch, KIP-101 / KIP-279) before it fetches."""
 
 import asyncio
+import threading
 
 from kio.schema.errors import ErrorCode
 
+from freshet.broker import durability
 from freshet.format.record_batch import decode_records, iter_batches
 
 from .conftest import batch, log_bytes, produce, wait_until
@@ -123,3 +125,42 @@ def test_a_restarted_leader_starts_from_its_checkpointed_high_watermark_not_its_
         await wait_until(lambda: reopened.high_watermark == 3, "the follower fetching the third record")
 
     run(scenario, count=2)
+
+
+def test_a_follower_whose_fsync_was_overtaken_by_a_leader_change_goes_on_fetching_its_other_partitions(
+        run, monkeypatch):
+    """Broker 1's fetcher for leader 0 waits for the fsync of what it appended to "moved" before its next fetch;
+    meanwhile "moved" gets another leader, whose fetcher cuts that append away. The old fetcher must not wait
+    for offsets the log no longer has: it still follows "stays" from broker 0."""
+    release = threading.Event()
+    real_fsync_all = durability._fsync_all
+
+    def held_fsync_all(segments, pool=None):
+        if any("broker-1" in s.path and "moved" in s.path for s in segments):
+            release.wait(120)
+        return real_fsync_all(segments, pool)
+
+    async def scenario(cluster):
+        cluster.create_topic("moved", replicas=(0, 1, 2))
+        cluster.create_topic("stays", replicas=(0, 1))
+        cluster.set_state("moved", isr=(0, 1))
+        await cluster.apply(nodes=[0, 1])  # broker 2 has nothing of "moved"
+        assert await write(cluster, 0, "stays", b"s0") == [0]
+        follower_stays = cluster.partition(1, "stays")
+        await wait_until(lambda: follower_stays.log_end_offset == 1, "broker 1 following stays")
+        monkeypatch.setattr(durability, "_fsync_all", held_fsync_all)
+        assert await write(cluster, 0, "moved", b"m0", b"m1", acks=1) == [0, 1]
+        follower_moved = cluster.partition(1, "moved")
+        # its first append waits for the held fsync (the second record is fetched only after it)
+        await wait_until(lambda: follower_moved.log_end_offset >= 1, "broker 1's append, its fsync held")
+        cluster.set_state("moved", leader=2, leader_epoch=1, isr=(1, 2), partition_epoch=1)
+        await cluster.apply()
+        await wait_until(lambda: follower_moved.log_end_offset == 0, "broker 1 cut to the new leader's log")
+        release.set()
+        assert await write(cluster, 0, "stays", b"s1") == [1]
+        await wait_until(lambda: follower_stays.log_end_offset == 2, "broker 1 still following stays", 30)
+
+    try:
+        run(scenario)
+    finally:
+        release.set()

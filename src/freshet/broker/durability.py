@@ -51,7 +51,9 @@ def _fsync_all(segments: list, pool: ThreadPoolExecutor | None = None) -> list:
 class GroupCommit:
     def __init__(self) -> None:
         self._dirty: dict[int, Partition] = {}
-        self._waiters: list[tuple[Partition, int, asyncio.Future, bool]] = []  # bool: durable_offset, not HW
+        # (partition, offset, future, generation): None waits for the high watermark; a partition's truncation
+        # count waits for its fsync, and ends when the log is cut meanwhile (the offset may never come back)
+        self._waiters: list[tuple[Partition, int, asyncio.Future, int | None]] = []
         self._listeners: set[asyncio.Future] = set()  # a cancelled one leaves at once (see high_watermark_moved)
         self._wake = asyncio.Event()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fsync")
@@ -82,17 +84,17 @@ class GroupCommit:
         if partition.high_watermark > offset:
             fut.set_result(None)
         else:
-            self._waiters.append((partition, offset, fut, False))
+            self._waiters.append((partition, offset, fut, None))
         return fut
 
     def flushed(self, partition: Partition, offset: int) -> asyncio.Future:
         """A future that completes once ``offset`` of ``partition`` is fsync'd here, whatever its high watermark
-        (a follower's, which follows its leader's)."""
+        (a follower's, which follows its leader's), or once the log is cut (a truncation: what was written is gone)."""
         fut = asyncio.get_running_loop().create_future()
         if partition.durable_offset > offset:
             fut.set_result(None)
         else:
-            self._waiters.append((partition, offset, fut, True))
+            self._waiters.append((partition, offset, fut, partition.truncations))
         return fut
 
     def high_watermark_advanced(self) -> None:
@@ -135,10 +137,11 @@ class GroupCommit:
     def _settle(self, failed_partitions: set | None) -> None:
         keep = []
         for waiter in self._waiters:
-            partition, offset, fut, by_fsync = waiter
+            partition, offset, fut, truncations = waiter
             if fut.done():
                 continue
-            if (partition.durable_offset if by_fsync else partition.high_watermark) > offset:
+            if truncations is None and partition.high_watermark > offset or truncations is not None and (
+                    partition.durable_offset > offset or partition.truncations != truncations):
                 fut.set_result(None)
             elif failed_partitions and id(partition) in failed_partitions:
                 fut.set_exception(StorageError("fsync failed; the write is not durable"))

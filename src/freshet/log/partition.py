@@ -499,6 +499,11 @@ class Partition:
         self.complete_flush(offset)
 
     @property
+    def truncations(self) -> int:
+        """How many times this log was cut (an fsync waited for before a cut may never come)."""
+        return self._generation
+
+    @property
     def has_unflushed(self) -> bool:
         return bool(self._dirty)
 
