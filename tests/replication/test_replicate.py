@@ -1,6 +1,7 @@
 """Records and the high watermark go from the leader to its followers; acks=all waits for the ISR."""
 
 import asyncio
+import json
 import os
 
 from kio.schema.errors import ErrorCode
@@ -122,3 +123,29 @@ def test_a_follower_behind_the_leaders_log_start_starts_its_log_there(run):
         connection.close()
 
     run(scenario, count=2)
+
+
+def test_a_topic_gone_from_the_metadata_leaves_nothing_behind_in_the_replica_manager(run):
+    """Its leader and follower state go, its fetcher closes, and its high watermark leaves the
+    replication-offset-checkpoint: nothing grows with every topic ever deleted."""
+    async def scenario(cluster):
+        await cluster.replicated_topic("kept", (0, 1))
+        await cluster.replicated_topic("deleted", (0, 1))
+        manager, follower = cluster.brokers[0].replicas, cluster.brokers[1].replicas
+        manager.checkpoint()
+        del cluster.states[("deleted", 0)]
+        await cluster.apply()
+        for replicas in (manager, follower):
+            assert ("deleted", 0) not in replicas.leaders and ("deleted", 0) not in replicas.followed
+            assert ("deleted", 0) not in replicas._started
+        assert list(follower.fetchers[0].partitions) == [("kept", 0)]
+        connection = await cluster.connect(0)
+        answer, _ = await produce(connection, "kept", batch(b"x"), acks=-1)  # a high watermark moves
+        connection.close()
+        assert answer.error_code == ErrorCode.none
+        manager.checkpoint()
+        with open(manager._checkpoint_path) as f:
+            assert list(json.load(f)) == ["kept/0"]
+
+    run(scenario, count=2)
+

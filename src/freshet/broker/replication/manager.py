@@ -87,8 +87,10 @@ class ReplicaManager:
                     self._lead(key, partition, state)
                 else:
                     self._follow(key, partition, state)
-            for key in set(self.states) - set(states):
+            for key in set(self.states) - set(states):  # its topic deleted: nothing of it kept
                 self._stop(key)
+                self._started.discard(key)
+                self._checkpointed.pop(f"{key[0]}/{key[1]}", None)
             self.states = states
             for leader_id, fetcher in list(self.fetchers.items()):
                 if not fetcher.partitions:
