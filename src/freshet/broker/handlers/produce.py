@@ -127,7 +127,7 @@ def produce(ctx: RequestContext, request: Request) -> Response:
             except StorageError as exc:
                 result.update(error_code=ErrorCode.kafka_storage_error, error_message=str(exc), base_offset=-1)
             except ReplicationError as exc:
-                result.update(error_code=exc.error_code, error_message=str(exc))
+                result.update(error_code=exc.error_code, error_message=str(exc), base_offset=-1)
                 if exc.error_code == ErrorCode.not_leader_or_follower:
                     _not_leader(result, replicas, name, index, exc.error_code, hinted)
                     body["node_endpoints"] = replicas.node_endpoints(hinted)
