@@ -149,3 +149,18 @@ def test_a_topic_gone_from_the_metadata_leaves_nothing_behind_in_the_replica_man
 
     run(scenario, count=2)
 
+
+
+def test_metadata_applied_after_close_starts_nothing(run):
+    """The control plane may deliver one last metadata while the broker stops: a closed replica manager takes no
+    role, opens no fetcher connection and starts no task (they would outlive the broker)."""
+    async def scenario(cluster):
+        await cluster.replicated_topic("closing", (0, 1))
+        follower = cluster.brokers[1].replicas
+        assert follower.fetchers and follower.followed
+        await follower.close()
+        await follower.apply(list(cluster.states.values()), cluster.endpoints)
+        assert not follower.fetchers and not follower.followed and not follower.leaders
+        assert all(t.done() for t in (follower._checker, follower._checkpointer))
+
+    run(scenario, count=2)

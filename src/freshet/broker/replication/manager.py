@@ -51,6 +51,7 @@ class ReplicaManager:
         self._checker: asyncio.Task | None = None
         self._checkpointer: asyncio.Task | None = None
         self._lock = asyncio.Lock()
+        self._closed = False
         # high watermarks as of the last checkpoint (Kafka's replication-offset-checkpoint): a partition opens with
         # its high watermark at its log end, which may hold records no follower had; the first role it takes
         # starts from what was known to be committed instead
@@ -64,6 +65,8 @@ class ReplicaManager:
         """The whole metadata, after every change (idempotent): become leader, follower, or stop, partition by
         partition. Topics must already exist in ``broker.registry`` with the same partition count."""
         async with self._lock:
+            if self._closed:
+                return  # a last metadata while the broker stops: nothing started again
             self.brokers = dict(brokers)
             if self._checker is None:
                 loop = asyncio.get_running_loop()
@@ -252,6 +255,7 @@ class ReplicaManager:
                 log.error("high watermark checkpoint not written: %s", exc)
 
     async def close(self) -> None:
+        self._closed = True
         for key in list(self.leaders) + list(self.followed):
             self._stop(key)
         if self._checkpointer is not None:
