@@ -39,6 +39,8 @@ def test_the_clause_is_the_shipped_rule_s_grammar():
     for part in ("pattern", "where", "partition_by", "order_by", "measures", "within_ms", "skip"):
         assert getattr(sql_rule, part) == getattr(shipped, part), part
     assert list(_measures_of(rec.body)) == ["dst_ip", "attempts", "sources", "first_seen", "last_seen"]
+    ascending = split(BRUTE_FORCE.format(stream="events").replace("ORDER BY event_time", "ORDER BY event_time ASC"))
+    assert parse_rule(rule_text(ascending, "brute_force")).order_by == shipped.order_by
 
 
 @pytest.mark.parametrize("query, says", [
@@ -46,10 +48,11 @@ def test_the_clause_is_the_shipped_rule_s_grammar():
     ("SELECT * FROM (SELECT a FROM events) MATCH_RECOGNIZE (PATTERN (A))", "MATCH_RECOGNIZE follows a stream"),
     ("SELECT * FROM events MATCH_RECOGNIZE (PATTERN (A) MATCH_RECOGNIZE (PATTERN (B))", "one MATCH_RECOGNIZE"),
     ("SELECT * FROM events MATCH_RECOGNIZE (PATTERN (A)", "not closed"),
+    ("SELECT * FROM events MATCH_RECOGNIZE (ORDER BY ts DESC PATTERN (A))", "ascending"),
 ])
 def test_a_clause_out_of_place_is_one_line(query, says):
     with pytest.raises(SqlError, match=says) as caught:
-        split(query)
+        rule_text(split(query), "r")
     assert "\n" not in str(caught.value)
 
 
@@ -72,6 +75,9 @@ def test_intrusion_rule_as_match_recognize_gives_the_shipped_rule_s_matches(sql,
 
     with pytest.raises(SqlError, match="no_such_stream: no such stream"):
         list(sql.execute(BRUTE_FORCE.format(stream="no_such_stream") + " EMIT CHANGES LIMIT 1"))
+    with pytest.raises(SqlError, match=f"{stream} has no column dst_host"):
+        list(sql.execute(BRUTE_FORCE.format(stream=stream).replace("PARTITION BY dst_ip", "PARTITION BY dst_host")
+                         + " EMIT CHANGES LIMIT 1"))
     assert not spark.streams.active  # nothing started
 
     (push,) = sql.execute(BRUTE_FORCE.format(stream=stream) + f" EMIT CHANGES LIMIT {len(expected)}")

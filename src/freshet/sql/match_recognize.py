@@ -111,7 +111,11 @@ def rule_text(rec: Recognize, name: str) -> str:
     lines = [f"RULE {name}"]
     if rec.where:
         lines.append("WHERE " + _rule_dialect(rec.where))
-    lines.append(_rule_dialect(rec.body.strip()))
+    body = rec.body.strip()
+    if re.search(r"(?is)\bORDER\s+BY\s+[`\w.]+\s+DESC\b", body):
+        raise SqlError("MATCH_RECOGNIZE: ORDER BY takes the event time, ascending")
+    body = re.sub(r"(?is)(\bORDER\s+BY\s+[`\w.]+)\s+ASC\b", r"\1", body)
+    lines.append(_rule_dialect(body))
     return "\n".join(lines)
 
 
