@@ -164,3 +164,39 @@ def test_a_follower_whose_fsync_was_overtaken_by_a_leader_change_goes_on_fetchin
         run(scenario)
     finally:
         release.set()
+
+
+def test_a_follower_whose_fsync_failed_reports_only_what_is_on_its_disk(run, monkeypatch):
+    """An fsync that fails on a follower leaves what it appended not durable: its next fetch must not tell the
+    leader it has it (the leader's high watermark would count it). It cuts back to what is durable and fetches
+    again."""
+    real_fsync_all = durability._fsync_all
+    failed = []
+
+    def failing_once(segments, pool=None):
+        frail = [s for s in segments if "broker-1" in s.path and "frail" in s.path]
+        if frail and not failed:
+            failed.extend(frail)
+            return frail  # EIO: nothing of them is known to be on the disk
+        return real_fsync_all(segments, pool)
+
+    async def scenario(cluster):
+        await cluster.replicated_topic("frail", (0, 1))
+        leader = cluster.brokers[0].replicas.leaders[("frail", 0)]
+        follower = cluster.partition(1, "frail")
+        reported = []
+        real_fetched = leader.follower_fetched
+
+        def fetched(replica_id, fetch_offset):
+            reported.append((fetch_offset, follower.durable_offset))
+            return real_fetched(replica_id, fetch_offset)
+
+        leader.follower_fetched = fetched
+        monkeypatch.setattr(durability, "_fsync_all", failing_once)
+        assert await write(cluster, 0, "frail", b"a", b"b", acks=1) == [0, 1]
+        await wait_until(lambda: failed and follower.durable_offset == 2, "broker 1's fsync failing, then done")
+        await wait_until(lambda: cluster.partition(0, "frail").high_watermark == 2, "the high watermark")
+        assert all(offset <= durable for offset, durable in reported), reported
+        assert values(follower) == [b"a", b"b"]
+
+    run(scenario, count=2)

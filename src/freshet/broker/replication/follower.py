@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from freshet.log import LogError, Partition
+from freshet.log import LogError, Partition, StorageError
 from freshet.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 
 from .client import BrokerConnection
@@ -244,6 +244,15 @@ class ReplicaFetcher:
                     followed.follower.follow(partition)
         if written:
             # only what is on our disk is reported to the leader (the next fetch's offset)
-            await asyncio.gather(*(commit.flushed(f.partition, last) for f, last in written))
-            for followed, _ in written:
-                followed.follower.follow(followed.partition)
+            results = await asyncio.gather(*(commit.flushed(f.partition, last) for f, last in written),
+                                           return_exceptions=True)
+            for (followed, _), result in zip(written, results):
+                if isinstance(result, StorageError):
+                    # not durable: cut back to what is (the cut is fsync'd) and fetch it again
+                    log.error("%s-%d: %s; cut back to offset %d", followed.state.topic, followed.state.index,
+                              result, followed.partition.durable_offset)
+                    followed.partition.truncate_to(followed.partition.durable_offset)
+                elif isinstance(result, BaseException):
+                    raise result
+                else:
+                    followed.follower.follow(followed.partition)
