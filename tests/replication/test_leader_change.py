@@ -200,3 +200,46 @@ def test_a_follower_whose_fsync_failed_reports_only_what_is_on_its_disk(run, mon
         assert values(follower) == [b"a", b"b"]
 
     run(scenario, count=2)
+
+
+def test_a_deposed_leader_does_not_report_what_it_wrote_but_has_not_fsynced_yet(run, monkeypatch):
+    """Broker 0 led and appended two records its fsync has not covered yet; broker 1 (which has them) leads now.
+    Broker 0's log agrees with the new leader's, nothing is cut, but what broker 0 tells its leader it has must
+    still be what is on its disk: its fetch offset waits for that fsync."""
+
+    release = threading.Event()
+    real_fsync_all = durability._fsync_all
+
+    def held_fsync_all(segments, pool=None):
+        if any("broker-0" in s.path and "unsynced" in s.path for s in segments):
+            release.wait(120)
+        return real_fsync_all(segments, pool)
+
+    async def scenario(cluster):
+        await cluster.replicated_topic("unsynced", (0, 1))
+        monkeypatch.setattr(durability, "_fsync_all", held_fsync_all)
+        assert await write(cluster, 0, "unsynced", b"a", b"b", acks=1) == [0, 1]
+        old, new = cluster.partition(0, "unsynced"), cluster.partition(1, "unsynced")
+        await wait_until(lambda: new.durable_offset == 2, "broker 1 having both records")
+        assert old.durable_offset < 2
+        cluster.set_state("unsynced", leader=1, leader_epoch=1, partition_epoch=1)
+        await cluster.apply(nodes=[1])
+        leader = cluster.brokers[1].replicas.leaders[("unsynced", 0)]
+        reported = []
+        real_fetched = leader.follower_fetched
+
+        def fetched(replica_id, fetch_offset):
+            reported.append((fetch_offset, old.durable_offset))
+            return real_fetched(replica_id, fetch_offset)
+
+        leader.follower_fetched = fetched
+        await cluster.apply(nodes=[0])
+        await wait_until(lambda: reported, "broker 0 fetching from broker 1")
+        release.set()
+        await wait_until(lambda: any(offset == 2 for offset, _ in reported), "broker 0 reporting both, once synced")
+        assert all(offset <= durable for offset, durable in reported), reported
+
+    try:
+        run(scenario, count=2)
+    finally:
+        release.set()

@@ -197,7 +197,8 @@ class ReplicaFetcher:
             partition = followed.partition
             topics.setdefault(topic, []).append({
                 "partition": index, "current_leader_epoch": followed.state.leader_epoch,
-                "fetch_offset": partition.log_end_offset, "last_fetched_epoch": partition.leader_epochs.latest_epoch,
+                # what is on our disk (a deposed leader's last appends may not be yet: fetched again, skipped)
+                "fetch_offset": partition.durable_offset, "last_fetched_epoch": partition.leader_epochs.latest_epoch,
                 "log_start_offset": partition.log_start_offset, "partition_max_bytes": PARTITION_MAX_BYTES})
         response = await self._connection.request(1, FETCH_VERSION, {
             "replica_id": self.manager.node_id, "max_wait": FETCH_MAX_WAIT_MS, "min_bytes": FETCH_MIN_BYTES,
