@@ -29,6 +29,33 @@ async def write(cluster, node: int, topic: str, *items: bytes, acks: int = -1) -
         connection.close()
 
 
+def hold_fsync(monkeypatch, node: int, topic: str) -> threading.Event:
+    """Broker ``node``'s fsyncs of ``topic`` wait (in the fsync thread) until the returned event is set."""
+    release = threading.Event()
+    real_fsync_all = durability._fsync_all
+
+    def held_fsync_all(segments, pool=None):
+        if any(f"broker-{node}" in s.path and topic in s.path for s in segments):
+            release.wait(120)
+        return real_fsync_all(segments, pool)
+
+    monkeypatch.setattr(durability, "_fsync_all", held_fsync_all)
+    return release
+
+
+def record_reports(leader, follower) -> list[tuple[int, int]]:
+    """(fetch offset, the follower partition's durable offset then) of every replica fetch ``leader`` counts."""
+    reported = []
+    real_fetched = leader.follower_fetched
+
+    def fetched(replica_id, fetch_offset):
+        reported.append((fetch_offset, follower.durable_offset))
+        return real_fetched(replica_id, fetch_offset)
+
+    leader.follower_fetched = fetched
+    return reported
+
+
 def test_a_deposed_leader_cuts_its_divergent_suffix_and_takes_the_new_leaders_log(run):
     async def scenario(cluster):
         await cluster.replicated_topic("history", (0, 1))
@@ -132,14 +159,6 @@ def test_a_follower_whose_fsync_was_overtaken_by_a_leader_change_goes_on_fetchin
     """Broker 1's fetcher for leader 0 waits for the fsync of what it appended to "moved" before its next fetch;
     meanwhile "moved" gets another leader, whose fetcher cuts that append away. The old fetcher must not wait
     for offsets the log no longer has: it still follows "stays" from broker 0."""
-    release = threading.Event()
-    real_fsync_all = durability._fsync_all
-
-    def held_fsync_all(segments, pool=None):
-        if any("broker-1" in s.path and "moved" in s.path for s in segments):
-            release.wait(120)
-        return real_fsync_all(segments, pool)
-
     async def scenario(cluster):
         cluster.create_topic("moved", replicas=(0, 1, 2))
         cluster.create_topic("stays", replicas=(0, 1))
@@ -148,7 +167,7 @@ def test_a_follower_whose_fsync_was_overtaken_by_a_leader_change_goes_on_fetchin
         assert await write(cluster, 0, "stays", b"s0") == [0]
         follower_stays = cluster.partition(1, "stays")
         await wait_until(lambda: follower_stays.log_end_offset == 1, "broker 1 following stays")
-        monkeypatch.setattr(durability, "_fsync_all", held_fsync_all)
+        release = hold_fsync(monkeypatch, 1, "moved")
         assert await write(cluster, 0, "moved", b"m0", b"m1", acks=1) == [0, 1]
         follower_moved = cluster.partition(1, "moved")
         # its first append waits for the held fsync (the second record is fetched only after it)
@@ -160,10 +179,7 @@ def test_a_follower_whose_fsync_was_overtaken_by_a_leader_change_goes_on_fetchin
         assert await write(cluster, 0, "stays", b"s1") == [1]
         await wait_until(lambda: follower_stays.log_end_offset == 2, "broker 1 still following stays", 30)
 
-    try:
-        run(scenario)
-    finally:
-        release.set()
+    run(scenario)
 
 
 def test_a_follower_whose_fsync_failed_reports_only_what_is_on_its_disk(run, monkeypatch):
@@ -184,14 +200,7 @@ def test_a_follower_whose_fsync_failed_reports_only_what_is_on_its_disk(run, mon
         await cluster.replicated_topic("frail", (0, 1))
         leader = cluster.brokers[0].replicas.leaders[("frail", 0)]
         follower = cluster.partition(1, "frail")
-        reported = []
-        real_fetched = leader.follower_fetched
-
-        def fetched(replica_id, fetch_offset):
-            reported.append((fetch_offset, follower.durable_offset))
-            return real_fetched(replica_id, fetch_offset)
-
-        leader.follower_fetched = fetched
+        reported = record_reports(leader, follower)
         monkeypatch.setattr(durability, "_fsync_all", failing_once)
         assert await write(cluster, 0, "frail", b"a", b"b", acks=1) == [0, 1]
         await wait_until(lambda: failed and follower.durable_offset == 2, "broker 1's fsync failing, then done")
@@ -206,40 +215,20 @@ def test_a_deposed_leader_does_not_report_what_it_wrote_but_has_not_fsynced_yet(
     """Broker 0 led and appended two records its fsync has not covered yet; broker 1 (which has them) leads now.
     Broker 0's log agrees with the new leader's, nothing is cut, but what broker 0 tells its leader it has must
     still be what is on its disk: its fetch offset waits for that fsync."""
-
-    release = threading.Event()
-    real_fsync_all = durability._fsync_all
-
-    def held_fsync_all(segments, pool=None):
-        if any("broker-0" in s.path and "unsynced" in s.path for s in segments):
-            release.wait(120)
-        return real_fsync_all(segments, pool)
-
     async def scenario(cluster):
         await cluster.replicated_topic("unsynced", (0, 1))
-        monkeypatch.setattr(durability, "_fsync_all", held_fsync_all)
+        release = hold_fsync(monkeypatch, 0, "unsynced")
         assert await write(cluster, 0, "unsynced", b"a", b"b", acks=1) == [0, 1]
         old, new = cluster.partition(0, "unsynced"), cluster.partition(1, "unsynced")
         await wait_until(lambda: new.durable_offset == 2, "broker 1 having both records")
         assert old.durable_offset < 2
         cluster.set_state("unsynced", leader=1, leader_epoch=1, partition_epoch=1)
         await cluster.apply(nodes=[1])
-        leader = cluster.brokers[1].replicas.leaders[("unsynced", 0)]
-        reported = []
-        real_fetched = leader.follower_fetched
-
-        def fetched(replica_id, fetch_offset):
-            reported.append((fetch_offset, old.durable_offset))
-            return real_fetched(replica_id, fetch_offset)
-
-        leader.follower_fetched = fetched
+        reported = record_reports(cluster.brokers[1].replicas.leaders[("unsynced", 0)], old)
         await cluster.apply(nodes=[0])
         await wait_until(lambda: reported, "broker 0 fetching from broker 1")
         release.set()
         await wait_until(lambda: any(offset == 2 for offset, _ in reported), "broker 0 reporting both, once synced")
         assert all(offset <= durable for offset, durable in reported), reported
 
-    try:
-        run(scenario, count=2)
-    finally:
-        release.set()
+    run(scenario, count=2)
