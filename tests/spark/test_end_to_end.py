@@ -27,8 +27,8 @@ START_MS = int(datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc).timestamp() * 
 LATENESS_MS = 2 * 60 * 1000
 
 
-def generate(n, seed):
-    gen = AccessLogGenerator(seed=seed, rate_per_s=50, out_of_order=0.05, late=0.0, max_disorder_s=30,
+def generate(n, seed, rate_per_s=50):
+    gen = AccessLogGenerator(seed=seed, rate_per_s=rate_per_s, out_of_order=0.05, late=0.0, max_disorder_s=30,
                              start_ms=START_MS)
     return list(islice(gen.events(), n))
 
@@ -142,7 +142,8 @@ def test_a_worker_killed_mid_stream_the_query_finishes_with_every_window_once(sp
     """`freshet run --master spark://...`: the driver here, one executor on each worker. Worker 0 and its
     executor are killed -9 after two microbatches; Spark runs the lost tasks on the other executor, reloads the
     state store from the checkpoint, and the query reads to the end with every closed window written once."""
-    events = generate(12_000, seed=21)
+    # 4 minutes of requests, 25 a second: six microbatches of 1000, the worker killed after the second
+    events = generate(6000, seed=21, rate_per_s=25)
     load(broker.bootstrap, topic_name, events)
     out, checkpoint = str(tmp_path / "rpm"), str(tmp_path / "ck")
     driver = subprocess.Popen(

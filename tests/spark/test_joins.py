@@ -48,11 +48,11 @@ def test_tax_rate_as_of_event_time_is_deterministic(spark):
     assert again == first
 
 
-def load_search_clicks(broker, searches_topic, clicks_topic, n, seed):
+def load_search_clicks(broker, searches_topic, clicks_topic, n, seed, every_ms=5000):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for name in (searches_topic, clicks_topic):
         admin.create_topics([NewTopic(name, 2)])[name].result(10)
-    events = list(search_clicks(n, seed=seed, every_ms=5000))  # 4000: about 5.5 hours of searches
+    events = list(search_clicks(n, seed=seed, every_ms=every_ms))  # 4000 every 5 s: about 5.5 hours of searches
     searches = [e for e in events if isinstance(e, SearchEvent)]
     clicks = [e for e in events if isinstance(e, ClickEvent)]
     produce_records(broker.bootstrap, searches_topic, ((e.user.encode(), e.value(), e.ts_ms) for e in searches))
@@ -104,7 +104,9 @@ def test_click_through_under_kill_9_of_the_driver(broker, tmp_path):
     from freshet.testing.parquet import committed_rows
 
     searches_topic, clicks_topic = f"searches-k{os.getpid()}", f"clicks-k{os.getpid()}"
-    searches, clicks = load_search_clicks(broker, searches_topic, clicks_topic, n=6000, seed=11)
+    # 3000 searches 10 s apart: 8.3 hours, as many hours as 6000 every 5 s with half the rows to join (a
+    # stateful microbatch on 2 shared cores takes a few hundred rows a second)
+    searches, clicks = load_search_clicks(broker, searches_topic, clicks_topic, n=3000, seed=11, every_ms=10_000)
     out, checkpoint = str(tmp_path / "ctr"), str(tmp_path / "ck")
     run = [sys.executable, "-m", "freshet.cli.main", "run", "click-through", "--from",
            f"{searches_topic},{clicks_topic}", "--to", f"parquet:{out}", "--checkpoint", checkpoint,
