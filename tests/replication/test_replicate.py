@@ -164,3 +164,22 @@ def test_metadata_applied_after_close_starts_nothing(run):
         assert all(t.done() for t in (follower._checker, follower._checkpointer))
 
     run(scenario, count=2)
+
+
+def test_a_follower_moves_its_log_start_with_its_leaders(run):
+    """DeleteRecords (or retention) on the leader moves its log start; the follower's follows with the next fetch
+    (Kafka's follower: maybeIncrementLogStartOffset from the fetch response), bounded by its high watermark."""
+    async def scenario(cluster):
+        await cluster.replicated_topic("start", (0, 1))
+        connection = await cluster.connect(0)
+        for value in (b"a", b"b", b"c"):
+            answer, _ = await produce(connection, "start", batch(value), acks=-1)
+            assert answer.error_code == ErrorCode.none
+        connection.close()
+        follower = cluster.partition(1, "start")
+        await wait_until(lambda: follower.high_watermark == 3, "the follower's high watermark")
+        assert cluster.partition(0, "start").advance_log_start(2) == 2
+        await wait_until(lambda: follower.log_start_offset == 2, "the follower's log start", 30)
+        assert follower.log_end_offset == 3
+
+    run(scenario, count=2)

@@ -243,6 +243,7 @@ class ReplicaFetcher:
                     written.append((followed, partition.log_end_offset - 1))
                 else:
                     followed.follower.follow(partition)
+                _follow_log_start(partition, answer.log_start_offset)
         if written:
             # only what is on our disk is reported to the leader (the next fetch's offset)
             results = await asyncio.gather(*(commit.flushed(f.partition, last) for f, last in written),
@@ -257,3 +258,11 @@ class ReplicaFetcher:
                     raise result
                 else:
                     followed.follower.follow(followed.partition)
+
+
+def _follow_log_start(partition: Partition, leader_log_start: int) -> None:
+    """The leader's log start moved (DeleteRecords, retention): ours follows, up to our high watermark (Kafka's
+    follower: maybeIncrementLogStartOffset from the fetch response)."""
+    start = min(leader_log_start, partition.high_watermark)
+    if start > partition.log_start_offset:
+        partition.advance_log_start(start)
