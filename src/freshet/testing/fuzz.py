@@ -29,8 +29,9 @@ from freshet.format.framing import read_request_header, request_header, size_pre
 from freshet.format.record_batch import HEADER_SIZE, decode_records, encode_batch, validate_batches
 
 INTERESTING = [0x00, 0x01, 0x7F, 0x80, 0xFF, 0xFE]
-# DeleteTopics, DeleteRecords, DeleteGroups, OffsetDelete, share offsets, users, ACL and config changes
-DESTRUCTIVE_APIS = {20, 21, 42, 47, 91, 92, 51, 30, 31, 33, 44}
+# DeleteTopics, DeleteRecords, DeleteGroups, OffsetDelete, share offsets, users, ACL and config changes,
+# WriteTxnMarkers (commit / abort markers written into the partitions it names)
+DESTRUCTIVE_APIS = {20, 21, 42, 47, 91, 92, 51, 30, 31, 33, 44, 27}
 
 
 def _seed_body(api_key: int, version: int) -> dict:
@@ -147,6 +148,9 @@ def _seed_body(api_key: int, version: int) -> dict:
         91: {"group_id": "fuzz-doomed-share", "topics": [{"topic_name": topic, "partitions": [
             {"partition_index": 0, "start_offset": 0}]}]},
         92: {"group_id": "fuzz-doomed-share", "topics": [{"topic_name": topic}]},
+        27: {"markers": [{"producer_id": 0, "producer_epoch": 0, "transaction_result": False,
+                          "topics": [{"name": topic, "partition_indexes": [0]}], "coordinator_epoch": 0}]},
+        43: {"election_type": 0, "topic_partitions": [{"topic": topic, "partitions": [0]}], "timeout": 1000},
     }
     return bodies[api_key]
 
