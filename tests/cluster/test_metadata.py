@@ -33,6 +33,14 @@ def error_of(future) -> tuple[str, int]:
     return err.name(), err.code()
 
 
+def outcome(future) -> tuple[object, str | None]:
+    """(result, None), or (None, the error's name)."""
+    try:
+        return future.result(60), None
+    except KafkaException as exc:
+        return None, exc.args[0].name()
+
+
 def test_every_broker_answers_all_brokers_replicas_isr_and_the_real_controller(cluster):
     client = admin(cluster.bootstrap)
     print("before", client.list_topics(timeout=30).controller_id, cluster.metadata()["controller_id"])
@@ -177,7 +185,8 @@ def test_acls_are_cluster_metadata_enforced_by_every_leader(tmp_path):
         everything = AclBindingFilter(RT.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                                       AclPermissionType.ANY)
         second = admin(cluster.bootstrap_of(2))
-        assert second.describe_acls(everything).result(60) == [deny]
+        # another broker applies the change once its metadata long poll brings it (as Kafka's brokers do)
+        wait_for("the ACL on broker 2", lambda: second.describe_acls(everything).result(60) == [deny])
 
         def produce(topic: str) -> list:
             errors = []
@@ -187,14 +196,15 @@ def test_acls_are_cluster_metadata_enforced_by_every_leader(tmp_path):
             producer.flush(60)
             return errors
 
-        assert {e.name() if e else None for e in produce("locked")} == {"TOPIC_AUTHORIZATION_FAILED"}
+        wait_for("every leader of locked refusing", lambda: {e.name() if e else None for e in produce("locked")}
+                 == {"TOPIC_AUTHORIZATION_FAILED"})
         assert produce("open") == [None]
         third = admin(cluster.bootstrap_of(3))
         [deleted] = third.delete_acls([everything]).values()
         assert deleted.result(60) == [deny]
         assert cluster.metadata()["acls"] == []
-        assert first.describe_acls(everything).result(60) == []
-        assert produce("locked") == [None, None, None]
+        wait_for("no ACL on broker 1", lambda: first.describe_acls(everything).result(60) == [])
+        wait_for("every leader of locked accepting", lambda: produce("locked") == [None, None, None])
 
 
 def test_scram_users_are_cluster_metadata(cluster):
@@ -207,7 +217,7 @@ def test_scram_users_are_cluster_metadata(cluster):
     for future in first.alter_user_scram_credentials([upsert]).values():
         future.result(60)
     assert cluster.metadata()["users"] == {"alice": ["SCRAM-SHA-256"]}
-    described = second.describe_user_scram_credentials(["alice"])["alice"].result(60)
+    described = wait_for("alice on broker 2", lambda: outcome(second.describe_user_scram_credentials(["alice"])["alice"])[0])
     [info] = described.scram_credential_infos
     assert (info.mechanism, info.iterations) == (ScramMechanism.SCRAM_SHA_256, 8192)
     third = admin(cluster.bootstrap_of(3))
@@ -215,7 +225,8 @@ def test_scram_users_are_cluster_metadata(cluster):
     for future in third.alter_user_scram_credentials([deletion]).values():
         future.result(60)
     assert cluster.metadata()["users"] == {}
-    assert error_of(second.describe_user_scram_credentials(["alice"])["alice"])[0] == "RESOURCE_NOT_FOUND"
+    wait_for("alice gone from broker 2",
+             lambda: outcome(second.describe_user_scram_credentials(["alice"])["alice"])[1] == "RESOURCE_NOT_FOUND")
 
 
 def test_client_quotas_are_cluster_metadata(cluster):
@@ -236,7 +247,9 @@ def test_client_quotas_are_cluster_metadata(cluster):
             return {v.key: v.value for entry in answer.entries for v in entry.values}
 
     assert alter(cluster.bootstrap_of(1), 1024.0) == 0
-    assert described(cluster.bootstrap_of(2)) == {"producer_byte_rate": 1024.0}  # enforced by every broker
+    # enforced by every broker, once its metadata long poll brings the change
+    wait_for("the quota on broker 2", lambda: described(cluster.bootstrap_of(2)) == {"producer_byte_rate": 1024.0})
     assert cluster.metadata()["quotas"] == [{"entity": [["user", "alice"]], "values": {"producer_byte_rate": 1024.0}}]
     assert alter(cluster.bootstrap_of(3), None) == 0
-    assert described(cluster.bootstrap_of(1)) == {} and cluster.metadata()["quotas"] == []
+    assert cluster.metadata()["quotas"] == []
+    wait_for("the quota gone from broker 1", lambda: described(cluster.bootstrap_of(1)) == {})
