@@ -114,9 +114,14 @@ def test_partitions_configs_and_deletion_go_through_the_controller_to_every_brok
                                                 incremental_operation=AlterConfigOpType.SET))
     client.incremental_alter_configs([resource])[resource].result(60)
     other = admin(cluster.bootstrap_of(3))
-    described = other.describe_configs([ConfigResource(ResourceType.TOPIC, "growing")])
-    configs = list(described.values())[0].result(60)
-    assert configs["min.insync.replicas"].value == "2" and configs["retention.ms"].value == "3600000"
+
+    def configs_on_broker_3() -> dict:
+        described = other.describe_configs([ConfigResource(ResourceType.TOPIC, "growing")])
+        return {k: v.value for k, v in list(described.values())[0].result(60).items()}
+
+    # broker 3 applies the change once its metadata long poll brings it
+    wait_for("the configs on broker 3", lambda: (c := configs_on_broker_3())["min.insync.replicas"] == "2"
+             and c["retention.ms"] == "3600000")
     [topic] = [t for t in cluster.metadata()["topics"] if t["name"] == "growing"]
     assert topic["configs"] == {"min.insync.replicas": "2", "retention.ms": "3600000"}
     bad = ConfigResource(ResourceType.TOPIC, "growing")
