@@ -205,7 +205,7 @@ def test_one_coordinator_for_every_client_and_the_groups_commits_survive_it(own_
     survivors = [n for n in (1, 2, 3) if n != first]
     second = own_cluster.wait_until(lambda m: (p := own_cluster.partition("__consumer_offsets", 0, m))["leader"]
                                     not in (-1, first) and p["leader"], DEADLINE, "another coordinator")
-    assert coordinators(survivors) == {second}
+    wait_for("every survivor naming the new coordinator", lambda: coordinators(survivors) == {second})
     reader = Consumer({"bootstrap.servers": own_cluster.bootstrap_of(second), "group.id": "kept"})
     try:
         committed = wait_for("the commits on the new coordinator", lambda: (found := reader.committed(
@@ -215,7 +215,7 @@ def test_one_coordinator_for_every_client_and_the_groups_commits_survive_it(own_
     finally:
         reader.close()
     own_cluster.restart(first)  # back, it does not take the role back from the groups that moved
-    assert coordinators((1, 2, 3)) == {second}
+    wait_for("every broker naming the new coordinator", lambda: coordinators((1, 2, 3)) == {second})
 
 
 def _coordinator_of(client, group: str) -> int | None:
