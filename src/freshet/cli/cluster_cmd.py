@@ -4,31 +4,15 @@ controllers (Raft, 3 at most) and brokers as asked, each with its own ports and 
 
 from __future__ import annotations
 
-import functools
-import sys
-
 import click
 
 from freshet.local.cluster import ClusterError, LocalCluster
 
+from .common import one_line_errors
+
 dir_option = click.option("--data-dir", "directory", default="freshet-cluster", show_default=True,
                           envvar="FRESHET_CLUSTER_DIR",
                           help="Where the cluster keeps its state (cluster.json), logs and data (env FRESHET_CLUSTER_DIR).")
-
-
-def _one_line_errors(fn):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except ClusterError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
-        except OSError as exc:
-            click.echo(f"error: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}", err=True)
-            sys.exit(1)
-
-    return wrapper
 
 
 @click.group()
@@ -43,7 +27,7 @@ def cluster() -> None:
 @click.option("--session-timeout-ms", default=9000, show_default=True, type=int,
               help="broker.session.timeout.ms: a broker silent this long is fenced (one killed is fenced at once).")
 @dir_option
-@_one_line_errors
+@one_line_errors
 def start(brokers: int, base_port: int, session_timeout_ms: int, directory: str) -> None:
     """Start the controllers and BROKERS brokers on 127.0.0.1; they run until `freshet cluster stop`.
     default.replication.factor is min(3, BROKERS)."""
@@ -61,7 +45,7 @@ def start(brokers: int, base_port: int, session_timeout_ms: int, directory: str)
 
 @cluster.command("status")
 @dir_option
-@_one_line_errors
+@one_line_errors
 def status(directory: str) -> None:
     """The active controller, every broker (live or fenced), and the partitions under-replicated or offline."""
     local = LocalCluster.attach(directory)
@@ -99,7 +83,7 @@ def status(directory: str) -> None:
 
 @cluster.command("stop")
 @dir_option
-@_one_line_errors
+@one_line_errors
 def stop(directory: str) -> None:
     """Stop every broker, then every controller (their data stays in the directory)."""
     local = LocalCluster.attach(directory)

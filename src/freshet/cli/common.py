@@ -20,8 +20,8 @@ bootstrap_option = click.option(
 
 
 def one_line_errors(fn):
-    """ClientError, a Kafka error, a Spark cluster that cannot be started or found, and a file that cannot be
-    read or written become one line on stderr and exit status 1 (Ctrl-C: 130)."""
+    """ClientError, a Kafka error, a Spark or Freshet cluster on this machine that cannot be started or found, and
+    a file that cannot be read or written become one line on stderr and exit status 1 (Ctrl-C: 130)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -41,7 +41,7 @@ def one_line_errors(fn):
         except KeyboardInterrupt:
             sys.exit(130)
         except Exception as exc:
-            if not _from_spark_cluster(exc):
+            if not _from_local_cluster(exc):
                 raise
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
@@ -78,8 +78,13 @@ def stopping_on_signals(stop) -> None:
         signal.signal(signum, lambda *_: stop())
 
 
-def _from_spark_cluster(exc: Exception) -> bool:
-    """Whether ``exc`` is a SparkClusterError: only a command that imported freshet.local.spark_cluster can
-    raise one, so the module is looked up, not imported (it costs every other command start-up time)."""
-    spark_cluster = sys.modules.get("freshet.local.spark_cluster")
-    return spark_cluster is not None and isinstance(exc, spark_cluster.SparkClusterError)
+def _from_local_cluster(exc: Exception) -> bool:
+    """Whether ``exc`` is a SparkClusterError or a (Freshet) ClusterError: only a command that imported
+    freshet.local.spark_cluster or freshet.local.cluster can raise one, so the modules are looked up, not
+    imported (they cost every other command start-up time)."""
+    for module_name, error in (("freshet.local.spark_cluster", "SparkClusterError"),
+                               ("freshet.local.cluster", "ClusterError")):
+        module = sys.modules.get(module_name)
+        if module is not None and isinstance(exc, getattr(module, error)):
+            return True
+    return False
