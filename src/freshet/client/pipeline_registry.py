@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from .admin import TopicAdmin
 from .config import consumer_config, producer_config
+from .errors import ClientError
 from .produce import flush_delivered
 
 PIPELINES_TOPIC = "__freshet_pipelines"
@@ -26,11 +27,19 @@ def ensure_topics(bootstrap: str) -> None:
     admin.ensure_topic(CONTROL_TOPIC, 1, {"retention.ms": "3600000"}, existing)
 
 
-def request_stop(bootstrap: str, name: str) -> None:
+def request_stop(bootstrap: str, name: str, timeout_s: float = 10.0) -> None:
+    """Write a stop request for pipeline ``name``; ClientError when the log did not acknowledge it in time
+    (the pipeline would never see it, so saying "asked to stop" would be untrue)."""
     ensure_topics(bootstrap)
     producer = Producer(producer_config(bootstrap, {"log_level": 0}))
-    producer.produce(CONTROL_TOPIC, json.dumps({"name": name, "action": "stop"}).encode(), name.encode())
-    flush_delivered(producer, CONTROL_TOPIC, 10)
+    refused: list = []
+    producer.produce(CONTROL_TOPIC, json.dumps({"name": name, "action": "stop"}).encode(), name.encode(),
+                     on_delivery=lambda err, _msg: refused.append(err) if err is not None else None)
+    if flush_delivered(producer, CONTROL_TOPIC, timeout_s):
+        raise ClientError(f"the stop request for {name!r} was not written to {CONTROL_TOPIC} within "
+                          f"{timeout_s:g} s (is the broker at {bootstrap} up?)")
+    if refused:
+        raise ClientError(f"the stop request for {name!r} was refused: {refused[0].str()}")
 
 
 def read_pipelines(bootstrap: str) -> dict[str, dict]:

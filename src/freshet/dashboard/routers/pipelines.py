@@ -29,8 +29,13 @@ async def pipelines(collector: Source) -> dict:
 async def stop_pipeline(name: str, collector: Source) -> dict:
     from freshet.client.pipeline_registry import request_stop
 
+    from freshet.client.errors import ClientError
+
     registered(collector, name)
-    await asyncio.to_thread(request_stop, collector.bootstrap, name)
+    try:
+        await asyncio.to_thread(request_stop, collector.bootstrap, name)
+    except ClientError as exc:
+        raise HTTPException(503, str(exc)) from None
     return {"name": name, "requested": "stop"}
 
 
