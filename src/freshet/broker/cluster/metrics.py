@@ -1,12 +1,19 @@
 """A broker's cluster figures on ``/metrics``, named as the Prometheus JMX exporter names Kafka's MBeans:
-``kafka.server:type=ReplicaManager`` (UnderReplicatedPartitions, LeaderCount, PartitionCount, IsrShrinksPerSec,
-IsrExpandsPerSec: this broker's) and ``kafka.controller:type=KafkaController`` (OfflinePartitionsCount, from the
-cluster's metadata; ActiveControllerCount, 1 on the node whose controller is active, so the sum over the cluster
-is 1)."""
+``kafka.server:type=ReplicaManager`` (UnderReplicatedPartitions, LeaderCount, PartitionCount,
+ReassigningPartitions, IsrShrinksPerSec, IsrExpandsPerSec: this broker's; a reassigning partition, one with
+replicas being added or removed, is counted by its leader as Kafka counts it) and
+``kafka.controller:type=KafkaController`` (OfflinePartitionsCount, from the cluster's metadata;
+ActiveControllerCount, 1 on the node whose controller is active, so the sum over the cluster is 1)."""
 
 from __future__ import annotations
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+
+def reassigning(partition) -> bool:
+    """A partition being reassigned: replicas being added or removed (read defensively: a view without
+    reassignments has neither field)."""
+    return bool(getattr(partition, "adding_replicas", ()) or getattr(partition, "removing_replicas", ()))
 
 
 class ClusterMetrics:
@@ -28,6 +35,9 @@ class ClusterMetrics:
             ("kafka_server_replicamanager_leadercount", "Partitions this broker leads",
              sum(1 for p in partitions if p.leader == node)),
             ("kafka_server_replicamanager_partitioncount", "Partitions with a replica on this broker", len(mine)),
+            ("kafka_server_replicamanager_reassigningpartitions",
+             "Partitions this broker leads whose replicas are being reassigned",
+             sum(1 for p in partitions if p.leader == node and reassigning(p))),
             ("kafka_controller_kafkacontroller_offlinepartitionscount", "Partitions of the cluster without a leader",
              sum(1 for p in partitions if p.leader < 0)),
             ("kafka_controller_kafkacontroller_activecontrollercount",
