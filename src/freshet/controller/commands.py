@@ -259,7 +259,7 @@ def from_dict(data: dict) -> Command:
     unknown = sorted(set(data) - names)
     if unknown:
         raise ValueError(f"{name}: unknown field(s) {', '.join(unknown)}")
-    for key in ("new_isr", "delete"):
+    for key in ("new_isr", "delete", "replicas"):
         if key in data and isinstance(data[key], list):
             data[key] = tuple(data[key])
     if "entity" in data and isinstance(data["entity"], list):
@@ -273,3 +273,39 @@ def from_dict(data: dict) -> Command:
         if not check(getattr(command, f.name)):
             raise ValueError(f"{name}: {f.name} must be {what}, not {getattr(command, f.name)!r}")
     return command
+
+
+# -- brokers joining and leaving ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ControlledShutdown:
+    """A broker stopping (SIGTERM) asks for its leaderships to move first (KRaft: BrokerHeartbeat with
+    WantShutDown; Kafka before KRaft: ControlledShutdown, API 7): it leaves the ISRs and leads nothing, so its
+    clients' requests move to the other replicas before it exits."""
+
+    broker_id: int
+    broker_epoch: int
+
+
+COMMANDS.update({cls.__name__: cls for cls in (ControlledShutdown,)})
+
+
+# -- partition reassignment (KIP-455) ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AlterPartitionReassignment:
+    """AlterPartitionReassignments (API 45) for one partition: move it to ``replicas`` (the new replicas are added
+    and follow, the old ones are dropped once every target replica is in the ISR: the controller completes it on
+    the AlterPartition that brings the last one in), or ``cancel`` the one in progress (back to the original
+    replicas). ``allow_replication_factor_change`` False (v1) refuses a target of another size."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...] = ()
+    cancel: bool = False
+    allow_replication_factor_change: bool = True
+
+
+COMMANDS.update({cls.__name__: cls for cls in (AlterPartitionReassignment,)})

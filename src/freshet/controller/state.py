@@ -59,6 +59,7 @@ class Broker:
     last_heartbeat_ms: int
     fenced: bool = True  # registered brokers are fenced until their first heartbeat, as in KRaft
     session_closed: bool = False  # its session connection closed (CloseBrokerSession): no session to protect
+    shutting_down: bool = False  # in controlled shutdown: leads nothing new, joins no ISR, takes no new replica
 
 
 @dataclass
@@ -68,6 +69,9 @@ class PartitionState:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # a reassignment in progress (KIP-455): replicas is then the target followed by the removing ones
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass
@@ -100,7 +104,8 @@ class ClusterMetadata:
         return next((t for t in self.topics.values() if t.name == name), None)
 
     def unfenced(self) -> list[int]:
-        return sorted(b.broker_id for b in self.brokers.values() if not b.fenced)
+        """The brokers that may lead, join an ISR and take new replicas: unfenced and not shutting down."""
+        return sorted(b.broker_id for b in self.brokers.values() if not b.fenced and not b.shutting_down)
 
     def snapshot(self) -> dict:
         """A JSON-able copy of everything: what Metadata and DescribeCluster will answer."""
@@ -359,6 +364,7 @@ class ClusterMetadata:
             return _refuse("INELIGIBLE_REPLICA", f"broker(s) {ineligible} are fenced and may not join the ISR")
         part.isr = [r for r in part.replicas if r in new_isr]
         part.partition_epoch += 1
+        self._complete_reassignment(topic.name, part)  # the last target replica joined the ISR: done
         return Result(value={"isr": list(part.isr), "partition_epoch": part.partition_epoch})
 
     def _ElectLeaders(self, cmd: c.ElectLeaders) -> Result:
@@ -465,6 +471,123 @@ class ClusterMetadata:
         else:
             self.quotas.pop(entity, None)
         return Result()
+
+    # -- brokers joining and leaving (controlled shutdown, leader balance, decommission) ---------------------
+    def _ControlledShutdown(self, cmd: c.ControlledShutdown) -> Result:
+        """A broker about to stop (SIGTERM): every partition it leads goes to the next live ISR member in replica
+        order (leader epoch + 1), it leaves every ISR it is not the last member of, and from now on it is not
+        chosen as a leader nor let into an ISR (``unfenced()`` leaves it out) until it registers again. A
+        leadership no other live ISR member can take stays (the value's ``kept``): moving it would make the
+        partition offline or unclean; the broker gives it up when it exits."""
+        if refused := self._check_broker(cmd.broker_id, cmd.broker_epoch):
+            return refused
+        self.brokers[cmd.broker_id].shutting_down = True
+        live = set(self.unfenced())
+        kept = []
+        for topic in self.topics.values():
+            for index, part in enumerate(topic.partitions):
+                changed = False
+                if part.leader == cmd.broker_id:
+                    successor = next((r for r in part.replicas if r in part.isr and r in live), NO_LEADER)
+                    if successor == NO_LEADER:
+                        kept.append(f"{topic.name}-{index}")
+                    else:
+                        part.leader = successor
+                        part.leader_epoch += 1
+                        changed = True
+                if cmd.broker_id in part.isr and part.leader != cmd.broker_id and len(part.isr) > 1:
+                    part.isr = [r for r in part.isr if r != cmd.broker_id]
+                    changed = True
+                if changed:
+                    part.partition_epoch += 1
+        return Result(value={"kept": kept})
+
+    # -- partition reassignment (KIP-455) ------------------------------------------------------------------
+    def _AlterPartitionReassignment(self, cmd: c.AlterPartitionReassignment) -> Result:
+        """Starts (or replaces) a partition's reassignment, or cancels it. The replicas become the target followed
+        by the original replicas leaving (``removing_replicas``); the target's new ones (``adding_replicas``)
+        follow the leader, and the AlterPartition that brings the last of the target into the ISR completes it
+        (``_complete_reassignment``). A new target while one is in progress starts again from the original
+        replicas, as Kafka's. Refusals: UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT (empty, a replica
+        twice, a broker not registered or fenced; a cancel that needs an unclean election),
+        INVALID_REPLICATION_FACTOR (another size when not allowed), NO_REASSIGNMENT_IN_PROGRESS."""
+        topic = self.topic_by_name(cmd.topic)
+        if topic is None or not 0 <= cmd.partition < len(topic.partitions):
+            return _refuse("UNKNOWN_TOPIC_OR_PARTITION", f"no partition {cmd.topic}-{cmd.partition}")
+        part = topic.partitions[cmd.partition]
+        where = f"{cmd.topic}-{cmd.partition}"
+        original = [r for r in part.replicas if r not in part.adding_replicas]
+        if cmd.cancel:
+            if not part.adding_replicas and not part.removing_replicas:
+                return _refuse("NO_REASSIGNMENT_IN_PROGRESS", f"no reassignment of {where} is in progress")
+            isr = [r for r in original if r in part.isr]
+            if not isr and not self._unclean_allowed(topic.name):
+                return _refuse("INVALID_REPLICA_ASSIGNMENT", f"cancelling the reassignment of {where} would need "
+                               "an unclean leader election: no original replica is in the ISR")
+            self._set_replicas(topic.name, part, original, isr or list(original))
+            return Result(value=self._reassignment_value(part, completed=True))
+        target = list(cmd.replicas)
+        if not target:
+            return _refuse("INVALID_REPLICA_ASSIGNMENT", f"the replica list of {where} is empty")
+        if len(set(target)) != len(target):
+            return _refuse("INVALID_REPLICA_ASSIGNMENT", f"the replica list {target} of {where} names a broker twice")
+        live = set(self.unfenced())
+        missing = [r for r in target if r not in self.brokers]
+        if missing:
+            return _refuse("INVALID_REPLICA_ASSIGNMENT", f"broker(s) {missing} in {target} are not registered")
+        down = [r for r in target if r not in live and r not in original]
+        if down:
+            return _refuse("INVALID_REPLICA_ASSIGNMENT", f"broker(s) {down} in {target} are fenced or shutting down")
+        if not cmd.allow_replication_factor_change and len(target) != len(original):
+            return _refuse("INVALID_REPLICATION_FACTOR", f"{target} would change {where}'s replication factor "
+                           f"{len(original)}, and the request does not allow it")
+        removing = [r for r in original if r not in target]
+        replicas = target + removing
+        isr = [r for r in replicas if r in part.isr]
+        if not isr:
+            return _refuse("INVALID_REPLICA_ASSIGNMENT", f"no replica of {where} in its ISR {part.isr} would stay")
+        self._set_replicas(topic.name, part, replicas, isr)
+        part.adding_replicas = tuple(r for r in target if r not in original)
+        part.removing_replicas = tuple(removing)
+        completed = self._complete_reassignment(topic.name, part)
+        return Result(value=self._reassignment_value(part, completed))
+
+    def _set_replicas(self, topic: str, part: PartitionState, replicas: list[int], isr: list[int]) -> None:
+        """New replicas and ISR (in replica order), no reassignment in progress; a leader not among them gives
+        way to the first live ISR member (leader epoch + 1); the partition epoch moves."""
+        part.replicas = list(replicas)
+        part.isr = [r for r in replicas if r in isr]
+        part.adding_replicas = part.removing_replicas = ()
+        if part.leader not in part.replicas or part.leader not in part.isr:
+            leader = self._choose_leader(topic, part, set(self.unfenced()))
+            if leader != part.leader:
+                part.leader = leader
+                part.leader_epoch += 1
+        part.partition_epoch += 1
+
+    def _complete_reassignment(self, topic: str, part: PartitionState) -> bool:
+        """Once every target replica is in the ISR: the replicas are the target, the ISR keeps only them, a leader
+        being removed hands over to the first live ISR member of the target (a new leader epoch)."""
+        if not part.adding_replicas and not part.removing_replicas:
+            return False
+        target = [r for r in part.replicas if r not in part.removing_replicas]
+        if not set(target) <= set(part.isr):
+            return False
+        self._set_replicas(topic, part, target, part.isr)
+        return True
+
+    def reassignments(self) -> list[dict]:
+        """The partitions being reassigned (ListPartitionReassignments): replicas, adding, removing."""
+        return [{"topic": t.name, "partition": i, "replicas": list(p.replicas),
+                 "adding_replicas": list(p.adding_replicas), "removing_replicas": list(p.removing_replicas)}
+                for t in sorted(self.topics.values(), key=lambda t: t.name) for i, p in enumerate(t.partitions)
+                if p.adding_replicas or p.removing_replicas]
+
+    @staticmethod
+    def _reassignment_value(part: PartitionState, completed: bool) -> dict:
+        return {"replicas": list(part.replicas), "isr": list(part.isr), "leader": part.leader,
+                "adding_replicas": list(part.adding_replicas), "removing_replicas": list(part.removing_replicas),
+                "partition_epoch": part.partition_epoch, "completed": completed}
 
 
 def _check_topic_configs(configs: dict[str, str]) -> Result | None:

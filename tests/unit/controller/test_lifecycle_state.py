@@ -1,0 +1,93 @@
+"""The controller's state machine for brokers joining and leaving: controlled shutdown (leaderships handed over,
+the ISRs left, nothing new given to a broker that is stopping)."""
+
+from freshet.controller import commands as c
+
+from .test_state import cluster, create, partition, refused, register
+
+
+def leaders(m, topic_id):
+    return [p.leader for p in m.topics[topic_id].partitions]
+
+
+def test_controlled_shutdown_moves_every_leadership_to_an_isr_member_and_leaves_the_isrs():
+    m, epochs = cluster(3)
+    t = create(m, partitions=3)  # leaders 1, 2, 3
+    assert leaders(m, t) == [1, 2, 3]
+    before = [(p.leader_epoch, p.partition_epoch) for p in m.topics[t].partitions]
+    result = m.apply(c.ControlledShutdown(1, epochs[1]))
+    assert result.ok and result.value == {"kept": []}
+    assert 1 not in leaders(m, t)
+    for i, p in enumerate(m.topics[t].partitions):
+        assert 1 not in p.isr and p.leader in p.isr
+        assert p.partition_epoch == before[i][1] + 1
+        # a leader epoch bumps only where the leadership moved
+        assert p.leader_epoch == before[i][0] + (1 if i == 0 else 0)
+    assert m.brokers[1].shutting_down and not m.brokers[1].fenced and m.unfenced() == [2, 3]
+
+
+def test_a_broker_shutting_down_is_never_chosen_as_leader_nor_let_into_an_isr():
+    m, epochs = cluster(3)
+    t = create(m, partitions=1)  # replicas [1, 2, 3]
+    assert m.apply(c.ControlledShutdown(1, epochs[1])).ok
+    part = partition(m, t, 0)
+    assert part.leader == 2
+    # the leader's AlterPartition cannot bring it back into the ISR
+    refused(m, c.AlterPartition(2, epochs[2], t, 0, part.leader_epoch, part.partition_epoch, (1, 2, 3)),
+            "INELIGIBLE_REPLICA")
+    # nor a preferred election make it lead, nor a fencing of the others hand it a leadership
+    refused(m, c.ElectLeaders("t", 0), "PREFERRED_LEADER_NOT_AVAILABLE")
+    assert m.apply(c.BrokerHeartbeat(3, epochs[3], 2000, want_fence=True)).ok
+    assert m.apply(c.BrokerHeartbeat(2, epochs[2], 2000, want_fence=True)).ok
+    part = partition(m, t, 0)
+    assert (part.leader, part.isr) == (-1, [2])  # its last ISR member fenced: offline, not led by the stopping one
+    # no new replica on it either
+    refused(m, c.CreateTopic("u", "id-u", 1, 1, 0, 0), "INVALID_REPLICATION_FACTOR")
+
+
+def test_a_leadership_no_other_isr_member_can_take_is_kept_and_named():
+    m, epochs = cluster(2)
+    t = create(m, partitions=1, rf=2)
+    part = partition(m, t, 0)
+    leader, follower = part.replicas
+    assert m.apply(c.BrokerHeartbeat(follower, epochs[follower], 2000, want_fence=True)).ok
+    assert partition(m, t, 0).isr == [leader]
+    result = m.apply(c.ControlledShutdown(leader, epochs[leader]))
+    assert result.value == {"kept": ["t-0"]}
+    part = partition(m, t, 0)
+    assert (part.leader, part.isr, part.leader_epoch) == (leader, [leader], 0)  # not offline, not unclean
+
+
+def test_the_last_member_of_an_isr_stays_in_it():
+    m, epochs = cluster(3)
+    t = create(m, partitions=1, rf=3)
+    for b in (2, 3):  # fenced: out of the ISR, leaving broker 1 its last member
+        assert m.apply(c.BrokerHeartbeat(b, epochs[b], 2000, want_fence=True)).ok
+    assert m.apply(c.ControlledShutdown(1, epochs[1])).ok
+    assert partition(m, t, 0).isr == [1]
+
+
+def test_controlled_shutdown_of_an_unknown_broker_or_an_old_epoch_is_refused():
+    m, epochs = cluster(3)
+    create(m)
+    refused(m, c.ControlledShutdown(7, 1), "BROKER_ID_NOT_REGISTERED")
+    refused(m, c.ControlledShutdown(1, epochs[1] + 100), "STALE_BROKER_EPOCH")
+
+
+def test_a_new_incarnation_after_a_controlled_shutdown_is_a_whole_broker_again():
+    m, epochs = cluster(3)
+    t = create(m, partitions=1)
+    assert m.apply(c.ControlledShutdown(1, epochs[1])).ok
+    assert m.apply(c.CloseBrokerSession(1, epochs[1])).ok  # the process exits
+    epoch = register(m, 1, now_ms=3000, incarnation="second")
+    assert m.apply(c.BrokerHeartbeat(1, epoch, 3000)).ok
+    assert not m.brokers[1].shutting_down and m.unfenced() == [1, 2, 3]
+    part = partition(m, t, 0)
+    assert m.apply(c.AlterPartition(part.leader, epochs[part.leader], t, 0, part.leader_epoch,
+                                    part.partition_epoch, (1, 2, 3))).ok
+    assert m.apply(c.ElectLeaders("t", 0)).ok and partition(m, t, 0).leader == 1
+
+
+def test_controlled_shutdown_round_trips_through_json():
+    command = c.ControlledShutdown(2, 5)
+    assert c.from_dict(c.to_dict(command)) == command
