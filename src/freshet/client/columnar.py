@@ -465,7 +465,7 @@ class RangeReader:
             pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(taken["timestamp_types"])]),
         ]
         if self.with_headers:
-            header_keys = _binary(taken["header_keys"], None, pa.string())
+            header_keys = _utf8_keys(_binary(taken["header_keys"], None, pa.string()))
             header_values = _binary(taken["header_values"], None, pa.binary())
             header_type = schema.field("headers").type
             entries = pa.StructArray.from_arrays([header_keys, header_values], fields=list(header_type.value_type))
@@ -512,6 +512,19 @@ def _binary(parts: tuple, n: int | None, arrow_type):
     count = len(offsets) // 4 - 1 if n is None else n
     return pa.Array.from_buffers(arrow_type, count, [pa.py_buffer(validity) if validity is not None else None,
                                                      pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls)
+
+
+def _utf8_keys(keys):
+    """Header keys as Kafka's Java client reads them: UTF-8, each bad sequence read as U+FFFD (a producer may
+    write any bytes there). Valid keys, the usual case, are checked in C and kept as they are."""
+    import pyarrow as pa
+
+    try:
+        keys.validate(full=True)
+        return keys
+    except pa.ArrowInvalid:
+        raw = keys.cast(pa.binary())
+        return pa.array([None if k is None else k.decode("utf-8", "replace") for k in raw.to_pylist()], pa.string())
 
 
 class _AbortedTransactions:

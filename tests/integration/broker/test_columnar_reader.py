@@ -18,6 +18,7 @@ from freshet.spark.source import (
     read_ranges,
     source_schema,
 )
+from freshet.format.record_batch import encode_batch
 from freshet.testing.topics import create_topic
 
 SCHEMA = source_schema(include_headers=True)
@@ -185,3 +186,21 @@ def test_a_topic_that_does_not_exist_is_a_clear_error(broker, topic_name):
     reader = RangeReader(broker.bootstrap, [ReadRange(topic_name, 0, 0, 10)], ARROW_SCHEMA)
     with pytest.raises(ReadError, match=f"{topic_name}-0 has no leader"):
         list(reader.batches())
+
+
+def test_a_header_key_that_is_not_utf8_reads_as_java_reads_it(broker, topic_name):
+    """Kafka's header key is a UTF-8 string; a producer that writes other bytes gets them read with U+FFFD in
+    place of each bad sequence (Java's new String(bytes, UTF_8)) by the columnar reader, not a failed read.
+    (confluent-kafka's Message.headers() fails on such a key with a SystemError and the process may crash
+    later: reader=librdkafka cannot read these records.)"""
+    from freshet.testing.raw_kafka import RawConnection, produce
+
+    create_topic(broker.bootstrap, topic_name, 1)
+    with RawConnection(broker.bootstrap) as conn:
+        produce(conn, topic_name, 0, encode_batch([(b"k", b"v", 1_700_000_000_000,
+                                                    (("ok", b"1"), ("bad\udcff", b"2")))]))
+    rows = []
+    for batch in read_ranges([TopicPartitionRange(topic_name, 0, 0, 1, broker.bootstrap, True, True, {}, "columnar")],
+                             SCHEMA):
+        rows += batch.to_pylist()
+    assert [[(h["key"], h["value"]) for h in r["headers"]] for r in rows] == [[("ok", b"1"), ("bad\ufffd", b"2")]]
