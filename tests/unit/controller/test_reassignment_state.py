@@ -1,0 +1,129 @@
+"""Partition reassignment in the controller's state machine (KIP-455): start, completion on AlterPartition, cancel,
+a new target over one in progress, and every refusal with nothing changed."""
+
+import pickle
+
+from freshet.controller import commands as c
+from freshet.controller.state import ClusterMetadata
+
+from .test_state import cluster, create, partition, refused
+
+
+def reassign(m: ClusterMetadata, replicas, topic="t", p=0, **kw):
+    result = m.apply(c.AlterPartitionReassignment(topic, p, tuple(replicas), **kw))
+    assert result.ok, result
+    return result.value
+
+
+def alter_isr(m: ClusterMetadata, epochs, topic_id: str, p: int, isr):
+    part = partition(m, topic_id, p)
+    result = m.apply(c.AlterPartition(part.leader, epochs[part.leader], topic_id, p, part.leader_epoch,
+                                      part.partition_epoch, tuple(isr)))
+    assert result.ok, result
+    return result.value
+
+
+def test_a_move_adds_replicas_then_completes_when_the_target_is_in_the_isr():
+    m, epochs = cluster(3)
+    tid = create(m, partitions=1, rf=2)
+    part = partition(m, tid, 0)
+    assert part.replicas == [1, 2] and part.leader == 1
+    value = reassign(m, [2, 3])
+    assert not value["completed"]
+    assert (part.replicas, part.adding_replicas, part.removing_replicas) == ([2, 3, 1], (3,), (1,))
+    assert part.isr == [2, 1] and part.leader == 1 and part.leader_epoch == 0  # the leader stays during the move
+    assert m.reassignments() == [{"topic": "t", "partition": 0, "replicas": [2, 3, 1], "adding_replicas": [3],
+                                  "removing_replicas": [1]}]
+    snapshot = m.snapshot()["topics"][0]["partitions"][0]
+    assert snapshot["adding_replicas"] == (3,) and snapshot["removing_replicas"] == (1,)
+    # the new replica caught up: the leader's AlterPartition brings it in and completes the move
+    value = alter_isr(m, epochs, tid, 0, [1, 2, 3])
+    assert part.replicas == [2, 3] and part.isr == [2, 3] and value["isr"] == [2, 3]
+    assert part.adding_replicas == () and part.removing_replicas == ()
+    assert part.leader == 2 and part.leader_epoch == 1  # the removed leader handed over
+    assert m.reassignments() == []
+
+
+def test_a_move_keeps_a_leader_that_stays_and_a_replication_factor_change():
+    m, epochs = cluster(3)
+    tid = create(m, partitions=1, rf=1)
+    part = partition(m, tid, 0)
+    leader = part.leader
+    others = [b for b in (1, 2, 3) if b != leader]
+    reassign(m, [leader, *others])
+    assert part.adding_replicas == tuple(others) and part.removing_replicas == ()
+    alter_isr(m, epochs, tid, 0, [leader, others[0]])
+    assert part.adding_replicas == tuple(others)  # not done while one target replica is still out
+    alter_isr(m, epochs, tid, 0, [leader, *others])
+    assert part.replicas == [leader, *others] and part.isr == [leader, *others]
+    assert part.leader == leader and part.leader_epoch == 0 and m.reassignments() == []
+    # shrinking back to one replica needs no catching up: done at once, the leader kept
+    assert reassign(m, [leader])["completed"]
+    assert part.replicas == [leader] and part.isr == [leader] and part.leader_epoch == 0
+
+
+def test_cancel_goes_back_to_the_original_replicas():
+    m, epochs = cluster(3)
+    tid = create(m, partitions=1, rf=2)
+    part = partition(m, tid, 0)
+    reassign(m, [2, 3])
+    epoch = part.partition_epoch
+    value = m.apply(c.AlterPartitionReassignment("t", 0, cancel=True)).value
+    # the original replicas in the order they had during the move (as Kafka's revert), the leader kept
+    assert value["completed"] and part.replicas == [2, 1] and part.isr == [2, 1] and part.leader == 1
+    assert part.adding_replicas == () and part.partition_epoch > epoch
+    refused(m, c.AlterPartitionReassignment("t", 0, cancel=True), "NO_REASSIGNMENT_IN_PROGRESS")
+
+
+def test_a_new_target_over_one_in_progress_starts_from_the_original_replicas():
+    m, epochs = cluster(4)
+    tid = create(m, partitions=1, rf=2)
+    part = partition(m, tid, 0)
+    original = list(part.replicas)
+    spare = [b for b in (1, 2, 3, 4) if b not in original]
+    reassign(m, [original[0], spare[0]])
+    reassign(m, [original[0], spare[1]])
+    assert part.replicas == [original[0], spare[1], original[1]]
+    assert part.adding_replicas == (spare[1],) and part.removing_replicas == (original[1],)
+    m.apply(c.AlterPartitionReassignment("t", 0, cancel=True))
+    assert sorted(part.replicas) == sorted(original) and part.adding_replicas == part.removing_replicas == ()
+
+
+def test_a_leader_being_removed_hands_over_to_the_new_replica():
+    m, epochs = cluster(3)
+    tid = create(m, partitions=1, rf=1)
+    part = partition(m, tid, 0)
+    first = part.leader
+    other = next(b for b in (1, 2, 3) if b != first)
+    reassign(m, [other])
+    alter_isr(m, epochs, tid, 0, [first, other])  # completes: the leader moves to the new replica
+    assert part.replicas == [other] and part.leader == other and part.leader_epoch == 1
+
+
+def test_refusals_change_nothing():
+    m, epochs = cluster(3)
+    create(m, partitions=2, rf=2)
+    refused(m, c.AlterPartitionReassignment("nope", 0, (1, 2)), "UNKNOWN_TOPIC_OR_PARTITION")
+    refused(m, c.AlterPartitionReassignment("t", 5, (1, 2)), "UNKNOWN_TOPIC_OR_PARTITION")
+    refused(m, c.AlterPartitionReassignment("t", 0, ()), "INVALID_REPLICA_ASSIGNMENT")
+    refused(m, c.AlterPartitionReassignment("t", 0, (1, 1)), "INVALID_REPLICA_ASSIGNMENT")
+    refused(m, c.AlterPartitionReassignment("t", 0, (1, 9)), "INVALID_REPLICA_ASSIGNMENT")
+    refused(m, c.AlterPartitionReassignment("t", 0, (1, 2, 3), allow_replication_factor_change=False),
+            "INVALID_REPLICATION_FACTOR")
+    refused(m, c.AlterPartitionReassignment("t", 0, cancel=True), "NO_REASSIGNMENT_IN_PROGRESS")
+    assert m.apply(c.BrokerHeartbeat(3, epochs[3], 2000, want_fence=True)).ok
+    target = [b for b in (1, 2, 3) if b not in partition(m, "id-t", 0).replicas] + [3]
+    refused(m, c.AlterPartitionReassignment("t", 0, tuple(dict.fromkeys(target))), "INVALID_REPLICA_ASSIGNMENT")
+
+
+def test_reassignment_commands_round_trip_and_replicate_deterministically():
+    command = c.AlterPartitionReassignment("t", 0, (2, 3))
+    assert c.from_dict(c.to_dict(command)) == command
+    assert c.from_dict({"command": "AlterPartitionReassignment", "topic": "t", "partition": 0,
+                        "replicas": [2, 3]}) == command
+    m1, _ = cluster(3)
+    create(m1, partitions=1, rf=2)
+    m2 = pickle.loads(pickle.dumps(m1))
+    for m in (m1, m2):
+        reassign(m, [2, 3])
+    assert pickle.dumps(m1.snapshot()) == pickle.dumps(m2.snapshot())
