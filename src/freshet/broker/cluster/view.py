@@ -21,6 +21,8 @@ class PartitionInfo:
     leader: int  # -1: offline
     leader_epoch: int
     partition_epoch: int
+    adding_replicas: tuple[int, ...] = ()  # a reassignment in progress (KIP-455)
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,8 @@ class ClusterView:
         for t in snapshot.get("topics", []):
             partitions = tuple(
                 PartitionInfo(p["partition"], tuple(p["replicas"]), tuple(p["isr"]), p["leader"], p["leader_epoch"],
-                              p["partition_epoch"])
+                              p["partition_epoch"], tuple(p.get("adding_replicas", ())),
+                              tuple(p.get("removing_replicas", ())))
                 for p in t["partitions"]
             )
             topics[t["name"]] = TopicInfo(t["name"], uuid.UUID(t["topic_id"]), partitions, dict(t.get("configs", {})))
