@@ -321,6 +321,37 @@ class LocalCluster:
         self.state.save()
         self.wait_until(lambda m: not self._fenced_or_gone(m, node_id), timeout, f"broker {node_id} unfenced")
 
+    def stop_broker(self, node_id: int, timeout: float = 60.0) -> None:
+        """SIGTERM to broker ``node_id`` (a controlled shutdown: its leaderships move to other ISR members
+        before it exits); returns once the process is gone (SIGKILL after ``timeout``)."""
+        pid = self._signal(node_id, signal.SIGCONT)
+        os.kill(pid, signal.SIGTERM)
+        end = time.monotonic() + timeout
+        while _alive(pid) and time.monotonic() < end:
+            time.sleep(0.05)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+        self.nodes[node_id].broker_pid = None
+        self._reap()
+        self.state.save()
+
+    def rolling_restart(self, timeout: float = 120.0, on_restart: Callable[[int], None] | None = None) -> None:
+        """Restarts the brokers one at a time, as an operator upgrades a cluster: each is stopped with SIGTERM
+        (controlled shutdown), started again, and the next one waits until every partition has its whole ISR
+        again (no partition under-replicated), so that no partition ever loses two replicas at once."""
+        for node_id in sorted(self.nodes):
+            self.wait_until(self.fully_replicated, timeout, "every partition's whole ISR")
+            self.restart(node_id, timeout)
+            if on_restart:
+                on_restart(node_id)
+        self.wait_until(self.fully_replicated, timeout, "every partition's whole ISR")
+
+    @staticmethod
+    def fully_replicated(metadata: dict) -> bool:
+        """Every partition led and its ISR holding every replica."""
+        return all(p["leader"] >= 0 and len(p["isr"]) == len(p["replicas"])
+                   for t in metadata["topics"] for p in t["partitions"])
+
     @staticmethod
     def _fenced_or_gone(metadata: dict, node_id: int) -> bool:
         return all(b["fenced"] for b in metadata["brokers"] if b["broker_id"] == node_id)

@@ -32,6 +32,7 @@ from ..groups.offsets import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
 from ..replication.metadata import BrokerEndpoint, PartitionState
 from ..topics.registry import TopicError
 from ..topics.topic_config import CONFIG_DEFS
+from ..transactions import TXN_STATE_CONFIGS, TXN_STATE_MIN_ISR, TXN_STATE_TOPIC
 from .admin import acl_bindings, scram_credentials
 from .view import ClusterView, TopicInfo
 
@@ -41,6 +42,7 @@ DEFAULT_HEARTBEAT_INTERVAL_MS = 2000  # Kafka's broker.heartbeat.interval.ms
 RETRIABLE = {"NOT_CONTROLLER", "REQUEST_TIMED_OUT"}
 PRODUCER_ID_BLOCK = 1000  # Kafka's producer id block size
 OFFSETS_TOPIC_REPLICATION_FACTOR = 3  # offsets.topic.replication.factor (fewer when fewer brokers are live)
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0  # how long a stopping broker waits for its leaderships to move
 
 
 class ClusterError(Exception):
@@ -122,7 +124,7 @@ class ClusterMembership:
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
         self.producer_ids = ClusterProducerIds(self)
-        self._creating_offsets: asyncio.Task | None = None
+        self._creating: dict[str, asyncio.Task] = {}  # internal topics being created through the controller
         self.on_fatal: Callable[[str], None] | None = None  # the broker stops when its membership cannot go on
 
     # -- life ----------------------------------------------------------------------------------------------
@@ -143,7 +145,10 @@ class ClusterMembership:
                                f"{self.registration_timeout_s:.0f} s")
 
     async def stop(self) -> None:
-        """Stops heartbeating; closing the session fences this broker at once (its leaderships move)."""
+        """Hands its leaderships over (controlled shutdown) when it was serving, then stops heartbeating; closing
+        the session fences this broker at once (what it still leads moves then)."""
+        if not self._stopping and self.epoch is not None and self._tasks:
+            await self.controlled_shutdown()
         self._stopping = True
         pending = set(self._tasks)
         while pending:  # cancelled again until they end: asyncio.wait_for may swallow a cancellation (3.11)
@@ -152,6 +157,29 @@ class ClusterMembership:
             _, pending = await asyncio.wait(pending, timeout=1.0)
         for client in (self._session, self._poller, self._commands):
             await client.close()
+
+    async def controlled_shutdown(self, timeout_s: float = CONTROLLED_SHUTDOWN_TIMEOUT_S) -> bool:
+        """Before this broker stops (SIGTERM): the controllers move every partition it leads to another ISR member
+        and take it out of the ISRs (ControlledShutdown, as KRaft's BrokerHeartbeat WantShutDown); it waits until
+        its own metadata shows it leads nothing another live replica could lead, ``timeout_s`` at most, so that
+        clients are sent to the new leaders before it goes. True when it got there."""
+        end = time.monotonic() + timeout_s
+        answer = await self.command({"command": "ControlledShutdown", "broker_id": self.node_id,
+                                     "broker_epoch": self.epoch}, timeout_s=min(timeout_s, 10.0))
+        if answer["error"] != "NONE":
+            log.warning("controlled shutdown refused: %s %s; stopping anyway", answer["error"], answer["message"])
+            return False
+        kept = (answer.get("value") or {}).get("kept") or []
+        done = await self.wait_for(self._handed_over, max(end - time.monotonic(), 0.0))
+        log.info("controlled shutdown: %s%s", "leaderships handed over" if done else
+                 f"leaderships not all handed over within {timeout_s:.0f} s",
+                 f"; kept (no other live ISR member): {', '.join(kept)}" if kept else "")
+        return done
+
+    def _handed_over(self, view: ClusterView) -> bool:
+        """This broker leads no partition that has another ISR member."""
+        return all(p.leader != self.node_id or p.isr == (self.node_id,)
+                   for t in view.topics.values() for p in t.partitions)
 
     async def _register(self) -> None:
         host, port = self.broker.advertised(None)
@@ -251,6 +279,7 @@ class ClusterMembership:
             self.broker.offsets.reload()
             log.info("coordinator of the groups: %d committed offsets of %d groups taken over",
                      sum(len(g) for g in self.broker.offsets.offsets.values()), len(self.broker.offsets.offsets))
+        self.broker.transactions.follow(self.led_epoch(TXN_STATE_TOPIC))  # the transactions' coordinator, or not
         async with self._changed:
             self._changed.notify_all()
         return True
@@ -267,27 +296,39 @@ class ClusterMembership:
         info = view.topics.get(OFFSETS_TOPIC)
         return info is not None and info.partitions[0].leader == self.node_id
 
-    def coordinator(self) -> BrokerEndpoint | None:
-        """The broker FindCoordinator names for every group and transactional id: the leader of the replicated
-        ``__consumer_offsets`` (created through the controller the first time it is asked for; None until then
-        and while it has no leader). Its leadership moves only when its broker is fenced, so every client finds
-        the same coordinator, and the commits move with it."""
-        info = self.view.topics.get(OFFSETS_TOPIC)
+    def led_epoch(self, topic: str) -> int | None:
+        """The leader epoch of ``topic``'s partition 0 if this broker leads it, else None."""
+        info = self.view.topics.get(topic)
+        if info is None or info.partitions[0].leader != self.node_id:
+            return None
+        return info.partitions[0].leader_epoch
+
+    def coordinator(self, topic: str = OFFSETS_TOPIC) -> BrokerEndpoint | None:
+        """The broker FindCoordinator names: the leader of the replicated internal ``topic`` (``__consumer_offsets``
+        for groups, ``__transaction_state`` for transactional ids), created through the controller the first
+        time it is asked for; None until then and while it has no leader. Its leadership moves only when its
+        broker is fenced, so every client finds the same coordinator, and the state moves with it."""
+        info = self.view.topics.get(topic)
         if info is None:
-            if self._creating_offsets is None or self._creating_offsets.done():
-                self._creating_offsets = asyncio.get_running_loop().create_task(
-                    self._create_offsets_topic(), name="create-offsets-topic")
+            creating = self._creating.get(topic)
+            if creating is None or creating.done():
+                self._creating[topic] = asyncio.get_running_loop().create_task(
+                    self._create_internal_topic(topic), name=f"create-{topic}")
             return None
         leader = self.view.brokers.get(info.partitions[0].leader)
         return leader if leader is not None and not leader.fenced else None
 
-    async def _create_offsets_topic(self) -> None:
-        """``__consumer_offsets``: one partition, replication factor min(3, live brokers), as offsets.topic.*."""
+    async def _create_internal_topic(self, topic: str) -> None:
+        """One partition, replication factor min(3, live brokers) (offsets.topic.* / transaction.state.log.*;
+        ``__transaction_state`` with min.insync.replicas min(2, factor), as transaction.state.log.min.isr)."""
         factor = min(OFFSETS_TOPIC_REPLICATION_FACTOR, len(self.view.live_brokers()))
-        answer = await self.command({"command": "CreateTopic", "name": OFFSETS_TOPIC, "partitions": 1,
-                                     "replication_factor": factor, "configs": dict(OFFSETS_TOPIC_CONFIGS)})
+        configs = dict(OFFSETS_TOPIC_CONFIGS)
+        if topic == TXN_STATE_TOPIC:
+            configs = {**TXN_STATE_CONFIGS, "min.insync.replicas": str(min(TXN_STATE_MIN_ISR, factor))}
+        answer = await self.command({"command": "CreateTopic", "name": topic, "partitions": 1,
+                                     "replication_factor": factor, "configs": configs})
         if answer["error"] not in ("NONE", "TOPIC_ALREADY_EXISTS"):
-            log.warning("creating %s: %s %s", OFFSETS_TOPIC, answer["error"], answer["message"])
+            log.warning("creating %s: %s %s", topic, answer["error"], answer["message"])
 
     def _sync_topics(self, view: ClusterView) -> None:
         """The local topics follow the metadata: those with a replica here exist with the controller's topic id,
