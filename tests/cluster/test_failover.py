@@ -135,28 +135,43 @@ def test_the_active_controller_killed_9_topics_are_created_again_and_no_broker_i
 
 
 def test_a_preferred_leader_election_gives_the_leadership_back_to_the_first_replica(own_cluster):
-    from confluent_kafka import TopicPartition
+    """The partition whose first replica is on the active controller's node: that broker killed, the clients
+    are told of a live broker as the controller (librdkafka sends ElectLeaders there, and waited for the dead
+    one until it timed out, "Failed while waiting for controller"), and the election is answered throughout."""
+    from confluent_kafka import KafkaException, TopicPartition
     from confluent_kafka.admin import NewTopic, _ElectionType
 
     client = admin(own_cluster.bootstrap)
-    created(client, NewTopic("elect", 1, 3))
-    preferred = own_cluster.partition("elect", 0)["replicas"][0]
-    not_needed = client.elect_leaders(_ElectionType.PREFERRED, [TopicPartition("elect", 0)]).result(60)
-    assert not_needed[TopicPartition("elect", 0)].name() == "ELECTION_NOT_NEEDED"
-    unknown = client.elect_leaders(_ElectionType.PREFERRED, [TopicPartition("nope", 0)]).result(60)
-    assert unknown[TopicPartition("nope", 0)].name() == "UNKNOWN_TOPIC_OR_PART"
+    created(client, NewTopic("elect", 3, 3))  # leaders spread: one partition's first replica on every node
+    controller = own_cluster.metadata()["controller_id"]
+    [index] = [i for i in range(3) if own_cluster.partition("elect", i)["replicas"][0] == controller]
+    tp = TopicPartition("elect", index)
+    preferred = controller
+
+    def elect(partition):
+        try:
+            return client.elect_leaders(_ElectionType.PREFERRED, [partition]).result(60)[partition]
+        except KafkaException as exc:
+            return exc.args[0]
+
+    assert elect(tp).name() == "ELECTION_NOT_NEEDED"
+    assert elect(TopicPartition("nope", 0)).name() == "UNKNOWN_TOPIC_OR_PART"
     own_cluster.kill(preferred)
-    own_cluster.wait_until(lambda m: own_cluster.partition("elect", 0, m)["leader"] not in (-1, preferred),
+    own_cluster.wait_until(lambda m: own_cluster.partition("elect", index, m)["leader"] not in (-1, preferred),
                            DEADLINE, "another leader")
+    # the client learns the broker is gone (and forgets it), then asks the controller for an election
+    md = wait_for("the killed broker gone from the client's metadata", lambda: (
+        (m := client.list_topics(timeout=30)) and preferred not in m.brokers and m))
+    assert md.controller_id in md.brokers
+    assert elect(tp).name() == "PREFERRED_LEADER_NOT_AVAILABLE"
     own_cluster.restart(preferred)
-    own_cluster.wait_until(lambda m: len(own_cluster.partition("elect", 0, m)["isr"]) == 3, DEADLINE,
+    own_cluster.wait_until(lambda m: len(own_cluster.partition("elect", index, m)["isr"]) == 3, DEADLINE,
                            "the restarted replica back in the ISR")
-    epoch = own_cluster.partition("elect", 0)["leader_epoch"]
-    done = client.elect_leaders(_ElectionType.PREFERRED, [TopicPartition("elect", 0)]).result(60)
-    assert done == {TopicPartition("elect", 0): None}
-    part = own_cluster.partition("elect", 0)
+    epoch = own_cluster.partition("elect", index)["leader_epoch"]
+    assert elect(tp) is None
+    part = own_cluster.partition("elect", index)
     assert part["leader"] == preferred and part["leader_epoch"] == epoch + 1
-    assert wait_for("the client told", lambda: client_leader(client, "elect")[0] == preferred)
+    assert wait_for("the client told", lambda: client_leader(client, "elect", index)[0] == preferred)
 
 
 def test_one_coordinator_for_every_client_and_the_groups_commits_survive_it(own_cluster):

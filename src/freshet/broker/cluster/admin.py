@@ -74,6 +74,17 @@ def broker_nodes(view: ClusterView, id_field: str) -> list[dict]:
     return [{id_field: b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in view.live_brokers()]
 
 
+def controller_for_clients(view: ClusterView, node_id: int) -> int:
+    """The ``controller_id`` of Metadata and DescribeCluster: a live broker, as KRaft's brokers answer (any
+    broker takes the controller's requests and forwards them). The active controller's node while its broker is
+    up, else this broker: a client sends CreateTopics, ElectLeaders, ... to that id and, told of a broker not in
+    the list, waits for it until its request times out."""
+    live = [b.node_id for b in view.live_brokers()]
+    if view.controller_id in live:
+        return view.controller_id
+    return node_id if node_id in live or not live else live[0]
+
+
 # -- changing ----------------------------------------------------------------------------------------------
 async def create_topic(broker, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
                        validate_only: bool) -> TopicInfo | None:

@@ -130,7 +130,8 @@ def metadata(ctx: RequestContext, request: Request, created: bool = False) -> Re
         "error_code": ErrorCode.none,  # v13+
         "brokers": admin.broker_nodes(view, "node_id") if view else _broker_nodes(ctx, "node_id"),
         "cluster_id": broker.config.cluster_id,
-        "controller_id": view.controller_id if view else broker.config.node_id,
+        "controller_id": admin.controller_for_clients(view, broker.config.node_id) if view
+        else broker.config.node_id,
         "topics": topics,
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
@@ -157,7 +158,8 @@ def describe_cluster(ctx: RequestContext, request: Request) -> dict:
         "error_message": None,
         "endpoint_type": 1,
         "cluster_id": broker.config.cluster_id,
-        "controller_id": view.controller_id if view else broker.config.node_id,
+        "controller_id": admin.controller_for_clients(view, broker.config.node_id) if view
+        else broker.config.node_id,
         "brokers": admin.broker_nodes(view, "broker_id") if view else _broker_nodes(ctx, "broker_id"),
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
