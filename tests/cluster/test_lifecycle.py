@@ -175,3 +175,65 @@ def _watch_until_fenced(cluster: LocalCluster, node_id: int, seen: list[dict], w
             watching.set()
             if _broker(metadata, node_id)["fenced"]:
                 break
+
+
+def _preferred_everywhere(topic: str):
+    def check(metadata: dict) -> bool:
+        parts = [p for t in metadata["topics"] if t["name"] == topic for p in t["partitions"]]
+        return bool(parts) and all(p["leader"] == p["replicas"][0] and len(p["isr"]) == len(p["replicas"])
+                                   for p in parts)
+    return check
+
+
+@pytest.mark.timeout(600)
+def test_auto_leader_rebalance_gives_the_leaderships_back_to_the_preferred_replicas(tmp_path):
+    """auto.leader.rebalance.enable (on by default): a broker restarted leads again, once back in the ISRs,
+    the partitions it is the preferred replica of (checked every second here, 300 s by default)."""
+    with LocalCluster(3, directory=str(tmp_path / "c"),
+                      controller_args=["--leader-imbalance-check-interval-seconds", "1"]) as cluster:
+        created(admin(cluster.bootstrap), NewTopic("balanced", 6, 3))
+        cluster.wait_until(_preferred_everywhere("balanced"), DEADLINE, "the placement's leaders")
+        before = cluster.metadata()
+        cluster.restart(2)  # controlled shutdown: its leaderships move to others
+        after = cluster.wait_until(lambda m: _preferred_everywhere("balanced")(m) and m, DEADLINE,
+                                   "broker 2 leading its preferred partitions again")
+        epochs = {p["partition"]: p["leader_epoch"] for t in before["topics"] if t["name"] == "balanced"
+                  for p in t["partitions"]}
+        moved = [p for t in after["topics"] if t["name"] == "balanced" for p in t["partitions"]
+                 if p["replicas"][0] == 2]
+        assert moved and all(p["leader_epoch"] == epochs[p["partition"]] + 2 for p in moved)  # away and back
+
+
+@pytest.mark.timeout(600)
+def test_elect_leaders_cli_moves_leaderships_back_and_refuses_bad_input_in_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from freshet.cli.main import cli
+
+    directory = str(tmp_path / "c")
+    with LocalCluster(3, directory=directory, controller_args=["--auto-leader-rebalance-enable", "false"]) as cluster:
+        created(admin(cluster.bootstrap), NewTopic("elect", 3, 3))
+        cluster.wait_until(_preferred_everywhere("elect"), DEADLINE, "the placement's leaders")
+        cluster.restart(1)
+        cluster.wait_until(cluster.fully_replicated, DEADLINE, "broker 1 back in the ISRs")
+        mine = [p for p, leader in leaders_of(cluster.metadata(), "elect").items()
+                if cluster.partition("elect", p)["replicas"][0] == 1]
+        assert mine and all(leaders_of(cluster.metadata(), "elect")[p] != 1 for p in mine)  # no auto balance
+        run = CliRunner().invoke(cli, ["cluster", "elect-leaders", "--topic", "elect", "--data-dir", directory])
+        assert run.exit_code == 0, run.output
+        lines = run.output.splitlines()
+        for p in range(3):
+            assert (f"elect-{p}: elected" in lines) == (p in mine)
+            assert (f"elect-{p}: elected" in lines) or any(
+                line.startswith(f"elect-{p}: ELECTION_NOT_NEEDED") for line in lines)
+        cluster.wait_until(_preferred_everywhere("elect"), DEADLINE, "the preferred leaders")
+        again = CliRunner().invoke(cli, ["cluster", "elect-leaders", "--data-dir", directory])  # every partition
+        assert again.exit_code == 0 and "0 partition(s) elected" in again.output, again.output
+        before = cluster.metadata()
+        for args, message in (
+                (["--topic", "nope"], "error: topic 'nope' does not exist"),
+                (["--topic", "elect", "--partition", "7"], "error: topic 'elect' has no partition 7 (it has 3)"),
+                (["--partition", "0"], "error: --partition needs --topic")):
+            bad = CliRunner().invoke(cli, ["cluster", "elect-leaders", *args, "--data-dir", directory])
+            assert (bad.exit_code, bad.output.strip()) == (1, message)
+        assert [t["partitions"] for t in cluster.metadata()["topics"]] == [t["partitions"] for t in before["topics"]]

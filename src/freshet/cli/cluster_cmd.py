@@ -1,8 +1,11 @@
 """``freshet cluster start|status|stop``: a cluster of Freshet brokers on this machine (issue #46): as many
 controllers (Raft, 3 at most) and brokers as asked, each with its own ports and data directory, running until
-``freshet cluster stop``."""
+``freshet cluster stop``. The day-to-day operations of issue #47: ``elect-leaders`` (ElectLeaders, to any
+cluster given ``--bootstrap``)."""
 
 from __future__ import annotations
+
+import sys
 
 import click
 
@@ -89,3 +92,67 @@ def stop(directory: str) -> None:
     local = LocalCluster.attach(directory)
     local.stop()
     click.echo(f"stopped the cluster in {local.directory}")
+
+
+def cluster_bootstrap(bootstrap: str | None, directory: str) -> str:
+    """The brokers a cluster command talks to: ``--bootstrap`` when given, else the local cluster's."""
+    if bootstrap:
+        return bootstrap
+    local = LocalCluster.attach(directory)
+    if not local.running_nodes():
+        raise ClusterError(f"the cluster in {local.directory} is not running (freshet cluster start, or give "
+                           "--bootstrap)")
+    return local.bootstrap
+
+
+bootstrap_option = click.option("--bootstrap", "-b", default=None, envvar="FRESHET_BOOTSTRAP",
+                                help="The cluster's brokers (env FRESHET_BOOTSTRAP); default: the cluster in "
+                                     "--data-dir.")
+
+
+@cluster.command("elect-leaders")
+@click.option("--topic", default=None, help="Only this topic's partitions (default: every partition).")
+@click.option("--partition", "partitions", type=click.IntRange(0), multiple=True,
+              help="Only this partition of --topic (repeatable).")
+@click.option("--unclean", is_flag=True,
+              help="Unclean election: a live replica outside the ISR leads a partition that has no leader "
+                   "(acknowledged records it lacks are lost). Default: preferred (the first replica, from the ISR).")
+@bootstrap_option
+@dir_option
+@one_line_errors
+def elect_leaders(topic: str | None, partitions: tuple[int, ...], unclean: bool, bootstrap: str | None,
+                  directory: str) -> None:
+    """Move leadership to each partition's preferred replica (the first one) when it is in the ISR, as
+    kafka-leader-election.sh --election-type PREFERRED; one line per partition elected or refused."""
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    if partitions and not topic:
+        raise ClusterError("--partition needs --topic")
+    client = AdminClient({"bootstrap.servers": cluster_bootstrap(bootstrap, directory), "socket.timeout.ms": 30000})
+    wanted = None
+    if topic:
+        found = client.list_topics(topic, timeout=30).topics.get(topic)
+        if found is None or found.error is not None:
+            raise ClusterError(f"topic {topic!r} does not exist")
+        missing = sorted(set(partitions) - set(found.partitions))
+        if missing:
+            raise ClusterError(f"topic {topic!r} has no partition {missing[0]} (it has {len(found.partitions)})")
+        wanted = [TopicPartition(topic, p) for p in (partitions or sorted(found.partitions))]
+    kind = ElectionType.UNCLEAN if unclean else ElectionType.PREFERRED
+    results = client.elect_leaders(kind, wanted).result(90)  # (its request_timeout: a SystemError in 2.16)
+    elected, failed = 0, 0
+    for tp, error in sorted(results.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+        where = f"{tp.topic}-{tp.partition}"
+        if error is None:
+            elected += 1
+            click.echo(f"{where}: elected")
+            continue
+        err = error.args[0] if getattr(error, "args", None) else error
+        name = err.name() if hasattr(err, "name") else str(err)
+        failed += name != "ELECTION_NOT_NEEDED"
+        click.echo(f"{where}: {name} ({err.str() if hasattr(err, 'str') else err})")
+    left_out = "" if wanted is not None else " (partitions led by their preferred replica already are left out)"
+    click.echo(f"{elected} partition(s) elected, {len(results) - elected} not{left_out}")
+    if failed:
+        sys.exit(1)

@@ -9,6 +9,8 @@ import sys
 import threading
 
 from .node import DEFAULT_SESSION_TIMEOUT_MS, Controller, parse_voters
+from .placement import (DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S, DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE,
+                        LeaderBalance)
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -25,12 +27,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--listen", type=_address, required=True, help="HOST:PORT of the JSON endpoint")
     parser.add_argument("--data-dir", help="where the Raft journal and snapshots are kept (memory only if none)")
     parser.add_argument("--session-timeout-ms", type=int, default=DEFAULT_SESSION_TIMEOUT_MS)
+    parser.add_argument("--auto-leader-rebalance-enable", choices=("true", "false"), default="true",
+                        help="auto.leader.rebalance.enable: give leaderships back to preferred replicas")
+    parser.add_argument("--leader-imbalance-check-interval-seconds", type=float,
+                        default=DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S)
+    parser.add_argument("--leader-imbalance-per-broker-percentage", type=int,
+                        default=DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE)
     args = parser.parse_args(argv)
     try:
         voters = parse_voters(args.voters)
+        balance = LeaderBalance(args.auto_leader_rebalance_enable == "true",
+                                args.leader_imbalance_check_interval_seconds,
+                                args.leader_imbalance_per_broker_percentage)
         controller = Controller(
             args.node_id, voters, listen=args.listen, data_dir=args.data_dir,
-            session_timeout_ms=args.session_timeout_ms,
+            session_timeout_ms=args.session_timeout_ms, leader_balance=balance,
         )
         controller.start()
     except (ValueError, OSError) as exc:

@@ -32,6 +32,7 @@ from typing import Any
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
 from . import commands as c
+from .placement import LeaderBalance, imbalanced_leaders
 from .state import ClusterMetadata, Result
 
 logger = logging.getLogger(__name__)
@@ -195,6 +196,7 @@ class Controller:
         data_dir: str | None = None,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         command_timeout_s: float = 10.0,
+        leader_balance: LeaderBalance | None = None,
     ) -> None:
         by_id = {v.node_id: v for v in voters}
         if node_id not in by_id:
@@ -204,6 +206,8 @@ class Controller:
         self._by_address = {v.address: v.node_id for v in voters}
         self.session_timeout_ms = session_timeout_ms
         self.command_timeout_s = command_timeout_s
+        self.leader_balance = leader_balance or LeaderBalance()
+        self._balanced_at = 0.0  # when the leaders were last checked (auto.leader.rebalance.enable)
         self.state = ReplicatedMetadata()
         # appendEntriesUseBatch=False: a command goes to the followers at once, not on the next append-entries
         # period (100 ms): metadata changes are few, each one's latency is what brokers wait on
@@ -365,7 +369,7 @@ class Controller:
                 continue
             now = time.monotonic()
             if self._leading_since is None:
-                self._leading_since = now
+                self._leading_since = self._balanced_at = now
             if (now - self._leading_since) * 1000 < self.session_timeout_ms:
                 continue  # a new active controller gives every broker one whole session first
             now_ms = int(time.time() * 1000)
@@ -377,6 +381,18 @@ class Controller:
             )
             if stale:
                 self.propose(c.FenceStaleBrokers(now_ms, self.session_timeout_ms))
+            self._balance_leaders(now)
+
+    def _balance_leaders(self, now: float) -> None:
+        """auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds, preferred elections for
+        the partitions of brokers leading too few of their own (``placement.imbalanced_leaders``)."""
+        balance = self.leader_balance
+        if not balance.enabled or now - self._balanced_at < balance.check_interval_s:
+            return
+        self._balanced_at = now
+        for topic, index in self.state.read(lambda m: imbalanced_leaders(m, balance.per_broker_percentage)):
+            result = self.propose(c.ElectLeaders(topic, index))
+            logger.info("leader balance: preferred election of %s-%d: %s", topic, index, result.error)
 
 
 class _Server(socketserver.ThreadingTCPServer):

@@ -52,6 +52,8 @@ class ClusterState:
     nodes: list[Node] = field(default_factory=list)
     session_timeout_ms: int = 9000
     broker_args: list[str] = field(default_factory=list)
+    controller_args: list[str] = field(default_factory=list)
+    racks: list[str] = field(default_factory=list)  # broker i's rack: racks[(i - 1) % len(racks)]
 
     def save(self) -> None:
         path = os.path.join(self.directory, STATE_FILE)
@@ -97,7 +99,8 @@ class LocalCluster:
 
     def __init__(self, brokers: int = 3, directory: str | None = None, base_port: int | None = None,
                  session_timeout_ms: int = 9000, broker_args: list[str] | None = None,
-                 default_replication_factor: int | None = None) -> None:
+                 default_replication_factor: int | None = None, controller_args: list[str] | None = None,
+                 racks: list[str] | None = None) -> None:
         if brokers < 1:
             raise ClusterError("a cluster needs at least one broker")
         self._tmp = None
@@ -116,7 +119,8 @@ class LocalCluster:
             nodes.append(Node(i, ports[0], ports[1] if has_controller else None, ports[2] if has_controller else None))
         factor = default_replication_factor or min(3, brokers)
         args = ["--default-replication-factor", str(factor), *(broker_args or [])]
-        self.state = ClusterState(self.directory, nodes, session_timeout_ms, args)
+        self.state = ClusterState(self.directory, nodes, session_timeout_ms, args, list(controller_args or []),
+                                  list(racks or []))
         self._procs: dict[tuple[str, int], subprocess.Popen] = {}
 
     @classmethod
@@ -217,7 +221,7 @@ class LocalCluster:
             sys.executable, "-m", "freshet.controller", "--node-id", str(node.node_id), "--voters", self._voters(),
             "--listen", f"127.0.0.1:{node.controller_port}",
             "--data-dir", os.path.join(self.directory, f"controller-{node.node_id}"),
-            "--session-timeout-ms", str(self.state.session_timeout_ms)])
+            "--session-timeout-ms", str(self.state.session_timeout_ms), *self.state.controller_args])
         node.controller_pid = proc.pid
 
     def _start_broker(self, node: Node) -> None:
@@ -225,8 +229,16 @@ class LocalCluster:
         proc = self._spawn("broker", node.node_id, [
             sys.executable, "-m", "freshet.cli.main", "broker", "start", "--node-id", str(node.node_id),
             "--controller", controllers, "--data-dir", self.data_dir(node.node_id), "--port", str(node.port),
-            *self.state.broker_args])
+            *self.state.broker_args, *self.rack_args(node.node_id)])
         node.broker_pid = proc.pid
+
+    def rack_of(self, node_id: int) -> str | None:
+        racks = self.state.racks
+        return racks[(node_id - 1) % len(racks)] if racks else None
+
+    def rack_args(self, node_id: int) -> list[str]:
+        rack = self.rack_of(node_id)
+        return ["--rack", rack] if rack else []
 
     def running_nodes(self) -> list[int]:
         return [n.node_id for n in self.state.nodes if _alive(n.broker_pid)]

@@ -91,3 +91,38 @@ def test_a_new_incarnation_after_a_controlled_shutdown_is_a_whole_broker_again()
 def test_controlled_shutdown_round_trips_through_json():
     command = c.ControlledShutdown(2, 5)
     assert c.from_dict(c.to_dict(command)) == command
+
+
+# -- preferred leaders (auto.leader.rebalance.enable) ---------------------------------------------------------
+def test_imbalanced_leaders_names_partitions_whose_preferred_replica_is_a_live_isr_member():
+    from freshet.controller.placement import imbalanced_leaders
+
+    m, epochs = cluster(3)
+    t = create(m, partitions=6)  # each broker the preferred replica of two partitions
+    assert imbalanced_leaders(m, 10) == []
+    assert m.apply(c.ControlledShutdown(1, epochs[1])).ok  # broker 1's two leaderships move away
+    assert imbalanced_leaders(m, 10) == []  # broker 1 may not lead while it shuts down
+    assert m.apply(c.CloseBrokerSession(1, epochs[1])).ok
+    epoch = register(m, 1, now_ms=3000, incarnation="again")
+    assert m.apply(c.BrokerHeartbeat(1, epoch, 3000)).ok
+    assert imbalanced_leaders(m, 10) == []  # back, but not yet in the ISRs
+    for i, part in enumerate(m.topics[t].partitions):
+        assert m.apply(c.AlterPartition(part.leader, epochs[part.leader], t, i, part.leader_epoch,
+                                        part.partition_epoch, tuple(part.replicas))).ok
+    mine = [("t", i) for i, p in enumerate(m.topics[t].partitions) if p.replicas[0] == 1]
+    assert len(mine) == 2 and imbalanced_leaders(m, 10) == mine
+    assert imbalanced_leaders(m, 100) == []  # 2 of 2 elsewhere is 100 %, not above it
+    for topic, index in mine:
+        assert m.apply(c.ElectLeaders(topic, index)).ok
+    assert imbalanced_leaders(m, 0) == []
+
+
+def test_leader_balance_settings_are_checked():
+    import pytest
+
+    from freshet.controller.placement import LeaderBalance
+
+    with pytest.raises(ValueError, match="interval"):
+        LeaderBalance(check_interval_s=0)
+    with pytest.raises(ValueError, match="percentage"):
+        LeaderBalance(per_broker_percentage=101)
