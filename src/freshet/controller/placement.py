@@ -6,6 +6,9 @@ metadata (the state machine in ``state`` stays a function of each command).
   preferred replica (the first) it is and which another broker leads; above ``leader.imbalance.per.broker.
   percentage`` of them, each such partition whose preferred replica is a live ISR member gets a preferred
   election. After a rolling restart or a failover the leaders go back where the placement spread them.
+- **Racks** (``broker.rack``): a new topic's replicas are spread over the racks with Kafka's rack-aware
+  assignment (``AdminUtils.assignReplicasToBrokersRackAware``) once any broker has a rack; a broker without one
+  counts as a rack of its own.
 """
 
 from __future__ import annotations
@@ -52,3 +55,54 @@ def imbalanced_leaders(metadata, percentage: int) -> list[tuple[str, int]]:
         if 100 * len(elsewhere) / len(partitions) > percentage:
             elections.extend((t, i) for t, i, electable in elsewhere if electable)
     return elections
+
+
+def rack_alternated(racks: dict[int, str | None]) -> list[int]:
+    """Kafka's ``getRackAlternatedBrokerList``: the brokers taken one rack at a time (racks in name order, the
+    brokers of each in id order), so that neighbours in the list sit in different racks."""
+    by_rack: dict[str, list[int]] = defaultdict(list)
+    for broker in sorted(racks):
+        by_rack[racks[broker] or ""].append(broker)
+    names = sorted(by_rack)
+    queues = [list(by_rack[name]) for name in names]
+    arranged: list[int] = []
+    index = 0
+    while len(arranged) < len(racks):
+        if queues[index]:
+            arranged.append(queues[index].pop(0))
+        index = (index + 1) % len(queues)
+    return arranged
+
+
+def place_replicas_rack_aware(racks: dict[int, str | None], partitions: int, replication_factor: int,
+                              start_index: int, shift: int) -> list[list[int]]:
+    """Kafka's rack-aware replica assignment (``AdminUtils.assignReplicasToBrokersRackAware``): the first replica
+    of partition p is the rack-alternated broker list's ``(start_index + p) mod n``; each next replica is the
+    next broker, at a shift that grows each time the first replica wraps round, skipping a broker whose rack
+    has a replica while some rack has none, and a broker that has one while some broker has none. Replicas of a
+    partition span min(replication factor, racks) racks; leaders and followers spread evenly."""
+    arranged = rack_alternated(racks)
+    n, rack_count = len(arranged), len({r or "" for r in racks.values()})
+    start_index %= n
+    shift %= n
+    assignment = []
+    for p in range(partitions):
+        if p > 0 and p % n == 0:
+            shift += 1
+        first = (p + start_index) % n
+        leader = arranged[first]
+        replicas, used_racks, used = [leader], {racks[leader] or ""}, {leader}
+        k = 0
+        for _ in range(replication_factor - 1):
+            while True:
+                broker = arranged[(first + 1 + (shift * rack_count + k) % (n - 1)) % n]
+                rack = racks[broker] or ""
+                k += 1
+                if (rack not in used_racks or len(used_racks) == rack_count) and (
+                        broker not in used or len(used) == n):
+                    replicas.append(broker)
+                    used_racks.add(rack)
+                    used.add(broker)
+                    break
+        assignment.append(replicas)
+    return assignment

@@ -17,6 +17,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from . import commands as c
+from .placement import place_replicas_rack_aware
 
 NO_LEADER = -1
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -286,7 +287,7 @@ class ClusterMetadata:
             )
         if refused := _check_topic_configs(cmd.configs):
             return refused
-        assignment = place_replicas(live, cmd.partitions, cmd.replication_factor, cmd.start_index, cmd.shift)
+        assignment = self._place(live, cmd.partitions, cmd.replication_factor, cmd.start_index, cmd.shift)
         self.topics[cmd.topic_id] = Topic(
             cmd.topic_id, cmd.name,
             [PartitionState(replicas=r, isr=list(r), leader=r[0]) for r in assignment],
@@ -319,7 +320,7 @@ class ClusterMetadata:
                 "INVALID_REPLICATION_FACTOR",
                 f"replication factor {factor} is above the {len(live)} unfenced broker(s)",
             )
-        assignment = place_replicas(live, cmd.count, factor, cmd.start_index, cmd.shift)[current:]
+        assignment = self._place(live, cmd.count, factor, cmd.start_index, cmd.shift)[current:]
         topic.partitions.extend(PartitionState(replicas=r, isr=list(r), leader=r[0]) for r in assignment)
         return Result(value={"assignment": assignment})
 
@@ -473,6 +474,13 @@ class ClusterMetadata:
         return Result()
 
     # -- brokers joining and leaving (controlled shutdown, leader balance, decommission) ---------------------
+    def _place(self, live: list[int], partitions: int, factor: int, start_index: int, shift: int) -> list[list[int]]:
+        """Kafka's rack-aware assignment once any live broker has a rack (``broker.rack``), else rack-unaware."""
+        racks = {b: self.brokers[b].rack for b in live}
+        if any(racks.values()):
+            return place_replicas_rack_aware(racks, partitions, factor, start_index, shift)
+        return place_replicas(live, partitions, factor, start_index, shift)
+
     def _ControlledShutdown(self, cmd: c.ControlledShutdown) -> Result:
         """A broker about to stop (SIGTERM): every partition it leads goes to the next live ISR member in replica
         order (leader epoch + 1), it leaves every ISR it is not the last member of, and from now on it is not

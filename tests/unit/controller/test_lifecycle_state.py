@@ -126,3 +126,52 @@ def test_leader_balance_settings_are_checked():
         LeaderBalance(check_interval_s=0)
     with pytest.raises(ValueError, match="percentage"):
         LeaderBalance(per_broker_percentage=101)
+
+
+# -- racks -----------------------------------------------------------------------------------------------------
+def test_rack_aware_placement_follows_kafkas_figures():
+    """AdminUtilsTest.testGetRackAlternatedBrokerListAndAssignReplicasToBrokers, Kafka's own figures."""
+    from freshet.controller.placement import place_replicas_rack_aware, rack_alternated
+
+    racks = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
+    assert rack_alternated(racks) == [0, 3, 1, 5, 4, 2]
+    assert rack_alternated({b: r for b, r in racks.items() if b != 5}) == [0, 3, 1, 4, 2]
+    assert place_replicas_rack_aware(racks, 7, 3, 0, 0) == [
+        [0, 3, 1], [3, 1, 5], [1, 5, 4], [5, 4, 2], [4, 2, 0], [2, 0, 3], [0, 4, 2]]
+
+
+def test_every_partition_spans_as_many_racks_as_it_can_and_replicas_spread_evenly():
+    from collections import Counter
+
+    from freshet.controller.placement import place_replicas_rack_aware
+
+    racks = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+    for start in range(6):
+        for shift in range(6):
+            assignment = place_replicas_rack_aware(racks, 12, 3, start, shift)
+            assert all(len({racks[b] for b in replicas}) == 3 for replicas in assignment)
+            assert set(Counter(b for replicas in assignment for b in replicas).values()) == {6}
+            assert set(Counter(replicas[0] for replicas in assignment).values()) == {2}
+            two = place_replicas_rack_aware(racks, 12, 2, start, shift)
+            assert all(len({racks[b] for b in replicas}) == 2 for replicas in two)
+    # two racks, three replicas: both racks hold one, no broker twice
+    assert all(len({racks[b] for b in r}) == 2 and len(set(r)) == 3
+               for r in place_replicas_rack_aware({1: "a", 2: "a", 3: "b", 4: "b"}, 8, 3, 1, 2))
+
+
+def test_create_topic_and_partitions_place_replicas_across_the_brokers_racks():
+    m = ClusterMetadataWithRacks({1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"})
+    assert m.apply(c.CreateTopic("racked", "id-r", 6, 3, start_index=0, shift=0)).ok
+    assert m.apply(c.CreatePartitions("racked", 9, start_index=3, shift=1)).ok
+    rack = {b.broker_id: b.rack for b in m.brokers.values()}
+    assert all(len({rack[r] for r in p.replicas}) == 3 for p in m.topics["id-r"].partitions)
+
+
+def ClusterMetadataWithRacks(racks: dict[int, str]):  # noqa: N802 (reads as the thing it makes)
+    from freshet.controller.state import ClusterMetadata
+
+    m = ClusterMetadata()
+    for b, rack in racks.items():
+        epoch = m.apply(c.RegisterBroker(b, f"inc-{b}", "127.0.0.1", 9090 + b, 1000, rack=rack)).value["broker_epoch"]
+        assert m.apply(c.BrokerHeartbeat(b, epoch, 1000)).ok
+    return m
