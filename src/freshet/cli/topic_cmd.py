@@ -105,3 +105,84 @@ def add_partitions(name: str, total: int, bootstrap: str) -> None:
     """Grow topic NAME to --total partitions."""
     TopicAdmin(bootstrap).add_partitions(name, total)
     click.echo(f"topic {name} now has {total} partitions")
+
+
+@topic.command("reassign")
+@click.argument("name", required=False)
+@click.option("--plan", "plan_path", type=click.Path(dir_okay=False),
+              help='A kafka-reassign-partitions.sh plan: {"version":1,"partitions":[{"topic":..,"partition":..,'
+                   '"replicas":[..]}]}.')
+@click.option("--throttle", type=int, metavar="BYTES_PER_S",
+              help="Hold the move's replication to this many bytes/s per broker (leader and follower side).")
+@click.option("--status", "status", is_flag=True,
+              help="Progress of the moves (the plan's, else every one): each new replica's lag. Once the plan's "
+                   "moves are done, their throttle is removed.")
+@click.option("--cancel", is_flag=True,
+              help="Cancel the plan's moves (without --plan: every move in progress, of NAME if given): back to the "
+                   "original replicas.")
+@bootstrap_option
+@one_line_errors
+def reassign(name: str | None, plan_path: str | None, throttle: int | None, status: bool, cancel: bool,
+             bootstrap: str) -> None:
+    """Move partitions to other brokers (of topic NAME only, when given), as kafka-reassign-partitions.sh does:
+    the new replicas catch up and join the ISR, then the old ones are dropped."""
+    from freshet.client.reassignment import ReassignmentAdmin, read_plan
+
+    if sum((status, cancel)) > 1 or not (plan_path or status or cancel):
+        raise ClientError("give --plan FILE to start moves, --status or --cancel (one of them)")
+    if throttle is not None and (status or cancel or throttle <= 0):
+        raise ClientError("--throttle takes a positive rate in bytes/s, with --plan to start moves")
+    plan = read_plan(plan_path, name) if plan_path else None
+    admin = ReassignmentAdmin(bootstrap)
+    try:
+        if status:
+            _status(admin, name, plan)
+        elif cancel:
+            keys = list(plan) if plan else [(m.topic, m.partition) for m in admin.ongoing(name)]
+            if not keys:
+                raise ClientError(f"no reassignment in progress{' of topic ' + name if name else ''}")
+            admin.alter({key: None for key in keys})
+            click.echo(f"cancelled the reassignment of {len(keys)} partition{'s' if len(keys) != 1 else ''}: "
+                       f"{_keys(keys)}")
+        else:
+            if throttle is not None:
+                brokers = admin.set_throttle(plan, throttle)
+                click.echo(f"throttle: {throttle} bytes/s on brokers {', '.join(map(str, brokers))}")
+            admin.alter(plan)
+            click.echo(f"reassigning {len(plan)} partition{'s' if len(plan) != 1 else ''}: "
+                       + ", ".join(f"{t}-{p} -> {r}" for (t, p), r in sorted(plan.items())))
+            click.echo("follow it with: freshet topic reassign --status" + (f" --plan {plan_path}"))
+    finally:
+        admin.close()
+
+
+def _keys(keys) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in sorted(keys))
+
+
+def _status(admin, name: str | None, plan: dict | None) -> None:
+    moving = admin.progress(admin.ongoing(name))
+    wanted = set(plan) if plan else None
+    shown = [m for m in moving if wanted is None or (m.topic, m.partition) in wanted]
+    for m in shown:
+        total = m.progress.get(-1, (0, None))[1]
+        parts = []
+        for r in m.adding:
+            if r in m.progress:
+                lag, size = m.progress[r]
+                parts.append(f"broker {r}: {lag} records behind, {_size(size)} of {_size(total)}")
+            else:
+                parts.append(f"broker {r}: not answering")
+        click.echo(f"{m.topic}-{m.partition}: in progress, replicas {m.replicas} -> {m.target}"
+                   + (f"; {'; '.join(parts)}" if parts else f"; removing {m.removing}"))
+    if plan is None:
+        if not shown:
+            click.echo(f"no reassignment in progress{' of topic ' + name if name else ''}")
+        return
+    current = admin.current_replicas(list(plan))
+    for key in sorted(set(plan) - {(m.topic, m.partition) for m in shown}):
+        done = current.get(key) == plan[key] or sorted(current.get(key, [])) == sorted(plan[key])
+        click.echo(f"{key[0]}-{key[1]}: {'complete' if done else 'not in progress'}, replicas {current.get(key)}")
+    if not shown:
+        admin.clear_throttle(sorted({t for t, _ in plan}), admin.broker_ids())
+        click.echo("throttle removed (if one was set)")

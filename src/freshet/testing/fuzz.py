@@ -30,8 +30,9 @@ from freshet.format.record_batch import HEADER_SIZE, decode_records, encode_batc
 
 INTERESTING = [0x00, 0x01, 0x7F, 0x80, 0xFF, 0xFE]
 # DeleteTopics, DeleteRecords, DeleteGroups, OffsetDelete, share offsets, users, ACL and config changes,
-# WriteTxnMarkers (commit / abort markers written into the partitions it names)
-DESTRUCTIVE_APIS = {20, 21, 42, 47, 91, 92, 51, 30, 31, 33, 44, 27}
+# WriteTxnMarkers (commit / abort markers written into the partitions it names), AlterPartitionReassignments
+# (moves the partitions it names)
+DESTRUCTIVE_APIS = {20, 21, 42, 47, 91, 92, 51, 30, 31, 33, 44, 27, 45}
 
 
 def _seed_body(api_key: int, version: int) -> dict:
@@ -151,6 +152,9 @@ def _seed_body(api_key: int, version: int) -> dict:
         27: {"markers": [{"producer_id": 0, "producer_epoch": 0, "transaction_result": False,
                           "topics": [{"name": topic, "partition_indexes": [0]}], "coordinator_epoch": 0}]},
         43: {"election_type": 0, "topic_partitions": [{"topic": topic, "partitions": [0]}], "timeout": 1000},
+        45: {"timeout": 1000, "allow_replication_factor_change": True,
+             "topics": [{"name": topic, "partitions": [{"partition_index": 0, "replicas": [0]}]}]},
+        46: {"timeout": 1000, "topics": [{"name": topic, "partition_indexes": [0]}]},
     }
     return bodies[api_key]
 

@@ -95,6 +95,8 @@ def _read_all(ctx, request, first: bool = True) -> tuple[dict, int, bool]:
             remaining = max_bytes - total
             if remaining <= 0:
                 continue
+            if replica_fetch and replicas.hold_for_follower(leader, replica_id):
+                continue  # leader.replication.throttled.rate reached: nothing for this replica this time
             upper = lso if read_committed else hw
             written = hw
             if replicas is not None:
@@ -118,6 +120,8 @@ def _read_all(ctx, request, first: bool = True) -> tuple[dict, int, bool]:
                 continue  # only the very first batch may exceed max_bytes
             entry["records"] = region  # sent from the file by the connection (os.sendfile), never read here
             total += region.size
+            if replica_fetch:
+                replicas.sent_to_follower(leader, replica_id, region.size)
             if read_committed:
                 entry["aborted_transactions"] = [
                     {"producer_id": a.producer_id, "first_offset": a.first_offset}

@@ -519,6 +519,12 @@ def delete_records(ctx: RequestContext, request: Request) -> dict:
     return {"throttle_time": 0, "topics": topics}
 
 
+def _offset_lag(partition) -> int:
+    """DescribeLogDirs' offset lag: a follower's distance to its leader's high watermark (as Kafka's), else 0."""
+    leader_hw = getattr(partition.replica, "leader_high_watermark", None)
+    return max(0, leader_hw - partition.log_end_offset) if leader_hw is not None else 0
+
+
 def describe_log_dirs(ctx: RequestContext, request: Request) -> Response:
     """DescribeLogDirs: the broker's one log directory, its disk's total and usable bytes, and the size of each
     partition asked for (all of them for a null topic list; topics that do not exist are left out, as Kafka
@@ -538,8 +544,9 @@ def describe_log_dirs(ctx: RequestContext, request: Request) -> Response:
         if registry.get(name) is None:
             continue
         found = {i: registry.partition(name, i) for i in sorted(set(indexes))}
-        partitions = [{"partition_index": i, "partition_size": partition.size_bytes, "offset_lag": 0,
-                       "is_future_key": False} for i, partition in found.items() if partition is not None]
+        partitions = [{"partition_index": i, "partition_size": partition.size_bytes,
+                       "offset_lag": _offset_lag(partition), "is_future_key": False}
+                      for i, partition in found.items() if partition is not None]
         if partitions:
             topics.append({"name": name, "partitions": partitions})
     log_dir = os.path.abspath(broker.config.data_dir)

@@ -192,6 +192,13 @@ class ReplicaFetcher:
                  state.leader_epoch, partition.log_end_offset)
 
     async def _fetch(self, active: dict[tuple[str, int], Followed]) -> None:
+        throttle = self.manager.throttle
+        held = {k for k, f in active.items() if throttle.hold_follower(k, self.manager.node_id in f.state.isr)}
+        if held:  # follower.replication.throttled.rate reached: those partitions wait (Kafka's follower quota)
+            active = {k: f for k, f in active.items() if k not in held}
+            if not active:
+                await asyncio.sleep(min(max(throttle.follower.delay_s(), 0.01), 1.0))
+                return
         topics: dict[str, list] = {}
         for (topic, index), followed in active.items():
             partition = followed.partition
@@ -231,6 +238,9 @@ class ReplicaFetcher:
                     continue
                 followed.follower.leader_high_watermark = answer.high_watermark
                 records = answer.records
+                if records and (topic.topic, answer.partition_index) in throttle.follower_partitions \
+                        and self.manager.node_id not in followed.state.isr:
+                    throttle.follower.record(len(records))
                 if records:
                     try:
                         partition.append_as_follower(records)

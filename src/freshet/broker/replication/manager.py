@@ -25,6 +25,7 @@ from ..durability import write_json_atomically
 from .follower import Followed, FollowerState, ReplicaFetcher
 from .leader import LeaderState, ReplicationError
 from .metadata import AlterIsr, BrokerEndpoint, PartitionState
+from .throttle import ReplicationThrottle
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ class ReplicaManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.isr_shrinks = 0  # kafka.server:type=ReplicaManager,name=IsrShrinksPerSec (a counter here)
         self.isr_expands = 0
+        self.throttle = ReplicationThrottle(node_id)  # leader/follower.replication.throttled.* (reassignments)
         self._tasks: set[asyncio.Task] = set()
         self._checker: asyncio.Task | None = None
         self._checkpointer: asyncio.Task | None = None
@@ -68,6 +70,9 @@ class ReplicaManager:
             if self._closed:
                 return  # a last metadata while the broker stops: nothing started again
             self.brokers = dict(brokers)
+            view = getattr(getattr(self.broker, "cluster", None), "view", None)
+            if view is not None:
+                self.throttle.update_from_view(view)
             if self._checker is None:
                 loop = asyncio.get_running_loop()
                 self._checker = loop.create_task(self._check_lagging(), name="isr-check")
@@ -76,6 +81,7 @@ class ReplicaManager:
             for key, state in states.items():
                 if self.node_id not in state.replicas:
                     self._stop(key)
+                    self._remove_replica(key)
                     continue
                 partition = self.broker.registry.partition(state.topic, state.index)
                 if partition is None:
@@ -161,6 +167,22 @@ class ReplicaManager:
             if fetcher is not None:
                 fetcher.remove(key)
 
+    def _remove_replica(self, key: tuple[str, int]) -> None:
+        """A partition this broker holds no replica of (a reassignment moved it away, or it moved while this broker
+        was down): its local log is deleted and an empty one takes its place in the topic (Kafka deletes the
+        replica's log directory). The broker's internal ``__`` topics keep theirs (their stores hold the log)."""
+        topic = self.broker.registry.get(key[0])
+        if topic is None or topic.internal or key[0].startswith("__") or key[1] >= len(topic.partitions):
+            return
+        partition = topic.partitions[key[1]]
+        if partition.log_end_offset == 0 and partition.log_start_offset == 0 and partition.size_bytes == 0:
+            return  # never held anything here
+        partition.delete()
+        topic.partitions[key[1]] = topic.open_partition(key[1])
+        self._started.discard(key)
+        self._checkpointed.pop(f"{key[0]}/{key[1]}", None)
+        log.info("%s-%d: no longer a replica here; its local log is deleted", *key)
+
     def role(self, topic: str, index: int) -> PartitionState | None:
         """What this broker believes of the partition (None: not in the metadata)."""
         return self.states.get((topic, index))
@@ -185,6 +207,15 @@ class ReplicaManager:
         if leader is None:
             return ErrorCode.not_leader_or_follower, None
         return None, leader
+
+    def hold_for_follower(self, leader: LeaderState, replica_id: int) -> bool:
+        """The replication throttle: leave this partition out of follower ``replica_id``'s fetch answer now?"""
+        return self.throttle.hold_leader((leader.topic, leader.index), replica_id in leader.isr)
+
+    def sent_to_follower(self, leader: LeaderState, replica_id: int, nbytes: int) -> None:
+        """Bytes of a throttled partition sent to a follower out of the ISR count against the leader's rate."""
+        if replica_id not in leader.isr and (leader.topic, leader.index) in self.throttle.leader_partitions:
+            self.throttle.leader.record(nbytes)
 
     def current_leader(self, topic: str, index: int) -> dict:
         """KIP-951's CurrentLeader of a partition: the leader and epoch this broker knows."""
