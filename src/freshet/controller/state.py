@@ -406,7 +406,7 @@ class ClusterMetadata:
         elif cmd.resource_type == "broker":
             if cmd.name != "" and not (cmd.name.isdigit() and int(cmd.name) in self.brokers):
                 return _refuse("INVALID_REQUEST", f"broker {cmd.name!r} is not registered")
-            shared = ("min.insync.replicas", "unclean.leader.election.enable")
+            shared = ("min.insync.replicas", "unclean.leader.election.enable", *_THROTTLE_RATES)
             if refused := _check_topic_configs({k: v for k, v in cmd.set.items() if k in shared}):
                 return refused
             store = self.broker_configs
@@ -598,7 +598,19 @@ class ClusterMetadata:
                 "partition_epoch": part.partition_epoch, "completed": completed}
 
 
+_THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")  # bytes/s, broker
+_THROTTLED_REPLICAS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")  # topic
+_REPLICA_LIST = re.compile(r"^\s*(\*|\d+\s*:\s*\d+(\s*,\s*\d+\s*:\s*\d+)*)?\s*$")
+
+
 def _check_topic_configs(configs: dict[str, str]) -> Result | None:
+    for key in _THROTTLE_RATES:
+        if key in configs and not str(configs[key]).strip().isdigit():
+            return _refuse("INVALID_CONFIG", f"{key} must be a rate in bytes/s (an integer, 0 or more), not "
+                           f"{configs[key]!r}")
+    for key in _THROTTLED_REPLICAS:
+        if key in configs and not _REPLICA_LIST.match(str(configs[key])):
+            return _refuse("INVALID_CONFIG", f"{key} must be * or a list of partition:broker, not {configs[key]!r}")
     for key in ("min.insync.replicas",):
         if key in configs:
             value = configs[key]

@@ -127,3 +127,20 @@ def test_reassignment_commands_round_trip_and_replicate_deterministically():
     for m in (m1, m2):
         reassign(m, [2, 3])
     assert pickle.dumps(m1.snapshot()) == pickle.dumps(m2.snapshot())
+
+
+def test_replication_throttle_configs_are_checked():
+    m, epochs = cluster(3)
+    create(m, partitions=2, rf=2)
+    rate = "leader.replication.throttled.rate"
+    assert m.apply(c.AlterConfigs("broker", "1", set={rate: "1048576"})).ok
+    assert m.apply(c.AlterConfigs("broker", "", set={"follower.replication.throttled.rate": "0"})).ok
+    refused(m, c.AlterConfigs("broker", "2", set={rate: "fast"}), "INVALID_CONFIG")
+    refused(m, c.AlterConfigs("broker", "2", set={rate: "-5"}), "INVALID_CONFIG")
+    replicas = "leader.replication.throttled.replicas"
+    for good in ("*", "0:1,1:2", "0:1, 1:3", ""):
+        assert m.apply(c.AlterConfigs("topic", "t", set={replicas: good})).ok, good
+    for bad in ("all", "0:", "1:2,*", "a:b"):
+        refused(m, c.AlterConfigs("topic", "t", set={"follower.replication.throttled.replicas": bad}),
+                "INVALID_CONFIG")
+    assert m.broker_configs["1"][rate] == "1048576" and m.topic_configs["t"][replicas] == ""
