@@ -21,8 +21,11 @@ from ..wire import protocol
 from .view import ClusterView, TopicInfo
 
 # configs the controller keeps for the cluster (leader election, acks=all) beside the log's own
-CLUSTER_TOPIC_CONFIGS = {"unclean.leader.election.enable"}
-CLUSTER_BROKER_CONFIGS = {"min.insync.replicas", "unclean.leader.election.enable"}
+CLUSTER_TOPIC_CONFIGS = {"unclean.leader.election.enable",
+                         # which replicas the replication throttle holds back (reassignment: "*" or partition:broker)
+                         "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"}
+CLUSTER_BROKER_CONFIGS = {"min.insync.replicas", "unclean.leader.election.enable",
+                          "leader.replication.throttled.rate", "follower.replication.throttled.rate"}  # bytes/s
 WAIT_FOR_VIEW_S = 30.0
 
 
