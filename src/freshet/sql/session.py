@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from freshet.client.admin import TopicAdmin
 
 from . import parser as p
+from .changes import Changes, key_columns
 from .catalog import SQL_TOPIC, Catalog, Definition, definition
 from .errors import SqlError
 from .results import Message, Push, Rows
@@ -340,9 +341,10 @@ class PushQuery:
         self.query = None
         self.checkpoint = tempfile.mkdtemp(prefix="freshet-sql-push-")
         self.stopped = threading.Event()
+        self.changes = Changes(None)
 
     def _batch(self, batch, batch_id: int) -> None:
-        rows = [tuple(r) for r in batch.collect()]
+        rows = self.changes([tuple(r) for r in batch.collect()])
         if rows:
             self.queue.put(rows)
 
@@ -350,6 +352,8 @@ class PushQuery:
         modes = ["append"] if self.stmt.final else ["update", "append"]
         last: Exception | None = None
         for mode in modes:
+            # update mode writes every key a batch touched, changed or not: only the changed rows are given
+            self.changes = Changes(key_columns(self.df) if mode == "update" else None)
             try:
                 self.query = (self.df.writeStream.outputMode(mode).foreachBatch(self._batch)
                               .option("checkpointLocation", self.checkpoint).queryName(self.query_id)

@@ -1,0 +1,57 @@
+"""An update-mode push query prints a row only when it changed (ksqlDB's EMIT CHANGES): Spark's update mode writes
+every key a microbatch touched, so a global count came again from the no-data batch after its first, and a max
+that a new row did not move came again too."""
+
+import json
+
+import pytest
+from confluent_kafka import Producer
+
+from freshet.testing.polling import wait_for
+
+from .helpers import produce
+
+T0 = 1_767_225_600_000
+
+
+def _send(bootstrap: str, topic: str, values: list[dict]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for value in values:
+        producer.produce(topic, json.dumps(value).encode())
+    assert producer.flush(30) == 0
+
+
+def _read(spark, push, records: int) -> None:
+    """Wait until the push query has read ``records`` input records and finished the batches that read them."""
+    query = next(q for q in spark.streams.active if q.name == push.query_id)
+    wait_for(lambda: sum(p["numInputRows"] for p in query.recentProgress) >= records, 300,
+             f"the push query to read {records} records")
+
+
+@pytest.mark.parametrize("select, first, unchanged, changed, then", [
+    # a global count: the no-data batch after the first (the watermark moved) and a batch whose rows the WHERE
+    # drops both leave it at 100
+    ("SELECT count(*) AS n FROM {s} WHERE user_id <> 'other'",
+     [(100,)], [{"user_id": "other", "n": 1, "ts": T0}], [{"user_id": "u0", "n": 1, "ts": T0}], (101,)),
+    # a max per key: a row below u0's max leaves u0's row as it was
+    ("SELECT user_id, max(n) AS top FROM {s} GROUP BY user_id",
+     [("u0", 98), ("u1", 99)], [{"user_id": "u0", "n": 1, "ts": T0}], [{"user_id": "u1", "n": 500, "ts": T0}],
+     ("u1", 500)),
+], ids=["global-count", "max-per-key"])
+def test_an_unchanged_row_is_not_printed_again(sql, broker, topic_name, spark, select, first, unchanged, changed,
+                                               then):
+    values = [{"user_id": f"u{i % 2}", "n": i, "ts": T0 + i * 1000} for i in range(100)]
+    produce(broker.bootstrap, topic_name, values, partitions=1)
+    name = f"changes_{abs(hash(topic_name)) % 10**8}"
+    list(sql.execute(f"CREATE STREAM {name} (user_id STRING, n INT, ts BIGINT) WITH (topic='{topic_name}', "
+                     "format='json', timestamp='ts')"))
+    push = sql.execute_one(select.format(s=name) + " EMIT CHANGES")
+    rows = iter(push.rows)
+    try:
+        assert sorted(next(rows) for _ in first) == first
+        _send(broker.bootstrap, topic_name, unchanged)
+        _read(spark, push, 100 + len(unchanged))
+        _send(broker.bootstrap, topic_name, changed)
+        assert next(rows) == then  # not the unchanged row again
+    finally:
+        push.stop()
