@@ -231,7 +231,11 @@ class ReassignmentAdmin:
             ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET) if value is not None
             else ConfigEntry(key, None, incremental_operation=AlterConfigOpType.DELETE)
             for key, value in values.items()]) for (kind, name), values in configs.items()]
-        futures = admin.incremental_alter_configs(resources)
+        # librdkafka takes one BROKER resource a call (it goes to that broker)
+        brokers = [r for r in resources if r.restype == ResourceType.BROKER]
+        calls = [[r] for r in brokers] + [[r for r in resources if r.restype != ResourceType.BROKER]]
+        futures = {resource: future for call in calls if call
+                   for resource, future in admin.incremental_alter_configs(call).items()}
         failed = []
         for resource, future in futures.items():
             try:
