@@ -15,10 +15,13 @@ from freshet.client import consumer_config
 
 
 def read_everything(bootstrap: str, topic: str, partitions: int, timeout_s: float = 120) -> dict[int, list[bytes]]:
-    """Every record of every partition, in offset order."""
+    """Every record of every partition up to its end when asked, in offset order. The consumer's position (not
+    the last record's offset) says when a partition is read: a transactional topic ends with a commit marker,
+    which no record is delivered for (with the last record's offset, each read waited out ``timeout_s``)."""
     consumer = Consumer(consumer_config(bootstrap, overrides={"log_level": 0}))
     ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    assigned = [TopicPartition(topic, p, 0) for p in range(partitions)]
+    consumer.assign(assigned)
     got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
     position = {p: 0 for p in range(partitions)}
     deadline = time.monotonic() + timeout_s
@@ -26,7 +29,7 @@ def read_everything(bootstrap: str, topic: str, partitions: int, timeout_s: floa
         for m in consumer.consume(10000, 0.5):
             if m.error() is None:
                 got[m.partition()].append(m.value())
-                position[m.partition()] = m.offset() + 1
+        position = {tp.partition: max(tp.offset, 0) for tp in consumer.position(assigned)}
     consumer.close()
     return got
 
