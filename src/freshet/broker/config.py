@@ -57,6 +57,7 @@ class BrokerConfig:
     # cluster mode (issue #46): the controllers' JSON endpoints; none: the one-node broker, as always
     controllers: list[tuple[str, int]] = field(default_factory=list)
     rack: str | None = None  # broker.rack
+    replica_selector_class: str | None = None  # replica.selector.class (KIP-392; None: Kafka's LeaderSelector)
     heartbeat_interval_ms: int = 2_000  # broker.heartbeat.interval.ms (the session timeout is the controllers')
     default_replication_factor: int = 1  # default.replication.factor (CreateTopics without one)
     replica_lag_time_max_ms: int = 10_000  # replica.lag.time.max.ms

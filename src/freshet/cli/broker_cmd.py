@@ -84,6 +84,11 @@ def broker() -> None:
               help="Join a cluster: the controllers' endpoints (python -m freshet.controller --listen ...), as "
                    "Kafka's controller.quorum.bootstrap.servers. Without it: the one-node broker.")
 @click.option("--rack", default=None, help="broker.rack (cluster mode).")
+@click.option("--replica-selector-class", default=None,
+              type=click.Choice(["org.apache.kafka.common.replica.LeaderSelector",
+                                 "org.apache.kafka.common.replica.RackAwareReplicaSelector"]),
+              help="replica.selector.class (cluster mode, KIP-392): RackAwareReplicaSelector lets consumers with "
+                   "client.rack read from a follower in their rack. Default: leaders only.")
 @click.option("--heartbeat-interval-ms", default=DEFAULTS.heartbeat_interval_ms, show_default=True, type=int,
               help="broker.heartbeat.interval.ms (cluster mode); the session timeout is the controllers'.")
 @click.option("--default-replication-factor", default=DEFAULTS.default_replication_factor, show_default=True,
@@ -102,6 +107,7 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
           ssl_keyfile: str | None, ssl_cafile: str | None, ssl_client_auth: str, sasl_mechanisms: str,
           authorizer: bool | None, super_users: tuple[str, ...], allow_everyone_if_no_acl_found: bool, reauth_ms: int,
           max_failed_authentications: int, node_id: int, controllers: str | None, rack: str | None,
+          replica_selector_class: str | None,
           heartbeat_interval_ms: int, default_replication_factor: int, replica_lag_time_max_ms: int,
           log_level: str) -> None:
     """Start a broker in the foreground (Ctrl-C stops it cleanly)."""
@@ -168,6 +174,7 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
                             delivery_count_limit=share_delivery_count_limit,
                             session_timeout_ms=share_session_timeout_ms, auto_offset_reset=share_auto_offset_reset),
         listeners=parsed, security=security, node_id=node_id, controllers=controller_addresses, rack=rack,
+        replica_selector_class=replica_selector_class,
         heartbeat_interval_ms=heartbeat_interval_ms, default_replication_factor=default_replication_factor,
         replica_lag_time_max_ms=replica_lag_time_max_ms,
     )

@@ -5,6 +5,7 @@ cluster given ``--bootstrap``)."""
 
 from __future__ import annotations
 
+import re
 import sys
 
 import click
@@ -29,16 +30,23 @@ def cluster() -> None:
               help="Broker i listens on BASE+i-1, controller i's endpoint on BASE+100+i-1, its Raft on BASE+200+i-1.")
 @click.option("--session-timeout-ms", default=9000, show_default=True, type=int,
               help="broker.session.timeout.ms: a broker silent this long is fenced (one killed is fenced at once).")
+@click.option("--racks", default=None, metavar="RACK,RACK,...",
+              help="broker.rack of the brokers in turn (broker i gets the ((i-1) mod n)-th): replicas spread over "
+                   "racks, and consumers with client.rack read from a follower in theirs (KIP-392).")
 @dir_option
 @one_line_errors
-def start(brokers: int, base_port: int, session_timeout_ms: int, directory: str) -> None:
+def start(brokers: int, base_port: int, session_timeout_ms: int, racks: str | None, directory: str) -> None:
     """Start the controllers and BROKERS brokers on 127.0.0.1; they run until `freshet cluster stop`.
     default.replication.factor is min(3, BROKERS)."""
     if not 1 <= base_port <= 65535 - 300:
         raise ClusterError(f"--base-port {base_port} leaves no room for the cluster's ports")
     if session_timeout_ms < 1000:
         raise ClusterError("--session-timeout-ms must be at least 1000")
-    local = LocalCluster(brokers, directory=directory, base_port=base_port, session_timeout_ms=session_timeout_ms)
+    rack_names = [r.strip() for r in (racks or "").split(",")] if racks is not None else []
+    if racks is not None and not all(re.fullmatch(r"[A-Za-z0-9._-]+", r) for r in rack_names):
+        raise ClusterError(f"--racks {racks!r}: give rack names (letters, digits, '.', '_', '-') separated by commas")
+    local = LocalCluster(brokers, directory=directory, base_port=base_port, session_timeout_ms=session_timeout_ms,
+                         racks=rack_names)
     local.start()
     metadata = local.metadata()
     click.echo(f"{brokers} broker(s) and {len(local.controller_addresses)} controller(s) running, active controller "
@@ -68,8 +76,9 @@ def status(directory: str) -> None:
     for node_id, node in sorted(local.nodes.items()):
         b = registered.get(node_id)
         state = "unregistered" if b is None else ("fenced" if b["fenced"] else "live")
+        rack = f"  rack {b['rack']}" if b is not None and b.get("rack") else ""
         click.echo(f"broker {node_id}  127.0.0.1:{node.port}  {state:<12} "
-                   f"{'running' if node_id in running else 'not running'}")
+                   f"{'running' if node_id in running else 'not running'}{rack}")
     under, offline, total = [], [], 0
     for topic in metadata["topics"]:
         for p in topic["partitions"]:

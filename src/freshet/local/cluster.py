@@ -26,6 +26,7 @@ from typing import Callable, Self
 from .broker import free_port
 
 STATE_FILE = "cluster.json"
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"  # replica.selector.class
 
 
 class ClusterError(Exception):
@@ -237,8 +238,10 @@ class LocalCluster:
         return racks[(node_id - 1) % len(racks)] if racks else None
 
     def rack_args(self, node_id: int) -> list[str]:
+        """``--rack`` of broker ``node_id``, and with racks, consumers with client.rack read their rack's follower
+        (KIP-392's RackAwareReplicaSelector)."""
         rack = self.rack_of(node_id)
-        return ["--rack", rack] if rack else []
+        return ["--rack", rack, "--replica-selector-class", RACK_AWARE_SELECTOR] if rack else []
 
     def running_nodes(self) -> list[int]:
         return [n.node_id for n in self.state.nodes if _alive(n.broker_pid)]

@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 from freshet.log import OffsetOutOfRangeError
 
 from ..context import Request, RequestContext, Response
+from ..replication.read_replica import preferred_read_replica, reads_as_follower
 from ..security.acls import DESCRIBE, READ, TOPIC
 from ..wire.protocol import ZERO_UUID
 
@@ -71,6 +72,9 @@ def _read_all(ctx, request, first: bool = True) -> tuple[dict, int, bool]:
             replica_fetch = False
             if replicas is not None:
                 code, leader = replicas.check(name, p.partition, getattr(p, "current_leader_epoch", -1))
+                if code == ErrorCode.not_leader_or_follower and replica_id < 0 and reads_as_follower(
+                        replicas, name, p.partition, ctx.header.api_version):
+                    code = None  # KIP-392: a consumer reads this follower, up to its high watermark
                 if code is None and replica_id >= 0:
                     if leader is None:
                         code = ErrorCode.not_leader_or_follower  # not a replicated partition
@@ -92,6 +96,12 @@ def _read_all(ctx, request, first: bool = True) -> tuple[dict, int, bool]:
             hw = partition.high_watermark
             lso = partition.last_stable_offset
             entry.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=partition.log_start_offset)
+            if replicas is not None and leader is not None and replica_id < 0 and getattr(request, "rack_id", ""):
+                preferred = preferred_read_replica(replicas, leader, request.rack_id, p.fetch_offset)
+                if preferred >= 0:  # KIP-392: read from that replica, in the consumer's rack; answered at once
+                    entry["preferred_read_replica"] = preferred
+                    any_error = True
+                    continue
             remaining = max_bytes - total
             if remaining <= 0:
                 continue
