@@ -15,7 +15,8 @@ from kio.schema.errors import ErrorCode
 
 from freshet.client.reassignment import ReassignmentAdmin, ReassignmentRefused
 from freshet.local import BrokerProcess
-from freshet.testing.raw_kafka import RawConnection
+from freshet.format.record_batch import encode_batch
+from freshet.testing.raw_kafka import RawConnection, produce
 
 from .conftest import DEADLINE, admin
 from .test_metadata import created
@@ -139,6 +140,12 @@ def test_a_move_under_an_idempotent_producer_and_a_consumer_group_loses_and_dupl
                            f"broker {node}'s log of {topic} deleted")
     for node in target:  # every replica of the plan has the whole log
         assert os.path.isdir(topic_dir(cluster, node, topic))
+    leader = cluster.partition(topic, 0)["leader"]
+    for node in removed:  # a client still asking a removed broker is sent to the leader, as by Kafka
+        with RawConnection(cluster.bootstrap_of(node)) as conn:
+            answer = produce(conn, topic, 0, encode_batch([(None, b"late", 0)]), version=10)
+        assert answer.error_code == ErrorCode.not_leader_or_follower
+        assert answer.current_leader.leader_id == leader
 
 
 def test_a_throttled_move_is_listed_survives_a_controller_failover_and_goes_back_when_cancelled(own_cluster,

@@ -67,6 +67,13 @@ def _read_all(ctx, request, first: bool = True) -> tuple[dict, int, bool]:
             partition = registry.partition(name, p.partition)
             if partition is None:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
+                if replicas is not None and replicas.role(name, p.partition) is not None:
+                    # in the cluster's metadata, no replica here (moved away): as Kafka, not "unknown"
+                    entry["error_code"] = ErrorCode.not_leader_or_follower
+                    entry["current_leader"] = current = replicas.current_leader(name, p.partition)
+                    hinted = hinted or set()
+                    if current["leader_id"] >= 0:
+                        hinted.add(current["leader_id"])
                 any_error = True
                 continue
             replica_fetch = False

@@ -63,6 +63,10 @@ def produce(ctx: RequestContext, request: Request) -> Response:
                 result["error_message"] = f"{name} is an internal topic"
                 continue
             if partition is None:
+                if replicas is not None and replicas.role(name, pd.index) is not None:
+                    # in the cluster's metadata, no replica here (moved away): as Kafka, not "unknown"
+                    _not_leader(result, replicas, name, pd.index, ErrorCode.not_leader_or_follower, hinted)
+                    continue
                 result["error_code"] = ErrorCode.unknown_topic_or_partition
                 result["error_message"] = f"no partition {name}-{pd.index}"
                 continue
