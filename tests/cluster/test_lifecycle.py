@@ -237,3 +237,85 @@ def test_elect_leaders_cli_moves_leaderships_back_and_refuses_bad_input_in_one_l
             bad = CliRunner().invoke(cli, ["cluster", "elect-leaders", *args, "--data-dir", directory])
             assert (bad.exit_code, bad.output.strip()) == (1, message)
         assert [t["partitions"] for t in cluster.metadata()["topics"]] == [t["partitions"] for t in before["topics"]]
+
+
+def _cli(*args: str):
+    from click.testing import CliRunner
+
+    from freshet.cli.main import cli
+
+    return CliRunner().invoke(cli, ["cluster", *args])
+
+
+def _assignment(metadata: dict) -> dict:
+    return {(t["name"], p["partition"]): (p["replicas"], p["leader"]) for t in metadata["topics"]
+            for p in t["partitions"]}
+
+
+@pytest.mark.timeout(900)
+def test_a_decommission_refused_changes_nothing_and_an_added_broker_takes_partitions_by_rebalance(tmp_path):
+    directory = str(tmp_path / "c")
+    with LocalCluster(3, directory=directory) as cluster:
+        created(admin(cluster.bootstrap), NewTopic("spread", 6, 3), NewTopic("pairs", 6, 2))
+        before = cluster.wait_until(lambda m: cluster.fully_replicated(m) and m, DEADLINE, "whole ISRs")
+        refused = _cli("decommission", "2", "--data-dir", directory)
+        assert refused.exit_code == 1 and len(refused.output.splitlines()) == 1, refused.output
+        assert refused.output.startswith("error: decommissioning broker 2 would leave ") and \
+            "add a broker first" in refused.output
+        assert _assignment(cluster.metadata()) == _assignment(before) and 2 in cluster.running_nodes()
+        unknown = _cli("decommission", "7", "--data-dir", directory)
+        assert (unknown.exit_code, unknown.output.strip()) == (
+            1, f"error: broker 7 is not a broker of the cluster in {cluster.directory}")
+
+        added = _cli("add-broker", "--data-dir", directory)
+        assert added.exit_code == 0 and added.output.startswith("broker 4 running on "), added.output
+        assert 4 in cluster.reload().nodes and 4 in cluster.running_nodes()  # stopped with the cluster
+        assert not any(4 in p["replicas"] for t in cluster.metadata()["topics"] for p in t["partitions"])
+        proposed = _cli("rebalance", "--data-dir", directory)
+        assert proposed.exit_code == 0 and "partition(s) to move: freshet cluster rebalance --apply" in \
+            proposed.output, proposed.output
+        assert "planned: replicas per broker 1:" in proposed.output
+        assert not any(4 in p["replicas"] for t in cluster.metadata()["topics"] for p in t["partitions"])
+        applied = _cli("rebalance", "--apply", "--data-dir", directory)
+        assert applied.exit_code == 0, applied.output
+        after = cluster.wait_until(lambda m: cluster.fully_replicated(m) and m, DEADLINE, "whole ISRs")
+        replicas, leaders = {b: 0 for b in (1, 2, 3, 4)}, {b: 0 for b in (1, 2, 3, 4)}
+        for t in after["topics"]:
+            for p in t["partitions"]:
+                for r in p["replicas"]:
+                    replicas[r] += 1
+                leaders[p["leader"]] += 1
+        assert max(replicas.values()) - min(replicas.values()) <= 1, replicas
+        assert max(leaders.values()) - min(leaders.values()) <= 1, leaders
+        again = _cli("rebalance", "--data-dir", directory)
+        assert again.exit_code == 0 and "nothing to move" in again.output, again.output
+
+
+@pytest.mark.timeout(900)
+def test_decommissioning_a_broker_that_leads_partitions_under_a_producer_loses_nothing(tmp_path):
+    from ..replication.test_kill_leader import Writer
+
+    directory = str(tmp_path / "c")
+    with LocalCluster(4, directory=directory) as cluster:
+        created(admin(cluster.bootstrap), NewTopic("moving", 4, 3, config={"min.insync.replicas": "2"}))
+        metadata = cluster.wait_until(lambda m: cluster.fully_replicated(m) and m, DEADLINE, "whole ISRs")
+        leaving = next(p["leader"] for t in metadata["topics"] if t["name"] == "moving" for p in t["partitions"])
+        writer = Writer(cluster.bootstrap, "moving")
+        writer.start()
+        try:
+            writer.acked_past(500)
+            run = _cli("decommission", str(leaving), "--data-dir", directory)
+            assert run.exit_code == 0, run.output
+            assert f"broker {leaving} decommissioned" in run.output
+            assert cluster.reload().nodes[leaving].decommissioned
+            writer.acked_past(len(writer.acked) + 300)
+        finally:
+            writer.finish()
+        assert not writer.errors, writer.errors[:3]
+        after = cluster.metadata()
+        assert leaving not in [b["broker_id"] for b in after["brokers"]]  # unregistered
+        assert all(leaving not in p["replicas"] and len(p["replicas"]) == 3 for t in after["topics"]
+                   for p in t["partitions"])
+        assert leaving not in cluster.running_nodes()
+        cluster.wait_until(cluster.fully_replicated, DEADLINE, "whole ISRs on the three others")
+        check_log(cluster, "moving", 4, writer.acked)

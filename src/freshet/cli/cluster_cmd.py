@@ -77,6 +77,7 @@ def status(directory: str) -> None:
         b = registered.get(node_id)
         state = "unregistered" if b is None else ("fenced" if b["fenced"] else "live")
         rack = f"  rack {b['rack']}" if b is not None and b.get("rack") else ""
+        rack += "  (decommissioned)" if node.decommissioned else ""
         click.echo(f"broker {node_id}  127.0.0.1:{node.port}  {state:<12} "
                    f"{'running' if node_id in running else 'not running'}{rack}")
     under, offline, total = [], [], 0
@@ -165,3 +166,83 @@ def elect_leaders(topic: str | None, partitions: tuple[int, ...], unclean: bool,
     click.echo(f"{elected} partition(s) elected, {len(results) - elected} not{left_out}")
     if failed:
         sys.exit(1)
+
+
+def _operations(directory: str):
+    from freshet.controller.operations import Operations
+
+    local = LocalCluster.attach(directory)
+    if not local.running_controllers():
+        raise ClusterError(f"the cluster in {local.directory} is not running (freshet cluster start)")
+    return local, Operations(local.controller_addresses)
+
+
+@cluster.command("add-broker")
+@dir_option
+@one_line_errors
+def add_broker(directory: str) -> None:
+    """Start one more broker in the local cluster (the next node id). It takes partitions once they are moved to
+    it: freshet cluster rebalance --apply."""
+    local = LocalCluster.attach(directory)
+    if not local.running_controllers():
+        raise ClusterError(f"the cluster in {local.directory} is not running (freshet cluster start)")
+    node_id = local.add_broker()
+    click.echo(f"broker {node_id} running on {local.bootstrap_of(node_id)}, holding no partition yet "
+               "(freshet cluster rebalance --apply moves some to it)")
+
+
+@cluster.command("decommission")
+@click.argument("broker", type=int)
+@dir_option
+@one_line_errors
+def decommission(broker: int, directory: str) -> None:
+    """Move every replica off BROKER (reassignments: the new replicas catch up before it is dropped), stop it
+    and unregister it (UnregisterBroker). Refused, changing nothing, when a partition would be left with fewer
+    live brokers than its replication factor."""
+    from freshet.controller.placement import PlanError
+
+    local, ops = _operations(directory)
+    if broker not in local.nodes or local.nodes[broker].decommissioned:
+        raise ClusterError(f"broker {broker} is not a broker of the cluster in {local.directory}")
+    try:
+        plan = ops.decommission(broker, stop=local.decommissioned, progress=click.echo)
+    except PlanError as exc:
+        raise ClusterError(str(exc)) from None
+    click.echo(f"broker {broker} decommissioned: {len(plan)} partition(s) moved off it")
+
+
+@cluster.command("rebalance")
+@click.option("--apply", "apply_plan", is_flag=True, help="Carry the plan out (default: only print it).")
+@dir_option
+@one_line_errors
+def rebalance(apply_plan: bool, directory: str) -> None:
+    """Propose an even spread (replicas and preferred leaders per live broker within one of the mean, as Cruise
+    Control's simplest goal) and print it; with --apply, reassign the partitions and elect their preferred
+    leaders."""
+    from freshet.controller.placement import PlanError, balance_counts, balanced
+
+    _, ops = _operations(directory)
+    snapshot, plan = ops.rebalance()
+    before = balance_counts(snapshot)
+    current = {(t["name"], p["partition"]): p["replicas"] for t in snapshot["topics"] for p in t["partitions"]}
+    after = balance_counts(snapshot, {**current, **plan})
+    for (topic, index), replicas in sorted(plan.items()):
+        click.echo(f"{topic}-{index}: {current[(topic, index)]} -> {replicas}")
+    for label, (replicas, leaders) in (("now", before), ("planned", after)):
+        click.echo(f"{label}: replicas per broker {_counts(replicas)}, preferred leaders {_counts(leaders)}"
+                   f"{'' if balanced(replicas) and balanced(leaders) else ' (not within one of the mean)'}")
+    if not plan:
+        click.echo("nothing to move")
+        return
+    if not apply_plan:
+        click.echo(f"{len(plan)} partition(s) to move: freshet cluster rebalance --apply")
+        return
+    try:
+        ops.apply(plan, progress=click.echo)
+    except PlanError as exc:
+        raise ClusterError(str(exc)) from None
+    click.echo(f"{len(plan)} partition(s) moved")
+
+
+def _counts(counts: dict[int, int]) -> str:
+    return " ".join(f"{b}:{n}" for b, n in sorted(counts.items()))

@@ -106,3 +106,116 @@ def place_replicas_rack_aware(racks: dict[int, str | None], partitions: int, rep
                     break
         assignment.append(replicas)
     return assignment
+
+
+# -- plans over a metadata snapshot (the JSON the controllers answer): decommission and rebalance -----------------
+class PlanError(Exception):
+    """A plan that cannot be made: the one line the CLI prints."""
+
+
+Plan = dict[tuple[str, int], list[int]]  # (topic, partition) -> its new replicas, the preferred leader first
+
+
+def live_brokers(snapshot: dict) -> list[int]:
+    """Brokers that may take replicas: unfenced and not shutting down."""
+    return sorted(b["broker_id"] for b in snapshot["brokers"] if not b["fenced"] and not b.get("shutting_down"))
+
+
+def _partitions(snapshot: dict):
+    for topic in sorted(snapshot["topics"], key=lambda t: t["name"]):
+        for part in topic["partitions"]:
+            yield (topic["name"], part["partition"]), part
+
+
+def decommission_plan(snapshot: dict, broker: int) -> Plan:
+    """Every partition with a replica on ``broker`` gets, in its place, a live broker it has no replica on: one
+    whose rack its other replicas do not use first, then the one with the fewest replicas. PlanError when the
+    broker is not registered, or when a partition would fall below its replication factor (fewer live brokers
+    than replicas once it is gone)."""
+    racks = {b["broker_id"]: b.get("rack") for b in snapshot["brokers"]}
+    if broker not in racks:
+        raise PlanError(f"broker {broker} is not registered")
+    others = [b for b in live_brokers(snapshot) if b != broker]
+    load = {b: 0 for b in others}
+    for _, part in _partitions(snapshot):
+        for r in part["replicas"]:
+            if r in load:
+                load[r] += 1
+    hosted = [(key, part) for key, part in _partitions(snapshot) if broker in part["replicas"]]
+    short = [(key, part) for key, part in hosted if len(part["replicas"]) > len(others)]
+    if short:
+        (topic, index), part = short[0]
+        raise PlanError(f"decommissioning broker {broker} would leave {topic}-{index} (replication factor "
+                        f"{len(part['replicas'])}) and {len(short) - 1} other partition(s) with more replicas than "
+                        f"the {len(others)} other live broker(s): add a broker first")
+    plan: Plan = {}
+    for key, part in hosted:
+        rest = [r for r in part["replicas"] if r != broker]
+        used = {racks.get(r) for r in rest}
+        candidates = [b for b in others if b not in rest]
+        chosen = min(candidates, key=lambda b: (racks.get(b) is not None and racks.get(b) in used, load[b], b))
+        load[chosen] += 1
+        plan[key] = [chosen if r == broker else r for r in part["replicas"]]
+    return plan
+
+
+def balance_counts(snapshot: dict, assignment: dict | None = None) -> tuple[dict[int, int], dict[int, int]]:
+    """Replicas and preferred leaders (first replicas) per live broker, of ``assignment`` (default: the
+    snapshot's)."""
+    live = live_brokers(snapshot)
+    assignment = assignment or {key: part["replicas"] for key, part in _partitions(snapshot)}
+    replicas, leaders = dict.fromkeys(live, 0), dict.fromkeys(live, 0)
+    for current in assignment.values():
+        for r in current:
+            if r in replicas:
+                replicas[r] += 1
+        if current and current[0] in leaders:
+            leaders[current[0]] += 1
+    return replicas, leaders
+
+
+def rebalance_plan(snapshot: dict) -> Plan:
+    """An even spread, as Cruise Control's simplest goals: replicas per live broker, then preferred leaders per
+    live broker, within one of the mean. Replicas move from the most loaded broker to the least loaded one that
+    the partition has no replica on (never into a rack its other replicas use, unless the moved one was in that
+    rack too); then a partition's preferred leader changes by reordering its replicas. Partitions with a replica
+    on a broker that is not live, or being reassigned, are left alone. The partitions whose replicas change."""
+    live = live_brokers(snapshot)
+    racks = {b["broker_id"]: b.get("rack") for b in snapshot["brokers"]}
+    movable = {key: list(part["replicas"]) for key, part in _partitions(snapshot)
+               if set(part["replicas"]) <= set(live) and not part.get("adding_replicas")
+               and not part.get("removing_replicas")}
+    original = {key: list(v) for key, v in movable.items()}
+    assignment = {key: part["replicas"] for key, part in _partitions(snapshot)}
+
+    def racks_ok(replicas: list[int], out: int, into: int) -> bool:
+        rest = {racks.get(r) for r in replicas if r != out}
+        return racks.get(into) is None or racks.get(into) == racks.get(out) or racks.get(into) not in rest
+
+    while live:
+        counts, _ = balance_counts(snapshot, {**assignment, **movable})
+        move = next(((key, hi, lo) for hi in sorted(live, key=lambda b: (-counts[b], b))
+                     for lo in sorted(live, key=lambda b: (counts[b], b)) if counts[hi] - counts[lo] > 1
+                     for key, replicas in sorted(movable.items())
+                     if hi in replicas and lo not in replicas and racks_ok(replicas, hi, lo)), None)
+        if move is None:
+            break
+        key, hi, lo = move
+        movable[key] = [lo if r == hi else r for r in movable[key]]
+    while live:
+        _, leaders = balance_counts(snapshot, {**assignment, **movable})
+        swap = next(((key, hi, lo) for hi in sorted(live, key=lambda b: (-leaders[b], b))
+                     for lo in sorted(live, key=lambda b: (leaders[b], b)) if leaders[hi] - leaders[lo] > 1
+                     for key, replicas in sorted(movable.items()) if replicas[0] == hi and lo in replicas), None)
+        if swap is None:
+            break
+        key, hi, lo = swap
+        replicas = movable[key]
+        i = replicas.index(lo)
+        replicas[0], replicas[i] = lo, hi
+    return {key: replicas for key, replicas in movable.items() if replicas != original[key]}
+
+
+def balanced(counts: dict[int, int]) -> bool:
+    """Every count within one of the mean."""
+    return not counts or max(counts.values()) - min(counts.values()) <= 1

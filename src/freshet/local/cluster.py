@@ -45,6 +45,7 @@ class Node:
     raft_port: int | None = None
     broker_pid: int | None = None
     controller_pid: int | None = None
+    decommissioned: bool = False  # its broker left the cluster (freshet cluster decommission): not started again
 
 
 @dataclass
@@ -78,6 +79,15 @@ def ask_controller(address: tuple[str, int], request: dict, timeout: float = 10.
     if not line:
         raise ConnectionError(f"controller {address} closed the connection")
     return json.loads(line)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
 
 
 def _alive(pid: int | None) -> bool:
@@ -137,6 +147,12 @@ class LocalCluster:
         self._procs = {}
         return self
 
+    def reload(self) -> Self:
+        """Reads ``cluster.json`` again: what another process (``freshet cluster add-broker``, ``decommission``)
+        changed in this cluster."""
+        self.state = ClusterState.load(self.directory)
+        return self
+
     # -- where things are ------------------------------------------------------------------------------------
     @property
     def nodes(self) -> dict[int, Node]:
@@ -191,7 +207,8 @@ class LocalCluster:
                 self._start_controller(node)
         self.state.save()
         for node in self.state.nodes:
-            self._start_broker(node)
+            if not node.decommissioned:
+                self._start_broker(node)
         self.state.save()
         try:
             self.wait_until(lambda m: self._all_up(m), timeout, "every broker registered and unfenced")
@@ -205,7 +222,8 @@ class LocalCluster:
             if proc.poll() is not None:
                 raise _Exited(f"{kind} {node_id} exited with {proc.returncode}: "
                               f"{self.log_tail(kind, node_id, 1).strip()} ({self.log_path(kind, node_id)})")
-        return sorted(b["broker_id"] for b in metadata["brokers"] if not b["fenced"]) == sorted(self.nodes)
+        wanted = sorted(n.node_id for n in self.state.nodes if not n.decommissioned)
+        return sorted(b["broker_id"] for b in metadata["brokers"] if not b["fenced"]) == wanted
 
     def _voters(self) -> str:
         return ",".join(f"{n.node_id}@127.0.0.1:{n.raft_port}" for n in self.state.nodes if n.raft_port)
@@ -354,12 +372,35 @@ class LocalCluster:
         """Restarts the brokers one at a time, as an operator upgrades a cluster: each is stopped with SIGTERM
         (controlled shutdown), started again, and the next one waits until every partition has its whole ISR
         again (no partition under-replicated), so that no partition ever loses two replicas at once."""
-        for node_id in sorted(self.nodes):
+        for node_id in sorted(n.node_id for n in self.state.nodes if not n.decommissioned):
             self.wait_until(self.fully_replicated, timeout, "every partition's whole ISR")
             self.restart(node_id, timeout)
             if on_restart:
                 on_restart(node_id)
         self.wait_until(self.fully_replicated, timeout, "every partition's whole ISR")
+
+    def add_broker(self, timeout: float = 120.0) -> int:
+        """Starts one more broker (the next node id, no controller: the voters stay as they are) with the
+        cluster's broker arguments, and returns its id once it is unfenced. It holds nothing until partitions are
+        moved to it (freshet cluster rebalance) or new topics are placed."""
+        node_id = max(self.nodes) + 1
+        ports = sorted(n.port for n in self.state.nodes)
+        consecutive = ports == list(range(ports[0], ports[0] + len(ports)))
+        port = ports[-1] + 1 if consecutive and _port_free(ports[-1] + 1) else free_port()
+        node = Node(node_id, port)
+        self.state.nodes.append(node)
+        self._start_broker(node)
+        self.state.save()
+        self.wait_until(lambda m: not self._fenced_or_gone(m, node_id) and any(
+            b["broker_id"] == node_id for b in m["brokers"]), timeout, f"broker {node_id} unfenced")
+        return node_id
+
+    def decommissioned(self, node_id: int) -> None:
+        """Broker ``node_id`` left the cluster: stopped, and not started again by this cluster."""
+        if _alive(self.nodes[node_id].broker_pid):
+            self.stop_broker(node_id)
+        self.nodes[node_id].decommissioned = True
+        self.state.save()
 
     @staticmethod
     def fully_replicated(metadata: dict) -> bool:

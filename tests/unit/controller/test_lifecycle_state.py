@@ -175,3 +175,62 @@ def ClusterMetadataWithRacks(racks: dict[int, str]):  # noqa: N802 (reads as the
         epoch = m.apply(c.RegisterBroker(b, f"inc-{b}", "127.0.0.1", 9090 + b, 1000, rack=rack)).value["broker_epoch"]
         assert m.apply(c.BrokerHeartbeat(b, epoch, 1000)).ok
     return m
+
+
+# -- plans: decommission and rebalance ------------------------------------------------------------------------
+def test_a_decommission_plan_replaces_the_broker_everywhere_with_the_least_loaded_others():
+    import pytest
+
+    from freshet.controller.placement import PlanError, balance_counts, decommission_plan
+
+    m, epochs = cluster(4)
+    create(m, partitions=8, rf=3)
+    snapshot = m.snapshot()
+    plan = decommission_plan(snapshot, 2)
+    hosted = {("t", i) for i, p in enumerate(m.topics["id-t"].partitions) if 2 in p.replicas}
+    assert set(plan) == hosted
+    for (_, i), replicas in plan.items():
+        old = m.topics["id-t"].partitions[i].replicas
+        assert 2 not in replicas and len(set(replicas)) == 3
+        assert [r for r in replicas if r in old] == [r for r in old if r != 2]  # the others keep their places
+    replicas, _ = balance_counts(snapshot, {**{("t", i): p.replicas for i, p in enumerate(m.topics["id-t"].partitions)},
+                                            **plan})
+    assert replicas[2] == 0 and max(replicas[b] for b in (1, 3, 4)) - min(replicas[b] for b in (1, 3, 4)) <= 1
+    with pytest.raises(PlanError, match="is not registered"):
+        decommission_plan(snapshot, 9)
+    m3, _ = cluster(3)
+    create(m3, partitions=2, rf=3)
+    with pytest.raises(PlanError, match=r"would leave t-0 \(replication factor 3\) and 1 other partition\(s\) with "
+                                        r"more replicas than the 2 other live broker\(s\)"):
+        decommission_plan(m3.snapshot(), 1)
+
+
+def test_a_decommission_plan_keeps_a_partition_across_racks():
+    from freshet.controller.placement import decommission_plan
+
+    m = ClusterMetadataWithRacks({1: "a", 2: "a", 3: "b", 4: "b"})
+    assert m.apply(c.CreateTopic("r", "id-r", 4, 2, start_index=0, shift=0)).ok
+    rack = {b: m.brokers[b].rack for b in m.brokers}
+    for replicas in decommission_plan(m.snapshot(), 3).values():
+        assert {rack[r] for r in replicas} == {"a", "b"}
+
+
+def test_a_rebalance_plan_spreads_replicas_and_leaders_onto_a_new_broker_within_one_of_the_mean():
+    from freshet.controller.placement import balance_counts, balanced, rebalance_plan
+
+    m, epochs = cluster(3)
+    create(m, partitions=6, rf=2)
+    e4 = register(m, 4, now_ms=2000)
+    assert m.apply(c.BrokerHeartbeat(4, e4, 2000)).ok
+    snapshot = m.snapshot()
+    replicas, leaders = balance_counts(snapshot)
+    assert replicas[4] == 0 and not balanced(replicas)
+    plan = rebalance_plan(snapshot)
+    current = {("t", i): p.replicas for i, p in enumerate(m.topics["id-t"].partitions)}
+    replicas, leaders = balance_counts(snapshot, {**current, **plan})
+    assert balanced(replicas) and balanced(leaders) and replicas[4] == 3 and leaders[4] >= 1
+    assert all(len(set(r)) == 2 for r in plan.values())
+    # applied (here by hand), nothing is left to move
+    for (_, i), new in plan.items():
+        m.topics["id-t"].partitions[i].replicas = list(new)
+    assert rebalance_plan(m.snapshot()) == {}
