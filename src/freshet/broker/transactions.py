@@ -16,6 +16,13 @@ Zombies are fenced by epoch: InitProducerId bumps the epoch of a transactional i
 transactional request or produce with an older epoch is refused (PRODUCER_FENCED or
 INVALID_PRODUCER_EPOCH), as is a produce to a partition the transaction has not added (Jepsen's
 hazard: a delayed write of an earlier transaction landing in a later one).
+
+In a cluster ``__transaction_state`` is a replicated topic (created through the controller on the first
+FindCoordinator of a transactional id) and the coordinator is the leader of its partition: a state change is
+answered once the partition's ISR has it; the other brokers answer NOT_COORDINATOR. A broker that becomes its
+leader (``follow``) replays the log it replicated and takes the transactions over as Kafka's coordinator does
+after a move: a transaction in PrepareCommit / PrepareAbort gets its markers again, then Complete*; an Ongoing
+one stays open for its producer to finish (or the timeout aborts it).
 """
 
 from __future__ import annotations
@@ -30,14 +37,19 @@ from kio.schema.errors import ErrorCode
 
 from freshet.format.record_batch import decode_records, encode_batch
 
-from .groups.offsets import OFFSETS_TOPIC
+from freshet.log import StorageError
+
+from .groups.offsets import OFFSETS_TOPIC, batches_below
+from .replication import ReplicationError
 
 log = logging.getLogger(__name__)
 
 TXN_STATE_TOPIC = "__transaction_state"
-TXN_STATE_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+# min.insync.replicas as Kafka's transaction.state.log.min.isr (a cluster's topic: at most its replication factor)
+TXN_STATE_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024), "min.insync.replicas": "2"}
 MAX_TIMEOUT_MS = 900_000  # transaction.max.timeout.ms
 MAX_EPOCH = 32767
+APPEND_TIMEOUT_S = 30.0  # a state change or marker not in the ISR within this: COORDINATOR_NOT_AVAILABLE
 
 EMPTY = "Empty"
 ONGOING = "Ongoing"
@@ -84,8 +96,21 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def write_marker(broker, partition, producer_id: int, producer_epoch: int, commit: bool) -> int:
+    """A COMMIT or ABORT marker appended to ``partition`` (to be made durable by the caller); the transactional
+    offset commits of the producer take effect, or are dropped, with the marker on ``__consumer_offsets``.
+    Returns the marker's offset."""
+    result = partition.append_marker(producer_id, producer_epoch, commit)
+    if partition is broker.offsets.partition:
+        broker.offsets.complete_transaction(producer_id, commit)
+    broker.group_commit.written(partition)
+    return result.last_offset
+
+
 class TransactionCoordinator:
     """transactional id -> TransactionMetadata, backed by ``__transaction_state``."""
+
+    topic = TXN_STATE_TOPIC
 
     def __init__(self, broker) -> None:
         self.broker = broker
@@ -95,12 +120,14 @@ class TransactionCoordinator:
         self._locks: dict[str, asyncio.Lock] = {}
         self._task: asyncio.Task | None = None
         self._background: set[asyncio.Task] = set()
+        # a cluster: the leader epoch of __transaction_state in which this broker coordinates (None: it does not)
+        self.coordinator_epoch: int | None = None
         self._replay()
 
     # -- the state log -------------------------------------------------------------------
 
-    def _replay(self) -> None:
-        for _header, batch in self.partition.batches():
+    def _replay(self, upper: int | None = None) -> None:
+        for _header, batch in self.partition.batches() if upper is None else batches_below(self.partition, upper):
             for record in decode_records(batch):
                 if record.key is None:
                     continue
@@ -118,14 +145,34 @@ class TransactionCoordinator:
         self.by_producer[meta.producer_id] = meta
 
     async def _persist(self, meta: TransactionMetadata) -> None:
-        """Write ``meta`` to the state log and wait until it is fsync'd."""
+        """Write ``meta`` to the state log and wait until it is fsync'd (in a cluster: until the ISR has it;
+        Kafka's codes when it cannot: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE)."""
+        leader = None
+        if self.broker.cluster is not None:
+            _, leader = self.broker.replicas.check(TXN_STATE_TOPIC, 0)
+            if leader is None or self.coordinator_epoch is None:
+                raise TransactionError(ErrorCode.not_coordinator, "this broker no longer leads __transaction_state")
+            if len(leader.isr) < leader.min_insync:
+                raise TransactionError(ErrorCode.coordinator_not_available,
+                                       f"the ISR {list(leader.isr)} of __transaction_state is below "
+                                       f"min.insync.replicas={leader.min_insync}")
         meta.updated_ms = _now_ms()
         result = self.partition.append(encode_batch([(meta.transactional_id.encode(), meta.to_json(),
                                                       meta.updated_ms)]))
         self._remember(meta)
         commit = self.broker.group_commit
         commit.written(self.partition)
-        await commit.durable(self.partition, result.last_offset)
+        if leader is None:
+            await commit.durable(self.partition, result.last_offset)
+            return
+        try:
+            await leader.acknowledged(result.last_offset, APPEND_TIMEOUT_S)
+        except ReplicationError as exc:  # as Kafka's TransactionStateManager maps a failed append
+            code = (ErrorCode.not_coordinator if exc.error_code == ErrorCode.not_leader_or_follower
+                    else ErrorCode.coordinator_not_available)
+            raise TransactionError(code, str(exc)) from None
+        except StorageError as exc:
+            raise TransactionError(ErrorCode.not_coordinator, str(exc)) from None
 
     def lock(self, transactional_id: str) -> asyncio.Lock:
         lock = self._locks.get(transactional_id)
@@ -136,14 +183,56 @@ class TransactionCoordinator:
     # -- life cycle ----------------------------------------------------------------------
 
     def start(self) -> None:
-        """Finish what a crash interrupted, then watch for transactions that outlive their timeout."""
+        """Finish what a crash interrupted, then watch for transactions that outlive their timeout. (In a
+        cluster the broker that leads __transaction_state does the first part: ``follow``.)"""
         loop = asyncio.get_running_loop()
-        for meta in list(self.transactions.values()):
-            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
-                self._spawn(self._complete(meta, meta.state == PREPARE_COMMIT))
-            elif meta.state == ONGOING:
-                self._spawn(self._abort_with_fencing(meta, "the broker restarted"))
+        if self.broker.cluster is None:
+            for meta in list(self.transactions.values()):
+                if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                    self._spawn(self._complete(meta, meta.state == PREPARE_COMMIT))
+                elif meta.state == ONGOING:
+                    self._spawn(self._abort_with_fencing(meta, "the broker restarted"))
         self._task = loop.create_task(self._expire(), name="transaction-timeouts")
+
+    def follow(self, leader_epoch: int | None) -> None:
+        """A cluster's metadata changed: ``leader_epoch`` is the epoch in which this broker leads
+        ``__transaction_state`` (None: another broker does). A broker that becomes its leader replays the
+        partition to its log end (what the ISR replicated from the previous coordinator, and this broker's own
+        epoch starts after it), sends the markers of the transactions that were being completed again and
+        leaves Ongoing ones open for their producers, as Kafka's coordinator does when it loads a partition.
+        One that stops leading forgets its work: the next leader does it."""
+        if leader_epoch == self.coordinator_epoch:
+            return
+        for task in list(self._background):
+            task.cancel()
+        self._locks.clear()
+        self.coordinator_epoch = leader_epoch
+        if leader_epoch is None:
+            log.info("no longer the transaction coordinator")
+            return
+        self.transactions.clear()
+        self.by_producer.clear()
+        self._replay(self.partition.log_end_offset)
+        completing = [m for m in self.transactions.values() if m.state in (PREPARE_COMMIT, PREPARE_ABORT)]
+        log.info("transaction coordinator in epoch %d: %d transactional ids taken over, %d being completed, "
+                 "%d open", leader_epoch, len(self.transactions), len(completing),
+                 sum(1 for m in self.transactions.values() if m.state == ONGOING))
+        for meta in completing:
+            self._spawn(self._complete_locked(meta, meta.state == PREPARE_COMMIT))
+
+    async def _complete_locked(self, meta: TransactionMetadata, commit: bool) -> None:
+        async with self.lock(meta.transactional_id):
+            if meta.state == (PREPARE_COMMIT if commit else PREPARE_ABORT):
+                try:
+                    await self._complete(meta, commit)
+                except TransactionError as exc:
+                    log.warning("transaction %s not completed here: %s", meta.transactional_id, exc)
+
+    def _coordinating(self) -> None:
+        """NOT_COORDINATOR on a broker of a cluster that does not lead __transaction_state."""
+        if self.broker.cluster is not None and self.coordinator_epoch is None:
+            raise TransactionError(ErrorCode.not_coordinator,
+                                   "this broker is not the transaction coordinator (FindCoordinator names it)")
 
     async def stop(self) -> None:
         tasks = [t for t in (self._task, *self._background) if t is not None]
@@ -160,11 +249,17 @@ class TransactionCoordinator:
         while True:
             await asyncio.sleep(0.5)
             now = _now_ms()
+            if self.broker.cluster is not None and self.coordinator_epoch is None:
+                continue  # a cluster: only the coordinator's view of the transactions is current
             for meta in list(self.transactions.values()):
                 if meta.state == ONGOING and now - meta.start_ms > meta.timeout_ms:
                     async with self.lock(meta.transactional_id):
                         if meta.state == ONGOING and now - meta.start_ms > meta.timeout_ms:
-                            await self._abort_with_fencing(meta, f"it ran past transaction.timeout.ms={meta.timeout_ms}")
+                            try:
+                                await self._abort_with_fencing(
+                                    meta, f"it ran past transaction.timeout.ms={meta.timeout_ms}")
+                            except TransactionError as exc:
+                                log.warning("transaction %s not aborted here: %s", meta.transactional_id, exc)
 
     async def _abort_with_fencing(self, meta: TransactionMetadata, why: str) -> None:
         """Abort an open transaction for the coordinator's own reasons; the producer's epoch is bumped,
@@ -183,6 +278,7 @@ class TransactionCoordinator:
         if not 0 < timeout_ms <= MAX_TIMEOUT_MS:
             raise TransactionError(ErrorCode.invalid_transaction_timeout,
                                    f"transaction timeout {timeout_ms} ms is outside 1..{MAX_TIMEOUT_MS}")
+        self._coordinating()
         async with self.lock(transactional_id):
             meta = self.transactions.get(transactional_id)
             if meta is None:
@@ -210,10 +306,14 @@ class TransactionCoordinator:
     async def _abort_in_background(self, meta: TransactionMetadata) -> None:
         async with self.lock(meta.transactional_id):
             if meta.state == ONGOING:
-                await self._abort_with_fencing(meta, "a new producer initialized the transactional id")
+                try:
+                    await self._abort_with_fencing(meta, "a new producer initialized the transactional id")
+                except TransactionError as exc:
+                    log.warning("transaction %s not aborted here: %s", meta.transactional_id, exc)
 
     def _member(self, transactional_id: str, producer_id: int, producer_epoch: int,
                 fenced: ErrorCode) -> TransactionMetadata:
+        self._coordinating()
         meta = self.transactions.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             raise TransactionError(ErrorCode.invalid_producer_id_mapping,
@@ -263,6 +363,8 @@ class TransactionCoordinator:
 
     def check_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
                             fenced: ErrorCode) -> None:
+        if self.broker.cluster is not None and self.coordinator_epoch is None:
+            return  # a cluster: the transaction's coordinator is another broker (it checked AddOffsetsToTxn)
         meta = self._member(transactional_id, producer_id, producer_epoch, fenced)
         if meta.state != ONGOING or group_id not in meta.groups:
             raise TransactionError(ErrorCode.invalid_txn_state,
@@ -285,29 +387,43 @@ class TransactionCoordinator:
 
     async def _complete(self, meta: TransactionMetadata, commit: bool) -> None:
         """Phase two: a marker to every partition of the transaction, durable; then Complete*."""
-        registry = self.broker.registry
-        commit_log = self.broker.group_commit
         cluster = self.broker.cluster
-        waits, elsewhere = [], []
+        here, elsewhere = [], []
         for topic, index in sorted(meta.partitions):
             if cluster is not None and not cluster.leads(topic, index):
                 elsewhere.append((topic, index))  # a cluster: its leader writes the marker (WriteTxnMarkers)
-                continue
-            partition = registry.partition(topic, index)
-            if partition is None:
-                continue  # deleted since: nothing left to mark
-            result = partition.append_marker(meta.producer_id, meta.producer_epoch, commit)
-            commit_log.written(partition)
-            waits.append(commit_log.durable(partition, result.last_offset))
-        if meta.groups:
-            self.broker.offsets.complete_transaction(meta.producer_id, commit)
+            else:
+                here.append((topic, index))
+        missed = await asyncio.gather(*(self._mark(meta, commit, topic, index) for topic, index in here))
+        elsewhere += [tp for tp in missed if tp is not None]  # leadership moved meanwhile: through the new leader
         if elsewhere:
             from .cluster.markers import write_markers
 
-            waits.append(write_markers(cluster, meta.producer_id, meta.producer_epoch, commit, elsewhere))
-        await asyncio.gather(*waits)
+            await write_markers(cluster, meta.producer_id, meta.producer_epoch, commit, elsewhere)
         meta.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
         await self._persist(meta)
+
+    async def _mark(self, meta: TransactionMetadata, commit: bool, topic: str, index: int) -> tuple[str, int] | None:
+        """The marker on a partition this broker holds, durable (in a cluster: in its ISR); (topic, index) back
+        when this broker turns out not to lead it (the marker goes to its leader then; a second marker of the
+        same transaction changes nothing)."""
+        partition = self.broker.registry.partition(topic, index)
+        if partition is None:
+            return None  # deleted since: nothing left to mark
+        code, leader = self.broker.replicas.check(topic, index) if self.broker.replicas else (None, None)
+        if code is not None:
+            return topic, index
+        offset = write_marker(self.broker, partition, meta.producer_id, meta.producer_epoch, commit)
+        if leader is None:
+            await self.broker.group_commit.durable(partition, offset)
+            return None
+        try:
+            await leader.acknowledged(offset, APPEND_TIMEOUT_S)
+        except (ReplicationError, StorageError) as exc:
+            log.info("the %s marker of producer %d on %s-%d: %s; through its leader", "COMMIT" if commit else "ABORT",
+                     meta.producer_id, topic, index, exc)
+            return topic, index
+        return None
 
     # -- what others ask -----------------------------------------------------------------
 
@@ -315,7 +431,7 @@ class TransactionCoordinator:
         """A transactional batch may be written only by the current epoch, inside an open transaction
         that has added the partition."""
         meta = self.by_producer.get(producer_id)
-        if meta is None and self.broker.cluster is not None and not self.broker.cluster.coordinates():
+        if self.broker.cluster is not None and (meta is None or self.coordinator_epoch is None):
             return None  # a cluster: the producer's coordinator is another broker (it checked AddPartitionsToTxn)
         if meta is None:
             return ErrorCode.invalid_producer_id_mapping

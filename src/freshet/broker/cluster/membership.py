@@ -32,7 +32,6 @@ from ..groups.offsets import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
 from ..replication.metadata import BrokerEndpoint, PartitionState
 from ..topics.registry import TopicError
 from ..topics.topic_config import CONFIG_DEFS
-from ..transactions import TXN_STATE_CONFIGS, TXN_STATE_MIN_ISR, TXN_STATE_TOPIC
 from .admin import acl_bindings, scram_credentials
 from .view import ClusterView, TopicInfo
 
@@ -279,7 +278,8 @@ class ClusterMembership:
             self.broker.offsets.reload()
             log.info("coordinator of the groups: %d committed offsets of %d groups taken over",
                      sum(len(g) for g in self.broker.offsets.offsets.values()), len(self.broker.offsets.offsets))
-        self.broker.transactions.follow(self.led_epoch(TXN_STATE_TOPIC))  # the transactions' coordinator, or not
+        transactions = self.broker.transactions  # the transactions' coordinator, or not
+        transactions.follow(self.led_epoch(transactions.topic))
         async with self._changed:
             self._changed.notify_all()
         return True
@@ -319,12 +319,13 @@ class ClusterMembership:
         return leader if leader is not None and not leader.fenced else None
 
     async def _create_internal_topic(self, topic: str) -> None:
-        """One partition, replication factor min(3, live brokers) (offsets.topic.* / transaction.state.log.*;
-        ``__transaction_state`` with min.insync.replicas min(2, factor), as transaction.state.log.min.isr)."""
+        """One partition, replication factor min(3, live brokers) (offsets.topic.* / transaction.state.log.*),
+        the configs of this broker's own internal topic (``min.insync.replicas`` at most the factor)."""
         factor = min(OFFSETS_TOPIC_REPLICATION_FACTOR, len(self.view.live_brokers()))
-        configs = dict(OFFSETS_TOPIC_CONFIGS)
-        if topic == TXN_STATE_TOPIC:
-            configs = {**TXN_STATE_CONFIGS, "min.insync.replicas": str(min(TXN_STATE_MIN_ISR, factor))}
+        local = self.broker.registry.get(topic)
+        configs = dict(local.configs) if local is not None else dict(OFFSETS_TOPIC_CONFIGS)
+        if "min.insync.replicas" in configs:
+            configs["min.insync.replicas"] = str(min(int(configs["min.insync.replicas"]), factor))
         answer = await self.command({"command": "CreateTopic", "name": topic, "partitions": 1,
                                      "replication_factor": factor, "configs": configs})
         if answer["error"] not in ("NONE", "TOPIC_ALREADY_EXISTS"):

@@ -73,6 +73,19 @@ def decode_value(value: bytes) -> CommittedOffset:
     return CommittedOffset(offset, epoch, metadata, ts)
 
 
+def batches_below(partition, upper: int):
+    """Every batch of ``partition`` from its log start up to ``upper`` (past its high watermark: a new leader
+    replaying an internal topic to its log end), as (header, bytes)."""
+    offset = partition.log_start_offset
+    while offset < upper:
+        data = partition.read(offset, 1 << 20, upper)
+        if not data:
+            return
+        for header, batch in iter_batches(data):
+            yield header, batch
+            offset = header.last_offset + 1
+
+
 class OffsetStore:
     """group -> (topic, partition) -> CommittedOffset, backed by ``__consumer_offsets``."""
 
@@ -91,18 +104,8 @@ class OffsetStore:
         self.pending.clear()
         self._replay(self.partition.log_end_offset)
 
-    def _batches(self, upper: int):
-        offset = self.partition.log_start_offset
-        while offset < upper:
-            data = self.partition.read(offset, 1 << 20, upper)
-            if not data:
-                return
-            for header, batch in iter_batches(data):
-                yield header, batch
-                offset = header.last_offset + 1
-
     def _replay(self, upper: int | None = None) -> None:
-        batches = self.partition.batches() if upper is None else self._batches(upper)
+        batches = self.partition.batches() if upper is None else batches_below(self.partition, upper)
         for header, batch in batches:
             if header.is_control:
                 self.complete_transaction(header.producer_id, marker_type(batch) == COMMIT)

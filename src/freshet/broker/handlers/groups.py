@@ -9,9 +9,10 @@ from kio.schema.errors import ErrorCode
 from ..context import Request, RequestContext, Response
 from ..groups.classic import COMPLETING, DEAD, EMPTY, PREPARING, GroupError
 from ..groups.consumer import ConsumerGroupError
-from ..groups.offsets import CommittedOffset
+from ..groups.offsets import OFFSETS_TOPIC, CommittedOffset
 from ..groups.share import ShareGroupError
 from ..security.acls import CLUSTER, CLUSTER_NAME, DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID
+from ..transactions import TXN_STATE_TOPIC
 
 MAX_METADATA = 4096  # offset.metadata.max.bytes
 
@@ -20,11 +21,11 @@ def find_coordinator(ctx: RequestContext, request: Request) -> dict:
     broker = ctx.broker
     host, port = broker.advertised(ctx.connection.listener if ctx.connection else None)
     node = {"node_id": broker.config.node_id, "host": host, "port": port}
-    if broker.cluster is not None:  # in a cluster: the leader of __consumer_offsets (issue #46)
-        found = broker.cluster.coordinator()
-        node = {"node_id": found.node_id, "host": found.host, "port": found.port} if found else None
     keys = getattr(request, "coordinator_keys", None)
     key_type = getattr(request, "key_type", 0)
+    if broker.cluster is not None:  # in a cluster: the leader of __consumer_offsets / __transaction_state (#46)
+        found = broker.cluster.coordinator(TXN_STATE_TOPIC if key_type == 1 else OFFSETS_TOPIC)
+        node = {"node_id": found.node_id, "host": found.host, "port": found.port} if found else None
     resource, refused = ((TRANSACTIONAL_ID, ErrorCode.transactional_id_authorization_failed) if key_type == 1
                          else (GROUP, ErrorCode.group_authorization_failed))
 

@@ -17,7 +17,8 @@ from ..groups.consumer import ConsumerGroupError
 from ..groups.offsets import CommittedOffset
 from ..security.acls import (CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID,
                              WRITE)
-from ..transactions import STATES, TransactionError
+from ..replication import ReplicationError
+from ..transactions import APPEND_TIMEOUT_S, STATES, TransactionError, write_marker
 from .groups import MAX_METADATA, answer_when_durable, check_commit
 
 
@@ -96,6 +97,8 @@ def txn_offset_commit(ctx: RequestContext, request: Request) -> Response:
         code = ErrorCode.transactional_id_authorization_failed
     elif not ctx.allowed(READ, GROUP, request.group_id):
         code = ErrorCode.group_authorization_failed
+    elif broker.cluster is not None and not broker.cluster.coordinates():
+        code = ErrorCode.not_coordinator  # the group's coordinator moved: the client finds the new one
     try:
         if code != ErrorCode.none:
             raise TransactionError(code)
@@ -225,22 +228,22 @@ def write_txn_markers(ctx: RequestContext, request: Request) -> Response:
                 entry = {"partition_index": index, "error_code": ErrorCode.none}
                 partitions.append(entry)
                 partition = broker.registry.partition(t.name, index)
-                role = broker.replicas.role(t.name, index) if broker.replicas is not None else None
+                leader = broker.replicas.check(t.name, index)[1] if broker.replicas is not None else None
                 if not allowed:
                     entry["error_code"] = ErrorCode.cluster_authorization_failed
                 elif partition is None:
                     entry["error_code"] = ErrorCode.unknown_topic_or_partition
-                elif broker.replicas is not None and (role is None or role.leader != broker.config.node_id):
+                elif broker.replicas is not None and leader is None:
                     entry["error_code"] = ErrorCode.not_leader_or_follower
                 else:
                     try:
-                        result = partition.append_marker(marker.producer_id, marker.producer_epoch,
-                                                         marker.transaction_result)
+                        offset = write_marker(broker, partition, marker.producer_id, marker.producer_epoch,
+                                              marker.transaction_result)
                     except LogError as exc:
                         entry["error_code"] = error_code_for(exc)
                         continue
-                    broker.group_commit.written(partition)
-                    waits.append((entry, broker.group_commit.durable(partition, result.last_offset)))
+                    waits.append((entry, leader.acknowledged(offset, APPEND_TIMEOUT_S) if leader is not None
+                                  else broker.group_commit.durable(partition, offset)))
             topics.append({"name": t.name, "partitions": partitions})
         results.append({"producer_id": marker.producer_id, "topics": topics})
     body = {"markers": results}
@@ -251,6 +254,8 @@ def write_txn_markers(ctx: RequestContext, request: Request) -> Response:
         for entry, durable in waits:
             try:
                 await durable
+            except ReplicationError as exc:  # not in the ISR (the coordinator tries again, maybe elsewhere)
+                entry["error_code"] = exc.error_code
             except Exception:
                 entry["error_code"] = ErrorCode.kafka_storage_error
         return body
