@@ -27,7 +27,8 @@ from collections.abc import Iterator
 from freshet.client.admin import TopicAdmin
 
 from . import parser as p
-from .changes import Changes, key_columns
+from .changes import Changes
+from .plans import joins_two_aggregations, key_columns
 from .catalog import SQL_TOPIC, Catalog, Definition, definition
 from .errors import SqlError
 from .results import Message, Push, Rows
@@ -107,9 +108,15 @@ class SqlSession:
         if re.search(r"\bMATCH_RECOGNIZE\b", select, re.IGNORECASE):
             return _s2("match_recognize", "to_dataframe", "MATCH_RECOGNIZE")(self, select)
         try:
-            return self.spark.sql(select)
+            df = self.spark.sql(select)
         except Exception as e:
             raise spark_error(e, script if script is not None else select, start) from None
+        if df.isStreaming and joins_two_aggregations(df):
+            raise SqlError("a join of two tables (or of two aggregations) cannot run on streams: Spark joins no two "
+                           "streaming aggregations; join a stream to a table, or join the streams and aggregate "
+                           "after the join (CREATE STREAM j AS SELECT ... JOIN ..., then CREATE TABLE t AS SELECT "
+                           "... FROM j GROUP BY ...)", *p.position(script if script is not None else select, start))
+        return df
 
     # -- statements
     def execute(self, script: str) -> Iterator[Message | Rows | Push]:

@@ -1,0 +1,90 @@
+"""What the SQL front end reads from Spark's analyzed plan of a query (through py4j; None or False where the plan
+cannot be read, as over Spark Connect): the key of an update-mode result (``freshet.sql.changes``), and a join
+Spark cannot run on streams (two streaming aggregations, as two tables are).
+"""
+
+from __future__ import annotations
+
+# nodes above the aggregation that keep the rows and attributes of their child. Not a filter (HAVING, a table's
+# deleted keys): a row it hides and later lets through again unchanged is a change to print
+_PASS_THROUGH = {"SubqueryAlias", "View"}
+
+
+def _seq(scala_seq) -> list:
+    return [scala_seq.apply(i) for i in range(scala_seq.size())]
+
+
+def _kind(jobject) -> str:
+    return jobject.getClass().getSimpleName()
+
+
+def _id(attribute) -> int:
+    return attribute.exprId().id()
+
+
+def key_columns(df) -> list[int] | None:
+    """The positions of ``df``'s output columns that identify a row of its streaming aggregation: [] when the
+    aggregation has no grouping key (one row); None when there is no aggregation, or its key is not in the
+    output (every row is then a row of its own)."""
+    try:
+        return _key_columns(_analyzed(df))
+    except Exception:  # a plan of a shape not foreseen (Spark Connect has no _jdf): every row is given
+        return None
+
+
+def _key_columns(plan) -> list[int] | None:
+    above = []
+    while plan.nodeName() != "Aggregate":
+        children = _seq(plan.children())
+        if len(children) != 1 or (plan.nodeName() != "Project" and plan.nodeName() not in _PASS_THROUGH):
+            return None
+        above.append(plan)
+        plan = children[0]
+    grouping = _seq(plan.groupingExpressions())
+    # exprId of an output attribute -> the grouping expressions (their positions) it carries
+    carries: dict[int, set[int]] = {}
+    for named in _seq(plan.aggregateExpressions()):
+        expression = named.child() if _kind(named) == "Alias" else named
+        found = {i for i, g in enumerate(grouping) if expression.semanticEquals(g)
+                 or (_kind(expression) == "GetStructField" and expression.child().semanticEquals(g))}
+        if found:
+            carries[_id(named)] = found
+    for node in reversed(above):
+        if node.nodeName() != "Project":
+            continue
+        kept: dict[int, set[int]] = {}
+        for named in _seq(node.projectList()):
+            expression = named.child() if _kind(named) == "Alias" else named
+            if _kind(expression) == "AttributeReference" and _id(expression) in carries:
+                kept[_id(named)] = carries[_id(expression)]
+        carries = kept
+    output = _seq(above[0].output() if above else plan.output())
+    keys = [i for i, attribute in enumerate(output) if _id(attribute) in carries]
+    covered = set().union(*(carries[_id(output[i])] for i in keys)) if keys else set()
+    if covered != set(range(len(grouping))):
+        return None
+    return keys
+
+
+def _analyzed(df):
+    return df._jdf.queryExecution().analyzed()
+
+
+def _has(plan, node_name: str) -> bool:
+    return plan.nodeName() == node_name or any(_has(child, node_name) for child in _seq(plan.children()))
+
+
+def joins_two_aggregations(df) -> bool:
+    """Whether the query joins two streaming aggregations (two tables, each the latest row per key), which Spark
+    refuses with a message about watermarks or output modes."""
+    try:
+        pending = [_analyzed(df)]
+        while pending:
+            plan = pending.pop()
+            children = _seq(plan.children())
+            if plan.nodeName() == "Join" and all(c.isStreaming() and _has(c, "Aggregate") for c in children):
+                return True
+            pending += children
+    except Exception:  # a plan not readable here
+        return False
+    return False
