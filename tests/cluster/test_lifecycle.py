@@ -9,6 +9,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
+from kio.schema.errors import ErrorCode
 
 from freshet.local.cluster import LocalCluster
 
@@ -289,6 +290,26 @@ def test_a_decommission_refused_changes_nothing_and_an_added_broker_takes_partit
         assert max(leaders.values()) - min(leaders.values()) <= 1, leaders
         again = _cli("rebalance", "--data-dir", directory)
         assert again.exit_code == 0 and "nothing to move" in again.output, again.output
+
+        # UnregisterBroker (API 64), as kafka-cluster.sh unregister: a broker stopped for good leaves the metadata
+        from freshet.testing.raw_kafka import RawConnection
+
+        extra = cluster.add_broker()
+        cluster.stop_broker(extra)
+        with RawConnection(cluster.bootstrap_of(1)) as conn:
+            unknown = conn.request(64, 0, {"broker_id": 99})
+            assert unknown.error_code == ErrorCode.broker_id_not_registered and "99" in unknown.error_message
+            assert conn.request(64, 0, {"broker_id": extra}).error_code == 0
+        assert extra not in [b["broker_id"] for b in cluster.metadata()["brokers"]]
+        assert _assignment(cluster.metadata()) == _assignment(after)
+
+
+def test_unregister_broker_on_the_one_node_broker_is_invalid_request(broker):
+    from freshet.testing.raw_kafka import RawConnection
+
+    with RawConnection(broker.bootstrap) as conn:
+        answer = conn.request(64, 0, {"broker_id": 0})
+    assert answer.error_code == ErrorCode.invalid_request and "not in a cluster" in answer.error_message
 
 
 @pytest.mark.timeout(900)

@@ -66,12 +66,12 @@ def encode(header: RequestHeader, body: dict) -> bytes | list:
 
 
 def _api_table() -> dict[int, tuple[int, int, Handler]]:
-    from .handlers import (cluster, consumer_groups, fetch, groups, produce, quotas, reassignment, security, share,
-                           telemetry, topics, transactions)
+    from .handlers import (cluster, consumer_groups, fetch, groups, lifecycle, produce, quotas, reassignment,
+                           security, share, telemetry, topics, transactions)
 
     table: dict[int, tuple[int, int, Handler]] = {}
     for module in (cluster, topics, produce, fetch, groups, consumer_groups, share, transactions, security,
-                   telemetry, quotas, reassignment):
+                   telemetry, quotas, reassignment, lifecycle):
         table.update(module.APIS)
     return table
 

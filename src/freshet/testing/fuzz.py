@@ -31,8 +31,8 @@ from freshet.format.record_batch import HEADER_SIZE, decode_records, encode_batc
 INTERESTING = [0x00, 0x01, 0x7F, 0x80, 0xFF, 0xFE]
 # DeleteTopics, DeleteRecords, DeleteGroups, OffsetDelete, share offsets, users, ACL and config changes,
 # WriteTxnMarkers (commit / abort markers written into the partitions it names), AlterPartitionReassignments
-# (moves the partitions it names)
-DESTRUCTIVE_APIS = {20, 21, 42, 47, 91, 92, 51, 30, 31, 33, 44, 27, 45}
+# (moves the partitions it names), UnregisterBroker (removes a broker from the cluster)
+DESTRUCTIVE_APIS = {20, 21, 42, 47, 91, 92, 51, 30, 31, 33, 44, 27, 45, 64}
 
 
 def _seed_body(api_key: int, version: int) -> dict:
@@ -155,6 +155,7 @@ def _seed_body(api_key: int, version: int) -> dict:
         45: {"timeout": 1000, "allow_replication_factor_change": True,
              "topics": [{"name": topic, "partitions": [{"partition_index": 0, "replicas": [0]}]}]},
         46: {"timeout": 1000, "topics": [{"name": topic, "partition_indexes": [0]}]},
+        64: {"broker_id": 99},
     }
     return bodies[api_key]
 
