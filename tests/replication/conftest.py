@@ -126,11 +126,12 @@ class LocalReplicas:
 
 @pytest.fixture
 def run(tmp_path):
-    """``run(scenario, count=3, lag_ms=...)``: the scenario coroutine, given a started LocalReplicas."""
+    """``run(scenario, count=3, lag_ms=...)``: the scenario coroutine, given a started LocalReplicas (or ``kind``,
+    a subclass)."""
 
-    def runner(scenario, count: int = 3, lag_ms: int = 10_000):
+    def runner(scenario, count: int = 3, lag_ms: int = 10_000, kind: type = LocalReplicas):
         async def main():
-            cluster = LocalReplicas(tmp_path, count, lag_ms)
+            cluster = kind(tmp_path, count, lag_ms)
             await cluster.start()
             try:
                 await asyncio.wait_for(scenario(cluster), 240)

@@ -78,6 +78,14 @@ def broker() -> None:
               help="connections.max.reauth.ms: SASL sessions expire after this and clients re-authenticate.")
 @click.option("--max-failed-authentications", default=30, show_default=True, type=int,
               help="Failed logins per client address within a minute before its attempts are refused.")
+@click.option("--inter-broker-sasl-mechanism", default=None, type=click.Choice(list(SUPPORTED)),
+              help="Cluster mode on a SASL listener: the mechanism brokers log in to each other with "
+                   "(sasl.mechanism.inter.broker.protocol); give --super-user User:<inter-broker user> too.")
+@click.option("--inter-broker-user", default=None,
+              help="The user of the broker's inter-broker login (its JAAS username); created in the cluster's "
+                   "SCRAM users by the first broker if it has none.")
+@click.option("--inter-broker-password-file", default=None, type=click.Path(dir_okay=False),
+              help="A file holding that user's password (its first line).")
 @click.option("--node-id", default=DEFAULTS.node_id, show_default=True, type=int,
               help="This broker's id (node.id); unique in a cluster.")
 @click.option("--controller", "controllers", default=None, metavar="HOST:PORT,...",
@@ -107,7 +115,8 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
           ssl_keyfile: str | None, ssl_cafile: str | None, ssl_client_auth: str, sasl_mechanisms: str,
           authorizer: bool | None, super_users: tuple[str, ...], allow_everyone_if_no_acl_found: bool, reauth_ms: int,
           max_failed_authentications: int, node_id: int, controllers: str | None, rack: str | None,
-          replica_selector_class: str | None,
+          replica_selector_class: str | None, inter_broker_sasl_mechanism: str | None,
+          inter_broker_user: str | None, inter_broker_password_file: str | None,
           heartbeat_interval_ms: int, default_replication_factor: int, replica_lag_time_max_ms: int,
           log_level: str) -> None:
     """Start a broker in the foreground (Ctrl-C stops it cleanly)."""
@@ -148,11 +157,25 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
         click.echo(f"error: --sasl-mechanisms takes {', '.join(SUPPORTED)}, not {', '.join(unknown) or 'nothing'}",
                    err=True)
         sys.exit(1)
+    inter_broker_password = None
+    if bool(inter_broker_sasl_mechanism) + bool(inter_broker_user) + bool(inter_broker_password_file) not in (0, 3):
+        click.echo("error: --inter-broker-sasl-mechanism, --inter-broker-user and --inter-broker-password-file go "
+                   "together", err=True)
+        sys.exit(1)
+    if inter_broker_password_file:
+        try:
+            with open(inter_broker_password_file) as f:
+                inter_broker_password = f.readline().rstrip("\n")
+        except OSError as exc:
+            click.echo(f"error: --inter-broker-password-file: {exc.strerror}: {inter_broker_password_file}", err=True)
+            sys.exit(1)
     security = SecurityConfig(ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_cafile=ssl_cafile,
                               ssl_client_auth=ssl_client_auth, sasl_mechanisms=mechanisms,
                               authorizer=authorizer, super_users=tuple(super_users),
                               allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found, reauth_ms=reauth_ms,
-                              max_failed_authentications=max_failed_authentications)
+                              max_failed_authentications=max_failed_authentications,
+                              inter_broker_sasl_mechanism=inter_broker_sasl_mechanism,
+                              inter_broker_user=inter_broker_user, inter_broker_password=inter_broker_password)
     if any(l.tls for l in parsed):
         try:
             security.server_context()

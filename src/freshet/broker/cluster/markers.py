@@ -43,7 +43,8 @@ async def write_markers(membership, producer_id: int, producer_epoch: int, commi
                 connection = connections.get(leader)
                 if connection is None or (connection.host, connection.port) != (endpoint.host, endpoint.port):
                     connection = connections[leader] = BrokerConnection(
-                        endpoint.host, endpoint.port, f"freshet-txn-coordinator-{membership.node_id}")
+                        endpoint.host, endpoint.port, f"freshet-txn-coordinator-{membership.node_id}",
+                        sasl=membership.broker.config.security.inter_broker_login())
                 try:
                     answer = await connection.request(WRITE_TXN_MARKERS, VERSION, {"markers": [{
                         "producer_id": producer_id, "producer_epoch": producer_epoch, "transaction_result": commit,

@@ -32,7 +32,8 @@ from ..groups.offsets import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
 from ..replication.metadata import BrokerEndpoint, PartitionState
 from ..topics.registry import TopicError
 from ..topics.topic_config import CONFIG_DEFS
-from .admin import acl_bindings, scram_credentials
+from ..security.credentials import ScramCredential
+from .admin import acl_bindings, alter_scram_credentials, scram_credentials
 from .view import ClusterView, TopicInfo
 
 log = logging.getLogger(__name__)
@@ -142,6 +143,24 @@ class ClusterMembership:
                                    self.registration_timeout_s):
             raise ClusterError(f"broker {self.node_id} was not unfenced by the controllers within "
                                f"{self.registration_timeout_s:.0f} s")
+        await self._bootstrap_inter_broker_user()
+
+    async def _bootstrap_inter_broker_user(self) -> None:
+        """The inter-broker login's user (``--inter-broker-user``) in the cluster's SCRAM users, added by the first
+        broker that finds it missing, as ``kafka-storage format --add-scram`` adds it before Kafka's first start
+        (a user that exists is left as it is: a broker with another password fails to log in to the others)."""
+        login = self.broker.config.security.inter_broker_login()
+        if login is None:
+            return
+        mechanism, user, password = login
+        mechanism = mechanism if mechanism != "PLAIN" else "SCRAM-SHA-256"  # PLAIN checks the SCRAM credential
+        if mechanism in self.view.scram.get(user, {}):
+            return
+        credential = ScramCredential.from_password(mechanism, password)
+        refused = await alter_scram_credentials(self.broker, [(user, credential)], [])
+        if refused:
+            raise ClusterError(f"the inter-broker user {user} could not be added: {refused[user]}")
+        log.info("inter-broker user %s added to the cluster's SCRAM users (%s)", user, mechanism)
 
     async def stop(self) -> None:
         """Hands its leaderships over (controlled shutdown) when it was serving, then stops heartbeating; closing

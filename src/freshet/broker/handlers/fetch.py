@@ -11,7 +11,7 @@ from freshet.log import OffsetOutOfRangeError
 
 from ..context import Request, RequestContext, Response
 from ..replication.read_replica import preferred_read_replica, reads_as_follower
-from ..security.acls import DESCRIBE, READ, TOPIC
+from ..security.acls import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, DESCRIBE, READ, TOPIC
 from ..wire.protocol import ZERO_UUID
 
 LATEST = -1
@@ -42,6 +42,9 @@ def _read_all(ctx, request, first: bool = True) -> tuple[dict, int, bool]:
     total = 0
     any_error = False
     responses = []
+    # a follower's fetch needs CLUSTER_ACTION on the cluster (not READ on the topics); without it every partition
+    # is TOPIC_AUTHORIZATION_FAILED and nothing of the leader's state moves, as Kafka answers it
+    replica_denied = replica_id >= 0 and not ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
     for t in request.topics:
         partitions = []
         name = getattr(t, "topic", None)
@@ -49,7 +52,7 @@ def _read_all(ctx, request, first: bool = True) -> tuple[dict, int, bool]:
         if name is None:  # v13+: the topic named by its id
             topic = registry.by_id.get(t.topic_id)
             name, unknown_id = (topic.name, False) if topic is not None else ("", True)
-        denied = not unknown_id and not ctx.allowed(READ, TOPIC, name)
+        denied = replica_denied if replica_id >= 0 else not unknown_id and not ctx.allowed(READ, TOPIC, name)
         for p in t.partitions:
             entry = {"partition_index": p.partition, "error_code": ErrorCode.none, "high_watermark": -1,
                      "last_stable_offset": -1, "log_start_offset": -1,
@@ -267,8 +270,10 @@ def offset_for_leader_epoch(ctx: RequestContext, request: Request) -> Response:
     registry = ctx.broker.registry
     replicas = ctx.broker.replicas
     topics = []
+    # as Kafka: a broker (CLUSTER_ACTION on the cluster) asks about any topic, a consumer needs DESCRIBE on it
+    broker_asking = ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
     for topic in request.topics:
-        allowed = ctx.allowed(DESCRIBE, TOPIC, topic.topic)
+        allowed = broker_asking or ctx.allowed(DESCRIBE, TOPIC, topic.topic)
         results = []
         for p in topic.partitions:
             result = {"error_code": ErrorCode.none, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}

@@ -1,5 +1,7 @@
 """A broker's own Kafka-protocol connection to another broker (a follower to its leader): requests built from
-dicts with kio's schemas (as the broker builds its responses), framed with freshet.format, one at a time."""
+dicts with kio's schemas (as the broker builds its responses), framed with freshet.format, one at a time. On a
+SASL listener it authenticates first (SaslHandshake, SaslAuthenticate: PLAIN or SCRAM by ``scramp``) with the
+broker's inter-broker login, as Kafka's brokers do with sasl.mechanism.inter.broker.protocol."""
 
 from __future__ import annotations
 
@@ -14,13 +16,16 @@ from freshet.format.framing import SIZE, read_response_header, request_header, s
 from ..wire.protocol import build, request_schema, response_schema
 
 MAX_RESPONSE_BYTES = 256 << 20
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
 
 class BrokerConnection:
-    def __init__(self, host: str, port: int, client_id: str, connect_timeout_s: float = 5.0) -> None:
+    def __init__(self, host: str, port: int, client_id: str, connect_timeout_s: float = 5.0,
+                 sasl: tuple[str, str, str] | None = None) -> None:
         self.host, self.port = host, port
         self.client_id = client_id.encode()
         self.connect_timeout_s = connect_timeout_s
+        self.sasl = sasl  # (mechanism, user, password): authenticate on connecting
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation_id = 0
@@ -32,6 +37,38 @@ class BrokerConnection:
     async def connect(self) -> None:
         self._reader, self._writer = await asyncio.wait_for(
             asyncio.open_connection(self.host, self.port, limit=1 << 20), self.connect_timeout_s)
+        if self.sasl is not None:
+            try:
+                await self._authenticate(*self.sasl)
+            except BaseException:
+                self.close()
+                raise
+
+    async def _authenticate(self, mechanism: str, user: str, password: str) -> None:
+        """SaslHandshake v1 then SaslAuthenticate v2 tokens; ConnectionError with the broker's reason if refused."""
+        answer = await self.request(SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+        if answer.error_code:
+            raise ConnectionError(f"{self.host}:{self.port}: SASL mechanism {mechanism} refused "
+                                  f"({answer.error_code.name}; the broker offers {list(answer.mechanisms)})")
+        if mechanism == "PLAIN":
+            await self._sasl_token(f"\0{user}\0{password}".encode())
+            return
+        from scramp import ScramClient, ScramException
+
+        client = ScramClient([mechanism], user, password)
+        server_first = await self._sasl_token(client.get_client_first().encode())
+        try:
+            client.set_server_first(server_first.decode())
+            server_final = await self._sasl_token(client.get_client_final().encode())
+            client.set_server_final(server_final.decode())
+        except (ScramException, UnicodeDecodeError) as exc:
+            raise ConnectionError(f"{self.host}:{self.port}: SCRAM exchange failed: {exc}") from None
+
+    async def _sasl_token(self, token: bytes) -> bytes:
+        answer = await self.request(SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+        if answer.error_code:
+            raise ConnectionError(f"{self.host}:{self.port}: authentication failed: {answer.error_message}")
+        return bytes(answer.auth_bytes)
 
     async def request(self, api_key: int, version: int, body: dict, timeout_s: float = 30.0):
         """Send a request built from ``body`` (see protocol.build); the decoded response entity. Raises

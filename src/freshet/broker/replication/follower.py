@@ -122,8 +122,9 @@ class ReplicaFetcher:
                 continue
             try:
                 if self._connection is None:
-                    self._connection = BrokerConnection(self.leader.host, self.leader.port,
-                                                        f"freshet-replica-{self.manager.node_id}")
+                    self._connection = BrokerConnection(
+                        self.leader.host, self.leader.port, f"freshet-replica-{self.manager.node_id}",
+                        sasl=self.manager.broker.config.security.inter_broker_login())
                 for key, followed in active.items():
                     if not followed.truncated:
                         await self._truncate(key, followed)

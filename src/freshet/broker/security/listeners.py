@@ -60,6 +60,17 @@ class SecurityConfig:
     allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found: a resource no ACL names is open
     reauth_ms: int = 0  # connections.max.reauth.ms (0: sessions do not expire)
     max_failed_authentications: int = 30  # per client address within a minute; then attempts are refused
+    # a cluster's broker-to-broker connections (replica fetches, WriteTxnMarkers) on a SASL listener:
+    # sasl.mechanism.inter.broker.protocol and the user and password of the broker's JAAS login
+    inter_broker_sasl_mechanism: str | None = None
+    inter_broker_user: str | None = None
+    inter_broker_password: str | None = None
+
+    def inter_broker_login(self) -> tuple[str, str, str] | None:
+        """(mechanism, user, password) a broker authenticates with to the others, or None (no SASL)."""
+        if not (self.inter_broker_sasl_mechanism and self.inter_broker_user):
+            return None
+        return self.inter_broker_sasl_mechanism, self.inter_broker_user, self.inter_broker_password or ""
 
     def authorizes(self, listeners: list[Listener]) -> bool:
         """Whether the broker authorizes requests against ACLs: as asked (``--authorizer``), else once some
