@@ -65,6 +65,10 @@ class LeaderState:
                           for r in state.replicas if r != manager.node_id}
         self.lost: asyncio.Future = asyncio.get_running_loop().create_future()
         self._altering = False
+        # KIP-497's maximal ISR: a follower being added counts for the high watermark from the moment the change is
+        # sent, not once the controller agreed; else a write acknowledged meanwhile by the old ISR alone could be
+        # missing on a replica the controller then lets lead (a reassignment completes on that very change)
+        self._joining: tuple[int, ...] = ()
 
     # -- metadata ------------------------------------------------------------------------
 
@@ -75,6 +79,7 @@ class LeaderState:
             return  # older than what an AlterPartition already told us
         self.partition_epoch = state.partition_epoch
         self.isr = state.isr
+        self._joining = ()
         self.replicas = state.replicas
         for r in state.replicas:
             if r != self.manager.node_id and r not in self.followers:
@@ -98,7 +103,7 @@ class LeaderState:
     def _advance(self) -> bool:
         hw = self.partition.durable_offset
         me = self.manager.node_id
-        for r in self.isr:
+        for r in (*self.isr, *self._joining):
             if r != me:
                 progress = self.followers.get(r)
                 hw = min(hw, progress.log_end_offset if progress is not None else UNKNOWN_OFFSET)
@@ -150,6 +155,8 @@ class LeaderState:
         if self._altering or self.lost.done() or set(new_isr) == set(self.isr):
             return
         self._altering = True
+        if why == "expand":
+            self._joining = tuple(r for r in new_isr if r not in self.isr)
         self.manager.spawn(self._send_alter(new_isr, why), f"alter-isr-{self.topic}-{self.index}")
 
     async def _send_alter(self, new_isr: tuple[int, ...], why: str) -> None:
@@ -157,10 +164,12 @@ class LeaderState:
             result = await self.manager.alter_isr(self.topic, self.index, self.leader_epoch, self.partition_epoch,
                                                   new_isr)
         except Exception as exc:  # the controller unreachable: tried again at the next check or fetch
+            # (the change may have been made: a follower being added keeps counting until the metadata says)
             log.warning("%s-%d: ISR %s to %s not sent: %r", self.topic, self.index, why, new_isr, exc)
             return
         finally:
             self._altering = False
+        self._joining = ()
         if self.lost.done():
             return
         if result.get("error_code", 0):
