@@ -148,6 +148,36 @@ def test_a_move_under_an_idempotent_producer_and_a_consumer_group_loses_and_dupl
         assert answer.current_leader.leader_id == leader
 
 
+def test_a_replica_moved_off_a_broker_that_keeps_other_partitions_of_the_topic_empties_its_log(cluster):
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+
+    created(admin(cluster.bootstrap), NewTopic("split", 3, 2))
+    meta = cluster.wait_until(lambda m: cluster.partition("split", 2, m) and m, DEADLINE)
+    parts = [cluster.partition("split", i, meta) for i in range(3)]
+    # a partition whose first replica holds another partition of the topic too (3 partitions x 2 on 3 brokers)
+    index, part = next((i, p) for i, p in enumerate(parts)
+                       if any(p["replicas"][0] in q["replicas"] for j, q in enumerate(parts) if j != i))
+    removed, kept = part["replicas"]
+    spare = next(b for b in (1, 2, 3) if b not in part["replicas"])
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(100):
+        producer.produce("split", b"%d" % i, partition=index)
+    assert producer.flush(DEADLINE) == 0
+    directory = os.path.join(topic_dir(cluster, removed, "split"), str(index))
+
+    def log_bytes() -> int:
+        return sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory) if f.endswith(".log"))
+
+    cluster.wait_until(lambda m: log_bytes() > 0, DEADLINE, "the records on every replica")
+    ReassignmentAdmin(cluster.bootstrap).alter({("split", index): [kept, spare]})
+    cluster.wait_until(lambda m: (p := cluster.partition("split", index, m)) and p["replicas"] == [kept, spare]
+                       and sorted(p["isr"]) == sorted([kept, spare]), DEADLINE, "the move done")
+    cluster.wait_until(lambda m: os.path.isdir(directory) and log_bytes() == 0, DEADLINE,
+                       f"broker {removed}'s copy of split-{index} emptied")
+    assert os.path.isdir(topic_dir(cluster, removed, "split"))  # its other partition stays
+
+
 def test_a_throttled_move_is_listed_survives_a_controller_failover_and_goes_back_when_cancelled(own_cluster,
                                                                                                    tmp_path):
     from confluent_kafka import Producer
@@ -246,6 +276,11 @@ def test_bad_plans_are_answered_with_kafkas_codes_and_change_nothing(cluster, tm
     refused = freshet("topic", "reassign", "--plan", str(plan), bootstrap=cluster.bootstrap)
     assert refused.returncode == 1 and refused.stdout == ""
     assert refused.stderr.count("\n") == 1 and "steady-0: INVALID_REPLICA_ASSIGNMENT" in refused.stderr
+    refused = freshet("topic", "reassign", "--plan", str(plan), "--throttle", "5000", bootstrap=cluster.bootstrap)
+    assert refused.returncode == 1 and "steady-0: INVALID_REPLICA_ASSIGNMENT" in refused.stderr
+    meta = cluster.metadata()  # nothing moves: the throttle set for the plan is taken back
+    assert not any("throttled" in k for v in meta["broker_configs"].values() for k in v)
+    assert not any("throttled" in k for t in meta["topics"] if t["name"] == "steady" for k in t["configs"])
     plan.write_text(json.dumps({"partitions": [{"topic": "steady", "replicas": [1]}]}))
     bad = freshet("topic", "reassign", "--plan", str(plan), bootstrap=cluster.bootstrap)
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "partitions[0] needs" in bad.stderr

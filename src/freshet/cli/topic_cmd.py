@@ -126,7 +126,7 @@ def reassign(name: str | None, plan_path: str | None, throttle: int | None, stat
              bootstrap: str) -> None:
     """Move partitions to other brokers (of topic NAME only, when given), as kafka-reassign-partitions.sh does:
     the new replicas catch up and join the ISR, then the old ones are dropped."""
-    from freshet.client.reassignment import ReassignmentAdmin, read_plan
+    from freshet.client.reassignment import ReassignmentAdmin, ReassignmentRefused, read_plan
 
     if sum((status, cancel)) > 1 or not (plan_path or status or cancel):
         raise ClientError("give --plan FILE to start moves, --status or --cancel (one of them)")
@@ -145,10 +145,15 @@ def reassign(name: str | None, plan_path: str | None, throttle: int | None, stat
             click.echo(f"cancelled the reassignment of {len(keys)} partition{'s' if len(keys) != 1 else ''}: "
                        f"{_keys(keys)}")
         else:
-            if throttle is not None:
+            if throttle is not None:  # before the move starts, as kafka-reassign-partitions does
                 brokers = admin.set_throttle(plan, throttle)
                 click.echo(f"throttle: {throttle} bytes/s on brokers {', '.join(map(str, brokers))}")
-            admin.alter(plan)
+            try:
+                admin.alter(plan)
+            except ReassignmentRefused as exc:
+                if throttle is not None and (exc.refused is None or exc.refused >= set(plan)):
+                    admin.clear_throttle(sorted({t for t, _ in plan}), brokers)  # nothing moves: no throttle
+                raise
             click.echo(f"reassigning {len(plan)} partition{'s' if len(plan) != 1 else ''}: "
                        + ", ".join(f"{t}-{p} -> {r}" for (t, p), r in sorted(plan.items())))
             click.echo("follow it with: freshet topic reassign --status" + (f" --plan {plan_path}"))

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 
 from .config import admin_config, resolve_bootstrap, security_config
-from .errors import ClientError
+from .errors import ClientError, kafka_message
 from .log_dirs import KAFKA_PYTHON_NAMES
 
 Key = tuple[str, int]
@@ -27,7 +27,10 @@ LEADER_REPLICAS, FOLLOWER_REPLICAS = "leader.replication.throttled.replicas", "f
 
 
 class ReassignmentRefused(ClientError):
-    """The cluster refused (a whole request, or partitions of it): one line naming Kafka's error for each."""
+    """The cluster refused (a whole request, or partitions of it): one line naming Kafka's error for each;
+    ``refused``: the partitions refused (every one of the request when the whole request was)."""
+
+    refused: set | None = None
 
 
 def read_plan(path: str, topic: str | None = None) -> dict[Key, list[int]]:
@@ -135,7 +138,9 @@ class ReassignmentAdmin:
                 if p.error_code:
                     refused[(topic.name, p.partition_index)] = f"{_name(p.error_code)} ({p.error_message or ''})"
         if refused:
-            raise ReassignmentRefused("; ".join(f"{t}-{p}: {why}" for (t, p), why in sorted(refused.items())))
+            error = ReassignmentRefused("; ".join(f"{t}-{p}: {why}" for (t, p), why in sorted(refused.items())))
+            error.refused = set(refused)
+            raise error
         return {key: None for key in plan}
 
     def ongoing(self, topic: str | None = None) -> list[Moving]:
@@ -209,7 +214,8 @@ class ReassignmentAdmin:
             now = current.get((topic, index), [])
             leaders.setdefault(topic, set()).update(f"{index}:{b}" for b in now)
             followers.setdefault(topic, set()).update(f"{index}:{b}" for b in target if b not in now)
-        brokers = sorted({b for key, target in plan.items() for b in [*target, *current.get(key, [])]})
+        known = set(self.broker_ids())  # a broker the plan names that does not exist: the move is refused anyway
+        brokers = sorted({b for key, target in plan.items() for b in [*target, *current.get(key, [])]} & known)
         configs = {("broker", str(b)): {LEADER_RATE: str(rate), FOLLOWER_RATE: str(rate)} for b in brokers}
         for topic in sorted(leaders):
             configs[("topic", topic)] = {LEADER_REPLICAS: ",".join(sorted(leaders[topic])),
@@ -241,7 +247,7 @@ class ReassignmentAdmin:
             try:
                 future.result(timeout=self.timeout_ms / 1000)
             except Exception as exc:  # a KafkaException or a timeout: named in the one line
-                failed.append(f"{resource.name}: {getattr(exc.args[0], 'str', lambda: exc)() if exc.args else exc}")
+                failed.append(f"{resource.name}: {kafka_message(exc) or type(exc).__name__}")
         if failed:
             raise ClientError("throttle not set: " + "; ".join(failed))
 
