@@ -72,8 +72,12 @@ def topic_metadata(view: ClusterView, topic: TopicInfo) -> dict:
     }
 
 
-def broker_nodes(view: ClusterView, id_field: str) -> list[dict]:
-    """Every unfenced broker, at the address it registered."""
+def broker_nodes(view: ClusterView, id_field: str, include_fenced: bool = False) -> list[dict]:
+    """Every unfenced broker, at the address it registered; with ``include_fenced`` (DescribeCluster v2,
+    KIP-1073) the fenced ones too, each with ``is_fenced``."""
+    if include_fenced:
+        return [{id_field: b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "is_fenced": b.fenced}
+                for _, b in sorted(view.brokers.items())]
     return [{id_field: b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in view.live_brokers()]
 
 

@@ -16,6 +16,12 @@ def reassigning(partition) -> bool:
     return bool(getattr(partition, "adding_replicas", ()) or getattr(partition, "removing_replicas", ()))
 
 
+def replication_factor(partition) -> int:
+    """Its replicas less those a reassignment is adding (Kafka's count: a new replica catching up does not make
+    the partition under-replicated)."""
+    return len(partition.replicas) - len(getattr(partition, "adding_replicas", ()))
+
+
 class ClusterMetrics:
     """A prometheus_client collector over a cluster broker's view and replica manager."""
 
@@ -30,8 +36,8 @@ class ClusterMetrics:
         mine = [p for p in partitions if node in p.replicas]
         gauges = (
             ("kafka_server_replicamanager_underreplicatedpartitions",
-             "Partitions this broker leads whose ISR is smaller than their replicas",
-             sum(1 for p in partitions if p.leader == node and len(p.isr) < len(p.replicas))),
+             "Partitions this broker leads whose ISR is smaller than their replicas (less those being added)",
+             sum(1 for p in partitions if p.leader == node and len(p.isr) < replication_factor(p))),
             ("kafka_server_replicamanager_leadercount", "Partitions this broker leads",
              sum(1 for p in partitions if p.leader == node)),
             ("kafka_server_replicamanager_partitioncount", "Partitions with a replica on this broker", len(mine)),

@@ -160,7 +160,8 @@ def describe_cluster(ctx: RequestContext, request: Request) -> dict:
         "cluster_id": broker.config.cluster_id,
         "controller_id": admin.controller_for_clients(view, broker.config.node_id) if view
         else broker.config.node_id,
-        "brokers": admin.broker_nodes(view, "broker_id") if view else _broker_nodes(ctx, "broker_id"),
+        "brokers": admin.broker_nodes(view, "broker_id", bool(getattr(request, "include_fenced_brokers", False)))
+        if view else _broker_nodes(ctx, "broker_id"),
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
 
@@ -273,7 +274,7 @@ def _elected(wanted: list[tuple[str, int]], codes: dict, error: ErrorCode, every
 APIS = {
     18: (0, 3, api_versions),
     3: (0, 13, metadata),
-    60: (0, 1, describe_cluster),
+    60: (0, 2, describe_cluster),
     75: (0, 0, describe_topic_partitions),
     43: (0, 2, elect_leaders),
 }
