@@ -5,7 +5,7 @@ from freshet.testing.topics import create_topic
 
 from .test_browser import open_dashboard, page, start_dashboard  # noqa: F401 (page: the Chromium fixture)
 
-TABS = ("overview", "records", "groups", "pipelines", "transactions", "security", "dataflow")
+TABS = ("overview", "cluster", "records", "groups", "pipelines", "transactions", "security", "dataflow")
 
 
 def background(page) -> str:  # noqa: F811

@@ -10,7 +10,8 @@ from fastapi.staticfiles import StaticFiles
 
 from .collector import Collector
 from .login import KafkaLogin
-from .routers import access, groups, messages, metrics, overview, pipelines, security, services, sql, topics
+from .routers import (access, cluster, groups, messages, metrics, overview, pipelines, security, services, sql,
+                      topics)
 
 HERE = os.path.dirname(__file__)
 
@@ -25,6 +26,6 @@ def create_app(collector: Collector, token: str | None = None, login: KafkaLogin
     app.state.metrics = metrics.registry_for(collector)
     app.middleware("http")(access.require_access)
     app.mount("/static", StaticFiles(directory=os.path.join(HERE, "static")), name="static")
-    for module in (access, overview, messages, topics, groups, security, pipelines, services, metrics, sql):
+    for module in (access, overview, cluster, messages, topics, groups, security, pipelines, services, metrics, sql):
         app.include_router(module.router)
     return app

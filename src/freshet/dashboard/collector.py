@@ -17,6 +17,8 @@ from freshet.client.groups import GroupAdmin
 from freshet.client.log_dirs import LogDirSizes
 from freshet.client.share_groups import read_share_groups
 
+from .cluster import ClusterReader
+
 HISTORY = 300  # samples kept per series
 
 
@@ -31,6 +33,7 @@ class Snapshot:
     ingest: dict = field(default_factory=dict)  # ingest servers: endpoints, policies, counters
     rules: dict = field(default_factory=dict)  # stored CEP rules and search queries: {"rules": {}, "queries": {}}
     clients: dict = field(default_factory=dict)  # instance id -> the metrics the client pushed, its traffic
+    cluster: dict = field(default_factory=dict)  # brokers, controller, ISRs, reassignments (``cluster.py``)
     error: str | None = None
 
 
@@ -45,12 +48,14 @@ class Collector:
         self.admin = AdminClient(admin_config(bootstrap, {"log_level": 0}))
         self.groups_admin = GroupAdmin(bootstrap)
         self.log_dirs = LogDirSizes(bootstrap)  # partition sizes (DescribeLogDirs)
+        self.cluster = ClusterReader(bootstrap)  # the Cluster tab (DescribeCluster, ListPartitionReassignments)
         self.snapshot = Snapshot()
         self._event_counts: dict[str, EventCounter] = {}
         self._ingest_view = None
         self._stored: dict = {}
         self.history: dict[str, deque] = {}
         self._previous: dict[str, tuple[float, int]] = {}
+        self._offsets: dict[tuple[str, int, str], int] = {}  # the last round's log start and end offsets
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="dashboard-collector")
@@ -63,6 +68,7 @@ class Collector:
         self._stop.set()
         if not self._thread.is_alive():
             self.log_dirs.close()  # else the collector's thread closes it when its round ends (it may be in use)
+            self.cluster.close()
 
     def _rate(self, key: str, now: float, total: int) -> float:
         """Per second since the last round of a total that only grows (0.0 the first time)."""
@@ -90,11 +96,13 @@ class Collector:
                 self._stop.wait(self.interval_s)
         finally:
             self.log_dirs.close()
+            self.cluster.close()
 
     def collect(self) -> Snapshot:
         now = time.time()
         md = self.admin.list_topics(timeout=5)
         snap = Snapshot(at=now, brokers=[{"id": b.id, "host": b.host, "port": b.port} for b in md.brokers.values()])
+        snap.cluster = self.cluster.read(md)
         names = sorted(t for t, meta in md.topics.items() if meta.error is None)
         request = {}
         for name in names:
@@ -106,7 +114,13 @@ class Collector:
                 futures = self.admin.list_offsets({TopicPartition(t, p): spec() for (t, p, _) in request},
                                                   request_timeout=5)
                 for tp, f in futures.items():
-                    offsets[(tp.topic, tp.partition, kind)] = f.result(5).offset
+                    try:
+                        offsets[(tp.topic, tp.partition, kind)] = f.result(5).offset
+                    except KafkaException:  # an offline partition (no leader): what it held when last seen, as
+                        known = self._offsets.get((tp.topic, tp.partition, kind))  # nothing can change it now
+                        if known is not None:
+                            offsets[(tp.topic, tp.partition, kind)] = known
+            self._offsets = offsets
         log_figures, snap.clients = self._broker_figures(now)
         kept = self._retention_and_cleanup([n for n in names if not n.startswith("__")])
         sizes_on_disk = self.log_dirs.sizes()
