@@ -248,6 +248,10 @@ def _cli(*args: str):
     return CliRunner().invoke(cli, ["cluster", *args])
 
 
+def _preferred(metadata: dict) -> bool:
+    return all(p["leader"] == p["replicas"][0] for t in metadata["topics"] for p in t["partitions"])
+
+
 def _assignment(metadata: dict) -> dict:
     return {(t["name"], p["partition"]): (p["replicas"], p["leader"]) for t in metadata["topics"]
             for p in t["partitions"]}
@@ -256,9 +260,19 @@ def _assignment(metadata: dict) -> dict:
 @pytest.mark.timeout(900)
 def test_a_decommission_refused_changes_nothing_and_an_added_broker_takes_partitions_by_rebalance(tmp_path):
     directory = str(tmp_path / "c")
-    with LocalCluster(3, directory=directory) as cluster:
+    with LocalCluster(3, directory=directory,
+                      controller_args=["--leader-imbalance-check-interval-seconds", "1"]) as cluster:
         created(admin(cluster.bootstrap), NewTopic("spread", 6, 3), NewTopic("pairs", 6, 2))
-        before = cluster.wait_until(lambda m: cluster.fully_replicated(m) and m, DEADLINE, "whole ISRs")
+        cluster.wait_until(cluster.fully_replicated, DEADLINE, "whole ISRs")
+        rolled = _cli("restart", "--broker", "2", "--data-dir", directory)
+        assert rolled.exit_code == 0 and rolled.output.splitlines() == [
+            "broker 2 restarted", "every partition has its whole ISR"], rolled.output
+        bad = _cli("restart", "--broker", "9", "--data-dir", directory)
+        assert (bad.exit_code, bad.output.strip()) == (
+            1, f"error: broker 9 is not a broker of the cluster in {cluster.directory}")
+        cluster.reload()
+        before = cluster.wait_until(lambda m: _preferred(m) and cluster.fully_replicated(m) and m, DEADLINE,
+                                    "the preferred leaders back (auto.leader.rebalance.enable)")
         refused = _cli("decommission", "2", "--data-dir", directory)
         assert refused.exit_code == 1 and len(refused.output.splitlines()) == 1, refused.output
         assert refused.output.startswith("error: decommissioning broker 2 would leave ") and \

@@ -246,3 +246,25 @@ def rebalance(apply_plan: bool, directory: str) -> None:
 
 def _counts(counts: dict[int, int]) -> str:
     return " ".join(f"{b}:{n}" for b, n in sorted(counts.items()))
+
+
+@cluster.command("restart")
+@click.option("--broker", "brokers", type=int, multiple=True, help="Only this broker (repeatable); default: all.")
+@dir_option
+@one_line_errors
+def restart(brokers: tuple[int, ...], directory: str) -> None:
+    """Rolling restart: each broker in turn stopped with SIGTERM (controlled shutdown: its leaderships move to
+    other ISR members first) and started again, the next one only once every partition has its whole ISR."""
+    local = LocalCluster.attach(directory)
+    if not local.running_controllers():
+        raise ClusterError(f"the cluster in {local.directory} is not running (freshet cluster start)")
+    members = sorted(n.node_id for n in local.state.nodes if not n.decommissioned)
+    unknown = sorted(set(brokers) - set(members))
+    if unknown:
+        raise ClusterError(f"broker {unknown[0]} is not a broker of the cluster in {local.directory}")
+    for node_id in brokers or members:
+        local.wait_until(local.fully_replicated, 300, "every partition's whole ISR")
+        local.restart(node_id, 300)
+        click.echo(f"broker {node_id} restarted")
+    local.wait_until(local.fully_replicated, 300, "every partition's whole ISR")
+    click.echo("every partition has its whole ISR")
