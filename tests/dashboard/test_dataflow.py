@@ -78,6 +78,63 @@ def test_the_graph_has_each_reader_and_writer_with_rates_and_lag(flowing):
     assert read["lag"] == 40 - 25 and read["rate"] > 0  # 20 records committed between the two rounds
 
 
+def test_sql_sources_are_the_catalog_names_after_from_and_join():
+    from freshet.dashboard.dataflow import sql_sources
+
+    sources = {"clicks": {}, "users": {}, "pages": {}}
+    statement = ("CREATE STREAM e AS SELECT c.*, EXTRACT(HOUR FROM ts) h FROM `Clicks` c -- FROM pages\n"
+                 "JOIN users u ON c.u = u.id WHERE c.p <> 'x FROM pages' AND c.s IN (SELECT s FROM clicks)")
+    assert sql_sources(statement, sources) == ["clicks", "users"]  # once each; not in a comment or a string
+
+
+def test_sql_persistent_queries_are_nodes_with_their_input_and_output_topics(broker):
+    """A CSAS joining a stream and a table and a terminated CTAS, stored by freshet sql's own catalog code, and
+    the running one's progress as the runner's reporter announces it under the query's id."""
+    from freshet.sql.catalog import Catalog, Definition
+
+    clicks, users, enriched, counts = "sqlflow-clicks", "sqlflow-users", "sqlflow-enriched", "sqlflow-counts"
+    for name in (clicks, users, enriched, counts):
+        create_topic(broker.bootstrap, name, 1)
+    catalog = Catalog(broker.bootstrap)
+    catalog.put(Definition("stream", "flow_clicks", clicks, "json"))
+    catalog.put(Definition("table", "flow_users", users, "json", key="id"))
+    catalog.put(Definition("stream", "flow_enriched", enriched, "json"))
+    running, stopped = "CSAS_FLOW_ENRICHED_1", "CTAS_FLOW_COUNTS_1"
+    catalog.put_query(running, {
+        "id": running, "kind": "stream", "sink": "flow_enriched", "topic": enriched, "status": "RUNNING",
+        "sql": "CREATE STREAM flow_enriched AS SELECT c.page, u.name FROM flow_clicks c "
+               "JOIN flow_users u ON c.user_id = u.id EMIT CHANGES"})
+    catalog.put_query(stopped, {
+        "id": stopped, "kind": "table", "sink": "flow_counts", "topic": counts, "status": "TERMINATED",
+        "sql": "CREATE TABLE flow_counts AS SELECT page, count(*) AS n FROM flow_clicks GROUP BY page"})
+    announce(broker.bootstrap, running, "running", None, {"input_rows_per_second": 80.0})
+    collector = Collector(broker.bootstrap)
+    client = TestClient(create_app(collector))
+
+    seen = {}
+
+    def graph() -> bool:
+        collector.collect()
+        seen["graph"] = client.get("/api/dataflow").json()
+        return f"sql:{stopped}" in {n["id"] for n in seen["graph"]["nodes"]}
+
+    wait_for(graph, 60, "the SQL queries in the graph")
+    found = seen["graph"]
+    nodes = {n["id"]: n for n in found["nodes"]}
+    edges = {(e["from"], e["to"]): e for e in found["edges"]}
+    assert nodes[f"sql:{running}"] == {"id": f"sql:{running}", "kind": "sql", "label": f"{running} (running)",
+                                       "link": {"tab": "pipelines", "pipeline": running}}
+    assert f"pipeline:{running}" not in nodes  # the reporter's entry is the query's node, not a second one
+    assert edges[(f"topic:{clicks}", f"sql:{running}")]["rate"] == 40.0  # 80 rows/s over its two inputs
+    assert edges[(f"topic:{users}", f"sql:{running}")]["rate"] == 40.0
+    assert (f"sql:{running}", f"topic:{enriched}") in edges
+    assert nodes[f"sql:{stopped}"]["label"] == f"{stopped} (terminated)"
+    assert edges[(f"topic:{clicks}", f"sql:{stopped}")]["rate"] == 0.0
+    assert edges[(f"sql:{stopped}", f"topic:{counts}")]["rate"] == 0.0
+    assert not any(e["from"] == f"topic:{users}" and e["to"] == f"sql:{stopped}" for e in found["edges"])
+    collector.stop()
+
+
 def test_the_data_flow_tab_draws_the_graph_and_links_to_each_page(flowing, page, tmp_path):  # noqa: F811
     dash, port = start_dashboard(flowing)
     try:

@@ -20,6 +20,7 @@ from freshet.client.share_groups import read_share_groups
 from .cluster import ClusterReader
 
 HISTORY = 300  # samples kept per series
+SQL_TOPIC = "__freshet_sql"  # freshet sql's catalog (freshet.sql.catalog, a layer above the dashboard)
 
 
 @dataclass
@@ -32,6 +33,7 @@ class Snapshot:
     applications: dict = field(default_factory=dict)  # event-sourced: aggregates' event counts, projections
     ingest: dict = field(default_factory=dict)  # ingest servers: endpoints, policies, counters
     rules: dict = field(default_factory=dict)  # stored CEP rules and search queries: {"rules": {}, "queries": {}}
+    sql: dict = field(default_factory=dict)  # ``__freshet_sql``: {"queries": {id: record}, "sources": {name: ...}}
     clients: dict = field(default_factory=dict)  # instance id -> the metrics the client pushed, its traffic
     cluster: dict = field(default_factory=dict)  # brokers, controller, ISRs, reassignments (``cluster.py``)
     error: str | None = None
@@ -188,6 +190,7 @@ class Collector:
         snap.applications = self._applications(snap.topics, now)
         snap.ingest = self._ingest(now)
         snap.rules = self._rules()
+        snap.sql = self._sql()
         with self._lock:
             self.snapshot = snap
         return snap
@@ -261,6 +264,26 @@ class Collector:
                 stored = self._stored[topic] = StoredDefinitions(self.bootstrap, topic)
             out[kind] = dict(sorted(stored.refresh(timeout_s=5.0).items()))
         return out
+
+    def _sql(self) -> dict:
+        """The SQL catalog (``__freshet_sql``, written by ``freshet sql``): its persistent queries (CSAS/CTAS: the
+        statement, the sink and its topic, the status) and its streams and tables (by lower-cased name: kind, name,
+        topic), read by a consumer kept between rounds."""
+        from freshet.client.stored import StoredDefinitions
+
+        stored = self._stored.get(SQL_TOPIC)
+        if stored is None:
+            stored = self._stored[SQL_TOPIC] = StoredDefinitions(self.bootstrap, SQL_TOPIC)
+        entries = stored.refresh(timeout_s=5.0)
+        queries = {k.partition(":")[2]: v["query"] for k, v in entries.items()
+                   if k.startswith("query:") and isinstance(v.get("query"), dict)}
+        sources = {}
+        for key, value in entries.items():
+            kind, _, name = key.partition(":")
+            definition = value.get("definition") or {}
+            if kind in ("stream", "table") and definition.get("topic"):
+                sources[name] = {"kind": kind, "name": definition.get("name", name), "topic": definition["topic"]}
+        return {"queries": dict(sorted(queries.items())), "sources": sources}
 
     def _ingest(self, now: float) -> dict:
         """Ingest servers as they last announced themselves (every 2 s) in ``__freshet_ingest``, read by one

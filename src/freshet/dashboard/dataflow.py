@@ -2,7 +2,7 @@
 share groups, event-sourced projections), each edge with its live rate (records/s) and, where there is one, its
 lag; built from the collector's snapshot, nothing more.
 
-Nodes: ``{"id", "kind", "label", "link"}`` (kind: topic, ingest, pipeline, group, share-group, projection, sink;
+Nodes: ``{"id", "kind", "label", "link"}`` (kind: topic, ingest, pipeline, sql, group, share-group, projection, sink;
 ``link``: the page's tab and item). Edges: ``{"from", "to", "rate", "lag"}`` (rate or lag None when not known).
 Where an edge comes from:
 
@@ -12,10 +12,29 @@ Where an edge comes from:
 - topic -> pipeline -> topic / table / files: a pipeline's ``--from`` and ``--to`` as ``freshet run`` was started
   (the registry keeps the command); the edge in carries the pipeline's input rows/s, the edge out to a topic that
   topic's produce rate;
-- events topic -> projection: the projection's lag.
+- events topic -> projection: the projection's lag;
+- topic -> SQL query -> topic: a persistent query of ``freshet sql`` (CSAS/CTAS, from the ``__freshet_sql``
+  catalog): the topics of the streams and tables its statement reads (FROM and JOIN) in, its sink's topic out; the
+  edge in carries the query's input rows/s (the runner's reporter announces it under the query's id), the edge out
+  the sink topic's produce rate.
 """
 
 from __future__ import annotations
+
+import re
+
+_SOURCE = re.compile(r"\b(?:FROM|JOIN)\s+([`\"]?)([A-Za-z_]\w*)\1", re.IGNORECASE)
+_LITERAL_OR_COMMENT = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+def sql_sources(statement: str, sources: dict) -> list[str]:
+    """The streams and tables (names of the catalog ``sources``, lower-cased) a statement reads after FROM or
+    JOIN, in order, once each; string literals and comments skipped."""
+    found = []
+    for _, name in _SOURCE.findall(_LITERAL_OR_COMMENT.sub(" ", statement)):
+        if name.lower() in sources and name.lower() not in found:
+            found.append(name.lower())
+    return found
 
 
 def _option(command: list, name: str) -> str | None:
@@ -60,7 +79,23 @@ def graph(snap) -> dict:
         for name, lag in sorted(lags.items()):
             if not name.startswith("__"):
                 edge(topic(name), reader, None if share else (g.get("rates") or {}).get(name, 0.0), lag)
+    sql = getattr(snap, "sql", None) or {}
+    queries = sql.get("queries") or {}
+    for query_id, q in queries.items():
+        announced = snap.pipelines.get(query_id) or {}
+        running = q.get("status") == "RUNNING" and announced.get("status") == "running"
+        status = q.get("status", "?") if q.get("status") != "RUNNING" else announced.get("status", "starting")
+        node_id = node(f"sql:{query_id}", "sql", f"{query_id} ({status.lower()})",
+                       {"tab": "pipelines", "pipeline": query_id})
+        inputs = [sql["sources"][n]["topic"] for n in sql_sources(q.get("sql", ""), sql.get("sources") or {})]
+        rate = (announced.get("progress") or {}).get("input_rows_per_second") if running else 0.0
+        for source in inputs:
+            edge(topic(source), node_id, round(rate / len(inputs), 1) if rate is not None else None)
+        if q.get("topic"):
+            edge(node_id, topic(q["topic"]), snap.topics.get(q["topic"], {}).get("rate_in") if running else 0.0)
     for name, p in snap.pipelines.items():
+        if name in queries:  # a SQL query's reporter entry: drawn above, with its statement's topics
+            continue
         command = p.get("command") or []
         progress = p.get("progress") or {}
         running = p.get("status") == "running"
