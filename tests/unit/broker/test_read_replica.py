@@ -51,3 +51,5 @@ def test_a_follower_serves_consumers_from_fetch_v11():
     assert reads_as_follower(replicas, "t", 0, 11) and reads_as_follower(replicas, "t", 0, 18)
     assert not reads_as_follower(replicas, "t", 0, 10)
     assert not reads_as_follower(replicas, "t", 1, 12)  # not a partition it follows
+    plain, _ = setup(selector=None)  # no selector here: no consumer was sent to it, the leader is named instead
+    assert not reads_as_follower(plain, "t", 0, 16)

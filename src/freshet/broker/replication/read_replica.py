@@ -29,9 +29,12 @@ def preferred_read_replica(replicas, leader, client_rack: str, fetch_offset: int
 
 
 def reads_as_follower(replicas, topic: str, index: int, api_version: int) -> bool:
-    """A consumer's Fetch (v11+, which may follow a preferred_read_replica) of a partition this broker follows:
-    served here, up to this replica's high watermark."""
-    return api_version >= FETCH_FROM_FOLLOWER_VERSION and (topic, index) in replicas.followed
+    """A consumer's Fetch (v11+, which may follow a preferred_read_replica) of a partition this broker follows,
+    on a broker with the rack-aware selector: served here, up to this replica's high watermark. (Kafka's
+    followers serve any consumer Fetch v11+; here, as consumers only come to a follower sent by a leader's
+    selector, a broker without one answers NOT_LEADER_OR_FOLLOWER with the leader, as before KIP-392.)"""
+    return (api_version >= FETCH_FROM_FOLLOWER_VERSION and (topic, index) in replicas.followed
+            and getattr(replicas.broker.config, "replica_selector_class", None) == RACK_AWARE_SELECTOR)
 
 
 def _rack(replicas, node_id: int) -> str | None:
