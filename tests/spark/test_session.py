@@ -46,3 +46,19 @@ def test_local_session_writes_checkpoints_with_the_file_system_manager(spark, tm
     assert sorted(p.name for p in (ck / "offsets").iterdir() if not p.name.startswith(".")) == ["0"]
     assert sorted(p.name for p in (ck / "commits").iterdir() if not p.name.startswith(".")) == ["0"]
     assert not [p for p in ck.rglob("*.tmp")]
+
+
+def test_python_workers_fork_from_freshets_preloading_daemon(spark):
+    def parent(batches):
+        import os
+
+        import pyarrow as pa
+
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            command = f.read().replace(b"\0", b" ").decode()
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_pydict({"parent": [command]})
+
+    rows = spark.range(1).mapInArrow(parent, "parent string").collect()
+    assert "-m freshet.spark.daemon pyspark.worker" in rows[0].parent

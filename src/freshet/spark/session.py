@@ -156,6 +156,9 @@ def session(app_name: str = "freshet", master: str | None = None, shuffle_partit
         # Python task (a source read, a foreachBatch, a stateful operator) starts in ~18 ms
         # instead of ~55 ms here, which every microbatch pays per task
         .config("spark.python.unix.domain.socket.enabled", "true")
+        # workers fork from a daemon that imported pandas, PyArrow and Freshet's source, sink and matchers once
+        # (freshet.spark.daemon): each new worker imported them again, ~0.8 s of CPU
+        .config("spark.python.daemon.module", "freshet.spark.daemon")
     )
     for key, value in {**_sql_conf(master, shuffle_partitions), **(extra or {})}.items():
         builder = builder.config(key, value)
