@@ -314,7 +314,8 @@ class ClusterMetadata:
                 "INVALID_PARTITIONS", f"topic {cmd.name!r} has {current} partitions; the new count must be larger"
             )
         live = self.unfenced()
-        factor = len(topic.partitions[0].replicas)
+        first = topic.partitions[0]
+        factor = len(first.replicas) - len(first.removing_replicas)  # its target's, while it is being moved
         if factor > len(live):
             return _refuse(
                 "INVALID_REPLICATION_FACTOR",

@@ -144,3 +144,12 @@ def test_replication_throttle_configs_are_checked():
         refused(m, c.AlterConfigs("topic", "t", set={"follower.replication.throttled.replicas": bad}),
                 "INVALID_CONFIG")
     assert m.broker_configs["1"][rate] == "1048576" and m.topic_configs["t"][replicas] == ""
+
+
+def test_partitions_added_during_a_move_take_the_replication_factor_of_its_target():
+    m, epochs = cluster(3)
+    create(m, partitions=1, rf=1)
+    leader = partition(m, "id-t", 0).leader
+    reassign(m, [b for b in (1, 2, 3) if b != leader][:1])  # replicas [new, old] while it moves
+    assert m.apply(c.CreatePartitions("t", 2, start_index=0, shift=0)).ok
+    assert len(partition(m, "id-t", 1).replicas) == 1
