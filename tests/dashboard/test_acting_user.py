@@ -68,3 +68,59 @@ def test_changes_are_made_as_the_signed_in_user(tmp_path, monkeypatch):
         alice.post("/logout", follow_redirects=False)  # signed out: the session's credentials are gone
         assert alice.post("/api/topics", json={"name": "alice-more"}).status_code == 401
         assert alice.cookies.get("freshet_session") is None
+
+
+def test_the_overview_and_searches_read_as_the_signed_in_user(tmp_path, monkeypatch):
+    """Signed in, a user sees the topics and groups their ACLs let them describe and finds records only where
+    they may READ; the dashboard's own user (DESCRIBE only) reads no records at all."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from freshet.local import BrokerProcess
+
+    data = tmp_path / "data"
+    add_users(data, "admin", "dash", "alice")
+    with BrokerProcess(data_dir=str(data), listeners=["SASL_PLAINTEXT"], extra_args=["--super-user", "User:admin"]) as b:
+        admin = AdminClient(sasl(b.bootstrap, "admin"))
+        for f in admin.create_topics([NewTopic("alice-orders", 1), NewTopic("payroll", 1)]).values():
+            f.result(10)
+        producer = Producer(sasl(b.bootstrap, "admin"))
+        for topic in ("alice-orders", "payroll"):
+            producer.produce(topic, f"{topic}-record".encode(), b"k1")
+        assert producer.flush(30) == 0
+        for group in ("alice-readers", "payroll-readers"):
+            committer = Consumer({**sasl(b.bootstrap, "admin"), "group.id": group})
+            committer.commit(offsets=[TopicPartition("alice-orders", 0, 1)], asynchronous=False)
+            committer.close()
+        grants = [AclBinding(rtype, "alice-", ResourcePatternType.PREFIXED, "User:alice", "*", op,
+                             AclPermissionType.ALLOW)
+                  for rtype, op in ((ResourceType.TOPIC, AclOperation.READ), (ResourceType.TOPIC, AclOperation.DESCRIBE),
+                                    (ResourceType.GROUP, AclOperation.DESCRIBE))]
+        for f in admin.create_acls(grants).values():
+            f.result(10)
+        look_only(admin, "dash", monkeypatch)
+        collector = Collector(b.bootstrap)
+        collector.collect()
+        assert {"alice-orders", "payroll"} <= set(collector.snapshot.topics)
+        assert {"alice-readers", "payroll-readers"} <= set(collector.snapshot.groups)
+        app = create_app(collector, token="tok", login=KafkaLogin(b.bootstrap))
+        alice = signed_in(app, "alice")
+
+        overview = alice.get("/api/overview").json()
+        assert "alice-orders" in overview["topics"] and "payroll" not in overview["topics"]
+        assert "alice-readers" in overview["groups"] and "payroll-readers" not in overview["groups"]
+        assert set(alice.get("/api/groups").json()) == {"alice-readers"}
+        assert alice.get("/api/groups/payroll-readers").status_code == 404
+        assert alice.get("/api/groups/alice-readers").status_code == 200
+
+        found = alice.get("/api/topics/alice-orders/messages", params={"key": "k1", "start": "oldest"})
+        assert found.status_code == 200, found.text
+        assert [r["value"]["text"] for r in found.json()["records"]] == ["alice-orders-record"]
+        denied = alice.get("/api/topics/payroll/messages", params={"key": "k1", "start": "oldest"})
+        assert denied.status_code == 403 and "TOPIC_AUTHORIZATION_FAILED" in denied.json()["detail"], denied.text
+        streamed = alice.get("/api/topics/payroll/messages", params={"start": "oldest", "format": "stream"})
+        assert "TOPIC_AUTHORIZATION_FAILED" in streamed.text and "payroll-record" not in streamed.text
+
+        dashboard = TestClient(app, headers={"Authorization": "Bearer tok"})  # the dashboard's own user
+        assert {"alice-orders", "payroll"} <= set(dashboard.get("/api/overview").json()["topics"])
+        own = dashboard.get("/api/topics/alice-orders/messages", params={"start": "oldest"})
+        assert own.status_code == 403, own.text  # DESCRIBE only: it reads no records

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 
 import orjson
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from freshet.client import consumer_config
 
@@ -219,6 +219,9 @@ class Scan:
     max_scan: int = 100_000
     filters: Filters = field(default_factory=Filters)
     cursor: dict[int, int] | None = None  # where a previous page left off: partition -> next offset (see Result)
+    # the signed-in user's SASL settings (librdkafka's names): the scan reads as them, so their ACLs decide;
+    # None: the dashboard's own credentials
+    credentials: dict | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -252,11 +255,11 @@ def count(n: int) -> str:
     return f"{n:,}"
 
 
-def new_consumer(bootstrap: str, isolation: str) -> Consumer:
+def new_consumer(bootstrap: str, isolation: str, credentials: dict | None = None) -> Consumer:
     return Consumer(consumer_config(bootstrap, overrides={
         "log_level": 0, "isolation.level": isolation, "enable.partition.eof": True, "fetch.wait.max.ms": 5,
         "fetch.error.backoff.ms": 10,
-        "queued.min.messages": 100_000}))
+        "queued.min.messages": 100_000, **(credentials or {})}))
 
 
 def ranges(consumer: Consumer, scan: Scan) -> dict[int, tuple[int, int]]:
@@ -314,10 +317,13 @@ def read_windows(consumer: Consumer, topic: str, windows: dict[int, tuple[int, i
         by_partition: dict[int, list] = {}
         for m in batch:
             p = m.partition()
+            err = m.error()
+            if err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:  # not the reader's to READ
+                consumer.unassign()
+                raise KafkaException(err)
             window = open_.get(p)
             if window is None:
                 continue
-            err = m.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     del open_[p]
@@ -348,8 +354,9 @@ def search(bootstrap: str, scan: Scan, on_progress=None, stop: threading.Event |
     fetch."""
     if stop is not None and stop.is_set():
         raise Cancelled()
-    consumer = new_consumer(bootstrap, "read_uncommitted")
-    columnar = scan_columns.reader_options(bootstrap)  # the fast path where it serves (see scan_columns.py)
+    consumer = new_consumer(bootstrap, "read_uncommitted", scan.credentials)
+    # the fast path where it serves (see scan_columns.py): the dashboard's own plaintext connection, never a user's
+    columnar = scan_columns.reader_options(bootstrap) if scan.credentials is None else None
     result = Result()
     try:
         bounds = ranges(consumer, scan)
@@ -409,14 +416,15 @@ def search(bootstrap: str, scan: Scan, on_progress=None, stop: threading.Event |
             matches = matches[:scan.limit]
             result.stopped = "limit"
         result.cursor = resume or None
-        states = transaction_states(bootstrap, scan.topic, matches)
+        states = transaction_states(bootstrap, scan.topic, matches, scan.credentials)
         result.records = [render(m, states.get((m.partition(), m.offset()))) for m in matches]
         return result
     finally:
         consumer.close()
 
 
-def transaction_states(bootstrap: str, topic: str, records: list) -> dict[tuple[int, int], str]:
+def transaction_states(bootstrap: str, topic: str, records: list,
+                       credentials: dict | None = None) -> dict[tuple[int, int], str]:
     """(partition, offset) -> "aborted" or "open" for the records shown (see the module's docstring); records
     committed or written outside a transaction are not in the answer."""
     wanted: dict[int, list[int]] = {}
@@ -424,7 +432,7 @@ def transaction_states(bootstrap: str, topic: str, records: list) -> dict[tuple[
         wanted.setdefault(m.partition(), []).append(m.offset())
     if not wanted:
         return {}
-    consumer = new_consumer(bootstrap, "read_committed")
+    consumer = new_consumer(bootstrap, "read_committed", credentials)
     states = {}
     try:
         for p, offsets in wanted.items():

@@ -34,6 +34,30 @@ def admin_of(request: Request) -> AdminClient:
 
 Admin = Annotated[AdminClient, Depends(admin_of)]
 Credentials = Annotated[dict | None, Depends(credentials_of)]
+VISIBLE_TTL_S = 5.0  # how long what a signed-in user may see is kept before it is asked again
+
+
+def visible_to(request: Request) -> tuple[set[str], set[str]] | None:
+    """(topics, groups) the signed-in user may see, asked as them (Metadata names the topics they may DESCRIBE,
+    ListGroups the groups), kept ``VISIBLE_TTL_S`` per session; None: no sign-in, or a request with the token (the
+    dashboard's own view). Blocking: call it off the event loop."""
+    import time
+
+    login = request.app.state.login
+    session = request.cookies.get(COOKIE)
+    admin = login.admin_for(session) if login is not None else None
+    if admin is None:
+        return None
+    seen = request.app.state.visible
+    for gone in [s for s in seen if login.user_of(s) is None]:  # signed out or expired
+        seen.pop(gone)
+    at, topics, groups = seen.get(session, (0.0, set(), set()))
+    if time.monotonic() - at > VISIBLE_TTL_S:
+        metadata = admin.list_topics(timeout=10)
+        topics = {name for name, t in metadata.topics.items() if t.error is None}
+        groups = {g.group_id for g in admin.list_consumer_groups().result(10).valid}
+        seen[session] = (time.monotonic(), topics, groups)
+    return topics, groups
 
 
 def one(mapping: dict, key: str, missing: str) -> dict:
@@ -47,3 +71,7 @@ def one(mapping: dict, key: str, missing: str) -> dict:
 def history(collector: Collector, key: str) -> list:
     """The chart samples of one series (``collector.series`` matches by prefix; this takes the one key)."""
     return collector.series(key).get(key, [])
+
+
+Visible = Annotated[tuple[set[str], set[str]] | None, Depends(visible_to)]  # a sync dependency: FastAPI runs it
+# on its thread pool

@@ -16,19 +16,22 @@ from pydantic import BaseModel
 from freshet.client.errors import ClientError
 
 from ..refusals import refusal
-from . import Admin, Source, history, one
+from . import Admin, Source, Visible, history, one
 
 router = APIRouter()
 TIMEOUT_S = 30
 
 
 @router.get("/api/groups")
-async def groups(collector: Source) -> dict:
-    return collector.snapshot.groups
+async def groups(collector: Source, visible: Visible) -> dict:
+    """Every group (a signed-in user: those their ListGroups names)."""
+    return {g: x for g, x in collector.snapshot.groups.items() if visible is None or g in visible[1]}
 
 
 @router.get("/api/groups/{group_id}")
-async def group(group_id: str, collector: Source) -> dict:
+async def group(group_id: str, collector: Source, visible: Visible) -> dict:
+    if visible is not None and group_id not in visible[1]:
+        raise HTTPException(404, f"group {group_id!r} does not exist")  # as the cluster answers that user
     g = one(collector.snapshot.groups, group_id, f"group {group_id!r} does not exist")
     return {"group_id": group_id, **g, "lag_history": history(collector, f"lag:{group_id}")}
 

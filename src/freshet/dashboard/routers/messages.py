@@ -23,7 +23,7 @@ from freshet.client import producer_config
 from ..browse import START_KINDS, BadRequest, Cancelled, Filters, Scan, ScanTimeout, search
 from ..collector import Collector
 from ..scan_columns import ReadFailed
-from . import Credentials, Source
+from . import Admin, Credentials, Source
 
 router = APIRouter()
 MAX_JSON_LIMIT = 1000  # records in one page answer; a download (format=jsonl) may ask for more
@@ -84,11 +84,12 @@ def partitions_of(collector: Collector, topic: str) -> int:
 
 
 @router.get("/api/topics/{topic}/messages")
-async def messages(topic: str, collector: Source, partition: str = "all", start: str | None = None,
-                   offset: int | None = Query(None, ge=0), timestamp: int | None = Query(None, ge=0),
-                   direction: str | None = None, limit: int = Query(50, ge=1, le=1_000_000),
-                   max_scan: int = Query(100_000, ge=1, le=100_000_000), key: str | None = None,
-                   value: str | None = None, header: str | None = None, json_path: str | None = None,
+async def messages(topic: str, collector: Source, credentials: Credentials, admin: Admin,
+                   partition: str = "all", start: str | None = None, offset: int | None = Query(None, ge=0),
+                   timestamp: int | None = Query(None, ge=0), direction: str | None = None,
+                   limit: int = Query(50, ge=1, le=1_000_000), max_scan: int = Query(100_000, ge=1, le=100_000_000),
+                   key: str | None = None, value: str | None = None, header: str | None = None,
+                   json_path: str | None = None,
                    cursor: str | None = None, format: Literal["json", "jsonl", "stream"] = "json"):
     """Records of ``partition`` (a number, or ``all``) from ``start`` (``newest``, ``oldest``, ``offset`` with
     ``offset=N``, ``timestamp`` with ``timestamp=ms``; ``offset=``/``timestamp=`` alone imply it) going
@@ -99,8 +100,11 @@ async def messages(topic: str, collector: Source, partition: str = "all", start:
     ``progress.line`` says "scanned N of M, K matches". ``format=jsonl``: a download, one record a line;
     ``format=stream``: JSON lines ``{"progress": ...}`` as the scan goes, then the answer as ``{"done": ...}`` (or
     ``{"error": "..."}``). The answer's ``next`` is the ``cursor`` of the next page (same filters and direction),
-    null when nothing is left to read."""
+    null when nothing is left to read. With sign-in the scan reads as the signed-in user: their ACLs decide (403
+    without READ on the topic)."""
     count = partitions_of(collector, topic)
+    if credentials is not None:  # signed in: a topic the user may not even describe is refused before any read
+        await asyncio.to_thread(described_as_user, admin, topic)
     if partition == "all":
         chosen = list(range(count))
     else:
@@ -133,7 +137,7 @@ async def messages(topic: str, collector: Source, partition: str = "all", start:
     except BadRequest as exc:
         raise HTTPException(400, str(exc)) from None
     scan = Scan(topic, chosen, start, offset, timestamp, backward, limit, max_scan, filters,
-                parse_cursor(cursor, chosen) if cursor is not None else None)
+                parse_cursor(cursor, chosen) if cursor is not None else None, credentials)
     if format == "stream":
         return StreamingResponse(streamed(collector.bootstrap, scan), media_type="application/x-ndjson")
     try:
@@ -141,7 +145,7 @@ async def messages(topic: str, collector: Source, partition: str = "all", start:
     except BadRequest as exc:
         raise HTTPException(400, str(exc)) from None
     except KafkaException as exc:
-        raise HTTPException(502, f"the cluster refused the read: {exc.args[0].str()}") from None
+        raise HTTPException(refused_status(exc), f"the cluster refused the read: {refused_line(exc)}") from None
     except ScanTimeout as exc:
         raise HTTPException(504, str(exc)) from None
     except ReadFailed as exc:
@@ -151,6 +155,26 @@ async def messages(topic: str, collector: Source, partition: str = "all", start:
         return StreamingResponse(lines, media_type="application/x-ndjson", headers={
             "Content-Disposition": f'attachment; filename="{topic}.jsonl"', "X-Scan-Progress": result.progress["line"]})
     return answer(scan, result)
+
+
+def described_as_user(admin, topic: str) -> None:
+    """A 403 with the cluster's error when the acting user's Metadata refuses ``topic`` (no DESCRIBE on it)."""
+    try:
+        err = admin.list_topics(topic=topic, timeout=10).topics[topic].error
+    except KafkaException as exc:
+        err = exc.args[0]
+    if err is not None and "AUTHORIZATION" in err.name():
+        raise HTTPException(403, f"the cluster refused the read: {err.name()}: {err.str()}")
+
+
+def refused_status(exc: KafkaException) -> int:
+    """403 when the reader may not read the topic (the signed-in user's ACLs), else 502."""
+    return 403 if "AUTHORIZATION" in exc.args[0].name() else 502
+
+
+def refused_line(exc: KafkaException) -> str:
+    err = exc.args[0]
+    return f"{err.name()}: {err.str()}" if "AUTHORIZATION" in err.name() else err.str()
 
 
 def answer(scan: Scan, result) -> dict:
@@ -203,7 +227,7 @@ async def streamed(bootstrap: str, scan: Scan):
         except (BadRequest, ScanTimeout) as exc:
             await events.put({"error": str(exc)})
         except KafkaException as exc:
-            await events.put({"error": f"the cluster refused the read: {exc.args[0].str()}"})
+            await events.put({"error": f"the cluster refused the read: {refused_line(exc)}"})
         except ReadFailed as exc:
             await events.put({"error": f"the cluster refused the read: {exc}"})
         except Exception as exc:  # one line for the page, never a stack trace

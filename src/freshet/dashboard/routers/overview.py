@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, StreamingResponse
 
 from ..collector import Collector
-from . import Source
+from . import Source, visible_to
 
 router = APIRouter()
 STATIC = os.path.join(os.path.dirname(os.path.dirname(__file__)), "static")
@@ -18,13 +18,17 @@ TOPIC_FIELDS = ("messages", "size_bytes", "rate_in", "rate_out", "internal", "re
                 "cleanup_policy")
 
 
-def overview_of(collector: Collector) -> dict:
+def overview_of(collector: Collector, visible: tuple[set[str], set[str]] | None = None) -> dict:
+    """The overview; ``visible``: the (topics, groups) a signed-in user may see (``visible_to``), the rest left
+    out, as the cluster leaves them out of that user's own Metadata and ListGroups."""
     snap = collector.snapshot
+    topics, groups = visible if visible is not None else (None, None)
     return {"at": snap.at, "brokers": snap.brokers, "error": snap.error,
             "topics": {n: {k: t.get(k) for k in TOPIC_FIELDS} | {"partitions": len(t["partitions"])}
-                       for n, t in snap.topics.items()},
+                       for n, t in snap.topics.items() if topics is None or n in topics},
             "groups": {g: {"type": x.get("type", "classic"), "state": x["state"], "total_lag": x["total_lag"],
-                           "alert": x["alert"], "members": len(x["members"])} for g, x in snap.groups.items()},
+                           "alert": x["alert"], "members": len(x["members"])} for g, x in snap.groups.items()
+                       if groups is None or g in groups},
             "pipelines": {n: {"status": p.get("status"), "progress": p.get("progress")}
                           for n, p in snap.pipelines.items()}}
 
@@ -36,8 +40,8 @@ async def index() -> str:
 
 
 @router.get("/api/overview")
-async def overview(collector: Source) -> dict:
-    return overview_of(collector)
+async def overview(request: Request, collector: Source) -> dict:
+    return overview_of(collector, await asyncio.to_thread(visible_to, request))
 
 
 @router.get("/api/events")
@@ -48,7 +52,8 @@ async def events(request: Request, collector: Source) -> StreamingResponse:
             snap = collector.snapshot
             if snap.at != last:
                 last = snap.at
-                yield f"data: {json.dumps(overview_of(collector))}\n\n"
+                visible = await asyncio.to_thread(visible_to, request)
+                yield f"data: {json.dumps(overview_of(collector, visible))}\n\n"
             await asyncio.sleep(0.5)
 
     return StreamingResponse(stream(), media_type="text/event-stream")
