@@ -208,6 +208,14 @@ def test_a_throttled_move_is_listed_survives_a_controller_failover_and_goes_back
     moving = ReassignmentAdmin(c.bootstrap).ongoing()
     assert [(m.topic, m.partition, m.target, m.adding, m.removing) for m in moving] == [
         ("slow", 0, target, [spare], [original[1]])]
+    from kafka import KafkaAdminClient, TopicPartition  # Kafka's own admin client, asking the controller's node
+
+    kafka_admin = KafkaAdminClient(bootstrap_servers=c.bootstrap, request_timeout_ms=30_000)
+    try:
+        assert kafka_admin.list_partition_reassignments() == {TopicPartition("slow", 0): {
+            "replicas": [*target, original[1]], "adding_replicas": [spare], "removing_replicas": [original[1]]}}
+    finally:
+        kafka_admin.close()
     # the new replica has come part of the way and is held there
     status = c.wait_until(lambda m: (
         (out := freshet("topic", "reassign", "--status", bootstrap=c.bootstrap).stdout)

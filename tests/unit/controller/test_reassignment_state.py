@@ -153,3 +153,18 @@ def test_partitions_added_during_a_move_take_the_replication_factor_of_its_targe
     reassign(m, [b for b in (1, 2, 3) if b != leader][:1])  # replicas [new, old] while it moves
     assert m.apply(c.CreatePartitions("t", 2, start_index=0, shift=0)).ok
     assert len(partition(m, "id-t", 1).replicas) == 1
+
+
+def test_a_move_waits_for_a_fenced_new_replica_and_can_still_be_cancelled():
+    m, epochs = cluster(3)
+    tid = create(m, partitions=1, rf=2)
+    part = partition(m, tid, 0)
+    spare = next(b for b in (1, 2, 3) if b not in part.replicas)
+    original = list(part.replicas)
+    reassign(m, [original[0], spare])
+    assert m.apply(c.BrokerHeartbeat(spare, epochs[spare], 2000, want_fence=True)).ok  # the new replica goes away
+    refused(m, c.AlterPartition(part.leader, epochs[part.leader], tid, 0, part.leader_epoch, part.partition_epoch,
+                                tuple([*part.isr, spare])), "INELIGIBLE_REPLICA")
+    assert part.adding_replicas == (spare,)  # still moving: nothing completes without the new replica
+    assert m.apply(c.AlterPartitionReassignment("t", 0, cancel=True)).ok
+    assert sorted(part.replicas) == sorted(original) and part.adding_replicas == ()
