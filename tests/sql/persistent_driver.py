@@ -1,5 +1,6 @@
-"""A process running freshet sql's persistent queries, for kill -9 tests: runs SCRIPT (CREATE ... AS SELECT), or
-without one restarts the stored queries (queries.restore), then keeps them running.
+"""A process running freshet sql's persistent queries, for kill -9 tests: runs SCRIPT (CREATE STREAM
+and CREATE ... AS SELECT statements), or without one restarts the stored queries (queries.restore), then keeps them
+running. Its SparkSession has one shuffle partition: one state store for a windowed count, a cheaper start.
 
 usage: persistent_driver.py BOOTSTRAP [SCRIPT]   (FRESHET_DATA_DIR: where checkpoints and table copies go)
 """
@@ -13,7 +14,7 @@ from freshet.sql.session import SqlSession
 
 def main() -> None:
     bootstrap = sys.argv[1]
-    sql = SqlSession(bootstrap, spark_factory=lambda: session("sql-kill-test", shuffle_partitions=2))
+    sql = SqlSession(bootstrap, spark_factory=lambda: session("sql-kill-test", shuffle_partitions=1))
     if len(sys.argv) > 2:
         for result in sql.execute(sys.argv[2]):
             print(getattr(result, "text", result), flush=True)
