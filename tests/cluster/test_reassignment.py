@@ -330,3 +330,36 @@ def test_a_one_node_broker_has_every_replica_in_place_and_asks_for_cluster_permi
         assert answer.responses[0].partitions[0].error_code == ErrorCode.cluster_authorization_failed
         listed = conn.request(46, 0, {"timeout": 10_000, "topics": None})
         assert (listed.error_code, listed.topics) == (ErrorCode.cluster_authorization_failed, ())
+
+
+def test_a_replica_moved_away_while_its_broker_was_down_is_deleted_when_it_comes_back(own_cluster):
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+
+    c = own_cluster
+    created(admin(c.bootstrap), NewTopic("away", 3, 2))
+    meta = c.wait_until(lambda m: c.partition("away", 2, m) and m, DEADLINE)
+    parts = [c.partition("away", i, meta) for i in range(3)]
+    index, part = next((i, p) for i, p in enumerate(parts)
+                       if any(p["replicas"][1] in q["replicas"] for j, q in enumerate(parts) if j != i))
+    leader, down = part["replicas"]  # the follower goes down; it holds another partition of the topic too
+    spare = next(b for b in (1, 2, 3) if b not in part["replicas"])
+    producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
+    for i in range(100):
+        producer.produce("away", b"%d" % i, partition=index)
+    assert producer.flush(DEADLINE) == 0
+    directory = os.path.join(topic_dir(c, down, "away"), str(index))
+
+    def log_bytes() -> int:
+        return sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory) if f.endswith(".log"))
+
+    c.wait_until(lambda m: log_bytes() > 0, DEADLINE, f"the records on broker {down}")
+    c.kill(down)
+    ReassignmentAdmin(c.bootstrap).alter({("away", index): [leader, spare]})
+    c.wait_until(lambda m: (p := c.partition("away", index, m)) and p["replicas"] == [leader, spare]
+                 and sorted(p["isr"]) == sorted([leader, spare]), DEADLINE, "the move done without broker "
+                 f"{down}")
+    assert log_bytes() > 0  # its copy is still on its disk
+    c.restart(down)
+    c.wait_until(lambda m: log_bytes() == 0, DEADLINE, f"broker {down}'s stale copy of away-{index} deleted")
+    c.wait_until(c.fully_replicated, DEADLINE, "its other partitions back in their ISR")
