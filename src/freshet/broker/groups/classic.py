@@ -24,8 +24,11 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from .reaper import Reaper
+
 log = logging.getLogger(__name__)
 
+WAITING_JOIN_RECHECK_S = 1.0  # how often a member waiting in a join is looked at (not expired while it waits)
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
 
 
@@ -99,18 +102,13 @@ class GroupCoordinator:
         self.initial_delay_s = initial_rebalance_delay_ms / 1000
         self.min_session_ms = min_session_timeout_ms
         self.max_session_ms = max_session_timeout_ms
-        self._reaper: asyncio.Task | None = None
+        self._reaper = Reaper(self.expire, "group-sessions")
 
     def start(self) -> None:
-        self._reaper = asyncio.get_running_loop().create_task(self._expire_members(), name="group-sessions")
+        self._reaper.start()
 
     async def stop(self) -> None:
-        if self._reaper:
-            self._reaper.cancel()
-            try:
-                await self._reaper
-            except asyncio.CancelledError:
-                pass
+        await self._reaper.stop()
 
     def group(self, group_id: str, create: bool = False) -> Group | None:
         g = self.groups.get(group_id)
@@ -146,6 +144,7 @@ class GroupCoordinator:
                     self._fence(g, old)  # the same static member restarted: it takes over its slot
             elif require_known_member_id:
                 g.pending[member_id] = time.monotonic() + session_timeout_ms / 1000
+                self._reaper.due(g.pending[member_id])
                 return self._join_response(ErrorCode.member_id_required, g, member_id)
         else:
             if group_instance_id is not None and g.static_members.get(group_instance_id, member_id) != member_id:
@@ -166,6 +165,8 @@ class GroupCoordinator:
             member.session_timeout_ms = session_timeout_ms
             member.rebalance_timeout_ms = rebalance_timeout_ms
         member.last_heartbeat = time.monotonic()
+        # its session from now (a new member, or a shorter timeout), should its join be given up
+        self._reaper.due(member.last_heartbeat + session_timeout_ms / 1000)
         if member.join_future is not None and not member.join_future.done():
             member.join_future.set_result(self._join_response(ErrorCode.unknown_member_id, g, member_id))
         member.join_future = asyncio.get_running_loop().create_future()
@@ -375,20 +376,32 @@ class GroupCoordinator:
             g.generation += 1
             g.state, g.leader, g.protocol_name = EMPTY, None, None
 
-    async def _expire_members(self) -> None:
-        while True:
-            await asyncio.sleep(0.1)
-            now = time.monotonic()
-            for g in list(self.groups.values()):
-                for member_id, deadline in list(g.pending.items()):
-                    if deadline < now:
-                        del g.pending[member_id]
-                for m in list(g.members.values()):
-                    waiting_in_join = m.join_future is not None and not m.join_future.done()
-                    if not waiting_in_join and now - m.last_heartbeat > m.session_timeout_ms / 1000:
+    def expire(self, now: float) -> float | None:
+        """Members silent past their session timeout leave, member ids handed out and not used go; the nearest
+        deadline left (the reaper's next check). A member waiting in a join does not expire: it is answered (its
+        session then counts from the answer) or dropped by the rebalance timeout."""
+        nearest = None
+        for g in list(self.groups.values()):
+            for member_id, deadline in list(g.pending.items()):
+                if deadline < now:
+                    del g.pending[member_id]
+                elif nearest is None or deadline < nearest:
+                    nearest = deadline
+            for m in list(g.members.values()):
+                deadline = m.last_heartbeat + m.session_timeout_ms / 1000
+                if m.join_future is not None and not m.join_future.done():
+                    # not expired while its join waits; looked at again in case the join is given up (the
+                    # client gone: the future cancelled) and its session runs out from its join
+                    deadline = max(deadline, now + WAITING_JOIN_RECHECK_S)
+                elif now > deadline:
+                    if g.members.get(m.member_id) is m:
                         log.info("group %s: member %s session expired", g.group_id, m.member_id)
                         self._remove(g, m.member_id)
                         self._after_departure(g, f"member {m.member_id} session expired")
+                    continue
+                if nearest is None or deadline < nearest:
+                    nearest = deadline
+        return nearest
 
     # -- views ----------------------------------------------------------------------------
 

@@ -26,7 +26,6 @@ offsets are in ``__consumer_offsets`` as for classic groups.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import time
@@ -37,6 +36,7 @@ from kio.schema.errors import ErrorCode
 
 from ..config import ConsumerGroupSettings
 from ..topics.registry import TopicRegistry
+from .reaper import Reaper
 
 log = logging.getLogger(__name__)
 
@@ -179,15 +179,13 @@ class ConsumerGroupCoordinator:
         self.registry = registry
         self.settings = settings or ConsumerGroupSettings()
         self.groups: dict[str, ConsumerGroup] = {}
-        self._reaper: asyncio.Task | None = None
+        self._reaper = Reaper(self.expire, "consumer-group-sessions")
 
     def start(self) -> None:
-        self._reaper = asyncio.get_running_loop().create_task(self._expire_members(), name="consumer-group-sessions")
+        self._reaper.start()
 
     async def stop(self) -> None:
-        if self._reaper:
-            self._reaper.cancel()
-            await asyncio.gather(self._reaper, return_exceptions=True)
+        await self._reaper.stop()
 
     def group(self, group_id: str) -> ConsumerGroup | None:
         return self.groups.get(group_id)
@@ -237,6 +235,7 @@ class ConsumerGroupCoordinator:
         if group.epoch > group.assignment_epoch:
             self._compute_target(group)
         self._reconcile(group, member, owned, now)
+        self._reaper.due(self._deadline(member))  # a new member's, or a revocation's
         body = {"member_id": member_id, "member_epoch": member.epoch, "assignment": None,
                 "heartbeat_interval_ms": self.settings.heartbeat_interval_ms}
         if member_epoch == JOIN_EPOCH or member.assigned != member.sent or (
@@ -427,20 +426,23 @@ class ConsumerGroupCoordinator:
 
     # -- timeouts --------------------------------------------------------------------------
 
-    def expire(self, now: float | None = None) -> None:
+    def _deadline(self, member: ConsumerMember) -> float:
+        """When ``member`` leaves unless it heartbeats (or, revoking, revokes) first."""
+        deadline = member.last_seen + self.settings.session_timeout_ms / 1000
+        return min(deadline, member.revocation_deadline) if member.state == UNREVOKED else deadline
+
+    def expire(self, now: float | None = None) -> float | None:
+        """Members past their session or revocation deadline leave; the nearest deadline left (None: none)."""
         now = time.monotonic() if now is None else now
         session_s = self.settings.session_timeout_ms / 1000
+        nearest = None
         for group in list(self.groups.values()):
             for member in list(group.members.values()):
                 if now - member.last_seen > session_s:
                     self._remove(group, member.member_id, "timed out (no heartbeat)")
                 elif member.state == UNREVOKED and now > member.revocation_deadline:
                     self._remove(group, member.member_id, "was fenced: it did not revoke within its rebalance timeout")
-
-    async def _expire_members(self) -> None:
-        while True:
-            await asyncio.sleep(0.25)
-            try:
-                self.expire()
-            except Exception:
-                log.exception("consumer group session check failed")
+                else:
+                    deadline = self._deadline(member)
+                    nearest = deadline if nearest is None else min(nearest, deadline)
+        return nearest

@@ -27,6 +27,7 @@ from freshet.format.record_batch import decode_records, encode_batch
 
 from ..config import ShareSettings
 from ..topics.registry import TopicRegistry
+from .reaper import Reaper
 from .share_partition import SharePartition
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ SHARE_STATE_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(1
 EMPTY, STABLE, DEAD = "Empty", "Stable", "Dead"
 LEAVE_EPOCH = -1
 JOIN_EPOCH = 0
+CHECK_INTERVAL_S = 0.1  # sessions and record locks, while a group has members or locked records
 
 
 # group config name -> (settings field, parse, check): what IncrementalAlterConfigs may set on a GROUP
@@ -95,7 +97,7 @@ class ShareGroupCoordinator:
         self.settings = settings or ShareSettings()
         self.groups: dict[str, ShareGroup] = {}
         self.state = registry.internal_topic(SHARE_STATE_TOPIC, SHARE_STATE_TOPIC_CONFIGS).partitions[0]
-        self._tasks: list[asyncio.Task] = []
+        self._reaper = Reaper(self.expire, "share-group-timers")
         self._available: set[asyncio.Future] = set()  # a cancelled one leaves at once
         self.on_append = lambda partition: None  # the broker's group commit: appended state gets fsync'd
         self._replay()
@@ -144,13 +146,10 @@ class ShareGroupCoordinator:
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._expire(), name="share-group-timers")]
+        self._reaper.start()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._reaper.stop()
 
     def group(self, group_id: str, create: bool = False) -> ShareGroup | None:
         g = self.groups.get(group_id)
@@ -196,6 +195,7 @@ class ShareGroupCoordinator:
                 self._release(group, member_id)
             group.members[member_id] = member
             self._write_group(group)  # the group exists from now on, across restarts too
+            self._reaper.due(time.monotonic())
         else:
             member = group.members.get(member_id) if group is not None else None
             if group is None or member is None:
@@ -388,16 +388,11 @@ class ShareGroupCoordinator:
             if not fut.done():
                 fut.set_result(None)
 
-    async def _expire(self) -> None:
-        while True:
-            await asyncio.sleep(0.1)
-            try:
-                self.expire(time.monotonic())
-            except Exception:
-                log.exception("share-group timers failed")
-
-    def expire(self, now: float) -> None:
-        """Members silent past their session timeout leave; record locks past their deadline let go."""
+    def expire(self, now: float) -> float | None:
+        """Members silent past their session timeout leave; record locks past their deadline let go. Checked
+        every 0.1 s while a group has members or records locked (the reaper's next check), else not at all:
+        records are locked by members only, and a member's join wakes the reaper."""
+        active = False
         for group in list(self.groups.values()):
             timeout = self.setting(group, "session_timeout_ms") / 1000
             for member in list(group.members.values()):
@@ -409,6 +404,9 @@ class ShareGroupCoordinator:
             if changed:
                 self.write_partitions(group, changed)
                 self.wake()
+            active = active or bool(group.members) or any(
+                sp.earliest_deadline != float("inf") for sp in group.partitions.values())
+        return now + CHECK_INTERVAL_S if active else None
 
 
 def _group_key(group_id: str) -> bytes:
