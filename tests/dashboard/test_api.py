@@ -262,6 +262,9 @@ def test_sign_in_with_a_kafka_user_on_a_secured_cluster(tmp_path, monkeypatch):
         admin = AdminClient(sasl(b.bootstrap, "admin"))
         admin.create_topics([NewTopic("dash-secure", 1)])["dash-secure"].result(10)
         look_only(admin, "dash", monkeypatch)  # the dashboard's own user may only look
+        look_only(admin, "viewer", monkeypatch)  # so may the viewer (the overview reads as them)
+        for variable, value in {"FRESHET_SASL_USERNAME": "dash", "FRESHET_SASL_PASSWORD": "dash-pw"}.items():
+            monkeypatch.setenv(variable, value)  # the dashboard still runs as its own user
         collector = Collector(b.bootstrap)
         collector.collect()
         client = TestClient(create_app(collector, login=KafkaLogin(b.bootstrap)))
