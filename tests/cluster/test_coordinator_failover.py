@@ -192,3 +192,34 @@ def test_a_transactional_copy_job_stays_exactly_once_while_the_transaction_coord
     copies = _read_committed(own_cluster.bootstrap, "dst", records)
     assert len(copies) == records, f"{len(copies) - len(set(copies))} duplicated, {job.aborted} aborted"
     assert sorted(copies) == sorted(f"copy-r-{i}" for i in range(records))
+
+
+def test_a_share_consumer_gets_every_record_of_partitions_led_by_every_broker_once(tmp_path):
+    """Share groups on a cluster (KIP-932): the member heartbeats to the group's coordinator and fetches from each
+    partition's leader, which takes it on (before, only the partitions the coordinator led were delivered)."""
+    from confluent_kafka import Producer, ShareConsumer
+    from confluent_kafka.admin import NewTopic
+
+    from freshet.local.cluster import LocalCluster
+
+    with LocalCluster(3, directory=str(tmp_path / "c"), broker_args=["--share-auto-offset-reset", "earliest"]) as c:
+        created(admin(c.bootstrap), NewTopic("queue", 3, 3))
+        assert sorted(c.partition("queue", i)["leader"] for i in range(3)) == [1, 2, 3]
+        producer = Producer({"bootstrap.servers": c.bootstrap})
+        for i in range(300):
+            producer.produce("queue", f"job-{i}".encode(), partition=i % 3)
+        assert producer.flush(DEADLINE) == 0
+        consumer = ShareConsumer({"bootstrap.servers": c.bootstrap, "group.id": "workers",
+                                  "share.acknowledgement.mode": "implicit"})
+        consumer.subscribe(["queue"])
+        seen: list[str] = []
+        try:
+            def all_delivered():
+                seen.extend(m.value().decode() for m in consumer.poll(1.0) if m.error() is None)
+                return len(seen) >= 300
+
+            wait_for("every job delivered", all_delivered)
+            seen.extend(m.value().decode() for m in consumer.poll(3.0) if m.error() is None)
+        finally:
+            consumer.close()
+        assert sorted(seen) == sorted(f"job-{i}" for i in range(300))

@@ -10,12 +10,39 @@ import time
 from kio.schema.errors import ErrorCode
 
 from ..context import Request, RequestContext, Response
-from ..groups.share import ShareGroup, ShareGroupError
+from ..groups.share import ShareGroup, ShareGroupError, ShareMember
 from ..groups.share_partition import AcknowledgeError
 from ..security.acls import DELETE, DESCRIBE, GROUP, READ, TOPIC
 from .consumer_groups import group_kind
 
 ASSIGNOR = "simple"
+
+
+def _member(ctx: RequestContext, group_id: str | None, member_id: str | None):
+    """The member a ShareFetch / ShareAcknowledge names. In a cluster its heartbeats go to the group's coordinator
+    and its fetches to each partition's leader (the share-partition leader, KIP-932): a leader that is not the
+    coordinator takes a member it does not know on its first request (as Kafka's share-partition leaders key
+    their share sessions by group and member without asking the coordinator); it leaves, its records coming
+    back, once it stops fetching here for the group's session timeout."""
+    coordinator = ctx.broker.share_groups
+    try:
+        return coordinator.member(group_id, member_id)
+    except ShareGroupError as exc:
+        cluster = ctx.broker.cluster
+        found = cluster.coordinator() if cluster is not None else None
+        if exc.error_code != ErrorCode.unknown_member_id or cluster is None or not member_id \
+                or (found is not None and found.node_id == ctx.broker.config.node_id):
+            raise
+    group = coordinator.group(group_id, create=True)
+    group.members[member_id] = ShareMember(member_id, 0, ctx.header.client_id or "", ctx.peer_host.lstrip("/"),
+                                           None, ())
+    return coordinator.member(group_id, member_id)
+
+
+def _not_led(ctx: RequestContext, name: str, index: int) -> bool:
+    """In a cluster: a partition this broker does not lead (its share-partition leader is the partition's)."""
+    replicas = ctx.broker.replicas
+    return replicas is not None and replicas.check(name, index)[1] is None and replicas.role(name, index) is not None
 
 
 def _leader(ctx: RequestContext) -> dict:
@@ -163,7 +190,7 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
         # acknowledgements cannot ride on a request that opens a session (nothing is acquired in it)
         return _error_response(ErrorCode.invalid_request, "acknowledgements in a session-opening ShareFetch", True)
     try:
-        group, member = coordinator.member(request.group_id, request.member_id)
+        group, member = _member(ctx, request.group_id, request.member_id)
         session = coordinator.session(group, member.member_id, epoch, opening_allowed=True)
     except ShareGroupError as exc:
         return _error_response(exc.error_code, str(exc), fetch=True)
@@ -215,6 +242,10 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
                 if not ctx.allowed(READ, TOPIC, name):
                     entry = _partition_entry(by_topic, topic.topic_id, index, ctx)
                     entry["error_code"] = ErrorCode.topic_authorization_failed
+                    continue
+                if _not_led(ctx, name, index):
+                    entry = _partition_entry(by_topic, topic.topic_id, index, ctx)
+                    entry["error_code"] = ErrorCode.not_leader_or_follower
                     continue
                 sp = coordinator.share_partition(group, name, index)
                 if sp is None:
@@ -300,7 +331,7 @@ def share_acknowledge(ctx: RequestContext, request: Request) -> Response:
     if not ctx.allowed(READ, GROUP, request.group_id or ""):
         return _error_response(ErrorCode.group_authorization_failed, "", fetch=False)
     try:
-        group, member = coordinator.member(request.group_id, request.member_id)
+        group, member = _member(ctx, request.group_id, request.member_id)
         coordinator.session(group, member.member_id, request.share_session_epoch, opening_allowed=False)
     except ShareGroupError as exc:
         return _error_response(exc.error_code, str(exc), fetch=False)
