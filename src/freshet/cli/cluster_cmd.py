@@ -139,7 +139,8 @@ def elect_leaders(topic: str | None, partitions: tuple[int, ...], unclean: bool,
 
     if partitions and not topic:
         raise ClusterError("--partition needs --topic")
-    client = AdminClient({"bootstrap.servers": cluster_bootstrap(bootstrap, directory), "socket.timeout.ms": 30000})
+    client = AdminClient({"bootstrap.servers": cluster_bootstrap(bootstrap, directory), "socket.timeout.ms": 30000,
+                          "log_level": 0})
     wanted = None
     if topic:
         found = client.list_topics(topic, timeout=30).topics.get(topic)
