@@ -4,10 +4,12 @@ import asyncio
 import contextlib
 import time
 
-from freshet.broker.config import ConsumerGroupSettings
+from freshet.broker.config import ConsumerGroupSettings, ShareSettings
 from freshet.broker.groups.classic import GroupCoordinator
 from freshet.broker.groups.consumer import ConsumerGroupCoordinator
 from freshet.broker.groups.reaper import Reaper
+from freshet.broker.groups.share import ShareGroupCoordinator, ShareMember
+from freshet.broker.topics.registry import TopicRegistry
 
 from .test_groups import PROTOCOLS
 
@@ -118,5 +120,25 @@ def test_a_consumer_group_member_that_stops_heartbeating_is_removed():
                                client_id="c", client_host="/h", version=1)
             assert body["member_id"] == "m1"
             await _until(lambda: "m1" not in c.group("g").members, "the session to end")
+
+    asyncio.run(scenario())
+
+
+def test_a_share_member_taken_on_without_a_join_still_times_out(tmp_path):
+    """A share-partition leader in a cluster takes on a member at its first ShareFetch (no heartbeat here): the
+    idle coordinator's checks start with it, and it leaves after the group's session timeout."""
+    async def scenario():
+        registry = TopicRegistry(str(tmp_path))
+        coordinator = ShareGroupCoordinator(registry, ShareSettings(session_timeout_ms=200))
+        async with _running(coordinator) as c:
+            await _until(lambda: c._reaper.checks == 1, "the first check")  # no member, no lock: then it waits
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert c._reaper.checks == 1
+            group = c.group("g", create=True)
+            group.members["m"] = ShareMember("m", 0, "c", "h", None, ())  # as handlers/share.py does
+            c.member("g", "m")  # its first request here
+            await _until(lambda: "m" not in group.members, "the member's session to end")
+        registry.close()
 
     asyncio.run(scenario())

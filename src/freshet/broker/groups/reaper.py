@@ -28,6 +28,7 @@ class Reaper:
         self._next = math.inf  # when the task wakes next (monotonic seconds)
         self._changed = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self.checks = 0  # how many times check ran
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=self._name)
@@ -48,6 +49,7 @@ class Reaper:
         while True:
             self._changed.clear()
             now = time.monotonic()
+            self.checks += 1
             try:
                 nearest = self._check(now)
             except Exception:

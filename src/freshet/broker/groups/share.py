@@ -256,6 +256,9 @@ class ShareGroupCoordinator:
         if group is None or member is None:
             raise ShareGroupError(ErrorCode.unknown_member_id, f"{member_id} is not a member of {group_id}")
         member.last_seen = time.monotonic()
+        # a member may be taken on here, not by its join (a share-partition leader's, in a cluster): the checks
+        # run while it is around (a comparison when they already do)
+        self._reaper.due(member.last_seen + CHECK_INTERVAL_S)
         return group, member
 
     def session(self, group: ShareGroup, member_id: str, epoch: int, opening_allowed: bool) -> ShareSession:
