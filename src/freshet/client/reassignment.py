@@ -106,16 +106,16 @@ class ReassignmentAdmin:
     def _send(self, request, node_id: int | None = None):
         from kafka.errors import KafkaError
 
-        manager = self._kafka_python()._manager  # any broker: each forwards to the controllers
-
-        async def send():
-            return await manager.send(request, node_id=node_id) if node_id is not None else await manager.send(
-                request)
-
         try:
+            manager = self._kafka_python()._manager  # any broker: each forwards to the controllers
+
+            async def send():
+                return await manager.send(request, node_id=node_id) if node_id is not None else await manager.send(
+                    request)
+
             return manager.run(send)
         except KafkaError as exc:
-            raise ClientError(f"{type(exc).__name__}: {exc}") from None
+            raise ClientError(str(exc)) from None
 
     # -- the two APIs --------------------------------------------------------------------------------------
     def alter(self, plan: dict[Key, list[int] | None]) -> dict[Key, str | None]:
