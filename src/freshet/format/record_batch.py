@@ -24,6 +24,11 @@ from .compression import compress, decompress
 from .errors import CorruptBatchError, CorruptPayloadError, InvalidBatchError
 from .varint import read_varint, write_varint
 
+try:
+    from . import _scan  # the record walk in C (setup.py builds it at install)
+except ImportError:  # an install without a C compiler: the walk in Python below
+    _scan = None
+
 HEADER = struct.Struct(">qiiBIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # base_offset + batch_length: the bytes batch_length does not count
@@ -333,6 +338,23 @@ def scan_records(batch: bytes | memoryview, timestamps: bool = False) -> RecordS
     key check and the timestamp bounds run on every produce."""
     header = read_header(batch)
     data = _records_payload(batch, header)
+    if _scan is not None:
+        try:
+            walked = _scan.walk(data, header.records_count, timestamps)
+        except ValueError as exc:
+            raise CorruptBatchError(str(exc)) from None
+        if walked is not None:  # None: a varint past 64 bits, left to the walk in Python
+            keyless, deltas = walked
+            stamps = None
+            if deltas is not None:
+                stamps = ([header.max_timestamp] * len(deltas) if header.attributes & TIMESTAMP_TYPE_FLAG
+                          else [header.base_timestamp + delta for delta in deltas])
+            return RecordScan(max(header.records_count, 0), keyless, stamps)
+    return _walk(data, header, timestamps)
+
+
+def _walk(data: bytes | memoryview, header: BatchHeader, timestamps: bool) -> RecordScan:
+    """scan_records' walk in Python (as _scan.walk in C)."""
     if not isinstance(data, bytes):
         data = bytes(data)
     zigzag = _ZIGZAG

@@ -1,11 +1,14 @@
 """scan_records, the produce path's walk over a batch's records: it must see the same keys and timestamps as
-decode_records, and refuse exactly the batches decode_records refuses, with the same error."""
+decode_records, and refuse exactly the batches decode_records refuses, with the same error. Every test runs
+twice: with the walk in C (freshet.format._scan, built at install) and with the walk in Python."""
 
 import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from freshet.format import record_batch
 from freshet.format.compression import compress
 from freshet.format.errors import CorruptBatchError, FormatError
 from freshet.format.record_batch import (
@@ -24,6 +27,15 @@ _batch = st.builds(
     lambda records, log_append, codec: _with_codec(
         encode_batch(records, log_append_time=1_700_000_000_000 if log_append else None), codec),
     st.lists(_record, min_size=1, max_size=12), st.booleans(), st.sampled_from([0, 1, 4]))
+
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def walk(request, monkeypatch):
+    if request.param == "c":
+        assert record_batch._scan is not None, "the C walk was not built (pip install -e . builds it)"
+    else:
+        monkeypatch.setattr(record_batch, "_scan", None)
+    return request.param
 
 
 def _with_codec(batch: bytes, codec: int) -> bytes:
@@ -101,6 +113,17 @@ def test_long_varints_a_negative_header_key_and_a_short_record_are_refused_as_de
                          (cut, "truncated varint"), (short, "record length does not match its fields")):
         assert _decoded(bytes(bad)) == (CorruptBatchError, message)
         assert _scanned(bytes(bad)) == (CorruptBatchError, message)
+
+
+def test_a_varint_past_64_bits_is_left_to_the_python_walk_which_answers_as_decode_records():
+    """A 10-byte varint whose last byte carries more than bit 63 fits Python's ints, not C's: the C walk hands the
+    batch to the Python walk, whose answer is decode_records' (here: a record length far past the records)."""
+    batch = bytearray(encode_batch([(b"k", b"v", 0)]))
+    batch[HEADER_SIZE:HEADER_SIZE + 1] = b"\x80" * 9 + b"\x7e"  # the record length: bits past 64
+    batch = bytes(batch)
+    assert _scanned(batch) == _decoded(batch)
+    if record_batch._scan is not None:
+        assert record_batch._scan.walk(batch[HEADER_SIZE:], 1, False) is None
 
 
 def test_a_log_append_time_batch_gives_every_record_its_max_timestamp():
