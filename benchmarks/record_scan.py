@@ -1,5 +1,6 @@
-"""The compacted-topic key check on the produce path: old (decode every record into a Record) against new
-(scan_records: walk each record's lengths, build nothing), in one process, taking turns round by round.
+"""The compacted-topic key check on the produce path: old (decode every record into a Record), python_walk (walk each
+record's lengths in Python, build nothing) and new (scan_records: the same walk in C, freshet.format._scan, when
+built), in one process, taking turns round by round.
 
 The batch is a state store's changelog batch as a stream-processing library writes it: ``--records`` keyed
 records of 50-200 bytes (a key of 8-24 bytes, a JSON-ish value), each with ``--headers`` headers (Quix Streams
@@ -8,7 +9,7 @@ puts the column family and the processed offsets in its changelog records' heade
 
 Prints one JSON object: per variant the median records per CPU second of the check (this process's CPU time:
 steadier than wall-clock time on a shared machine) over ``--rounds`` rounds and its spread (min, max), and the
-ratio new / old with its spread.
+ratios new / old and new / python_walk with their spread.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import sys
 import time
 
 from freshet.format.compression import compress
-from freshet.format.record_batch import HEADER_SIZE, decode_records, encode_batch, scan_records
+from freshet.format import record_batch
+from freshet.format.record_batch import HEADER_SIZE, decode_records, encode_batch, read_header, scan_records
 
 
 def changelog_batch(records: int, headers: int, codec: int, seed: int = 7) -> bytes:
@@ -50,6 +52,12 @@ def old_check(batch: bytes) -> list[int]:
     return [i for i, record in enumerate(list(decode_records(memoryview(batch)))) if record.key is None]
 
 
+def python_check(batch: bytes) -> list[int]:
+    """The walk in Python (what scan_records runs where the C walk was not built)."""
+    header = read_header(batch)
+    return record_batch._walk(record_batch._records_payload(memoryview(batch), header), header, False).keyless
+
+
 def new_check(batch: bytes) -> list[int]:
     return scan_records(memoryview(batch)).keyless
 
@@ -63,11 +71,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.5, help="CPU seconds per variant per round (0.5)")
     args = parser.parse_args()
     batch = changelog_batch(args.records, args.headers, args.codec)
-    assert old_check(batch) == new_check(batch) == []
-    variants = {"old": old_check, "new": new_check}
+    assert old_check(batch) == python_check(batch) == new_check(batch) == []
+    variants = {"old": old_check, "python_walk": python_check, "new": new_check}
     rates: dict[str, list[float]] = {name: [] for name in variants}
     for round_ in range(args.rounds):
-        order = list(variants) if round_ % 2 == 0 else list(reversed(variants))
+        order = list(variants)[round_ % 3:] + list(variants)[:round_ % 3]
         for name in order:
             check, calls = variants[name], 0
             start = time.process_time()
@@ -79,11 +87,15 @@ def main() -> None:
     summary = {name: {"records_per_cpu_s_median": round(statistics.median(r)), "min": round(min(r)), "max": round(max(r))}
                for name, r in rates.items()}
     ratios = [n / o for n, o in zip(rates["new"], rates["old"])]
+    over_python = [n / p for n, p in zip(rates["new"], rates["python_walk"])]
     print(json.dumps({
         "batch_bytes": len(batch), "records": args.records, "headers": args.headers, "codec": args.codec,
-        "rounds": args.rounds, "python": platform.python_version(), **summary,
+        "rounds": args.rounds, "python": platform.python_version(), "c_walk": record_batch._scan is not None,
+        **summary,
         "speedup_median": round(statistics.median(ratios), 2),
         "speedup_spread": [round(min(ratios), 2), round(max(ratios), 2)],
+        "over_python_walk_median": round(statistics.median(over_python), 2),
+        "over_python_walk_spread": [round(min(over_python), 2), round(max(over_python), 2)],
     }))
 
 
