@@ -71,8 +71,8 @@ def test_changes_are_made_as_the_signed_in_user(tmp_path, monkeypatch):
 
 
 def test_the_overview_and_searches_read_as_the_signed_in_user(tmp_path, monkeypatch):
-    """Signed in, a user sees the topics and groups their ACLs let them describe and finds records only where
-    they may READ; the dashboard's own user (DESCRIBE only) reads no records at all."""
+    """Signed in, a user sees the topics and groups their ACLs let them describe (overview, groups, cluster, data
+    flow) and finds records only where they may READ; the dashboard's own user (DESCRIBE only) reads no records."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     from freshet.local import BrokerProcess
@@ -111,6 +111,10 @@ def test_the_overview_and_searches_read_as_the_signed_in_user(tmp_path, monkeypa
         assert set(alice.get("/api/groups").json()) == {"alice-readers"}
         assert alice.get("/api/groups/payroll-readers").status_code == 404
         assert alice.get("/api/groups/alice-readers").status_code == 200
+        assert [t["name"] for t in alice.get("/api/cluster").json()["topics"]] == ["alice-orders"]
+        flow = {n["id"] for n in alice.get("/api/dataflow").json()["nodes"]}
+        assert {"topic:alice-orders", "group:alice-readers"} <= flow
+        assert not flow & {"topic:payroll", "group:payroll-readers"}
 
         found = alice.get("/api/topics/alice-orders/messages", params={"key": "k1", "start": "oldest"})
         assert found.status_code == 200, found.text
@@ -122,5 +126,6 @@ def test_the_overview_and_searches_read_as_the_signed_in_user(tmp_path, monkeypa
 
         dashboard = TestClient(app, headers={"Authorization": "Bearer tok"})  # the dashboard's own user
         assert {"alice-orders", "payroll"} <= set(dashboard.get("/api/overview").json()["topics"])
+        assert {"alice-orders", "payroll"} <= {t["name"] for t in dashboard.get("/api/cluster").json()["topics"]}
         own = dashboard.get("/api/topics/alice-orders/messages", params={"start": "oldest"})
         assert own.status_code == 403, own.text  # DESCRIBE only: it reads no records

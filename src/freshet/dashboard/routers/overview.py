@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, StreamingResponse
 
 from ..collector import Collector
-from . import Source, visible_to
+from . import Source, Visible, visible_to
 
 router = APIRouter()
 STATIC = os.path.join(os.path.dirname(os.path.dirname(__file__)), "static")
@@ -60,8 +60,16 @@ async def events(request: Request, collector: Source) -> StreamingResponse:
 
 
 @router.get("/api/dataflow")
-async def dataflow(collector: Source) -> dict:
-    """Topics and what writes and reads them, each edge with its rate and lag (see ``dataflow.py``)."""
+async def dataflow(collector: Source, visible: Visible) -> dict:
+    """Topics and what writes and reads them, each edge with its rate and lag (see ``dataflow.py``); a signed-in
+    user's graph leaves out the topics and groups their own Metadata and ListGroups do not name."""
     from ..dataflow import graph
 
-    return graph(collector.snapshot)
+    found = graph(collector.snapshot)
+    if visible is not None:
+        topics, groups = visible
+        hidden = {n["id"] for n in found["nodes"] if (n["kind"] == "topic" and n["label"] not in topics)
+                  or (n["kind"] in ("group", "share-group") and n["label"] not in groups)}
+        found = {"nodes": [n for n in found["nodes"] if n["id"] not in hidden],
+                 "edges": [e for e in found["edges"] if e["from"] not in hidden and e["to"] not in hidden]}
+    return found
