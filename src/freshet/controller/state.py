@@ -515,7 +515,7 @@ class ClusterMetadata:
     def _AlterPartitionReassignment(self, cmd: c.AlterPartitionReassignment) -> Result:
         """Starts (or replaces) a partition's reassignment, or cancels it. The replicas become the target followed
         by the original replicas leaving (``removing_replicas``); the target's new ones (``adding_replicas``)
-        follow the leader, and the AlterPartition that brings the last of the target into the ISR completes it
+        follow the leader, and the AlterPartition that brings the last of them into the ISR completes it
         (``_complete_reassignment``). A new target while one is in progress starts again from the original
         replicas, as Kafka's. Refusals: UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT (empty, a replica
         twice, a broker not registered or fenced; a cancel that needs an unclean election),
@@ -575,12 +575,14 @@ class ClusterMetadata:
         part.partition_epoch += 1
 
     def _complete_reassignment(self, topic: str, part: PartitionState) -> bool:
-        """Once every target replica is in the ISR: the replicas are the target, the ISR keeps only them, a leader
-        being removed hands over to the first live ISR member of the target (a new leader epoch)."""
+        """Once every replica being added is in the ISR and some replica of the target is (Kafka's
+        maybeCompleteReassignment: a target replica that stays but is down does not hold the move up): the replicas
+        are the target, the ISR keeps only them, a leader being removed hands over to the first live ISR member of
+        the target (a new leader epoch)."""
         if not part.adding_replicas and not part.removing_replicas:
             return False
         target = [r for r in part.replicas if r not in part.removing_replicas]
-        if not set(target) <= set(part.isr):
+        if not set(part.adding_replicas) <= set(part.isr) or not set(target) & set(part.isr):
             return False
         self._set_replicas(topic, part, target, part.isr)
         return True

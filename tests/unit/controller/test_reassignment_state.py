@@ -168,3 +168,39 @@ def test_a_move_waits_for_a_fenced_new_replica_and_can_still_be_cancelled():
     assert part.adding_replicas == (spare,)  # still moving: nothing completes without the new replica
     assert m.apply(c.AlterPartitionReassignment("t", 0, cancel=True)).ok
     assert sorted(part.replicas) == sorted(original) and part.adding_replicas == ()
+
+
+def test_a_move_completes_once_its_new_replicas_are_in_the_isr_though_a_kept_replica_is_down():
+    # as Kafka's maybeCompleteReassignment: the replicas being added must be in the ISR, not every replica of the
+    # target; a replica that stays but is down (out of the ISR) does not hold the move up forever
+    m, epochs = cluster(4)
+    tid = create(m, partitions=1, rf=3)
+    part = partition(m, tid, 0)
+    a, b, down = part.replicas
+    spare = next(x for x in (1, 2, 3, 4) if x not in part.replicas)
+    assert m.apply(c.BrokerHeartbeat(down, epochs[down], 2000, want_fence=True)).ok
+    assert down not in part.isr
+    # dropping a replica adds nothing: done at once
+    value = reassign(m, [a, down])
+    assert value["completed"] and part.replicas == [a, down] and part.isr == [a] and m.reassignments() == []
+    # a new replica: done when it joins the ISR, the replica still down kept
+    reassign(m, [a, down, spare])
+    assert part.adding_replicas == (spare,)
+    alter_isr(m, epochs, tid, 0, [a, spare])
+    assert part.replicas == [a, down, spare] and part.isr == [a, spare] and m.reassignments() == []
+    assert b not in part.replicas
+
+
+def test_a_move_to_replicas_all_out_of_the_isr_waits_though_it_adds_none():
+    # Kafka's other rule: the ISR left once the removed replicas go must not be empty (nobody could lead)
+    m, epochs = cluster(3)
+    tid = create(m, partitions=1, rf=3)
+    part = partition(m, tid, 0)
+    a, b, down = part.replicas
+    assert m.apply(c.BrokerHeartbeat(down, epochs[down], 2000, want_fence=True)).ok
+    value = reassign(m, [down])
+    assert not value["completed"] and part.adding_replicas == () and part.removing_replicas == (a, b)
+    assert part.leader == a and m.reassignments() != []
+    assert m.apply(c.BrokerHeartbeat(down, epochs[down], 3000)).ok  # back, caught up, let in: done
+    alter_isr(m, epochs, tid, 0, [a, b, down])
+    assert part.replicas == [down] and part.isr == [down] and part.leader == down and m.reassignments() == []
