@@ -77,9 +77,12 @@ class LeaderState:
         self.min_insync = min_insync
         if state.partition_epoch < self.partition_epoch:
             return  # older than what an AlterPartition already told us
+        if state.partition_epoch > self.partition_epoch:
+            # the controller decided (a change sent with the older epoch is refused): the ISR says who joined. The
+            # same epoch again (metadata that changed elsewhere) says nothing of a change still out
+            self._joining = ()
         self.partition_epoch = state.partition_epoch
         self.isr = state.isr
-        self._joining = ()
         self.replicas = state.replicas
         for r in state.replicas:
             if r != self.manager.node_id and r not in self.followers:
