@@ -172,10 +172,17 @@ class Match:
     def alert(self) -> dict:
         """The alert record, the one shape of a match wherever it goes: a line of ``freshet rules try``, a
         record of ``freshet run cep``'s topic (see docs/cep.md, "Alerts")."""
-        return {"rule": self.rule, "kind": self.kind,
-                "key": {name: json_value(value) for name, value in zip(self.key_names, self.key)},
+        return {"rule": self.rule, "kind": self.kind, "key": self.key_object(),
                 "match_start": iso_utc(self.start_ms), "match_end": iso_utc(self.end_ms), "rows": self.rows,
-                "measures": {str(name): json_value(value) for name, value in self.measures.items()}}
+                "measures": self.measures_object()}
+
+    def key_object(self) -> dict:
+        """The alert's ``key``: one member per PARTITION BY field."""
+        return {name: json_value(value) for name, value in zip(self.key_names, self.key)}
+
+    def measures_object(self) -> dict:
+        """The alert's ``measures``, as JSON values."""
+        return {str(name): json_value(value) for name, value in self.measures.items()}
 
 
 class CompiledRule:
@@ -208,6 +215,7 @@ class CompiledRule:
             if node is not None:
                 used |= fields_used(node)
         self.fields = tuple(sorted(used))
+        self.field_set = frozenset(used)
 
     def project(self, event: dict) -> dict:
         """``event`` with only the fields the rule reads (what a stream's matcher keeps in its state)."""
@@ -355,7 +363,8 @@ SAFE_NEEDLE = re.compile(r"[A-Za-z0-9_.:@ -]+")  # characters JSON never escapes
 
 class RuleRouter:
     """Which rules an event goes to (FROM and WHERE), fast: rules whose WHERE is, or starts with,
-    ``field = 'value'`` are looked up by that field's value instead of evaluated one by one."""
+    ``field = 'value'`` or ``field IN ('value', ...)`` are looked up by that field's value instead of evaluated
+    one by one."""
 
     def __init__(self, rules: list[CompiledRule]) -> None:
         self.rules = rules
@@ -368,13 +377,14 @@ class RuleRouter:
                 self.others.append(rule)
                 needles = None
             else:
-                name, value, exact = found
-                self.by_value.setdefault(name, {}).setdefault(value, []).append((rule, exact))
-                if needles is not None:
-                    if isinstance(value, str) and SAFE_NEEDLE.fullmatch(value):
-                        needles.append(value)
-                    else:
-                        needles = None
+                name, values, exact = found
+                for value in values:
+                    self.by_value.setdefault(name, {}).setdefault(value, []).append((rule, exact))
+                    if needles is not None:
+                        if isinstance(value, str) and SAFE_NEEDLE.fullmatch(value):
+                            needles.append(value)
+                        else:
+                            needles = None
         # texts one of which every event some rule wants contains (the WHERE values, when each rule has one
         # that JSON writes as it is), or None: every event must be parsed
         self.needles: tuple[str, ...] | None = tuple(sorted(set(needles))) if needles else None
@@ -394,19 +404,25 @@ class RuleRouter:
         return chosen
 
 
-def _equality(where) -> tuple[str, object, bool] | None:
-    """(field, value, whether that is the whole condition) when ``where`` is ``field = literal`` or an AND
-    whose first side is."""
-    from .expressions import Binary, Field, Literal
+def _equality(where) -> tuple[str, tuple, bool] | None:
+    """(field, the values it may have, whether that is the whole condition) when ``where`` is ``field = literal``
+    or ``field IN (literal, ...)`` (texts and integers), or an AND whose first side is."""
+    from .expressions import Binary, Field, InList, Literal
 
     exact = True
     node = where
     while isinstance(node, Binary) and node.op == "AND":
         node, exact = node.left, False
-    if (isinstance(node, Binary) and node.op == "=" and isinstance(node.left, Field) and node.left.var is None
-            and len(node.left.path) == 1 and isinstance(node.right, Literal)
-            and isinstance(node.right.value, (str, int)) and not isinstance(node.right.value, bool)):
-        return node.left.path[0], node.right.value, exact
+    if isinstance(node, Binary) and node.op == "=":
+        field, literals = node.left, (node.right,)
+    elif isinstance(node, InList) and not node.negated and node.items:
+        field, literals = node.operand, node.items
+    else:
+        return None
+    if (isinstance(field, Field) and field.var is None and len(field.path) == 1
+            and all(isinstance(item, Literal) and isinstance(item.value, (str, int))
+                    and not isinstance(item.value, bool) for item in literals)):
+        return field.path[0], tuple(dict.fromkeys(item.value for item in literals)), exact
     return None
 
 

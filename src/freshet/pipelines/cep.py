@@ -26,6 +26,7 @@ import time
 import zlib
 from collections.abc import Iterator
 
+import numpy as np
 import orjson
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -158,6 +159,12 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
     bucket, the pack's newest event time, each event's partition key (JSON), event time, order (partition,
     offset) and the fields the rule reads (JSON); and one heartbeat row (rule "") with the newest event time of
     the chunk, so that events no rule wants move the watermark too."""
+    columns = raw.select(F.col("value").cast("string").alias("value"), "topic", "partition", "offset")
+    return columns.mapInArrow(_router(rules), ROUTED)
+
+
+def _router(rules: RuleSource):
+    """``route``'s function: Arrow batches of (value, topic, partition, offset) in, ROUTED batches out."""
 
     def routed(batches):
         import pyarrow as pa
@@ -175,18 +182,19 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
             chosen = batch if needles is None else batch.take(_holding_any(batch.column(0), needles))
             values, topics = chosen.column(0).to_pylist(), chosen.column(1).to_pylist()
             partitions, offsets = chosen.column(2).to_pylist(), chosen.column(3).to_pylist()
+            rules_for = router.rules_for
             for value, topic, partition, offset in zip(values, topics, partitions, offsets):
                 event = _parse(value) if value is not None else None
                 if event is None:
                     continue
                 wanted = False
-                for rule in router.rules_for(event, topic):
+                whole = None  # the event's JSON text, for the rules that read every field it has
+                texts = None  # the texts of the event's projections made so far, by the fields projected
+                for rule in rules_for(event, topic):
                     when = rule.time_of(event)
                     if when is None:
                         continue
                     wanted = True
-                    # the fields the rule reads, not the whole event: less to parse again in the stateful
-                    # step and to keep in its state
                     key = rule.key_of(event)
                     # a key of one text or integer (most): its JSON text and bucket made once a chunk
                     one = key[0] if len(key) == 1 else None
@@ -196,8 +204,20 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
                         known = (pkey, zlib.crc32(pkey.encode()) % BUCKETS)
                         if type(one) in (str, int):
                             keys[(type(one), one)] = known
-                    pkey = known[0]
-                    entry = (pkey, when, (partition << 40) | offset, orjson.dumps(rule.project(event)).decode())
+                    # the fields the rule reads, not the whole event: less to parse again in the stateful
+                    # step and to keep in its state; made once an event for the rules that read the same
+                    if event.keys() <= rule.field_set:
+                        if whole is None:
+                            whole = orjson.dumps(event).decode()
+                        text = whole
+                    else:
+                        text = texts.get(rule.fields) if texts is not None else None
+                        if text is None:
+                            text = orjson.dumps(rule.project(event)).decode()
+                            if texts is None:
+                                texts = {}
+                            texts[rule.fields] = text
+                    entry = (known[0], when, (partition << 40) | offset, text)
                     group = (rule.name, known[1])
                     entries = groups.get(group)
                     if entries is None:
@@ -229,9 +249,7 @@ def route(raw: DataFrame, rules: RuleSource) -> DataFrame:
                     pa.timestamp("us", tz="UTC")),
                 "pkeys": pa.array(columns[3], pa.string()), "times": pa.array(columns[4], pa.string()),
                 "ords": pa.array(columns[5], pa.string()), "events": pa.array(columns[6], pa.string())})
-
-    columns = raw.select(F.col("value").cast("string").alias("value"), "topic", "partition", "offset")
-    return columns.mapInArrow(routed, ROUTED)
+    return routed
 
 
 class NewestTime:
@@ -385,19 +403,31 @@ def _match_step(rules: RuleSource):
 
 def _matches_frame(found: list) -> pd.DataFrame:
     """The matches' alert records (``Match.alert``, the shape ``freshet rules try`` prints) as MATCH_OUTPUT
-    rows: ``key`` and ``measures`` as JSON text until ``match_rules`` makes them JSON values again."""
-    alerts = [m.alert() for m in found]
+    rows: ``key`` and ``measures`` as JSON text until ``match_rules`` makes them JSON values again. Built column
+    by column (no alert dict, no ISO text per match): a step's pandas work is a good part of its cost."""
+    keys: dict = {}  # a key's JSON text, made once a frame (a key of texts and integers, most keys)
+    key_texts = []
+    for m in found:
+        key = m.key
+        plain = all(type(v) in (str, int) for v in key)
+        text = keys.get(key) if plain else None
+        if text is None:
+            text = json.dumps(m.key_object())
+            if plain:
+                keys[key] = text
+        key_texts.append(text)
 
     def times(ms: list[int]) -> pd.Series:  # the instants the alert's ISO texts name (iso_utc), not parsed back
-        return pd.to_datetime(pd.Series(ms, dtype="int64"), unit="ms", utc=True)
+        return pd.Series(pd.array(np.array(ms, dtype="int64").astype("datetime64[ms]"),
+                                  dtype=pd.DatetimeTZDtype("ms", "UTC")))
 
     return pd.DataFrame({
-        "rule": pd.Series([a["rule"] for a in alerts], dtype=object),
-        "kind": pd.Series([a["kind"] for a in alerts], dtype=object),
-        "key": pd.Series([json.dumps(a["key"]) for a in alerts], dtype=object),
+        "rule": pd.Series([m.rule for m in found], dtype=object),
+        "kind": pd.Series([m.kind for m in found], dtype=object),
+        "key": pd.Series(key_texts, dtype=object),
         "match_start": times([m.start_ms for m in found]), "match_end": times([m.end_ms for m in found]),
-        "rows": pd.Series([a["rows"] for a in alerts], dtype="int32"),
-        "measures": pd.Series([json.dumps(a["measures"]) for a in alerts], dtype=object)})
+        "rows": pd.Series([m.rows for m in found], dtype="int32"),
+        "measures": pd.Series([json.dumps(m.measures_object()) for m in found], dtype=object)})
 
 
 def alert_columns(matches: DataFrame) -> DataFrame:

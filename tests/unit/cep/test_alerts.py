@@ -272,3 +272,37 @@ def test_the_late_events_of_a_pack_are_dropped_as_spark_drops_late_rows():
     records = topic_records(step(("every", 0), iter([]), state))
     assert [(a["key"]["host"], a["match_start"]) for a in records] == [
         ("h1", "1970-01-01T00:00:10.001Z"), ("h3", "1970-01-01T00:00:20.000Z")]
+
+
+def test_the_router_packs_for_each_rule_the_fields_it_reads():
+    """``route``'s function: per (rule, bucket) one pack of the events the rule wants, each cut down to the fields
+    the rule reads (the whole event when it reads them all), with its key, time and (partition, offset) order;
+    and a heartbeat row with the newest time of the chunk, an event no rule wants included."""
+    import pyarrow as pa
+
+    from freshet.pipelines.cep import _router, unpack
+
+    texts = ["RULE logins WHERE kind = 'login' PARTITION BY user PATTERN (A) DEFINE A AS A.status = 'ok'",
+             "RULE pays WHERE kind IN ('payment', 'refund') PARTITION BY user PATTERN (P) DEFINE P AS P.amount > 5",
+             "RULE any_kind WHERE kind IN ('login', 'payment') PATTERN (A)"]
+    events = [{"kind": "login", "user": "ann", "status": "ok", "event_time": 1_000},
+              {"kind": "payment", "user": "ann", "amount": 7, "note": "x", "event_time": 2_000},
+              {"kind": "refund", "user": "bob", "amount": 9, "event_time": 3_000},
+              {"kind": "login", "user": "bob", "status": "failed", "ip": "10.0.0.1", "event_time": 4_000},
+              {"kind": "pageview", "user": "bob", "event_time": 9_000}]
+    batch = pa.RecordBatch.from_pydict({"value": [json.dumps(e) for e in events], "topic": ["t"] * len(events),
+                                        "partition": pa.array([1] * len(events), pa.int32()),
+                                        "offset": pa.array(range(len(events)), pa.int64())})
+    out = pa.Table.from_batches(list(_router(FixedRules(texts))(iter([batch])))).to_pylist()
+    compiled = {c.name: c for c in (CompiledRule(parse_rule(t)) for t in texts)}
+    got: dict[str, list] = {}
+    for row in out:
+        if row["rule"] == "":
+            assert row["event_time"].timestamp() * 1000 == 9_000
+            continue
+        for pkey, when, order, text in unpack(row["pkeys"], row["times"], row["ords"], row["events"]):
+            got.setdefault(row["rule"], []).append((json.loads(pkey), when, order, json.loads(text)))
+    expected = {name: [(list(c.key_of(e)), e["event_time"], (1 << 40) | i, c.project(e))
+                       for i, e in enumerate(events) if c.accepts(e)] for name, c in compiled.items()}
+    assert {name: sorted(rows, key=lambda r: r[2]) for name, rows in got.items()} == expected
+    assert [r[3] for r in expected["logins"]] == [events[0], {k: v for k, v in events[3].items() if k != "ip"}]

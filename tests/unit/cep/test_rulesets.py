@@ -87,10 +87,16 @@ def test_the_router_sends_each_event_where_the_where_clauses_do():
     rules = [CompiledRule(r) for r in ruleset("intrusion") + ruleset("fraud") + ruleset("telco")] + [
         CompiledRule(parse_rule("RULE both WHERE group = 'p2p' AND dst_port > 1000 PATTERN (A)")),
         CompiledRule(parse_rule("RULE numeric WHERE dst_port = 22 PATTERN (A)")),
-        CompiledRule(parse_rule("RULE only_web FROM web PATTERN (A)"))]
+        CompiledRule(parse_rule("RULE only_web FROM web PATTERN (A)")),
+        # IN lists are looked up by each of their values as equalities are; NOT IN is evaluated
+        CompiledRule(parse_rule("RULE in_list WHERE kind IN ('login', 'payment') PATTERN (A)")),
+        CompiledRule(parse_rule("RULE in_mixed WHERE kind IN ('login', 5, 'login') AND amount > 1 PATTERN (A)")),
+        CompiledRule(parse_rule("RULE not_in WHERE kind NOT IN ('login') PATTERN (A)"))]
     router = RuleRouter(rules)
     generated = security_events(3000, attacks=2, seed=9)
-    odd = [{"group": ["p2p"]}, {"group": None}, {"dst_port": 22.0}, {"dst_port": "22"}, {}, {"group": {"a": 1}}]
+    odd = [{"group": ["p2p"]}, {"group": None}, {"dst_port": 22.0}, {"dst_port": "22"}, {}, {"group": {"a": 1}},
+           *({"kind": kind, "amount": amount} for kind in ("login", "payment", "pageview", 5, "5", 5.0, True,
+                                                           ["login"], None) for amount in (0, 2, None))]
     for event in generated.events + odd:
         for topic in ("web", "other"):
             expected = [r.name for r in rules if r.rule.topic in (None, topic) and r.accepts(event)]
@@ -118,3 +124,6 @@ def test_the_router_names_the_texts_an_event_must_hold():
     assert RuleRouter(intrusion + [CompiledRule(parse_rule("RULE r WHERE x > 1 PATTERN (A)"))]).needles is None
     assert RuleRouter([CompiledRule(parse_rule("RULE r WHERE path = '/login' PATTERN (A)"))]).needles is None
     assert RuleRouter([CompiledRule(parse_rule("RULE r WHERE port = 22 PATTERN (A)"))]).needles is None
+    assert RuleRouter([CompiledRule(parse_rule("RULE r WHERE kind IN ('login', 'payment') PATTERN (A)"))]
+                      ).needles == ("login", "payment")
+    assert RuleRouter([CompiledRule(parse_rule("RULE r WHERE kind IN ('login', 'a/b') PATTERN (A)"))]).needles is None
