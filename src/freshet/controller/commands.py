@@ -297,7 +297,7 @@ COMMANDS.update({cls.__name__: cls for cls in (ControlledShutdown,)})
 @dataclass(frozen=True)
 class AlterPartitionReassignment:
     """AlterPartitionReassignments (API 45) for one partition: move it to ``replicas`` (the new replicas are added
-    and follow, the old ones are dropped once every target replica is in the ISR: the controller completes it on
+    and follow, the old ones are dropped once every new replica is in the ISR: the controller completes it on
     the AlterPartition that brings the last one in), or ``cancel`` the one in progress (back to the original
     replicas). ``allow_replication_factor_change`` False (v1) refuses a target of another size."""
 
