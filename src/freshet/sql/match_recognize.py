@@ -5,8 +5,9 @@ two front ends.
 The clause's body is a rule's body as docs/cep.md has it (PARTITION BY, ORDER BY, MEASURES, ONE ROW PER MATCH,
 PATTERN, DEFINE, AFTER MATCH SKIP, and Freshet's WITHIN, NOT FOLLOWED BY, EMIT TIMEOUTS; ``WITHIN INTERVAL '2'
 MINUTE`` as Flink SQL writes it). A rule's pre-filter (its WHERE) is SQL's subquery:
-``FROM (SELECT * FROM s WHERE cond) MATCH_RECOGNIZE (...)``. The stream must be JSON: the engine reads each
-record's fields by name, as the rules do. The watermark is the stream's (its ``watermark`` option, else the
+``FROM (SELECT * FROM s WHERE cond) MATCH_RECOGNIZE (...)``. The engine reads each record's fields by name, as
+the rules do: a JSON stream's records as they are; a CSV, Avro or raw stream's (or one with computed columns) as
+the JSON object of its columns. The watermark is the stream's (its ``watermark`` option, else the
 pipelines' default).
 
 What the clause gives, one row per match: the PARTITION BY columns, then the MEASURES, then ``match_start`` and
@@ -176,19 +177,23 @@ def matches(session, rec: Recognize, name: str):
     defn = session.catalog.get(rec.stream)
     if defn is None:
         raise SqlError(f"MATCH_RECOGNIZE over {rec.stream}: no such stream (SHOW STREAMS lists them)")
-    if defn.kind != "stream" or defn.format != "json":
-        raise SqlError(f"MATCH_RECOGNIZE reads a JSON stream; {defn.name} is a {defn.format} {defn.kind}")
+    if defn.kind != "stream":
+        raise SqlError(f"MATCH_RECOGNIZE reads a stream; {defn.name} is a table")
     text = rule_text(rec, name)
     try:
         rule = parse_rule(text)
     except RuleSyntaxError as e:
         raise SqlError(f"MATCH_RECOGNIZE: {e}") from None
-    types = {c.name.lower(): (c.type or "string") for c in defn.columns if c.type}
+    spec = PipelineSpec("sql", defn.topic, "console", session.bootstrap, "", starting_offsets=session.offset_reset)
+    raw = source(session.spark, spec)
+    if defn.format == "json" and all(c.expr is None for c in defn.columns):
+        types = {c.name.lower(): c.type for c in defn.columns}
+    else:  # the engine reads JSON objects: each row of the declared (and computed) columns as one
+        raw, types = _as_json(raw, defn)
     for path in rule.partition_by + (rule.order_by,):
         if path[0].lower() not in types:
             raise SqlError(f"MATCH_RECOGNIZE: {defn.name} has no column {'.'.join(path)}")
-    spec = PipelineSpec("sql", defn.topic, "console", session.bootstrap, "", starting_offsets=session.offset_reset)
-    alerts = match_rules(source(session.spark, spec), FixedRules({name: text}), defn.watermark or DEFAULT_LATENESS)
+    alerts = match_rules(raw, FixedRules({name: text}), defn.watermark or DEFAULT_LATENESS)
     measures = _measures_of(rec.body)
     measure_names = [m.lower() for m in measures]
     columns = []
@@ -205,6 +210,23 @@ def matches(session, rec: Recognize, name: str):
     if rule.emit_timeouts:
         columns.append("kind AS match_kind")
     return alerts.selectExpr(*columns)
+
+
+def _as_json(raw, defn):
+    """The records of a CSV, Avro or raw stream (or a JSON one with computed columns) as the engine reads them:
+    each row's columns as a JSON object (an event-time column as ISO text), at the record's partition and offset;
+    and {column: Spark type}."""
+    from pyspark.sql import functions as F
+
+    from .sources import decode, quote
+
+    rows = decode(raw, defn)
+    names = [c.name for c in defn.columns]
+    value = F.to_json(F.struct(*[F.col(quote(n)) for n in names]))
+    events = rows.select(value.alias("value"), F.lit(defn.topic).alias("topic"),
+                         F.col("ROWPARTITION").alias("partition"), F.col("ROWOFFSET").alias("offset"))
+    types = dict(rows.dtypes)
+    return events, {n.lower(): types[n] for n in names}
 
 
 def _measures_of(body: str) -> dict[str, str]:
