@@ -27,6 +27,7 @@ import time
 
 from confluent_kafka import Producer
 
+from freshet.dashboard import scan_columns
 from freshet.dashboard.browse import Filters, Scan, search
 from freshet.local import BrokerProcess
 from freshet.testing.topics import create_topic
@@ -79,12 +80,15 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", choices=list(SEARCHES), action="append")
+    parser.add_argument("--readers", type=int, default=scan_columns.READERS,
+                        help="columnar readers sharing a search's partitions (the console's default: %(default)s)")
     args = parser.parse_args()
+    scan_columns.READERS = args.readers
     with tempfile.TemporaryDirectory() as data, BrokerProcess(data_dir=os.path.join(data, "broker")) as broker:
         began = time.monotonic()
         fill(broker.bootstrap, args.records, args.partitions)
         out: dict = {"records": args.records, "partitions": args.partitions, "fill_s": round(time.monotonic() - began, 1),
-                     "python": sys.version.split()[0], "searches": {}}
+                     "python": sys.version.split()[0], "readers": args.readers, "searches": {}}
         for name in args.only or SEARCHES:
             runs = [time_search(broker.bootstrap, args.partitions, SEARCHES[name]) for _ in range(args.rounds)]
             seconds = statistics.median(r["seconds"] for r in runs)

@@ -344,15 +344,35 @@ BOTH_READERS_QUERIES = [
 
 
 def test_the_columnar_reader_and_librdkafka_answer_alike(client, monkeypatch):
-    """The search reads through the columnar reader where it serves (plaintext, pyarrow): every answer, record by
-    record, is the one the librdkafka path gives."""
+    """The search reads through the columnar reader where it serves (plaintext, pyarrow), its partitions shared
+    by two readers: every answer, record by record, is the one a single reader and the librdkafka path give."""
     from freshet.dashboard import scan_columns
 
     assert scan_columns.reader_options(client.app.state.collector.bootstrap) is not None
     fast = [get(client, q) for q in BOTH_READERS_QUERIES]
+    monkeypatch.setattr(scan_columns, "READERS", 1)  # one reader for both partitions: the same answers
+    assert [get(client, q) for q in BOTH_READERS_QUERIES] == fast
     monkeypatch.setattr(scan_columns, "reader_options", lambda bootstrap: None)
     assert [get(client, q) for q in BOTH_READERS_QUERIES] == fast
     assert all(answer["records"] for answer in fast[:-1])
+
+
+def test_a_reader_that_fails_fails_the_scan_and_leaves_no_thread_behind():
+    import threading
+
+    from freshet.dashboard import scan_columns
+    from freshet.local import free_port
+
+    before = {t for t in threading.enumerate() if t.name == "console-search-read"}
+    nobody = f"127.0.0.1:{free_port()}"  # no broker listens there
+    try:
+        scan_columns.read_windows(nobody, {"socket.timeout.ms": 2000}, "t", {0: (0, 10), 1: (0, 10)},
+                                  lambda p, batch: None, None, RuntimeError)
+    except (scan_columns.ReadFailed, OSError) as exc:
+        assert str(exc)
+    else:
+        raise AssertionError("a read from no broker succeeded")
+    assert {t for t in threading.enumerate() if t.name == "console-search-read"} == before
 
 
 def test_a_json_path_string_written_with_escapes_still_matches(broker, client):

@@ -7,7 +7,8 @@ The key and value-substring filters run in Arrow over the whole batch. A JSON pa
 (``$.user.id == "u1"``, ``$.items[?(@.sku == 'x')]``: ``browse.required_text``) first keeps the values that
 hold the string as JSON writes it, or hold a backslash (an escape could spell it otherwise), so only those are
 parsed. Headers and every other JSON path are judged in
-Python on the records the Arrow filters let through.
+Python on the records the Arrow filters let through. Two readers share a scan's partitions, each on a thread of
+its own, so that one's fetch is served while the other's batch is decoded (``read_windows``).
 
 It serves the plaintext clusters the columnar reader covers, where pyarrow is installed (the ``spark`` extra);
 ``reader_options`` says None otherwise and the search reads through librdkafka.
@@ -164,21 +165,68 @@ def containing(array, needle: bytes, most: int = 1000):
     return pa.array(hit)
 
 
+READERS = 2  # readers at once, each over its share of the partitions: one's fetch is served while another's
+# batch is decoded and filtered (the reader decodes each answer before it asks again)
+
+
 def read_windows(bootstrap: str, options: dict, topic: str, windows: dict[int, tuple[int, int]], on_batch,
-                 stop: threading.Event | None, cancelled) -> None:
+                 stop: threading.Event | None, cancelled, readers: int | None = None) -> None:
     """Each partition's [a, b) in Arrow batches of one partition each, in offset order per partition, to
-    ``on_batch(partition, batch)``; ``stop`` set: raises ``cancelled()`` before the next batch."""
-    wanted = [ReadRange(topic, p, a, b) for p, (a, b) in windows.items() if a < b]
+    ``on_batch(partition, batch)`` (on this thread); ``stop`` set: raises ``cancelled()`` before the next batch.
+    The partitions are shared among up to ``readers`` columnar readers, each on a thread of its own."""
+    import queue
+
+    wanted = [ReadRange(topic, p, a, b) for p, (a, b) in sorted(windows.items()) if a < b]
     if not wanted:
         return
-    reader = RangeReader(bootstrap, wanted, schema(), options=options, fail_on_data_loss=False)
-    batches = reader.batches()
+    readers = readers or READERS
+    shares = [wanted[i::readers] for i in range(min(readers, len(wanted)))]
+    found: queue.Queue = queue.Queue(maxsize=4 * len(shares))
+    done = object()
+    abort = threading.Event()
+
+    def put(item) -> bool:
+        while not abort.is_set():
+            try:
+                found.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read(share: list[ReadRange]) -> None:
+        try:
+            batches = RangeReader(bootstrap, share, schema(), options=options, fail_on_data_loss=False).batches()
+            try:
+                for batch in batches:
+                    if not put(batch):
+                        return
+            finally:
+                batches.close()
+        except (ReadError, ColumnarUnavailable) as exc:
+            put(ReadFailed(str(exc)))
+        except BaseException as exc:  # noqa: BLE001 (handed to the caller's thread, raised there)
+            put(exc)
+        finally:
+            put(done)
+
+    threads = [threading.Thread(target=read, args=(share,), daemon=True, name="console-search-read")
+               for share in shares]
+    for t in threads:
+        t.start()
     try:
-        for batch in batches:
+        running = len(threads)
+        while running:
+            item = found.get()
+            if item is done:
+                running -= 1
+                continue
+            if isinstance(item, BaseException):
+                raise item
             if stop is not None and stop.is_set():
                 raise cancelled()
-            on_batch(batch.column("partition")[0].as_py(), batch)
-    except (ReadError, ColumnarUnavailable) as exc:
-        raise ReadFailed(str(exc)) from None
+            on_batch(item.column("partition")[0].as_py(), item)
     finally:
-        batches.close()
+        abort.set()
+        for t in threads:
+            t.join()
