@@ -28,6 +28,7 @@ from typing import Callable
 
 from freshet.controller.client import AsyncControllerClient
 
+from ..groups import group_metadata
 from ..groups.offsets import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
 from ..replication.metadata import BrokerEndpoint, PartitionState
 from ..topics.registry import TopicError
@@ -132,6 +133,7 @@ class ClusterMembership:
         """Registers, takes the metadata and follows it, heartbeats (unfenced), and returns once this broker's
         view shows it unfenced: the broker serves clients from then on, with metadata that lists it."""
         self._changed = asyncio.Condition()
+        self.broker.groups.on_change = self._store_group  # a group's membership moves with its coordinator
         await self._register()
         await self.producer_ids.fill()
         await self._apply(await self._poller.request({"op": "metadata"}))
@@ -295,13 +297,21 @@ class ClusterMembership:
         if self._leads_offsets(view) and not self._leads_offsets(before):
             # this broker is the groups' coordinator now: the commits its log replicated become its own
             self.broker.offsets.reload()
-            log.info("coordinator of the groups: %d committed offsets of %d groups taken over",
-                     sum(len(g) for g in self.broker.offsets.offsets.values()), len(self.broker.offsets.offsets))
+            members = group_metadata.restore(self.broker.groups, group_metadata.read(self.broker.offsets.partition))
+            log.info("coordinator of the groups: %d committed offsets of %d groups and %d members taken over",
+                     sum(len(g) for g in self.broker.offsets.offsets.values()), len(self.broker.offsets.offsets),
+                     members)
         transactions = self.broker.transactions  # the transactions' coordinator, or not
         transactions.follow(self.led_epoch(transactions.topic))
         async with self._changed:
             self._changed.notify_all()
         return True
+
+    def _store_group(self, group) -> None:
+        """A classic group's membership into the replicated ``__consumer_offsets``, by its coordinator (the next
+        one takes the group over from it: group_metadata.restore)."""
+        if self.coordinates():
+            group_metadata.store(self.broker.offsets, group)
 
     def leads(self, topic: str, index: int) -> bool:
         info = self.view.topics.get(topic)

@@ -21,6 +21,7 @@ import struct
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable
 
 from kio.schema.errors import ErrorCode
 
@@ -103,6 +104,9 @@ class GroupCoordinator:
         self.min_session_ms = min_session_timeout_ms
         self.max_session_ms = max_session_timeout_ms
         self._reaper = Reaper(self.expire, "group-sessions")
+        # called with a group whose generation is complete (Stable) or whose last member left (Empty): a cluster's
+        # coordinator stores its membership (group_metadata.store) so that the next coordinator takes it over
+        self.on_change: Callable[[Group], None] | None = None
 
     def start(self) -> None:
         self._reaper.start()
@@ -315,6 +319,7 @@ class GroupCoordinator:
             for m in g.members.values():
                 m.assignment = assignments.get(m.member_id, b"")
             g.state = STABLE
+            self._changed(g)
             for m in g.members.values():
                 if m.sync_future and not m.sync_future.done():
                     m.sync_future.set_result(self._sync_response(ErrorCode.none, g, m.assignment))
@@ -375,6 +380,19 @@ class GroupCoordinator:
                 g.rebalance_timer = None
             g.generation += 1
             g.state, g.leader, g.protocol_name = EMPTY, None, None
+            self._changed(g)
+
+    def _changed(self, g: Group) -> None:
+        if self.on_change is not None:
+            try:
+                self.on_change(g)
+            except Exception:  # the group goes on in memory; the next coordinator would make it rejoin
+                log.exception("group %s: its membership was not stored", g.group_id)
+
+    def taken_over(self, deadlines: list[float]) -> None:
+        """Groups restored by a new coordinator (group_metadata.restore): their members' sessions end then."""
+        if deadlines:
+            self._reaper.due(min(deadlines))
 
     def expire(self, now: float) -> float | None:
         """Members silent past their session timeout leave, member ids handed out and not used go; the nearest
