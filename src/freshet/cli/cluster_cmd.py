@@ -1,7 +1,8 @@
 """``freshet cluster start|status|stop``: a cluster of Freshet brokers on this machine (issue #46): as many
 controllers (Raft, 3 at most) and brokers as asked, each with its own ports and data directory, running until
-``freshet cluster stop``. The day-to-day operations of issue #47: ``elect-leaders`` (ElectLeaders, to any
-cluster given ``--bootstrap``)."""
+``freshet cluster stop``. The day-to-day operations of issue #47 (docs/operations.md): ``restart`` (rolling, with
+controlled shutdowns), ``elect-leaders`` (ElectLeaders, to any cluster given ``--bootstrap``), ``add-broker``,
+``rebalance`` and ``decommission`` (plans of ``controller.placement`` carried out by ``controller.operations``)."""
 
 from __future__ import annotations
 
