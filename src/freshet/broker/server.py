@@ -236,17 +236,25 @@ class Broker:
 
     async def _expire_connections(self) -> None:
         """Close connections idle past connections.max.idle.ms, and those whose request frame does not arrive
-        whole within the frame timeout: every read sets its connection's deadline, checked here a few times
-        per the shorter timeout."""
+        whole within the frame timeout: every read sets its connection's deadline, checked here when the nearest
+        comes. A read sets its deadline at least the shorter timeout ahead, so none set after a look comes sooner
+        than that after it: the watchdog sleeps until the nearest deadline it saw, or the shorter timeout, not
+        on a tick (an idle broker is not woken every second)."""
         loop = asyncio.get_running_loop()
-        tick = min(1.0, max(0.01, min(self.config.idle_timeout_s, self.config.frame_timeout_s) / 4))
+        shortest = max(0.01, min(self.config.idle_timeout_s, self.config.frame_timeout_s))
         while True:
-            await asyncio.sleep(tick)
             now = loop.time()
+            nearest = now + shortest
             for task, connection in list(self._connections.items()):
-                if connection.deadline is not None and now > connection.deadline:
+                deadline = connection.deadline
+                if deadline is None:
+                    continue
+                if now > deadline:
                     connection.deadline = None
                     task.cancel()
+                elif deadline < nearest:
+                    nearest = deadline
+            await asyncio.sleep(max(nearest - loop.time(), 0.01))
 
     async def _run_cleaner(self) -> None:
         """Retention and compaction, topic by topic, at the cleaner interval."""
