@@ -15,7 +15,10 @@ Prints one JSON object a run: the broker's CPU seconds while the application ran
 input beforehand is counted apart, as ``load_broker_cpu_s``), the
 application's throughput (events from its first event to its exit), and whether the windows it wrote are exact
 (each expected (user, window) once, with the right count, nothing else; read read_committed). Then per broker
-and guarantee the medians and the ratio Freshet / Tansu of broker CPU, with its spread.
+and guarantee the medians and the ratio Freshet / Tansu of broker CPU, with its spread. ``--baseline-src DIR``
+adds a third broker, Freshet imported from another source tree (e.g. ``git worktree add /tmp/base <commit>``,
+DIR = /tmp/base/src), run in turn with the other two in every round: its ratio to Tansu, and this checkout's
+broker CPU over the baseline's, come with the others.
 
 Quix Streams pins its own confluent-kafka (older than the project's), so it runs in a virtualenv of its own,
 ``.venv-quix`` beside the project's (made on first use; ``--venv`` to choose). ``make bench-deps`` installs
@@ -218,7 +221,7 @@ def one_run(name: str, guarantee: str, args, events, expected, python: str, work
         stop = server.__exit__
         pid = server.proc.pid
     else:
-        server = freshet_broker()
+        server = freshet_broker(args.baseline_src if name == "baseline" else None)
         stop = lambda *exc: server.close()  # noqa: E731
         pid = server.pid
     tag = uuid.uuid4().hex[:6]
@@ -285,12 +288,17 @@ def main() -> None:
                     help="only this processing guarantee (repeatable; default both)")
     ap.add_argument("--only", choices=["freshet", "tansu"], help="one broker only")
     ap.add_argument("--venv", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".venv-quix"))
+    ap.add_argument("--baseline-src", metavar="DIR",
+                    help="also run a Freshet broker imported from this source tree (another commit's src/), in turn "
+                         "with the others in every round")
     ap.add_argument("--profile", metavar="PREFIX",
                     help="py-spy the Freshet broker of the first round into PREFIX-<guarantee>.txt")
     args = ap.parse_args()
     python = quix_python(os.path.abspath(args.venv))
     events, expected = plan(args)
     names = [args.only] if args.only else ["freshet", "tansu"]
+    if args.baseline_src:
+        names.append("baseline")
     guarantees = args.guarantee or list(GUARANTEES)
     rows: dict[tuple[str, str], list[dict]] = collections.defaultdict(list)
     with tempfile.TemporaryDirectory(prefix="stream-library-") as work:
@@ -298,7 +306,7 @@ def main() -> None:
             f.write(APP)
         for r in range(args.rounds):
             for guarantee in guarantees:
-                order = names if r % 2 == 0 else names[::-1]
+                order = names[r % len(names):] + names[:r % len(names)]  # each broker first in turn
                 for name in order:
                     profile = (f"{args.profile}-{guarantee}.txt" if args.profile and name == "freshet" and r == 0
                                else None)
@@ -314,14 +322,18 @@ def main() -> None:
             "load_broker_cpu_s": statistics.median(x["load_broker_cpu_s"] for x in runs),
             "events_per_s": statistics.median(x["events_per_s"] for x in runs),
             "exact": all(x["exact"] for x in runs)}
-    if "tansu" in names and "freshet" in names:
+    for this, other in (("freshet", "tansu"), ("baseline", "tansu"), ("freshet", "baseline")):
+        if this not in names or other not in names:
+            continue
         for guarantee in guarantees:
-            pairs = list(zip(rows[("freshet", guarantee)], rows[("tansu", guarantee)]))
-            cpu = [f["broker_cpu_s"] / t["broker_cpu_s"] for f, t in pairs]
+            pairs = list(zip(rows[(this, guarantee)], rows[(other, guarantee)]))
+            cpu = [f["broker_cpu_s"] / t["broker_cpu_s"] for f, t in pairs if t["broker_cpu_s"]]
             speed = [f["events_per_s"] / t["events_per_s"] for f, t in pairs]
-            summary[f"freshet/tansu {guarantee}"] = {
+            if not cpu:
+                continue
+            summary[f"{this}/{other} {guarantee}"] = {
                 "broker_cpu": {"median": round(statistics.median(cpu), 2), "min": round(min(cpu), 2),
-                               "max": round(max(cpu), 2), "target": "<= 1.5"},
+                               "max": round(max(cpu), 2), **({"target": "<= 1.5"} if other == "tansu" else {})},
                 "throughput": {"median": round(statistics.median(speed), 2), "min": round(min(speed), 2),
                                "max": round(max(speed), 2)}}
     print(json.dumps(summary), flush=True)
