@@ -25,6 +25,11 @@ from .metadata import PartitionState
 log = logging.getLogger(__name__)
 
 UNKNOWN_OFFSET = -1
+# AlterPartition refusals checked against the partition epoch the leader sent, so the change was not made, by this
+# or any earlier try (Kafka's Partition.handleAlterPartitionError). After any other refusal (INVALID_UPDATE_VERSION,
+# REQUEST_TIMED_OUT, ...) an earlier try whose answer was lost (a controller failover) may have made it: a follower
+# being added keeps counting for the high watermark until the metadata says (a newer partition epoch)
+NOT_MADE = ("INELIGIBLE_REPLICA", "INVALID_REQUEST", "OPERATION_NOT_ATTEMPTED")
 
 
 class ReplicationError(Exception):
@@ -153,6 +158,8 @@ class LeaderState:
                                                        or self.followers[r].last_caught_up_ms < limit)}
         if lagging:
             self._alter(tuple(r for r in self.isr if r not in lagging), "shrink")
+        elif self._joining and not self._altering:  # a change of unknown outcome: asked again for an answer
+            self._alter(tuple(r for r in self.replicas if r in self.isr or r in self._joining), "expand")
 
     def _alter(self, new_isr: tuple[int, ...], why: str) -> None:
         if self._altering or self.lost.done() or set(new_isr) == set(self.isr):
@@ -172,13 +179,15 @@ class LeaderState:
             return
         finally:
             self._altering = False
-        self._joining = ()
         if self.lost.done():
             return
         if result.get("error_code", 0):
             log.info("%s-%d: ISR %s to %s refused: %s %s", self.topic, self.index, why, new_isr,
                      result.get("error"), result.get("message"))
+            if result.get("error") in NOT_MADE:
+                self._joining = ()
             return
+        self._joining = ()
         value = result.get("value") or {}
         partition_epoch = value.get("partition_epoch", self.partition_epoch + 1)
         if partition_epoch > self.partition_epoch:  # else the metadata brought this change (or a later one) first
