@@ -352,3 +352,24 @@ def test_decommissioning_a_broker_that_leads_partitions_under_a_producer_loses_n
         assert leaving not in cluster.running_nodes()
         cluster.wait_until(cluster.fully_replicated, DEADLINE, "whole ISRs on the three others")
         check_log(cluster, "moving", 4, writer.acked)
+
+
+@pytest.mark.timeout(600)
+def test_status_shows_a_broker_shutting_down_until_it_registers_again(own_cluster):
+    """A broker the controllers have taken ControlledShutdown from (its process still up: here the command is
+    sent by hand) leads nothing and is listed as shutting down, until its next incarnation registers."""
+    from freshet.controller.client import ControllerClient
+
+    created(admin(own_cluster.bootstrap), NewTopic("status", 3, 3))
+    own_cluster.wait_until(own_cluster.fully_replicated, DEADLINE, "whole ISRs")
+    epoch = _broker(own_cluster.metadata(), 3)["epoch"]
+    with ControllerClient(own_cluster.controller_addresses[0]) as client:
+        answer = client.command({"command": "ControlledShutdown", "broker_id": 3, "broker_epoch": epoch})
+    assert answer["error"] == "NONE", answer
+    assert 3 not in leaders_of(own_cluster.metadata(), "status").values()
+    status = _cli("status", "--data-dir", own_cluster.directory)
+    [line] = [line for line in status.output.splitlines() if line.startswith("broker 3 ")]
+    assert status.exit_code == 0 and " shutting down running" in line, status.output
+    own_cluster.restart(3)
+    status = _cli("status", "--data-dir", own_cluster.directory)
+    assert [line.split()[3] for line in status.output.splitlines() if line.startswith("broker 3 ")] == ["live"]

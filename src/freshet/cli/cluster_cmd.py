@@ -76,10 +76,11 @@ def status(directory: str) -> None:
     running = set(local.running_nodes())
     for node_id, node in sorted(local.nodes.items()):
         b = registered.get(node_id)
-        state = "unregistered" if b is None else ("fenced" if b["fenced"] else "live")
+        state = "unregistered" if b is None else ("fenced" if b["fenced"] else
+                                                  "shutting down" if b.get("shutting_down") else "live")
         rack = f"  rack {b['rack']}" if b is not None and b.get("rack") else ""
         rack += "  (decommissioned)" if node.decommissioned else ""
-        click.echo(f"broker {node_id}  127.0.0.1:{node.port}  {state:<12} "
+        click.echo(f"broker {node_id}  127.0.0.1:{node.port}  {state:<13} "
                    f"{'running' if node_id in running else 'not running'}{rack}")
     under, offline, total = [], [], 0
     for topic in metadata["topics"]:
