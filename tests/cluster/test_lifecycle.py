@@ -337,9 +337,11 @@ def test_decommissioning_a_broker_that_leads_partitions_under_a_producer_loses_n
         writer.start()
         try:
             writer.acked_past(500)
-            run = _cli("decommission", str(leaving), "--data-dir", directory)
+            run = _cli("decommission", str(leaving), "--throttle", "50000000", "--data-dir", directory)
             assert run.exit_code == 0, run.output
             assert f"broker {leaving} decommissioned" in run.output
+            # throttled while the replicas moved (as kafka-reassign-partitions --throttle), not after
+            assert "throttle: 50000000 bytes/s on brokers " in run.output and "throttle removed" in run.output
             assert cluster.reload().nodes[leaving].decommissioned
             writer.acked_past(len(writer.acked) + 300)
         finally:
@@ -350,6 +352,8 @@ def test_decommissioning_a_broker_that_leads_partitions_under_a_producer_loses_n
         assert all(leaving not in p["replicas"] and len(p["replicas"]) == 3 for t in after["topics"]
                    for p in t["partitions"])
         assert leaving not in cluster.running_nodes()
+        assert not any("throttled" in key for configs in after["broker_configs"].values() for key in configs)
+        assert not any("throttled" in key for t in after["topics"] for key in t["configs"])
         cluster.wait_until(cluster.fully_replicated, DEADLINE, "whole ISRs on the three others")
         check_log(cluster, "moving", 4, writer.acked)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
+from contextlib import contextmanager
 
 import click
 
@@ -194,11 +195,37 @@ def add_broker(directory: str) -> None:
                "(freshet cluster rebalance --apply moves some to it)")
 
 
+throttle_option = click.option(
+    "--throttle", type=click.IntRange(1), default=None, metavar="BYTES_PER_S",
+    help="Replication throttle while partitions move (leader/follower.replication.throttled.rate on the brokers "
+         "involved, as kafka-reassign-partitions --throttle); removed once the moves are done.")
+
+
+@contextmanager
+def _throttled(bootstrap: str, plan: dict, rate: int | None):
+    """The reassignment throttle for ``plan`` while the block runs (freshet.client.reassignment's)."""
+    if rate is None or not plan:
+        yield
+        return
+    from freshet.client.reassignment import ReassignmentAdmin
+
+    admin = ReassignmentAdmin(bootstrap)
+    brokers = admin.set_throttle(plan, rate)
+    click.echo(f"throttle: {rate} bytes/s on brokers {', '.join(map(str, brokers))}")
+    try:
+        yield
+    finally:
+        admin.clear_throttle(sorted({t for t, _ in plan}), brokers)
+        admin.close()
+        click.echo("throttle removed")
+
+
 @cluster.command("decommission")
 @click.argument("broker", type=int)
+@throttle_option
 @dir_option
 @one_line_errors
-def decommission(broker: int, directory: str) -> None:
+def decommission(broker: int, throttle: int | None, directory: str) -> None:
     """Move every replica off BROKER (reassignments: the new replicas catch up before it is dropped), stop it
     and unregister it (UnregisterBroker). Refused, changing nothing, when a partition would be left with fewer
     live brokers than its replication factor."""
@@ -208,7 +235,10 @@ def decommission(broker: int, directory: str) -> None:
     if broker not in local.nodes or local.nodes[broker].decommissioned:
         raise ClusterError(f"broker {broker} is not a broker of the cluster in {local.directory}")
     try:
-        plan = ops.decommission(broker, stop=local.decommissioned, progress=click.echo)
+        plan = ops.decommission_plan(broker)
+        with _throttled(local.bootstrap, plan, throttle):
+            ops.apply(plan, progress=click.echo)
+        ops.retire(broker, stop=local.decommissioned, progress=click.echo)
     except PlanError as exc:
         raise ClusterError(str(exc)) from None
     click.echo(f"broker {broker} decommissioned: {len(plan)} partition(s) moved off it")
@@ -216,15 +246,16 @@ def decommission(broker: int, directory: str) -> None:
 
 @cluster.command("rebalance")
 @click.option("--apply", "apply_plan", is_flag=True, help="Carry the plan out (default: only print it).")
+@throttle_option
 @dir_option
 @one_line_errors
-def rebalance(apply_plan: bool, directory: str) -> None:
+def rebalance(apply_plan: bool, throttle: int | None, directory: str) -> None:
     """Propose an even spread (replicas and preferred leaders per live broker within one of the mean, as Cruise
     Control's simplest goal) and print it; with --apply, reassign the partitions and elect their preferred
     leaders."""
     from freshet.controller.placement import PlanError, balance_counts, balanced
 
-    _, ops = _operations(directory)
+    local, ops = _operations(directory)
     snapshot, plan = ops.rebalance()
     before = balance_counts(snapshot)
     current = {(t["name"], p["partition"]): p["replicas"] for t in snapshot["topics"] for p in t["partitions"]}
@@ -241,7 +272,8 @@ def rebalance(apply_plan: bool, directory: str) -> None:
         click.echo(f"{len(plan)} partition(s) to move: freshet cluster rebalance --apply")
         return
     try:
-        ops.apply(plan, progress=click.echo)
+        with _throttled(local.bootstrap, plan, throttle):
+            ops.apply(plan, progress=click.echo)
     except PlanError as exc:
         raise ClusterError(str(exc)) from None
     click.echo(f"{len(plan)} partition(s) moved")

@@ -80,8 +80,17 @@ class Operations:
         """Moves every replica off ``broker`` (refused, nothing changed, when a partition would fall below its
         replication factor), stops it (``stop``, a controlled shutdown: it leads nothing by then), waits until it
         is fenced, and unregisters it."""
-        plan = decommission_plan(self.metadata(), broker)
+        plan = self.decommission_plan(broker)
         self.apply(plan, progress)
+        self.retire(broker, stop, progress)
+        return plan
+
+    def decommission_plan(self, broker: int) -> Plan:
+        return decommission_plan(self.metadata(), broker)
+
+    def retire(self, broker: int, stop: Callable[[int], None] | None = None,
+               progress: Callable[[str], None] = lambda line: None) -> None:
+        """Once ``broker`` holds no replica: stops it (``stop``), waits until it is fenced, unregisters it."""
         self._wait(lambda m: all(broker not in p["replicas"] for _, p in _by_key(m).items()),
                    f"broker {broker} to hold no replica")
         if stop is not None:
@@ -92,7 +101,6 @@ class Operations:
         if answer.get("error") != "NONE":
             raise PlanError(f"unregistering broker {broker}: {answer.get('error')} {answer.get('message')}")
         progress(f"broker {broker} unregistered")
-        return plan
 
 
 def _by_key(snapshot: dict) -> dict[tuple[str, int], dict]:
