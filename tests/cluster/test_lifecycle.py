@@ -377,3 +377,29 @@ def test_status_shows_a_broker_shutting_down_until_it_registers_again(own_cluste
     own_cluster.restart(3)
     status = _cli("status", "--data-dir", own_cluster.directory)
     assert [line.split()[3] for line in status.output.splitlines() if line.startswith("broker 3 ")] == ["live"]
+
+
+@pytest.mark.timeout(600)
+def test_elect_leaders_unclean_gives_an_offline_partition_a_replica_outside_the_isr(own_cluster):
+    """The ISR's last member dead, the other replica back but outside the ISR: the partition stays offline (no
+    unclean election by default); a preferred election is refused, `elect-leaders --unclean` elects it."""
+    directory = own_cluster.directory
+    created(admin(own_cluster.bootstrap), NewTopic("offline", 1, 2))
+    part = own_cluster.wait_until(lambda m: (p := own_cluster.partition("offline", 0, m)) and len(p["isr"]) == 2
+                                  and p, DEADLINE, "the whole ISR")
+    first, second = part["replicas"]
+    own_cluster.kill(second)
+    own_cluster.wait_until(lambda m: own_cluster.partition("offline", 0, m)["isr"] == [first], DEADLINE,
+                           f"broker {second} out of the ISR")
+    own_cluster.kill(first)
+    own_cluster.wait_until(lambda m: own_cluster.partition("offline", 0, m)["leader"] == -1, DEADLINE, "offline")
+    own_cluster.restart(second)
+    assert own_cluster.partition("offline", 0)["leader"] == -1  # not in the ISR: no leader without being asked
+    preferred = _cli("elect-leaders", "--topic", "offline", "--data-dir", directory)
+    assert preferred.exit_code == 1 and "offline-0: PREFERRED_LEADER_NOT_AVAILABLE" in preferred.output, \
+        preferred.output
+    unclean = _cli("elect-leaders", "--topic", "offline", "--partition", "0", "--unclean", "--data-dir", directory)
+    assert unclean.exit_code == 0 and "offline-0: elected" in unclean.output, unclean.output
+    part = own_cluster.wait_until(lambda m: (p := own_cluster.partition("offline", 0, m))["leader"] == second and p,
+                                  DEADLINE, f"broker {second} leading")
+    assert part["isr"] == [second]
