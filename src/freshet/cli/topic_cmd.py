@@ -147,13 +147,14 @@ def reassign(name: str | None, plan_path: str | None, throttle: int | None, stat
         else:
             if throttle is not None:  # before the move starts, as kafka-reassign-partitions does
                 brokers = admin.set_throttle(plan, throttle)
-                click.echo(f"throttle: {throttle} bytes/s on brokers {', '.join(map(str, brokers))}")
             try:
                 admin.alter(plan)
             except ReassignmentRefused as exc:
                 if throttle is not None and (exc.refused is None or exc.refused >= set(plan)):
                     admin.clear_throttle(sorted({t for t, _ in plan}), brokers)  # nothing moves: no throttle
                 raise
+            if throttle is not None:
+                click.echo(f"throttle: {throttle} bytes/s on brokers {', '.join(map(str, brokers))}")
             click.echo(f"reassigning {len(plan)} partition{'s' if len(plan) != 1 else ''}: "
                        + ", ".join(f"{t}-{p} -> {r}" for (t, p), r in sorted(plan.items())))
             click.echo("follow it with: freshet topic reassign --status" + (f" --plan {plan_path}"))

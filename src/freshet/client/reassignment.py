@@ -186,11 +186,15 @@ class ReassignmentAdmin:
         return moving
 
     # -- the throttle --------------------------------------------------------------------------------------
-    def current_replicas(self, keys: list[Key]) -> dict[Key, list[int]]:
-        """Each partition's replicas now (Metadata), for the leader side of the throttle."""
+    def _metadata(self):
         from confluent_kafka.admin import AdminClient
 
-        metadata = AdminClient(admin_config(self.bootstrap)).list_topics(timeout=self.timeout_ms / 1000)
+        return AdminClient(admin_config(self.bootstrap)).list_topics(timeout=self.timeout_ms / 1000)
+
+    def current_replicas(self, keys: list[Key]) -> dict[Key, list[int]]:
+        """Each partition's replicas now (Metadata), for the leader side of the throttle; a partition the cluster
+        does not have is left out."""
+        metadata = self._metadata()
         out = {}
         for topic, index in keys:
             info = metadata.topics.get(topic)
@@ -199,23 +203,24 @@ class ReassignmentAdmin:
         return out
 
     def broker_ids(self) -> list[int]:
-        from confluent_kafka.admin import AdminClient
-
-        return sorted(AdminClient(admin_config(self.bootstrap)).list_topics(timeout=self.timeout_ms / 1000).brokers)
+        return sorted(self._metadata().brokers)
 
     def set_throttle(self, plan: dict[Key, list[int]], rate: int) -> list[int]:
         """The replication throttle for a plan, as kafka-reassign-partitions --throttle: the rates on every broker
         the move involves, the partitions' current replicas throttled as leaders, the new ones as followers.
+        A partition the cluster does not have is left out (its move is refused: nothing of it may stay behind).
         Answers the brokers throttled."""
         current = self.current_replicas(list(plan))
         leaders: dict[str, set[str]] = {}
         followers: dict[str, set[str]] = {}
         for (topic, index), target in plan.items():
-            now = current.get((topic, index), [])
+            if (topic, index) not in current:
+                continue
+            now = current[(topic, index)]
             leaders.setdefault(topic, set()).update(f"{index}:{b}" for b in now)
             followers.setdefault(topic, set()).update(f"{index}:{b}" for b in target if b not in now)
         known = set(self.broker_ids())  # a broker the plan names that does not exist: the move is refused anyway
-        brokers = sorted({b for key, target in plan.items() for b in [*target, *current.get(key, [])]} & known)
+        brokers = sorted({b for key, now in current.items() for b in [*plan[key], *now]} & known)
         configs = {("broker", str(b)): {LEADER_RATE: str(rate), FOLLOWER_RATE: str(rate)} for b in brokers}
         for topic in sorted(leaders):
             configs[("topic", topic)] = {LEADER_REPLICAS: ",".join(sorted(leaders[topic])),
@@ -224,8 +229,11 @@ class ReassignmentAdmin:
         return brokers
 
     def clear_throttle(self, topics: list[str], brokers: list[int]) -> None:
+        """The throttle's rates off ``brokers`` and its replica lists off ``topics`` (those the cluster has: one
+        deleted since, or never there, has none to remove)."""
+        present = self._metadata().topics
         configs = {("broker", str(b)): {LEADER_RATE: None, FOLLOWER_RATE: None} for b in brokers}
-        configs.update({("topic", t): {LEADER_REPLICAS: None, FOLLOWER_REPLICAS: None} for t in topics})
+        configs.update({("topic", t): {LEADER_REPLICAS: None, FOLLOWER_REPLICAS: None} for t in topics if t in present})
         self._alter_configs(configs)
 
     def _alter_configs(self, configs: dict[tuple[str, str], dict[str, str | None]]) -> None:
