@@ -106,3 +106,17 @@ def test_config_values():
     assert throttled_partitions("*", 3, 2) == {0, 1, 2}
     assert throttled_partitions("0:1,1:2, 2:2", 3, 2) == {1, 2}
     assert throttled_partitions("", 3, 2) == set() and throttled_partitions(None, 3, 2) == set()
+
+
+def test_a_rate_changed_keeps_the_debt_and_a_new_rate_starts_with_a_full_second():
+    now = [0.0]
+    quota = ReplicationQuota(clock=lambda: now[0])
+    quota.set_rate(1000)
+    quota.record(1000)  # the second's bytes spent exactly: nothing left
+    quota.set_rate(500)  # a lower rate gives no bytes back
+    quota.record(1)
+    assert quota.exceeded() and quota.delay_s() == pytest.approx(0.002)
+    quota.set_rate(None)  # lifted, then set again: a fresh second's worth
+    quota.set_rate(2000)
+    quota.record(1500)
+    assert not quota.exceeded()

@@ -30,11 +30,13 @@ class ReplicationQuota:
         self.throttled_bytes = 0  # bytes recorded under the quota (a counter, for tests and /metrics)
 
     def set_rate(self, rate: int | None) -> None:
+        """A new rate: what was spent beyond the old one stays owed; a rate set where there was none starts with
+        one second's bytes."""
         if rate != self.rate:
             self._refill()
-            self.rate = rate
+            previous, self.rate = self.rate, rate
             if rate is not None:
-                self._tokens = min(self._tokens, float(rate)) if self._tokens else float(rate)
+                self._tokens = float(rate) if previous is None else min(self._tokens, float(rate))
 
     def _refill(self) -> None:
         now = self._clock()
