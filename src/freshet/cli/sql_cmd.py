@@ -49,6 +49,10 @@ def sql(script_file: str | None, statements: str | None, master: str | None, rem
             script = f.read()
     elif statements is not None:
         script = statements
+    if master or remote:  # checked as freshet run checks them: a wrong or unreachable one is one line, exit 1
+        from .run_cmd import _engine
+
+        _engine(master, remote, ())
     spark_log = spark_log or os.path.join(tempfile.gettempdir(), f"freshet-sql-{os.getuid()}.spark.log")
     session = SqlSession(bootstrap, master=master, remote=remote, data_dir=data_dir)
     code = 0

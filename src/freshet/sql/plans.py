@@ -22,14 +22,60 @@ def _id(attribute) -> int:
     return attribute.exprId().id()
 
 
-def key_columns(df) -> list[int] | None:
+def key_columns(df, select: str | None = None) -> list[int] | None:
     """The positions of ``df``'s output columns that identify a row of its streaming aggregation: [] when the
     aggregation has no grouping key (one row); None when there is no aggregation, or its key is not in the
-    output (every row is then a row of its own)."""
+    output (every row is then a row of its own). Over Spark Connect (no plan objects here), from the text of the
+    query ``select`` and of its analyzed plan."""
     try:
+        if not hasattr(df, "_jdf"):
+            return _connect_key_columns(df, select) if select is not None else None
         return _key_columns(_analyzed(df))
-    except Exception:  # a plan of a shape not foreseen (Spark Connect has no _jdf): every row is given
+    except Exception:  # a plan of a shape not foreseen: every row is given
         return None
+
+
+def analyzed_text(df) -> str:
+    """Spark's analyzed logical plan of ``df`` as text (over Spark Connect: the server's EXPLAIN EXTENDED)."""
+    if hasattr(df, "_jdf"):
+        return _analyzed(df).toString()
+    explained = df._explain_string(extended=True)
+    section = explained.split("== Analyzed Logical Plan ==", 1)[1].split("\n== ", 1)[0].strip("\n")
+    return section.split("\n", 1)[1] if "\n" in section else section  # less its first line, the output schema
+
+
+def _connect_key_columns(df, select: str) -> list[int] | None:
+    """``key_columns`` from the text: the GROUP BY columns of ``select`` as selected (None with a HAVING); with no
+    GROUP BY, [] when the plan's top aggregation, under projections and views only, has no grouping key."""
+    import re
+
+    from .errors import SqlError
+    from .queries import group_keys
+
+    try:
+        keys = group_keys(select, list(df.columns))
+    except SqlError:
+        return None
+    if keys:
+        found = [df.columns.index(k) for k in keys if k in df.columns]
+        return found if len(found) == len(keys) and not re.search(r"(?i)\bHAVING\b", select) else None
+    for line in analyzed_text(df).splitlines():
+        name, _, rest = line.lstrip(" :+-~!'").partition(" ")
+        if name in ("Project", "SubqueryAlias", "View"):
+            continue
+        if name != "Aggregate" or not rest.startswith("["):
+            return None
+        depth = 0
+        for i, ch in enumerate(rest):  # "[aggregates]" alone, or "[grouping], [aggregates]"
+            depth += (ch == "[") - (ch == "]")
+            if depth == 0:
+                return [] if not rest[i + 1:].lstrip().startswith(", [") else None
+        return None
+    return None
+
+
+def _analyzed(df):
+    return df._jdf.queryExecution().analyzed()
 
 
 def _key_columns(plan) -> list[int] | None:
@@ -64,10 +110,6 @@ def _key_columns(plan) -> list[int] | None:
     if covered != set(range(len(grouping))):
         return None
     return keys
-
-
-def _analyzed(df):
-    return df._jdf.queryExecution().analyzed()
 
 
 def _has(plan, node_name: str) -> bool:

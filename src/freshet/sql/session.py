@@ -27,10 +27,10 @@ from collections.abc import Iterator
 from freshet.client.admin import TopicAdmin
 
 from . import parser as p
-from .changes import Changes
-from .plans import joins_two_aggregations, key_columns
 from .catalog import SQL_TOPIC, Catalog, Definition, definition
+from .changes import Changes
 from .errors import SqlError
+from .plans import analyzed_text, joins_two_aggregations, key_columns
 from .results import Message, Push, Rows
 
 
@@ -269,7 +269,7 @@ class SqlSession:
             return Rows(["plan"], [(row[0],) for row in self.spark.sql(prefix + stmt.select).collect()])
         # Spark plans a streaming query's physical plan only when it runs (each microbatch anew); before, its
         # plan is the analyzed logical one: the source, watermark, windows, aggregations and joins it will run
-        plan = df._jdf.queryExecution().analyzed().toString()
+        plan = analyzed_text(df)
         return Rows(["plan"], [("== Analyzed Logical Plan (streaming) ==\n" + plan,)])
 
     def _drop(self, stmt: p.Drop) -> Message:
@@ -349,6 +349,12 @@ class PushQuery:
         self.checkpoint = tempfile.mkdtemp(prefix="freshet-sql-push-")
         self.stopped = threading.Event()
         self.changes = Changes(None)
+        # over Spark Connect the query runs on the server, where no function of this process can run: its rows go
+        # to Spark's memory sink, a view on the server read from here (``seen``: the rows of it already read)
+        from freshet.spark.session import is_connect
+
+        self.memory = is_connect(session.spark)
+        self.seen = 0
 
     def _batch(self, batch, batch_id: int) -> None:
         rows = self.changes([tuple(r) for r in batch.collect()])
@@ -360,11 +366,14 @@ class PushQuery:
         last: Exception | None = None
         for mode in modes:
             # update mode writes every key a batch touched, changed or not: only the changed rows are given
-            self.changes = Changes(key_columns(self.df) if mode == "update" else None)
+            self.changes = Changes(key_columns(self.df, self.stmt.select) if mode == "update" else None)
+            writer = self.df.writeStream.outputMode(mode).queryName(self.query_id).trigger(processingTime="1 second")
+            if self.memory:  # the memory sink keeps a checkpoint of its own on the server
+                writer = writer.format("memory")
+            else:
+                writer = writer.foreachBatch(self._batch).option("checkpointLocation", self.checkpoint)
             try:
-                self.query = (self.df.writeStream.outputMode(mode).foreachBatch(self._batch)
-                              .option("checkpointLocation", self.checkpoint).queryName(self.query_id)
-                              .trigger(processingTime="1 second").start())
+                self.query = writer.start()
                 return
             except Exception as e:  # Spark refuses this mode for this query: try the next
                 last = e
@@ -373,26 +382,37 @@ class PushQuery:
         shutil.rmtree(self.checkpoint, ignore_errors=True)
         raise spark_error(last, self.stmt.script, self.stmt.start) from None
 
+    def _take(self, wait: bool) -> list[tuple]:
+        """The rows that came since the last call (only the changed ones); waiting a moment for some if asked."""
+        if not self.memory:
+            try:
+                return self.queue.get(timeout=0.2) if wait else self.queue.get_nowait()
+            except queue.Empty:
+                return []
+        found = self.session.spark.sql(f"SELECT * FROM `{self.query_id}` OFFSET {self.seen}").collect()
+        self.seen += len(found)
+        rows = self.changes([tuple(r) for r in found])
+        if not rows and wait:
+            self.stopped.wait(0.5)
+        return rows
+
     def _input_rows(self) -> int:
-        return sum(int(p.get("numInputRows", 0)) for p in self.query.recentProgress)
+        return sum(int(_field(p, "numInputRows") or 0) for p in self.query.recentProgress)
 
     def _late_rows(self) -> int:
         """Rows the stateful operators dropped for arriving behind the watermark (Spark's
         numRowsDroppedByWatermark, over the query's recent progress)."""
-        return sum(int(op.get("numRowsDroppedByWatermark", 0) if isinstance(op, dict)
-                       else op.numRowsDroppedByWatermark)
-                   for p in self.query.recentProgress for op in (p.get("stateOperators") or []))
+        return sum(int(_field(op, "numRowsDroppedByWatermark") or 0)
+                   for p in self.query.recentProgress for op in (_field(p, "stateOperators") or []))
 
     def rows(self) -> Iterator[tuple]:
         stmt = self.stmt
         deadline = time.monotonic() + stmt.until_seconds if stmt.until_seconds else None
         given = 0
         try:
+            ending = False
             while not self.stopped.is_set():
-                try:
-                    batch = self.queue.get(timeout=0.2)
-                except queue.Empty:
-                    batch = None
+                batch = self._take(wait=not ending)
                 if batch:
                     for row in batch:
                         yield row
@@ -400,15 +420,18 @@ class PushQuery:
                         if stmt.limit is not None and given >= stmt.limit:
                             return
                     continue
+                if ending:  # nothing more came after the query ended or read its rows
+                    return
                 if not self.query.isActive:
                     failure = self.query.exception()
                     if failure is not None:
                         raise spark_error(failure, stmt.script, stmt.start)
-                    return
+                    ending = True  # its last rows may have come since they were last looked for
+                    continue
                 if deadline is not None and time.monotonic() >= deadline:
                     return
-                if stmt.until_rows is not None and self.queue.empty() and self._input_rows() >= stmt.until_rows:
-                    return
+                if stmt.until_rows is not None and self._input_rows() >= stmt.until_rows:
+                    ending = True
         finally:
             if self.query is not None:
                 self.info["late_rows"] = self._late_rows()
@@ -425,7 +448,18 @@ class PushQuery:
                 stop_gracefully([self.query], timeout_s=10)
             except Exception:  # already stopped with an error, reported by rows()
                 pass
+            if self.memory:  # the memory sink's rows on the server
+                try:
+                    self.session.spark.catalog.dropTempView(self.query_id)
+                except Exception:  # the server is gone: so are they
+                    pass
         shutil.rmtree(self.checkpoint, ignore_errors=True)
+
+
+def _field(progress, name: str):
+    """A field of a query's progress: a dict locally; over Spark Connect an object (a dict too, but of Nones)."""
+    value = getattr(progress, name, None)
+    return progress.get(name) if value is None and isinstance(progress, dict) else value
 
 
 def _column_note(defn: Definition, name: str) -> str:
