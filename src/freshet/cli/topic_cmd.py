@@ -118,8 +118,8 @@ def add_partitions(name: str, total: int, bootstrap: str) -> None:
               help="Progress of the moves (the plan's, else every one): each new replica's lag. Once the plan's "
                    "moves are done, their throttle is removed.")
 @click.option("--cancel", is_flag=True,
-              help="Cancel the plan's moves (without --plan: every move in progress, of NAME if given): back to the "
-                   "original replicas.")
+              help="Cancel the plan's moves in progress (without --plan: every move in progress, of NAME if given): "
+                   "back to the original replicas; the throttle is removed.")
 @bootstrap_option
 @one_line_errors
 def reassign(name: str | None, plan_path: str | None, throttle: int | None, status: bool, cancel: bool,
@@ -137,13 +137,16 @@ def reassign(name: str | None, plan_path: str | None, throttle: int | None, stat
     try:
         if status:
             _status(admin, name, plan)
-        elif cancel:
-            keys = list(plan) if plan else [(m.topic, m.partition) for m in admin.ongoing(name)]
+        elif cancel:  # as kafka-reassign-partitions --cancel: the moves in progress, then no throttle
+            keys = [(m.topic, m.partition) for m in admin.ongoing(name) if not plan or (m.topic, m.partition) in plan]
             if not keys:
-                raise ClientError(f"no reassignment in progress{' of topic ' + name if name else ''}")
+                raise ClientError("no reassignment of the plan's partitions is in progress" if plan else
+                                  f"no reassignment in progress{' of topic ' + name if name else ''}")
             admin.alter({key: None for key in keys})
             click.echo(f"cancelled the reassignment of {len(keys)} partition{'s' if len(keys) != 1 else ''}: "
                        f"{_keys(keys)}")
+            admin.clear_throttle(sorted({t for t, _ in (plan or keys)}), admin.broker_ids())
+            click.echo("throttle removed (if one was set)")
         else:
             if throttle is not None:  # before the move starts, as kafka-reassign-partitions does
                 brokers = admin.set_throttle(plan, throttle)

@@ -90,3 +90,31 @@ def test_status_of_a_plan_naming_a_topic_since_deleted_still_removes_the_throttl
     assert result.exit_code == 0, result.output
     assert "throttle removed (if one was set)" in result.output
     assert configs == {}
+
+
+def moving(*keys):
+    from freshet.client.reassignment import Moving
+
+    return lambda self, name=None: [Moving(t, p, [9, *REPLICAS[(t, p)]], [9], list(REPLICAS[(t, p)]))
+                                    for t, p in keys if name is None or t == name]
+
+
+def test_cancel_of_a_plan_cancels_its_moves_in_progress_and_removes_the_throttle(monkeypatch, tmp_path):
+    # as kafka-reassign-partitions --cancel: the plan's partitions still moving are cancelled (one done already is
+    # not an error) and the throttle goes (--preserve-throttles is not offered)
+    configs = stand_in(monkeypatch)
+    cancelled = []
+    monkeypatch.setattr(ReassignmentAdmin, "alter", lambda self, plan: cancelled.append(plan) or {})
+    plan = [("orders", 0, [2, 3]), ("orders", 1, [3, 1])]
+    assert reassign(tmp_path, plan, "--throttle", "5000").exit_code == 0 and configs
+    monkeypatch.setattr(ReassignmentAdmin, "ongoing", moving(("orders", 1)))  # orders-0's move is done
+    result = reassign(tmp_path, plan, "--cancel")
+    assert result.exit_code == 0, result.output
+    assert cancelled[-1] == {("orders", 1): None}
+    assert result.output.splitlines() == ["cancelled the reassignment of 1 partition: orders-1",
+                                          "throttle removed (if one was set)"]
+    assert configs == {}
+    monkeypatch.setattr(ReassignmentAdmin, "ongoing", moving())
+    nothing = reassign(tmp_path, plan, "--cancel")
+    assert nothing.exit_code == 1
+    assert nothing.output == "error: no reassignment of the plan's partitions is in progress\n"
