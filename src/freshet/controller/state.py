@@ -518,7 +518,7 @@ class ClusterMetadata:
         follow the leader, and the AlterPartition that brings the last of them into the ISR completes it
         (``_complete_reassignment``). A new target while one is in progress starts again from the original
         replicas, as Kafka's. Refusals: UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT (empty, a replica
-        twice, a broker not registered or fenced; a cancel that needs an unclean election),
+        twice, a broker not registered; a cancel that needs an unclean election),
         INVALID_REPLICATION_FACTOR (another size when not allowed), NO_REASSIGNMENT_IN_PROGRESS."""
         topic = self.topic_by_name(cmd.topic)
         if topic is None or not 0 <= cmd.partition < len(topic.partitions):
@@ -540,13 +540,9 @@ class ClusterMetadata:
             return _refuse("INVALID_REPLICA_ASSIGNMENT", f"the replica list of {where} is empty")
         if len(set(target)) != len(target):
             return _refuse("INVALID_REPLICA_ASSIGNMENT", f"the replica list {target} of {where} names a broker twice")
-        live = set(self.unfenced())
         missing = [r for r in target if r not in self.brokers]
-        if missing:
+        if missing:  # registered is enough, as Kafka's: a fenced new replica is waited for (it joins no ISR before)
             return _refuse("INVALID_REPLICA_ASSIGNMENT", f"broker(s) {missing} in {target} are not registered")
-        down = [r for r in target if r not in live and r not in original]
-        if down:
-            return _refuse("INVALID_REPLICA_ASSIGNMENT", f"broker(s) {down} in {target} are fenced or shutting down")
         if not cmd.allow_replication_factor_change and len(target) != len(original):
             return _refuse("INVALID_REPLICATION_FACTOR", f"{target} would change {where}'s replication factor "
                            f"{len(original)}, and the request does not allow it")

@@ -111,9 +111,23 @@ def test_refusals_change_nothing():
     refused(m, c.AlterPartitionReassignment("t", 0, (1, 2, 3), allow_replication_factor_change=False),
             "INVALID_REPLICATION_FACTOR")
     refused(m, c.AlterPartitionReassignment("t", 0, cancel=True), "NO_REASSIGNMENT_IN_PROGRESS")
-    assert m.apply(c.BrokerHeartbeat(3, epochs[3], 2000, want_fence=True)).ok
-    target = [b for b in (1, 2, 3) if b not in partition(m, "id-t", 0).replicas] + [3]
-    refused(m, c.AlterPartitionReassignment("t", 0, tuple(dict.fromkeys(target))), "INVALID_REPLICA_ASSIGNMENT")
+
+
+def test_a_registered_broker_that_is_fenced_may_be_named_a_new_replica_and_the_move_waits_for_it():
+    # as Kafka's validateManualPartitionAssignment: a broker must be registered, not alive (it may be restarting);
+    # it cannot join the ISR while fenced, so the move completes only once it is back and caught up
+    m, epochs = cluster(3)
+    tid = create(m, partitions=1, rf=2)
+    part = partition(m, tid, 0)
+    spare = next(b for b in (1, 2, 3) if b not in part.replicas)
+    assert m.apply(c.BrokerHeartbeat(spare, epochs[spare], 2000, want_fence=True)).ok
+    value = reassign(m, [part.replicas[0], spare])
+    assert not value["completed"] and part.adding_replicas == (spare,)
+    refused(m, c.AlterPartition(part.leader, epochs[part.leader], tid, 0, part.leader_epoch, part.partition_epoch,
+                                tuple([*part.isr, spare])), "INELIGIBLE_REPLICA")
+    assert m.apply(c.BrokerHeartbeat(spare, epochs[spare], 3000)).ok
+    alter_isr(m, epochs, tid, 0, [*part.isr, spare])
+    assert spare in part.replicas and m.reassignments() == []
 
 
 def test_reassignment_commands_round_trip_and_replicate_deterministically():
