@@ -22,14 +22,14 @@ def _id(attribute) -> int:
     return attribute.exprId().id()
 
 
-def key_columns(df, select: str | None = None) -> list[int] | None:
+def key_columns(df, select: str | None = None, group_keys=None) -> list[int] | None:
     """The positions of ``df``'s output columns that identify a row of its streaming aggregation: [] when the
     aggregation has no grouping key (one row); None when there is no aggregation, or its key is not in the
     output (every row is then a row of its own). Over Spark Connect (no plan objects here), from the text of the
-    query ``select`` and of its analyzed plan."""
+    query ``select`` (its GROUP BY columns, ``group_keys(select, columns)``) and of its analyzed plan."""
     try:
         if not hasattr(df, "_jdf"):
-            return _connect_key_columns(df, select) if select is not None else None
+            return _connect_key_columns(df, select, group_keys) if select is not None else None
         return _key_columns(_analyzed(df))
     except Exception:  # a plan of a shape not foreseen: every row is given
         return None
@@ -44,13 +44,12 @@ def analyzed_text(df) -> str:
     return section.split("\n", 1)[1] if "\n" in section else section  # less its first line, the output schema
 
 
-def _connect_key_columns(df, select: str) -> list[int] | None:
+def _connect_key_columns(df, select: str, group_keys) -> list[int] | None:
     """``key_columns`` from the text: the GROUP BY columns of ``select`` as selected (None with a HAVING); with no
     GROUP BY, [] when the plan's top aggregation, under projections and views only, has no grouping key."""
     import re
 
     from .errors import SqlError
-    from .queries import group_keys
 
     try:
         keys = group_keys(select, list(df.columns))

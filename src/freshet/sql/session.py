@@ -366,7 +366,9 @@ class PushQuery:
         last: Exception | None = None
         for mode in modes:
             # update mode writes every key a batch touched, changed or not: only the changed rows are given
-            self.changes = Changes(key_columns(self.df, self.stmt.select) if mode == "update" else None)
+            keys = key_columns(self.df, self.stmt.select, _s2("queries", "group_keys", "EMIT CHANGES")) \
+                if mode == "update" else None
+            self.changes = Changes(keys)
             writer = self.df.writeStream.outputMode(mode).queryName(self.query_id).trigger(processingTime="1 second")
             if self.memory:  # the memory sink keeps a checkpoint of its own on the server
                 writer = writer.format("memory")
