@@ -55,6 +55,7 @@ class Filters:
     json_path: object = None  # a parsed jsonpath-ng expression
     compare: tuple[str, object] | None = None  # (operator, JSON literal) the path's values are compared with
     steps: list | None = None  # the path as keys to follow, when it is a plain one (plain_steps)
+    filtered: tuple | None = None  # a filter over a plain path, evaluated directly (filter_steps)
     required: bytes | None = None  # bytes every matching value holds, unless escaped (see required_text)
 
     @classmethod
@@ -66,6 +67,7 @@ class Filters:
         if json_path:
             f.json_path, f.compare = parse_json_path(json_path)
             f.steps = plain_steps(f.json_path)
+            f.filtered = filter_steps(f.json_path) if f.steps is None else None
             f.required = required_text(f.json_path, f.compare)
         return f
 
@@ -107,15 +109,83 @@ class Filters:
     def _find(self, doc) -> list:
         steps = self.steps
         if steps is None:
+            if self.filtered is not None:
+                return filtered(doc, *self.filtered)
             return [x.value for x in self.json_path.find(doc)]
-        for step in steps:  # a plain path ($.a.b[0]): looked up directly, as jsonpath-ng would find it
-            if isinstance(step, str):
-                if not isinstance(doc, dict) or step not in doc:
-                    return []
-            elif not isinstance(doc, list) or step >= len(doc):
-                return []
-            doc = doc[step]
-        return [doc]
+        found, doc = follow(doc, steps)  # a plain path ($.a.b[0]): looked up directly, as jsonpath-ng finds it
+        return [doc] if found else []
+
+
+def follow(doc, steps: list) -> tuple[bool, object]:
+    """(found, the value) at the end of ``steps`` (keys and indexes) from ``doc``."""
+    for step in steps:
+        if isinstance(step, str):
+            if not isinstance(doc, dict) or step not in doc:
+                return False, None
+        elif not isinstance(doc, list) or step >= len(doc):
+            return False, None
+        doc = doc[step]
+    return True, doc
+
+
+def filter_steps(expression) -> tuple[list, list] | None:
+    """A path ``PLAIN[?(CONDITION && ...)]`` whose every condition tests a plain relative path (``@.qty``,
+    ``@.a.b``) for being there or compares it with a literal (``@.qty > 5``, ``@.sku != 'x'``), as (the steps to
+    the node filtered, [(relative steps, operator or None, literal)]); None for anything else (``!``, ``=~``,
+    ``||``, a path on the right, a filter in the middle of the path...). ``filtered`` evaluates it directly."""
+    from jsonpath_ng.ext.filter import Expression, Filter
+    from jsonpath_ng.jsonpath import Child, JSONPath, This
+
+    if not (isinstance(expression, Child) and type(expression.right) is Filter):
+        return None
+    steps = plain_steps(expression.left)
+    conditions = []
+    for e in expression.right.expressions:
+        if type(e) is not Expression or e.op in ("!", "=~") or isinstance(e.value, JSONPath):
+            return None
+        relative = plain_steps(e.target, This)
+        if not relative:  # @ alone compares the candidate itself: left to jsonpath-ng
+            return None
+        conditions.append((relative, e.op, e.value))
+    return (steps, conditions) if steps is not None and conditions else None
+
+
+def filtered(doc, steps: list, conditions: list) -> list:
+    """What jsonpath-ng finds for ``filter_steps``'s path, found directly: the members of the node at ``steps`` (a
+    dict's values or a list's items) for which every condition holds, judged by jsonpath-ng's own comparison
+    (RFC 9535: a string never equals a number, booleans and null only equal themselves, only two numbers or two
+    strings are ordered; a missing member equals nothing, so only ``!=`` holds for it)."""
+    from jsonpath_ng.ext.filter import EQUALITY_ONLY_OPERATOR_MAP as EQUALITY
+    from jsonpath_ng.ext.filter import _compare as jsonpath_compare
+
+    found, node = follow(doc, steps)
+    if not found:
+        return []
+    if isinstance(node, dict):
+        candidates = node.values()
+    elif isinstance(node, list):
+        candidates = node
+    else:
+        return []
+    out = []
+    for candidate in candidates:
+        for relative, op, literal in conditions:
+            there, value = follow(candidate, relative)
+            if op is None:
+                holds = there
+            elif not there:
+                holds = op == "!="
+            elif literal is None:
+                holds = EQUALITY[op](value is None)
+            elif isinstance(value, bool) or isinstance(literal, bool):
+                holds = EQUALITY[op](value is literal)
+            else:
+                holds = jsonpath_compare(op, value, literal)
+            if not holds:
+                break
+        else:
+            out.append(candidate)
+    return out
 
 
 def required_text(expression, compare) -> bytes | None:
@@ -149,17 +219,19 @@ def required_text(expression, compare) -> bytes | None:
     return json.dumps(max(literals, key=len), ensure_ascii=False).encode()
 
 
-def plain_steps(expression) -> list | None:
+def plain_steps(expression, root=None) -> list | None:
     """A jsonpath-ng expression made only of single field names and non-negative indexes (``$.user.id``,
-    ``$.items[0].sku``) as the keys to follow; None for anything else (filters, wildcards, slices, ...)."""
+    ``$.items[0].sku``; from ``root``, jsonpath-ng's Root by default, This for a filter's ``@.a.b``) as the keys to
+    follow; None for anything else (filters, wildcards, slices, ...)."""
     from jsonpath_ng.jsonpath import Child, Fields, Index, Root
 
+    root = root or Root
     steps: list = []
 
     def walk(node, first: bool) -> bool:
         if isinstance(node, Child):
             return walk(node.left, first) and walk(node.right, False)
-        if isinstance(node, Root):
+        if type(node) is root:
             return first
         if isinstance(node, Fields) and len(node.fields) == 1 and node.fields[0] != "*":
             steps.append(node.fields[0])
