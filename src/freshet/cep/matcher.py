@@ -206,10 +206,6 @@ class CompiledRule:
         self.measures = [(n, compile_expression(e)) for n, e in rule.measures]
         self.within = rule.within_ms
         self.absent = rule.absent
-        # when the pattern can begin one way only, with a variable whose condition is on the row alone: that
-        # condition, which a start row must meet for an attempt from it to map any row
-        first = self.program[0]
-        self.first_test = self.tests[first[1]][0] if first[0] == "var" and first[1] in self.tests else None
         self.absent_test = self.tests.get(rule.absent) if rule.absent else None
         self.tables = rule.tables
         self.key_names = tuple(".".join(path) for path in rule.partition_by)
@@ -344,11 +340,7 @@ class CompiledRule:
         """Matches from ``start`` on, in order; returns them and where the next search starts (the first
         pending attempt, or past the end)."""
         found: list[Match] = []
-        first = self.first_test
         while start < len(rows):
-            if first is not None and not first(rows[start]):
-                start += 1  # the pattern's one way to begin fails on this row: no match (no partial) from it
-                continue
             verdict, labels = self.attempt(rows, times, start, closed, horizon)
             if verdict == PENDING:
                 break
