@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -363,3 +364,44 @@ def test_a_replica_moved_away_while_its_broker_was_down_is_deleted_when_it_comes
     c.restart(down)
     c.wait_until(lambda m: log_bytes() == 0, DEADLINE, f"broker {down}'s stale copy of away-{index} deleted")
     c.wait_until(c.fully_replicated, DEADLINE, "its other partitions back in their ISR")
+
+
+def test_a_move_keeping_a_replica_that_is_down_completes_without_it(own_cluster):
+    # as Kafka's: the move is done once its new replicas are in the ISR; a replica it keeps that is down catches up
+    # when it comes back (it waited for that broker before)
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+
+    c = own_cluster
+    created(admin(c.bootstrap), NewTopic("keeps", 1, 2, config={"min.insync.replicas": "1"}))
+    leader, down = c.wait_until(lambda m: (p := c.partition("keeps", 0, m)) and p["replicas"], DEADLINE)
+    spare = next(b for b in (1, 2, 3) if b not in (leader, down))
+    producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True})
+    for i in range(100):
+        producer.produce("keeps", b"%d" % i)
+    assert producer.flush(DEADLINE) == 0
+    c.kill(down)
+    c.wait_until(lambda m: c.partition("keeps", 0, m)["isr"] == [leader], DEADLINE, f"broker {down} out of the ISR")
+    ReassignmentAdmin(c.bootstrap).alter({("keeps", 0): [down, spare]})  # the leader leaves, the down one stays
+    p = c.wait_until(lambda m: (p := c.partition("keeps", 0, m)) and p["replicas"] == [down, spare]
+                     and not p["adding_replicas"] and not p["removing_replicas"] and p, DEADLINE,
+                     f"the move done while broker {down} is down")
+    assert p["isr"] == [spare] and p["leader"] == spare
+    for i in range(100, 200):  # the new leader takes writes, and has every acknowledged one
+        producer.produce("keeps", b"%d" % i)
+    assert producer.flush(DEADLINE) == 0
+    c.restart(down)
+    c.wait_until(lambda m: sorted(c.partition("keeps", 0, m)["isr"]) == sorted([down, spare]), DEADLINE,
+                 f"broker {down} back in the ISR")
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "keeps-check", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["keeps"])
+    values = []
+    end = time.monotonic() + DEADLINE
+    while len(values) < 200 and time.monotonic() < end:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            values.append(int(msg.value()))
+    consumer.close()
+    assert values == list(range(200))
