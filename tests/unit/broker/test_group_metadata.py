@@ -52,3 +52,23 @@ def test_a_new_coordinator_takes_the_group_over_as_it_was():
     coordinator.check_commit("orders", "m-2", "static-2", 7)
     assert coordinator.group("idle").state == EMPTY and coordinator.group("idle").generation == 3
     assert coordinator.group("gone") is None
+
+
+def test_stored_records_are_read_back_and_a_deleted_group_leaves_a_tombstone(tmp_path):
+    from freshet.broker.groups.offsets import OffsetStore
+    from freshet.broker.topics.registry import TopicRegistry
+
+    registry = TopicRegistry(str(tmp_path))
+    offsets = OffsetStore(registry)
+    coordinator = GroupCoordinator()
+    coordinator.on_change = lambda g: gm.store(offsets, g)
+    coordinator._changed(stable_group())
+    coordinator.groups["old"] = Group("old", state=EMPTY, generation=2)
+    coordinator._changed(coordinator.groups["old"])
+    assert set(gm.read(offsets.partition)) == {"orders", "old"}
+    coordinator.delete("old")
+    records = gm.read(offsets.partition)
+    assert records["old"] is None and records["orders"]["generation"] == 7
+    offsets.reload()  # the commits' replay passes over the group records
+    assert offsets.groups() == []
+    registry.close()

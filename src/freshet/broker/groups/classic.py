@@ -441,3 +441,4 @@ class GroupCoordinator:
         if g is not None and g.members:
             raise GroupError(ErrorCode.non_empty_group)
         self.groups.pop(group_id, None)
+        self._changed(Group(group_id, state=DEAD))  # its stored membership goes too (a tombstone)

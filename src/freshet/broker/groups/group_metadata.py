@@ -17,7 +17,7 @@ import time
 
 from freshet.format.record_batch import decode_records, encode_batch
 
-from .classic import EMPTY, STABLE, Group, GroupCoordinator, Member
+from .classic import DEAD, EMPTY, STABLE, Group, GroupCoordinator, Member
 from .offsets import batches_below
 
 GROUP_KEY_VERSION = 2
@@ -98,8 +98,10 @@ def decode_value(value: bytes) -> dict:
 
 
 def store(offsets, g: Group) -> None:
-    """Appends the group's GroupMetadata record to ``__consumer_offsets`` (replicated with the commits)."""
-    offsets.partition.append(encode_batch([(encode_key(g.group_id), encode_value(g), int(time.time() * 1000))]))
+    """Appends the group's GroupMetadata record to ``__consumer_offsets`` (replicated with the commits); a tombstone
+    for a deleted group (Dead)."""
+    value = None if g.state == DEAD else encode_value(g)
+    offsets.partition.append(encode_batch([(encode_key(g.group_id), value, int(time.time() * 1000))]))
 
 
 def read(partition) -> dict[str, dict | None]:
