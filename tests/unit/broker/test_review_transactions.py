@@ -1,0 +1,148 @@
+"""Review findings on the transaction coordinator of a cluster (broker/transactions.py, bb3c524): a real broker
+in-process whose ``cluster`` and ``replicas`` are small stand-ins, so the ISR of ``__transaction_state`` and the
+leaders of the data partitions are set by the test. Kafka's coordinator changes a transaction's state in memory
+only once its record is in the log (TransactionMetadata.prepareTransitionTo / completeTransitionTo: a failed
+append leaves the old state), and retries a transaction's markers until every partition has one."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from freshet.broker.cluster import markers
+from freshet.broker.config import BrokerConfig
+from freshet.broker.replication import ReplicationError
+from freshet.broker.server import Broker
+from freshet.broker.transactions import COMPLETE_COMMIT, PREPARE_COMMIT, TXN_STATE_TOPIC, TransactionError
+
+FENCED = ErrorCode.invalid_producer_epoch
+NODE = 0
+
+
+class Leader:
+    """What the coordinator uses of a LeaderState: the ISR, min.insync.replicas and acks=all."""
+
+    def __init__(self, broker, partition, isr, min_insync) -> None:
+        self.broker, self.partition, self.isr, self.min_insync = broker, partition, list(isr), min_insync
+
+    async def acknowledged(self, last_offset: int, timeout_s: float) -> None:
+        await self.broker.group_commit.durable(self.partition, last_offset)
+        if len(self.isr) < self.min_insync:
+            raise ReplicationError(ErrorCode.not_enough_replicas_after_append, "ISR below min.insync.replicas")
+
+
+class Replicas:
+    def __init__(self) -> None:
+        self.leaders: dict[tuple[str, int], Leader] = {}
+
+    def check(self, topic: str, index: int, current_leader_epoch: int = -1):
+        leader = self.leaders.get((topic, index))
+        return (None, leader) if leader is not None else (ErrorCode.not_leader_or_follower, None)
+
+
+class Cluster:
+    """A view where this broker (0) leads t-0 and broker 2, fenced, leads t-1."""
+
+    node_id = NODE
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        part = lambda leader: SimpleNamespace(leader=leader)  # noqa: E731
+        self.view = SimpleNamespace(
+            topics={"t": SimpleNamespace(partitions=[part(NODE), part(2)])},
+            brokers={NODE: SimpleNamespace(host="127.0.0.1", port=1, fenced=False),
+                     2: SimpleNamespace(host="127.0.0.1", port=1, fenced=True)})
+
+    def leads(self, topic: str, index: int) -> bool:
+        return self.view.topics[topic].partitions[index].leader == NODE
+
+
+def run(tmp_path, scenario) -> None:
+    async def main() -> None:
+        broker = Broker(BrokerConfig(data_dir=str(tmp_path / "broker"), host="127.0.0.1", port=0, node_id=NODE))
+        await broker.start()
+        try:
+            broker.registry.create("t", 2)
+            replicas = Replicas()
+            state = Leader(broker, broker.transactions.partition, (NODE, 1), 2)
+            replicas.leaders[(TXN_STATE_TOPIC, 0)] = state
+            replicas.leaders[("t", 0)] = Leader(broker, broker.registry.partition("t", 0), (NODE, 1), 1)
+            broker.cluster, broker.replicas = Cluster(broker), replicas
+            broker.transactions.follow(0)  # this broker leads __transaction_state in epoch 0
+            await scenario(broker, state)
+        finally:
+            broker.cluster = broker.replicas = None
+            await broker.stop()
+
+    asyncio.run(main())
+
+
+async def begun(txn, partitions) -> tuple[int, int]:
+    """Transactional id ``tx`` initialized and a transaction open on ``partitions``: (producer id, epoch)."""
+    pid, epoch = await txn.init_producer_id("tx", 60_000, -1, -1)
+    await txn.add_partitions("tx", pid, epoch, partitions, FENCED)
+    return pid, epoch
+
+
+@pytest.mark.xfail(strict=True, reason="review: end_transaction sets PREPARE_COMMIT in memory before _persist; "
+                                       "a refused append leaves it there, nothing completes it (R)")
+def test_an_end_txn_refused_below_min_isr_can_be_retried(tmp_path):
+    async def scenario(broker, state):
+        txn = broker.transactions
+        pid, epoch = await begun(txn, [("t", 0)])
+        state.isr = [NODE]  # a follower of __transaction_state fenced: ISR below min.insync.replicas=2
+        with pytest.raises(TransactionError) as refused:
+            await txn.end_transaction("tx", pid, epoch, True, FENCED)
+        assert refused.value.error_code == ErrorCode.coordinator_not_available
+        state.isr = [NODE, 1]  # it is back: the client's retry of EndTxn commits (it got CONCURRENT_TRANSACTIONS
+        # for ever: the transaction stayed PrepareCommit in memory, with no marker sent and no timeout for it)
+        await asyncio.wait_for(txn.end_transaction("tx", pid, epoch, True, FENCED), 60)
+        assert txn.transactions["tx"].state == COMPLETE_COMMIT
+
+    run(tmp_path, scenario)
+
+
+@pytest.mark.xfail(strict=True, reason="review: _open adds the partitions to the in-memory transaction before "
+                                       "_persist; a retry after a refused append answers NONE with nothing "
+                                       "written, and the next coordinator does not know the partition (R)")
+def test_a_partition_added_to_a_transaction_is_in_the_state_log_when_answered(tmp_path):
+    async def scenario(broker, state):
+        txn = broker.transactions
+        pid, epoch = await begun(txn, [("t", 0)])
+        state.isr = [NODE]
+        with pytest.raises(TransactionError):
+            await txn.add_partitions("tx", pid, epoch, [("t", 1)], FENCED)
+        state.isr = [NODE, 1]
+        answer = await txn.add_partitions("tx", pid, epoch, [("t", 1)], FENCED)  # the client's retry
+        assert answer == {("t", 1): ErrorCode.none}
+        # the next coordinator replays the log: it must know t-1, or its EndTxn leaves t-1 without a marker
+        # (a half-committed transaction, and t-1's last stable offset stuck)
+        txn.follow(None)
+        txn.follow(1)
+        assert ("t", 1) in txn.transactions["tx"].partitions
+
+    run(tmp_path, scenario)
+
+
+@pytest.mark.xfail(strict=True, reason="review: write_markers gives up after GIVE_UP_S and _complete then "
+                                       "writes CompleteCommit: a partition whose leader was away that long never "
+                                       "gets its marker (R: cluster/markers.py, transactions.py _complete)")
+def test_a_transaction_is_not_complete_while_a_partition_has_no_marker(tmp_path, monkeypatch):
+    monkeypatch.setattr(markers, "GIVE_UP_S", 0.3)  # 120 s in the broker: a leader away longer than that
+
+    async def scenario(broker, state):
+        txn = broker.transactions
+        pid, epoch = await begun(txn, [("t", 0), ("t", 1)])
+        ending = asyncio.ensure_future(txn.end_transaction("tx", pid, epoch, True, FENCED))
+        try:
+            # t-1's leader (broker 2) is fenced the whole time: no COMMIT marker can be on t-1
+            await asyncio.wait({ending}, timeout=10)
+            assert txn.transactions["tx"].state == PREPARE_COMMIT  # Kafka keeps sending the marker
+        finally:
+            ending.cancel()
+            await asyncio.gather(ending, return_exceptions=True)
+
+    run(tmp_path, scenario)
