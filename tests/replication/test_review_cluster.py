@@ -1,0 +1,67 @@
+"""Review findings on a three-broker cluster (real processes): what a broker that is not a group's coordinator
+answers. Kafka's brokers answer a group request NOT_COORDINATOR unless they lead the group's partition of
+``__consumer_offsets`` (GroupCoordinator.validateGroupStatus / isActive); the client then asks FindCoordinator
+again."""
+
+import asyncio
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from freshet.broker.replication.client import BrokerConnection
+from freshet.local.cluster import LocalCluster
+
+DEADLINE = 120.0
+OFFSETS = "__consumer_offsets"
+
+
+def _ask(cluster: LocalCluster, node: int, api_key: int, version: int, body: dict):
+    host, port = cluster.bootstrap_of(node).rsplit(":", 1)
+
+    async def ask():
+        connection = BrokerConnection(host, int(port), "review-client")
+        try:
+            return await connection.request(api_key, version, body, timeout_s=20)
+        except ConnectionError as exc:
+            pytest.fail(f"broker {node} gave no answer to API {api_key}: {exc}")
+        finally:
+            connection.close()
+
+    return asyncio.run(ask())
+
+
+def _coordinator(cluster: LocalCluster, group: str) -> int:
+    """FindCoordinator (v1, key type 0) until a broker is named (the first one creates __consumer_offsets)."""
+    import time
+
+    end = time.monotonic() + DEADLINE
+    while time.monotonic() < end:
+        answer = _ask(cluster, 1, 10, 1, {"key": group, "key_type": 0})
+        if answer.error_code == ErrorCode.none:
+            return answer.node_id
+        time.sleep(0.2)
+    pytest.fail("no group coordinator named")
+
+
+@pytest.mark.xfail(strict=True, reason="review: group requests are served by any broker of a cluster; "
+                                       "handlers/groups.py never checks cluster.coordinates() (R/C2)")
+def test_a_broker_that_is_not_the_groups_coordinator_answers_offset_commit_and_fetch_not_coordinator(tmp_path):
+    with LocalCluster(3, directory=str(tmp_path / "cluster")) as cluster:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        client = AdminClient({"bootstrap.servers": cluster.bootstrap, "socket.timeout.ms": 30000})
+        for future in client.create_topics([NewTopic("t", 1, 3)], operation_timeout=60).values():
+            future.result(60)
+        coordinator = _coordinator(cluster, "g")
+        cluster.wait_until(lambda m: any(t["name"] == OFFSETS for t in m["topics"]) and cluster.fully_replicated(m),
+                           DEADLINE, "__consumer_offsets and t fully replicated")
+        other = next(n for n in cluster.nodes if n != coordinator)
+
+        fetched = _ask(cluster, other, 9, 3, {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}]})
+        assert fetched.error_code == ErrorCode.not_coordinator  # it answered NONE, offset -1, from its replica
+        # (seen: the commit is appended to the follower's own replica of __consumer_offsets and never answered)
+        commit = _ask(cluster, other, 8, 2, {
+            "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "retention_time": -1,
+            "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 42, "committed_metadata": ""}]}]})
+        assert commit.topics[0].partitions[0].error_code == ErrorCode.not_coordinator
