@@ -55,3 +55,29 @@ def test_an_unchanged_row_is_not_printed_again(sql, broker, topic_name, spark, s
         assert next(rows) == then  # not the unchanged row again
     finally:
         push.stop()
+
+
+@pytest.mark.parametrize("select, key", [
+    ("SELECT count(*) AS n FROM {s}", []),
+    ("SELECT window.start AS minute, count(*) FROM {s} GROUP BY window(ts, '1 minute')", [0]),
+    ("SELECT count(*), user_id FROM {s} GROUP BY user_id", [1]),
+    ("SELECT upper(user_id) AS u, count(*) FROM {s} GROUP BY upper(user_id)", [0]),
+    ("SELECT user_id, window.start, count(*) FROM {s} GROUP BY user_id, window(ts, '1 minute')", [0, 1]),
+    ("SELECT * FROM (SELECT user_id, count(*) AS n FROM {s} GROUP BY user_id) x", [0]),
+    # a key not selected: rows of different keys look alike, each is printed
+    ("SELECT count(*) FROM {s} GROUP BY user_id", None),
+    ("SELECT user_id, count(*) FROM {s} GROUP BY user_id, window(ts, '1 minute')", None),
+    # a filter above the aggregation may hide a row and let it through again unchanged: printed again then
+    ("SELECT user_id, count(*) FROM {s} GROUP BY user_id HAVING count(*) > 1", None),
+    ("SELECT user_id, n FROM (SELECT user_id, count(*) AS n FROM {s} GROUP BY user_id) x WHERE n > 1", None),
+    ("SELECT user_id, n FROM {s}", None),  # no aggregation: every row is a row of its own
+], ids=["global", "window", "key-last", "key-expression", "key-and-window", "subquery", "key-not-selected",
+        "window-not-selected", "having", "where-above", "no-aggregation"])
+def test_the_key_of_a_result_row_is_read_from_the_plan(sql, broker, topic_name, select, key):
+    from freshet.sql.plans import key_columns
+
+    produce(broker.bootstrap, topic_name, [{"user_id": "u0", "n": 1, "ts": T0}], partitions=1)
+    name = f"keys_{abs(hash(topic_name)) % 10**8}"
+    list(sql.execute(f"CREATE STREAM {name} (user_id STRING, n INT, ts BIGINT) WITH (topic='{topic_name}', "
+                     "format='json', timestamp='ts')"))
+    assert key_columns(sql.dataframe(select.format(s=name))) == key
