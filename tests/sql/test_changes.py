@@ -81,3 +81,19 @@ def test_the_key_of_a_result_row_is_read_from_the_plan(sql, broker, topic_name, 
     list(sql.execute(f"CREATE STREAM {name} (user_id STRING, n INT, ts BIGINT) WITH (topic='{topic_name}', "
                      "format='json', timestamp='ts')"))
     assert key_columns(sql.dataframe(select.format(s=name))) == key
+
+
+def test_rows_are_given_when_they_change_and_the_oldest_keys_are_forgotten_first():
+    from freshet.sql.changes import Changes
+
+    every = Changes(None)
+    assert every([("a", 1), ("a", 1)]) == [("a", 1), ("a", 1)]  # no key: every row (a stream's rows)
+    one = Changes([])
+    assert one([(100,)]) == [(100,)] and one([(100,)]) == [] and one([(101,)]) == [(101,)]
+    keyed = Changes([0], kept=2)
+    assert keyed([("a", 1), ("b", 1)]) == [("a", 1), ("b", 1)]
+    assert keyed([("a", 1), ("b", 2)]) == [("b", 2)]
+    assert keyed([("a", 2), ("c", 1)]) == [("a", 2), ("c", 1)]  # c in: b, the least recently changed, out
+    assert keyed([("c", 1), ("a", 2)]) == []  # remembered
+    assert keyed([("b", 2)]) == [("b", 2)]  # forgotten: given again
+    assert keyed([("a", 3), ("a", 3)]) == [("a", 3)]

@@ -17,14 +17,19 @@ given as Spark writes it.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
+KEPT_KEYS = 100_000  # the keys whose last row a push query remembers (windows come and go: the oldest go first)
+
 
 class Changes:
     """Gives each row that differs from the last row given for its key (``key_columns``); ``key=None``: every
-    row."""
+    row. The last rows of at most ``kept`` keys are remembered, the least recently changed forgotten first (a
+    forgotten key's unchanged row is given again, as Spark writes it)."""
 
-    def __init__(self, key: list[int] | None) -> None:
-        self.key = key
-        self.last: dict[tuple, tuple] = {}
+    def __init__(self, key: list[int] | None, kept: int = KEPT_KEYS) -> None:
+        self.key, self.kept = key, kept
+        self.last: OrderedDict[tuple, tuple] = OrderedDict()
 
     def __call__(self, rows: list[tuple]) -> list[tuple]:
         if self.key is None:
@@ -34,5 +39,8 @@ class Changes:
             key = tuple(row[i] for i in self.key)
             if self.last.get(key) != row:
                 self.last[key] = row
+                self.last.move_to_end(key)
                 changed.append(row)
+                if len(self.last) > self.kept:
+                    self.last.popitem(last=False)
         return changed
