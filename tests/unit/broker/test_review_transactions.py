@@ -146,3 +146,46 @@ def test_a_transaction_is_not_complete_while_a_partition_has_no_marker(tmp_path,
             await asyncio.gather(ending, return_exceptions=True)
 
     run(tmp_path, scenario)
+
+
+@pytest.mark.xfail(strict=True, reason="review: WriteTxnMarkers' coordinator_epoch is sent as 0 (cluster/markers.py) "
+                                       "and never checked (handlers/transactions.py write_txn_markers): a deposed "
+                                       "coordinator's late marker ends the producer's next transaction (R)")
+def test_a_marker_from_a_deposed_coordinator_is_fenced(tmp_path):
+    """Kafka keeps each producer's coordinator epoch with its state on the partition and refuses a marker of an
+    older one (TRANSACTION_COORDINATOR_FENCED): a coordinator that lost __transaction_state while it was still
+    retrying a transaction's markers (write_markers goes on for 120 s; follow(None) does not stop an EndTxn in
+    progress) must not end the transaction the producer began since with the same epoch."""
+    from freshet.broker.replication.client import BrokerConnection
+    from freshet.format.record_batch import TRANSACTIONAL_FLAG, encode_batch
+
+    def txn_batch(seq: int, value: bytes) -> bytes:
+        return encode_batch([(b"k", value, 1)], producer_id=7, producer_epoch=0, base_sequence=seq,
+                            attributes=TRANSACTIONAL_FLAG)
+
+    async def main() -> None:
+        broker = Broker(BrokerConfig(data_dir=str(tmp_path / "broker"), host="127.0.0.1", port=0, node_id=NODE))
+        await broker.start()
+        connection = BrokerConnection("127.0.0.1", broker.port, "review")
+        try:
+            broker.registry.create("t", 1)
+            partition = broker.registry.partition("t", 0)
+
+            async def marker(coordinator_epoch: int) -> ErrorCode:
+                answer = await connection.request(27, 1, {"markers": [{
+                    "producer_id": 7, "producer_epoch": 0, "transaction_result": True,
+                    "coordinator_epoch": coordinator_epoch, "topics": [{"name": "t", "partition_indexes": [0]}]}]})
+                return answer.markers[0].topics[0].partitions[0].error_code
+
+            partition.append(txn_batch(0, b"first"))  # 0: the first transaction
+            assert await marker(1) == ErrorCode.none  # 1: committed by the coordinator of epoch 1
+            partition.append(txn_batch(1, b"second"))  # 2: the producer's next transaction, open
+            end = partition.log_end_offset
+            # the deposed coordinator (epoch 0) retrying the first transaction's COMMIT
+            assert await marker(0) == ErrorCode.transaction_coordinator_fenced
+            assert partition.log_end_offset == end  # nothing written
+        finally:
+            connection.close()
+            await broker.stop()
+
+    asyncio.run(main())
