@@ -19,7 +19,11 @@ async def fill(cluster, topic: str, batches: int = 30, acks: int = 1) -> int:
         answer, _ = await produce(connection, topic, batch(PIECE), acks=acks)
         assert answer.error_code == ErrorCode.none
     connection.close()
-    return cluster.partition(0, topic).log_end_offset
+    leader = cluster.partition(0, topic)
+    # acks=1 may be answered before the fsync that moves the high watermark: a follower fetching at a high watermark
+    # still at 0 would be let into the ISR at once (and so never throttled)
+    await wait_until(lambda: leader.high_watermark == leader.log_end_offset, "the leader's high watermark at its end")
+    return leader.log_end_offset
 
 
 async def held_then_released(cluster, throttled_node: int, side: str) -> None:
