@@ -50,13 +50,21 @@ class Operations:
     # -- plans -------------------------------------------------------------------------------------------------
     def apply(self, plan: Plan, progress: Callable[[str], None] = lambda line: None) -> None:
         """Reassigns every partition of the plan, waits until each holds exactly its new replicas, then gives
-        each its preferred leader (the first replica) where another leads."""
+        each its preferred leader (the first replica) where another leads. A plan the controllers refuse a part
+        of changes nothing: the moves already started for it are cancelled (back to their replicas) before the
+        PlanError."""
+        started: list[tuple[str, int]] = []
         for (topic, index), replicas in sorted(plan.items()):
             answer = self.command({"command": "AlterPartitionReassignment", "topic": topic, "partition": index,
                                    "replicas": list(replicas)})
             if answer.get("error") != "NONE":
+                for t, i in started:
+                    self.command({"command": "AlterPartitionReassignment", "topic": t, "partition": i,
+                                  "cancel": True})
+                undone = f"; the {len(started)} move(s) started before it were cancelled" if started else ""
                 raise PlanError(f"reassigning {topic}-{index} to {replicas}: {answer.get('error')} "
-                                f"{answer.get('message')}")
+                                f"{answer.get('message')}{undone}")
+            started.append((topic, index))
             progress(f"{topic}-{index}: reassigning to {replicas}")
 
         def done(snapshot: dict) -> bool:

@@ -127,9 +127,17 @@ def _partitions(snapshot: dict):
             yield (topic["name"], part["partition"]), part
 
 
+def target_replicas(part: dict) -> list[int]:
+    """The replicas a partition is to have: during a move its replicas are the target followed by the replicas
+    being removed, which are left out here."""
+    removing = set(part.get("removing_replicas") or ())
+    return [r for r in part["replicas"] if r not in removing]
+
+
 def decommission_plan(snapshot: dict, broker: int) -> Plan:
-    """Every partition with a replica on ``broker`` gets, in its place, a live broker it has no replica on: one
-    whose rack its other replicas do not use first, then the one with the fewest replicas. PlanError when the
+    """Every partition whose replicas (the target of a move in progress) include ``broker`` gets, in its place,
+    a live broker it has no replica on: one whose rack its other replicas do not use first, then the one with
+    the fewest replicas. A partition moving away from ``broker`` already needs nothing. PlanError when the
     broker is not registered, or when a partition would fall below its replication factor (fewer live brokers
     than replicas once it is gone)."""
     racks = {b["broker_id"]: b.get("rack") for b in snapshot["brokers"]}
@@ -138,24 +146,24 @@ def decommission_plan(snapshot: dict, broker: int) -> Plan:
     others = [b for b in live_brokers(snapshot) if b != broker]
     load = {b: 0 for b in others}
     for _, part in _partitions(snapshot):
-        for r in part["replicas"]:
+        for r in target_replicas(part):
             if r in load:
                 load[r] += 1
-    hosted = [(key, part) for key, part in _partitions(snapshot) if broker in part["replicas"]]
-    short = [(key, part) for key, part in hosted if len(part["replicas"]) > len(others)]
+    hosted = [(key, target_replicas(part)) for key, part in _partitions(snapshot) if broker in target_replicas(part)]
+    short = [(key, replicas) for key, replicas in hosted if len(replicas) > len(others)]
     if short:
-        (topic, index), part = short[0]
+        (topic, index), replicas = short[0]
         raise PlanError(f"decommissioning broker {broker} would leave {topic}-{index} (replication factor "
-                        f"{len(part['replicas'])}) and {len(short) - 1} other partition(s) with more replicas than "
+                        f"{len(replicas)}) and {len(short) - 1} other partition(s) with more replicas than "
                         f"the {len(others)} other live broker(s): add a broker first")
     plan: Plan = {}
-    for key, part in hosted:
-        rest = [r for r in part["replicas"] if r != broker]
+    for key, replicas in hosted:
+        rest = [r for r in replicas if r != broker]
         used = {racks.get(r) for r in rest}
         candidates = [b for b in others if b not in rest]
         chosen = min(candidates, key=lambda b: (racks.get(b) is not None and racks.get(b) in used, load[b], b))
         load[chosen] += 1
-        plan[key] = [chosen if r == broker else r for r in part["replicas"]]
+        plan[key] = [chosen if r == broker else r for r in replicas]
     return plan
 
 

@@ -234,3 +234,56 @@ def test_a_rebalance_plan_spreads_replicas_and_leaders_onto_a_new_broker_within_
     for (_, i), new in plan.items():
         m.topics["id-t"].partitions[i].replicas = list(new)
     assert rebalance_plan(m.snapshot()) == {}
+
+
+def test_a_decommission_plan_over_a_partition_in_motion_works_on_the_moves_target():
+    """During a move a partition's replicas are its target followed by those being removed: the plan replaces
+    the broker in the target (keeping the replication factor), and a broker only being moved away from needs
+    nothing."""
+    from freshet.controller.placement import decommission_plan
+
+    m, _ = cluster(4)
+    create(m, partitions=1, rf=3)
+    old = m.topics["id-t"].partitions[0].replicas
+    leaving = old[0]
+    new = [b for b in old if b != leaving] + [next(b for b in (1, 2, 3, 4) if b not in old)]
+    assert m.apply(c.AlterPartitionReassignment("t", 0, tuple(new))).ok
+    snapshot = m.snapshot()
+    assert len(snapshot["topics"][0]["partitions"][0]["replicas"]) == 4  # in motion: target + the one removed
+    assert decommission_plan(snapshot, leaving) == {}
+    kept = new[0]
+    plan = decommission_plan(snapshot, kept)
+    assert list(plan) == [("t", 0)]
+    assert len(plan[("t", 0)]) == 3 and kept not in plan[("t", 0)] and set(new[1:]) <= set(plan[("t", 0)])
+
+
+def test_a_plan_refused_in_part_changes_nothing():
+    """``Operations.apply`` sends a plan partition by partition; when the controllers refuse one, the moves it
+    already started are cancelled before the error, so a rebalance or decommission is never left half done."""
+    import pytest
+
+    from freshet.controller.operations import Operations
+    from freshet.controller.placement import PlanError
+
+    m, _ = cluster(4)
+    create(m, partitions=2, rf=2)
+    before = m.snapshot()
+
+    class InProcess(Operations):  # the controllers' answers, from the state machine itself
+        def command(self, command: dict) -> dict:
+            return m.apply(c.from_dict(command)).to_dict()
+
+        def metadata(self) -> dict:
+            return m.snapshot()
+
+    ops = InProcess([("127.0.0.1", 1)], timeout_s=5)
+    first = [b for b in (1, 2, 3, 4) if b not in m.topics["id-t"].partitions[0].replicas]
+    plan = {("t", 0): first, ("t", 1): [9, 1]}  # broker 9 is not registered: the second move is refused
+    with pytest.raises(PlanError, match=r"t-1 .*INVALID_REPLICA_ASSIGNMENT.*the 1 move\(s\) started before it "
+                                        r"were cancelled"):
+        ops.apply(plan)
+    after = m.snapshot()
+    assert [(p["replicas"], p.get("adding_replicas"), p.get("removing_replicas"))
+            for p in after["topics"][0]["partitions"]] == \
+           [(p["replicas"], p.get("adding_replicas"), p.get("removing_replicas"))
+            for p in before["topics"][0]["partitions"]]
