@@ -91,7 +91,8 @@ def decode_value(value: bytes) -> dict:
              "state_timestamp": r.take(">q"), "members": []}
     for _ in range(r.take(">i")):
         group["members"].append({
-            "member_id": r.string(), "group_instance_id": r.string(), "client_id": r.string(),
+            "member_id": r.string(), "group_instance_id": r.string() if version >= 3 else None,  # v3: KIP-345
+            "client_id": r.string(),
             "client_host": r.string(), "rebalance_timeout_ms": r.take(">i"), "session_timeout_ms": r.take(">i"),
             "subscription": r.bytes(), "assignment": r.bytes()})
     return group
