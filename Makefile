@@ -21,8 +21,9 @@ test-deps:
 lint: install
 	$(BIN)/lint-imports
 
-# three workers: the tests of the shared SparkSession run on one, those of the Spark cluster on another (see
-# tests/conftest.py), everything else fills the workers; the 25 slowest are listed at the end
+# three workers: tests/spark's tests of a shared SparkSession start on one, tests/sql's on another (a session
+# each), those of the Spark cluster on the third (see tests/conftest.py); everything else fills the workers as
+# they free up; the 25 slowest are listed at the end
 test: install test-deps lint
 	$(BIN)/pytest -q -n 3 --dist loadgroup --durations=25 tests
 

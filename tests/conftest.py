@@ -13,6 +13,12 @@ from freshet.local import BrokerProcess, PostgresServer
 # response has, instead of dropping it: typos in handlers fail tests
 os.environ[CHECKS_VARIABLE] = "1"
 
+# every Spark driver the tests start (in process, `freshet run`, the Connect server: all through spark-submit)
+# runs seconds to minutes on small data, where the C2 compiler's work never pays back: C1 alone costs ~45% less
+# CPU (tests/spark/test_stateful.py, the JVM and everything else it starts: 40.7 -> 22.4 s). Pipelines that users
+# run keep the JVM's default.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+
 
 @pytest.fixture(scope="session")
 def postgres():
@@ -71,10 +77,11 @@ def topic_name(request):
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups (else every worker gets Spark tests)
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`make test` runs three workers), every test that uses the shared SparkSession goes to
-    one worker (group "spark"), so one session serves them all; every test that uses the Spark cluster (directly,
-    or as the `cluster` engine of a scenario) goes to another (group "spark-cluster"), so one cluster serves them
-    while the local session's tests run beside them; the rest share the workers."""
+    """Under pytest-xdist (`make test` runs three workers), the tests of tests/spark that use a shared SparkSession
+    go to one worker (group "spark"), so one session serves them all, those of tests/sql to another ("spark-sql",
+    a session of its own: together they were the longest worker's ~18 minutes under load); every test that uses
+    the Spark cluster (directly, or as the `cluster` engine of a scenario) goes to a third ("spark-cluster"), so
+    one cluster serves them. xdist starts the largest groups first, one a worker; the rest share the workers."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         callspec = getattr(item, "callspec", None)
@@ -82,4 +89,5 @@ def pytest_collection_modifyitems(config, items):
         if "spark_cluster" in names or engine == "cluster":
             item.add_marker(pytest.mark.xdist_group("spark-cluster"))
         elif names & {"spark", "engine"}:
-            item.add_marker(pytest.mark.xdist_group("spark"))
+            group = "spark-sql" if item.nodeid.startswith("tests/sql/") else "spark"
+            item.add_marker(pytest.mark.xdist_group(group))
