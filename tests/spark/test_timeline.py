@@ -66,7 +66,8 @@ def expected_timelines(events) -> dict[str, set]:
 @pytest.mark.timeout(1500)
 def test_timeline_view_in_postgres_survives_kill_9_and_serves_freshet_timeline(broker, postgres, tmp_path):
     """tweets + follows -> freshet run timeline -> PostgreSQL, the driver killed -9 mid-stream:
-    the state (followers, recent tweets) is recovered and every timeline equals an independent replay."""
+    the state (followers, recent tweets) is recovered and every timeline equals the one computed in Python from
+    the events."""
     from freshet.client import TopicAdmin
     from freshet.client.produce import produce_records
     from freshet.pipelines.runner import PipelineSpec
@@ -95,12 +96,11 @@ def test_timeline_view_in_postgres_survives_kill_9_and_serves_freshet_timeline(b
     # query costs seconds on 2 shared cores)
     cmd = run + ["--trigger-seconds", "0.5", "--max-offsets-per-trigger", "300"]
     assert kill_mid_stream(cmd, checkpoint, targets=(2,)) == 1
-    # one driver for the rest: the killed query run to the end on its checkpoint, then a replay from offset 0 in
-    # one go (new checkpoint, new table), which must build the same view
-    specs = [PipelineSpec("timeline", f"{tweets_topic},{follows_topic}", f"postgres:{name}", broker.bootstrap,
-                          str(tmp_path / ck), available_now=True, pg_dsn=postgres.dsn)
-             for name, ck in ((table, "ck"), (f"{table}_replay", "ck-replay"))]
-    final = subprocess.run(run_process("local[2]", specs), capture_output=True, text=True, timeout=720)
+    # the killed query run to the end on its checkpoint (no replay of the events from offset 0 in Spark beside it:
+    # the timelines computed in Python are the independent answer)
+    spec = PipelineSpec("timeline", f"{tweets_topic},{follows_topic}", f"postgres:{table}", broker.bootstrap,
+                        checkpoint, available_now=True, pg_dsn=postgres.dsn)
+    final = subprocess.run(run_process("local[2]", [spec]), capture_output=True, text=True, timeout=720)
     assert final.returncode == 0, final.stderr[-3000:]
 
     def timelines(table):
@@ -114,7 +114,6 @@ def test_timeline_view_in_postgres_survives_kill_9_and_serves_freshet_timeline(b
 
     got = timelines(table)
     assert got == expected_timelines(events)
-    assert timelines(f"{table}_replay") == got
 
     user = max(got, key=lambda u: len(got[u]))
     shown = subprocess.run(freshet_argv("timeline", user, "--pg-dsn", postgres.dsn, "--table", table, "--limit", "5"),
