@@ -3,7 +3,7 @@
 Builds librdkafka's test runner from a source tree (``--source``; e.g. what ``git archive`` of
 github.com/confluentinc/librdkafka gives: ``./configure --disable-gssapi && make libs && make -C tests build``,
 a few minutes on 2 cores, done once), starts a ``LocalCluster`` of ``--brokers`` brokers (three controllers, the
-brokers' default replication factor min(3, brokers), ``--auto-create-topics``), writes the runner's ``test.conf`` (bootstrap.servers) and
+brokers' default replication factor min(3, brokers), ``--auto-create-topics --default-partitions 4``), writes the runner's ``test.conf`` (bootstrap.servers) and
 runs each chosen test alone (``TESTS=NNNN ./test-runner -p1``, ``TEST_KAFKA_VERSION`` as given: the runner skips
 what that version lacks), a deadline per test. Prints one line per test (passed / failed / timed out, seconds)
 and writes them as JSON.
@@ -93,9 +93,9 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="librdkafka-cluster-")
     results = []
     # librdkafka's tests produce to topics they never create (auto.create.topics.enable, Kafka's default; off by
-    # default on a Freshet broker)
+    # default on a Freshet broker) and count on 4 partitions in them (num.partitions of trivup, their test clusters)
     with LocalCluster(args.brokers, directory=os.path.join(work, "cluster"),
-                      broker_args=["--auto-create-topics"]) as cluster:
+                      broker_args=["--auto-create-topics", "--default-partitions", "4"]) as cluster:
         for test in filter(None, (t.strip() for t in args.tests.split(","))):
             result = run_test(runner, test, cluster.bootstrap, args.kafka_version, work, args.timeout)
             results.append(result)
