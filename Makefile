@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: install test test-fast lint test-deps demo bench bench-deps clean
 
-$(STAMP): pyproject.toml setup.py src/freshet/client/_recordset.c
+$(STAMP): pyproject.toml setup.py src/freshet/client/_recordset.c src/freshet/format/_scan.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,spark,cdc,dashboard,ingest]'
