@@ -43,8 +43,6 @@ def _coordinator(cluster: LocalCluster, group: str) -> int:
     pytest.fail("no group coordinator named")
 
 
-@pytest.mark.xfail(strict=True, reason="review: group requests are served by any broker of a cluster; "
-                                       "handlers/groups.py never checks cluster.coordinates() (R/C2)")
 def test_a_broker_that_is_not_the_groups_coordinator_answers_offset_commit_and_fetch_not_coordinator(tmp_path):
     with LocalCluster(3, directory=str(tmp_path / "cluster")) as cluster:
         from confluent_kafka.admin import AdminClient, NewTopic

@@ -7,6 +7,7 @@ from kio.schema.errors import ErrorCode
 from ..context import Request, RequestContext
 from ..groups.consumer import ConsumerGroupError
 from ..security.acls import DESCRIBE, GROUP, READ
+from .groups import not_coordinator
 
 
 def group_kind(broker, group_id: str) -> str | None:
@@ -31,6 +32,8 @@ def consumer_group_heartbeat(ctx: RequestContext, request: Request) -> dict:
     group_id = request.group_id
     if not ctx.allowed(READ, GROUP, group_id):
         return _heartbeat_error(ErrorCode.group_authorization_failed, f"not authorized to read group {group_id}")
+    if not_coordinator(ctx):
+        return _heartbeat_error(ErrorCode.not_coordinator, "this broker is not the groups' coordinator")
     kind = group_kind(broker, group_id)
     if kind == "share":
         return _heartbeat_error(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
@@ -88,6 +91,10 @@ def consumer_group_describe(ctx: RequestContext, request: Request) -> dict:
         if not ctx.allowed(DESCRIBE, GROUP, group_id):
             out.append({**empty, "error_code": ErrorCode.group_authorization_failed, "group_state": "",
                         "error_message": f"not authorized to describe group {group_id}"})
+            continue
+        if not_coordinator(ctx):
+            out.append({**empty, "error_code": ErrorCode.not_coordinator, "group_state": "",
+                        "error_message": "this broker is not the groups' coordinator"})
             continue
         group = broker.consumer_groups.group(group_id)
         if group is None:

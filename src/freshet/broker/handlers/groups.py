@@ -42,6 +42,14 @@ def find_coordinator(ctx: RequestContext, request: Request) -> dict:
     return {"throttle_time": 0, "coordinators": [{"key": key, **answer(key)} for key in keys]}
 
 
+def not_coordinator(ctx: RequestContext) -> bool:
+    """In a cluster, whether this broker is not the groups' coordinator (the leader of ``__consumer_offsets``):
+    as Kafka's brokers, it then answers a group request NOT_COORDINATOR, and the client asks FindCoordinator
+    again. Served here, a commit would be appended to a follower's copy of the log and a fetch answered from
+    it."""
+    return ctx.broker.cluster is not None and not ctx.broker.cluster.coordinates()
+
+
 def _error_body(body: dict, exc: GroupError) -> dict:
     body["error_code"] = exc.error_code
     return body
@@ -54,6 +62,10 @@ def join_group(ctx: RequestContext, request: Request) -> Response:
                 "protocol_type": None, "protocol_name": None, "leader": "", "member_id": request.member_id,
                 "members": []}
 
+    if not_coordinator(ctx):
+        return {"throttle_time": 0, "error_code": ErrorCode.not_coordinator, "generation_id": -1,
+                "protocol_type": None, "protocol_name": None, "leader": "", "member_id": request.member_id,
+                "members": []}
     consumer_group = ctx.broker.consumer_groups.group(request.group_id)
     if consumer_group is not None:
         if consumer_group.members:  # a Kafka 4 consumer group: its members heartbeat, they do not join
@@ -86,6 +98,9 @@ def sync_group(ctx: RequestContext, request: Request) -> Response:
     if not ctx.allowed(READ, GROUP, request.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "protocol_type": None,
                 "protocol_name": None, "assignment": b""}
+    if not_coordinator(ctx):
+        return {"throttle_time": 0, "error_code": ErrorCode.not_coordinator, "protocol_type": None,
+                "protocol_name": None, "assignment": b""}
 
     async def run() -> dict:
         try:
@@ -103,6 +118,8 @@ def sync_group(ctx: RequestContext, request: Request) -> Response:
 def heartbeat(ctx: RequestContext, request: Request) -> dict:
     if not ctx.allowed(READ, GROUP, request.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
+    if not_coordinator(ctx):
+        return {"throttle_time": 0, "error_code": ErrorCode.not_coordinator}
     code = ctx.broker.groups.heartbeat(request.group_id, request.member_id,
                                        getattr(request, "group_instance_id", None), request.generation_id)
     return {"throttle_time": 0, "error_code": code}
@@ -111,6 +128,8 @@ def heartbeat(ctx: RequestContext, request: Request) -> dict:
 def leave_group(ctx: RequestContext, request: Request) -> dict:
     if not ctx.allowed(READ, GROUP, request.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "members": []}
+    if not_coordinator(ctx):
+        return {"throttle_time": 0, "error_code": ErrorCode.not_coordinator, "members": []}
     if hasattr(request, "members"):
         wanted = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
@@ -134,6 +153,8 @@ def offset_commit(ctx: RequestContext, request: Request) -> Response:
         group_error = ErrorCode.invalid_group_id
     elif not ctx.allowed(READ, GROUP, request.group_id):
         group_error = ErrorCode.group_authorization_failed
+    elif not_coordinator(ctx):
+        group_error = ErrorCode.not_coordinator
     else:
         try:
             check_commit(broker, request.group_id, request.member_id, getattr(request, "group_instance_id", None),
@@ -200,6 +221,8 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: boo
     broker = ctx.broker
     if not ctx.allowed(DESCRIBE, GROUP, group_id):
         return [], ErrorCode.group_authorization_failed
+    if not_coordinator(ctx):
+        return [], ErrorCode.not_coordinator
     committed = broker.offsets.committed(group_id)
     out = []
     if topics is None:  # every topic: those this principal may not describe are left out
@@ -256,6 +279,10 @@ def describe_groups(ctx: RequestContext, request: Request) -> dict:
             out.append({"error_code": ErrorCode.group_authorization_failed, "group_id": group_id, "group_state": "",
                         "protocol_type": "", "protocol_data": "", "members": []})
             continue
+        if not_coordinator(ctx):
+            out.append({"error_code": ErrorCode.not_coordinator, "group_id": group_id, "group_state": "",
+                        "protocol_type": "", "protocol_data": "", "members": []})
+            continue
         if group_id not in known and (group_id in broker.share_groups.groups
                                       or group_id in broker.consumer_groups.groups):
             # as Kafka: DescribeGroups answers for classic groups only (ConsumerGroupDescribe and
@@ -290,6 +317,8 @@ def list_groups(ctx: RequestContext, request: Request) -> dict:
     states = set(getattr(request, "states_filter", ()) or ())
     types = {t.lower() for t in (getattr(request, "types_filter", ()) or ())}
     out = []
+    if not_coordinator(ctx):  # as a Kafka broker, it lists the groups it coordinates: none
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": out}
     known = _known_groups(broker)
     # a principal that may describe the cluster sees every group, others only those they may describe
     visible = (lambda group_id: True) if ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME) else (
@@ -326,6 +355,9 @@ def delete_groups(ctx: RequestContext, request: Request) -> Response:
         code = ErrorCode.none
         if not ctx.allowed(DELETE, GROUP, group_id):
             results.append({"group_id": group_id, "error_code": ErrorCode.group_authorization_failed})
+            continue
+        if not_coordinator(ctx):
+            results.append({"group_id": group_id, "error_code": ErrorCode.not_coordinator})
             continue
         if group_id in broker.consumer_groups.groups:
             try:
@@ -366,6 +398,8 @@ def offset_delete(ctx: RequestContext, request: Request) -> Response:
     g = broker.groups.group(group_id)
     if not ctx.allowed(DELETE, GROUP, group_id):
         return {"error_code": ErrorCode.group_authorization_failed, "throttle_time": 0, "topics": []}
+    if not_coordinator(ctx):
+        return {"error_code": ErrorCode.not_coordinator, "throttle_time": 0, "topics": []}
     if group_id not in _known_groups(broker) and group_id not in broker.consumer_groups.groups:
         return {"error_code": ErrorCode.group_id_not_found, "throttle_time": 0, "topics": []}
     subscribed = broker.consumer_groups.subscribed_by_group(group_id)

@@ -14,6 +14,7 @@ from ..groups.share import ShareGroup, ShareGroupError, ShareMember
 from ..groups.share_partition import AcknowledgeError
 from ..security.acls import DELETE, DESCRIBE, GROUP, READ, TOPIC
 from .consumer_groups import group_kind
+from .groups import not_coordinator
 
 ASSIGNOR = "simple"
 
@@ -54,6 +55,9 @@ def share_group_heartbeat(ctx: RequestContext, request: Request) -> dict:
     if not ctx.allowed(READ, GROUP, request.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "member_epoch": -1,
                 "heartbeat_interval": 0}
+    if not_coordinator(ctx):
+        return {"throttle_time": 0, "error_code": ErrorCode.not_coordinator, "member_epoch": -1,
+                "heartbeat_interval": 0}
     if group_kind(ctx.broker, request.group_id) in ("classic", "consumer"):
         return {"throttle_time": 0, "error_code": ErrorCode.inconsistent_group_protocol,
                 "error_message": f"{request.group_id} is a consumer group, not a share group",
@@ -83,6 +87,10 @@ def share_group_describe(ctx: RequestContext, request: Request) -> dict:
         group = broker.share_groups.groups.get(group_id)
         if not ctx.allowed(DESCRIBE, GROUP, group_id):
             out.append({"error_code": ErrorCode.group_authorization_failed, "group_id": group_id, "group_state": "",
+                        "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []})
+            continue
+        if not_coordinator(ctx):
+            out.append({"error_code": ErrorCode.not_coordinator, "group_id": group_id, "group_state": "",
                         "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []})
             continue
         if group is None:
