@@ -122,6 +122,7 @@ class TransactionCoordinator:
         self._background: set[asyncio.Task] = set()
         # a cluster: the leader epoch of __transaction_state in which this broker coordinates (None: it does not)
         self.coordinator_epoch: int | None = None
+        self._written: dict[str, bytes] = {}  # each transactional id's last state written (what a refusal restores)
         self._replay()
 
     # -- the state log -------------------------------------------------------------------
@@ -134,8 +135,10 @@ class TransactionCoordinator:
                 tid = record.key.decode()
                 if record.value is None:
                     self.transactions.pop(tid, None)
+                    self._written.pop(tid, None)
                 else:
                     self._remember(TransactionMetadata.from_json(tid, record.value))
+                    self._written[tid] = record.value
 
     def _remember(self, meta: TransactionMetadata) -> None:
         old = self.transactions.get(meta.transactional_id)
@@ -146,12 +149,33 @@ class TransactionCoordinator:
 
     async def _persist(self, meta: TransactionMetadata) -> None:
         """Write ``meta`` to the state log and wait until it is fsync'd (in a cluster: until the ISR has it;
-        Kafka's codes when it cannot: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE)."""
+        Kafka's codes when it cannot: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE). Refused, ``meta`` goes back to
+        what was last written (its callers change it first), as Kafka's coordinator drops a pending transition
+        whose append failed: a retry then does the change again instead of finding it done."""
+        try:
+            await self._write(meta)
+        except TransactionError:
+            before = self._written.get(meta.transactional_id)
+            if before is not None:
+                meta.__dict__.update(TransactionMetadata.from_json(meta.transactional_id, before).__dict__)
+            elif self.transactions.get(meta.transactional_id) is meta:
+                self.transactions.pop(meta.transactional_id)
+                self.by_producer.pop(meta.producer_id, None)
+            raise
+        self._written[meta.transactional_id] = meta.to_json()
+
+    async def _write(self, meta: TransactionMetadata) -> None:
         leader = None
         if self.broker.cluster is not None:
             _, leader = self.broker.replicas.check(TXN_STATE_TOPIC, 0)
             if leader is None or self.coordinator_epoch is None:
                 raise TransactionError(ErrorCode.not_coordinator, "this broker no longer leads __transaction_state")
+            current = self.transactions.get(meta.transactional_id)
+            if current is not None and current is not meta:
+                # a request of an earlier leadership (``follow`` replayed the log into new objects since): its copy
+                # is stale, and Kafka fences it by the coordinator epoch
+                raise TransactionError(ErrorCode.not_coordinator,
+                                       f"{meta.transactional_id}: a state of an earlier coordinator epoch")
             if len(leader.isr) < leader.min_insync:
                 raise TransactionError(ErrorCode.coordinator_not_available,
                                        f"the ISR {list(leader.isr)} of __transaction_state is below "
@@ -212,6 +236,7 @@ class TransactionCoordinator:
             return
         self.transactions.clear()
         self.by_producer.clear()
+        self._written.clear()
         self._replay(self.partition.log_end_offset)
         completing = [m for m in self.transactions.values() if m.state in (PREPARE_COMMIT, PREPARE_ABORT)]
         log.info("transaction coordinator in epoch %d: %d transactional ids taken over, %d being completed, "

@@ -87,8 +87,6 @@ async def begun(txn, partitions) -> tuple[int, int]:
     return pid, epoch
 
 
-@pytest.mark.xfail(strict=True, reason="review: end_transaction sets PREPARE_COMMIT in memory before _persist; "
-                                       "a refused append leaves it there, nothing completes it (R)")
 def test_an_end_txn_refused_below_min_isr_can_be_retried(tmp_path):
     async def scenario(broker, state):
         txn = broker.transactions
@@ -105,9 +103,6 @@ def test_an_end_txn_refused_below_min_isr_can_be_retried(tmp_path):
     run(tmp_path, scenario)
 
 
-@pytest.mark.xfail(strict=True, reason="review: _open adds the partitions to the in-memory transaction before "
-                                       "_persist; a retry after a refused append answers NONE with nothing "
-                                       "written, and the next coordinator does not know the partition (R)")
 def test_a_partition_added_to_a_transaction_is_in_the_state_log_when_answered(tmp_path):
     async def scenario(broker, state):
         txn = broker.transactions
@@ -200,9 +195,6 @@ async def until(condition, what: str, deadline_s: float = 60.0) -> None:
         await asyncio.sleep(0.02)
 
 
-@pytest.mark.xfail(strict=True, reason="review: follow() cancels only _background and clears the locks; an EndTxn "
-                                       "of an earlier leadership goes on and its _persist writes its stale "
-                                       "transaction over the newer one (R: transactions.py follow/_persist)")
 def test_an_end_txn_of_an_earlier_leadership_does_not_overwrite_the_next_transaction(tmp_path):
     """The coordinator loses __transaction_state and gets it back (A -> B -> A) while an EndTxn is still sending
     markers (write_markers retries for 120 s, longer than the client's request.timeout.ms). The new leadership
