@@ -65,9 +65,6 @@ def test_a_broker_that_is_not_the_groups_coordinator_answers_offset_commit_and_f
         assert commit.topics[0].partitions[0].error_code == ErrorCode.not_coordinator
 
 
-@pytest.mark.xfail(strict=True, reason="review: membership.py _create_internal_topic takes min(3, LIVE brokers): "
-                                       "asked while two of three are down, __consumer_offsets is created with "
-                                       "replication factor 1 for good (R)")
 def test_the_offsets_topic_of_a_three_broker_cluster_gets_three_replicas_though_two_were_down_when_first_asked(
         tmp_path):
     """Kafka creates ``__consumer_offsets`` with offsets.topic.replication.factor (3) and answers FindCoordinator

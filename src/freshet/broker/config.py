@@ -60,6 +60,9 @@ class BrokerConfig:
     replica_selector_class: str | None = None  # replica.selector.class (KIP-392; None: Kafka's LeaderSelector)
     heartbeat_interval_ms: int = 2_000  # broker.heartbeat.interval.ms (the session timeout is the controllers')
     default_replication_factor: int = 1  # default.replication.factor (CreateTopics without one)
+    # offsets.topic.replication.factor / transaction.state.log.replication.factor (cluster mode): the internal
+    # topics are created with it once that many brokers are live, never smaller
+    offsets_topic_replication_factor: int = 3
     replica_lag_time_max_ms: int = 10_000  # replica.lag.time.max.ms
 
     def effective_listeners(self) -> list[Listener]:

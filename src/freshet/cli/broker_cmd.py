@@ -101,6 +101,11 @@ def broker() -> None:
               help="broker.heartbeat.interval.ms (cluster mode); the session timeout is the controllers'.")
 @click.option("--default-replication-factor", default=DEFAULTS.default_replication_factor, show_default=True,
               type=int, help="default.replication.factor: for topics created without one (cluster mode).")
+@click.option("--offsets-topic-replication-factor", default=DEFAULTS.offsets_topic_replication_factor,
+              show_default=True, type=int,
+              help="offsets.topic.replication.factor (cluster mode): the replicas of __consumer_offsets and "
+                   "__transaction_state, created once this many brokers are live (their coordinators are not "
+                   "available before); set it below 3 for a cluster of fewer brokers.")
 @click.option("--replica-lag-time-max-ms", default=DEFAULTS.replica_lag_time_max_ms, show_default=True, type=int,
               help="replica.lag.time.max.ms: a follower behind this long leaves the ISR (cluster mode).")
 @click.option("--log-level", default="INFO", show_default=True,
@@ -117,7 +122,8 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
           max_failed_authentications: int, node_id: int, controllers: str | None, rack: str | None,
           replica_selector_class: str | None, inter_broker_sasl_mechanism: str | None,
           inter_broker_user: str | None, inter_broker_password_file: str | None,
-          heartbeat_interval_ms: int, default_replication_factor: int, replica_lag_time_max_ms: int,
+          heartbeat_interval_ms: int, default_replication_factor: int, offsets_topic_replication_factor: int,
+          replica_lag_time_max_ms: int,
           log_level: str) -> None:
     """Start a broker in the foreground (Ctrl-C stops it cleanly)."""
     from freshet.broker import run_broker
@@ -136,6 +142,7 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
             node_id < 0 and "--node-id must not be negative",
             heartbeat_interval_ms < 10 and "--heartbeat-interval-ms must be at least 10",
             default_replication_factor < 1 and "--default-replication-factor must be at least 1",
+            offsets_topic_replication_factor < 1 and "--offsets-topic-replication-factor must be at least 1",
             replica_lag_time_max_ms < 1 and "--replica-lag-time-max-ms must be positive"):
         if problem:
             click.echo(f"error: {problem}", err=True)
@@ -199,6 +206,7 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
         listeners=parsed, security=security, node_id=node_id, controllers=controller_addresses, rack=rack,
         replica_selector_class=replica_selector_class,
         heartbeat_interval_ms=heartbeat_interval_ms, default_replication_factor=default_replication_factor,
+        offsets_topic_replication_factor=offsets_topic_replication_factor,
         replica_lag_time_max_ms=replica_lag_time_max_ms,
     )
 

@@ -129,7 +129,8 @@ class LocalCluster:
             has_controller = i <= controllers
             nodes.append(Node(i, ports[0], ports[1] if has_controller else None, ports[2] if has_controller else None))
         factor = default_replication_factor or min(3, brokers)
-        args = ["--default-replication-factor", str(factor), *(broker_args or [])]
+        args = ["--default-replication-factor", str(factor), "--offsets-topic-replication-factor",
+                str(min(3, brokers)), *(broker_args or [])]
         self.state = ClusterState(self.directory, nodes, session_timeout_ms, args, list(controller_args or []),
                                   list(racks or []))
         self._procs: dict[tuple[str, int], subprocess.Popen] = {}

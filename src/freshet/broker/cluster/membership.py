@@ -42,7 +42,6 @@ log = logging.getLogger(__name__)
 DEFAULT_HEARTBEAT_INTERVAL_MS = 2000  # Kafka's broker.heartbeat.interval.ms
 RETRIABLE = {"NOT_CONTROLLER", "REQUEST_TIMED_OUT"}
 PRODUCER_ID_BLOCK = 1000  # Kafka's producer id block size
-OFFSETS_TOPIC_REPLICATION_FACTOR = 3  # offsets.topic.replication.factor (fewer when fewer brokers are live)
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0  # how long a stopping broker waits for its leaderships to move
 
 
@@ -348,9 +347,16 @@ class ClusterMembership:
         return leader if leader is not None and not leader.fenced else None
 
     async def _create_internal_topic(self, topic: str) -> None:
-        """One partition, replication factor min(3, live brokers) (offsets.topic.* / transaction.state.log.*),
-        the configs of this broker's own internal topic (``min.insync.replicas`` at most the factor)."""
-        factor = min(OFFSETS_TOPIC_REPLICATION_FACTOR, len(self.view.live_brokers()))
+        """One partition, replication factor ``offsets.topic.replication.factor`` (3 by default; also
+        transaction.state.log.*), the configs of this broker's own internal topic (``min.insync.replicas`` at most
+        the factor). As Kafka, it is not created while fewer brokers are live: FindCoordinator answers
+        COORDINATOR_NOT_AVAILABLE until then (created smaller, its coordinator could never fail over)."""
+        factor = self.broker.config.offsets_topic_replication_factor
+        live = len(self.view.live_brokers())
+        if live < factor:
+            log.warning("not creating %s yet: %d live broker(s), offsets.topic.replication.factor is %d", topic,
+                        live, factor)
+            return
         local = self.broker.registry.get(topic)
         configs = dict(local.configs) if local is not None else dict(OFFSETS_TOPIC_CONFIGS)
         if "min.insync.replicas" in configs:
