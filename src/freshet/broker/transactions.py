@@ -96,10 +96,19 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def write_marker(broker, partition, producer_id: int, producer_epoch: int, commit: bool) -> int:
+def write_marker(broker, partition, producer_id: int, producer_epoch: int, commit: bool,
+                 coordinator_epoch: int = 0) -> int:
     """A COMMIT or ABORT marker appended to ``partition`` (to be made durable by the caller); the transactional
     offset commits of the producer take effect, or are dropped, with the marker on ``__consumer_offsets``.
-    Returns the marker's offset."""
+    Returns the marker's offset. A marker from a coordinator of an older epoch than the last one that wrote a
+    marker of this producer here is TRANSACTION_COORDINATOR_FENCED, nothing written (as Kafka, which keeps the
+    coordinator epoch with the producer's state; here in memory, from this broker's start)."""
+    seen = broker.transactions.marker_epochs
+    key = (partition.directory, producer_id)
+    if coordinator_epoch < seen.get(key, -1):
+        raise TransactionError(ErrorCode.transaction_coordinator_fenced,
+                               f"a marker of coordinator epoch {coordinator_epoch}, older than {seen[key]}")
+    seen[key] = coordinator_epoch
     result = partition.append_marker(producer_id, producer_epoch, commit)
     if partition is broker.offsets.partition:
         broker.offsets.complete_transaction(producer_id, commit)
@@ -123,6 +132,7 @@ class TransactionCoordinator:
         # a cluster: the leader epoch of __transaction_state in which this broker coordinates (None: it does not)
         self.coordinator_epoch: int | None = None
         self._written: dict[str, bytes] = {}  # each transactional id's last state written (what a refusal restores)
+        self.marker_epochs: dict[tuple[str, int], int] = {}  # (partition directory, producer) -> coordinator epoch
         self._replay()
 
     # -- the state log -------------------------------------------------------------------
@@ -424,7 +434,8 @@ class TransactionCoordinator:
         if elsewhere:
             from .cluster.markers import write_markers
 
-            await write_markers(cluster, meta.producer_id, meta.producer_epoch, commit, elsewhere)
+            await write_markers(cluster, meta.producer_id, meta.producer_epoch, commit, elsewhere,
+                                self.coordinator_epoch or 0)
         meta.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
         await self._persist(meta)
 
@@ -438,7 +449,11 @@ class TransactionCoordinator:
         code, leader = self.broker.replicas.check(topic, index) if self.broker.replicas else (None, None)
         if code is not None:
             return topic, index
-        offset = write_marker(self.broker, partition, meta.producer_id, meta.producer_epoch, commit)
+        try:
+            offset = write_marker(self.broker, partition, meta.producer_id, meta.producer_epoch, commit,
+                                  self.coordinator_epoch or 0)
+        except TransactionError as exc:
+            raise TransactionError(ErrorCode.not_coordinator, str(exc)) from None  # a newer coordinator marked it
         if leader is None:
             await self.broker.group_commit.durable(partition, offset)
             return None

@@ -143,9 +143,6 @@ def test_a_transaction_is_not_complete_while_a_partition_has_no_marker(tmp_path,
     run(tmp_path, scenario)
 
 
-@pytest.mark.xfail(strict=True, reason="review: WriteTxnMarkers' coordinator_epoch is sent as 0 (cluster/markers.py) "
-                                       "and never checked (handlers/transactions.py write_txn_markers): a deposed "
-                                       "coordinator's late marker ends the producer's next transaction (R)")
 def test_a_marker_from_a_deposed_coordinator_is_fenced(tmp_path):
     """Kafka keeps each producer's coordinator epoch with its state on the partition and refuses a marker of an
     older one (TRANSACTION_COORDINATOR_FENCED): a coordinator that lost __transaction_state while it was still

@@ -13,11 +13,12 @@ from ..replication.client import BrokerConnection
 log = logging.getLogger(__name__)
 
 WRITE_TXN_MARKERS, VERSION = 27, 1
+FENCED = 52  # TRANSACTION_COORDINATOR_FENCED
 GIVE_UP_S = 120.0
 
 
 async def write_markers(membership, producer_id: int, producer_epoch: int, commit: bool,
-                        partitions: list[tuple[str, int]]) -> None:
+                        partitions: list[tuple[str, int]], coordinator_epoch: int = 0) -> None:
     """COMMIT or ABORT markers on ``partitions``, each written by its leader; returns once every one is written
     (or its topic is gone), or after ``GIVE_UP_S`` with the rest logged."""
     pending = set(partitions)
@@ -49,7 +50,7 @@ async def write_markers(membership, producer_id: int, producer_epoch: int, commi
                     answer = await connection.request(WRITE_TXN_MARKERS, VERSION, {"markers": [{
                         "producer_id": producer_id, "producer_epoch": producer_epoch, "transaction_result": commit,
                         "topics": [{"name": t, "partition_indexes": i} for t, i in topics.items()],
-                        "coordinator_epoch": 0}]})
+                        "coordinator_epoch": coordinator_epoch}]})
                 except ConnectionError as exc:
                     log.info("transaction markers to broker %d: %s", leader, exc)
                     connections.pop(leader, None)
@@ -58,6 +59,10 @@ async def write_markers(membership, producer_id: int, producer_epoch: int, commi
                     for t in result.topics:
                         for p in t.partitions:
                             if p.error_code == 0:
+                                pending.discard((t.name, p.partition_index))
+                            elif p.error_code == FENCED:  # a newer coordinator marked it: not ours to retry
+                                log.info("producer %d: marker on %s-%d fenced (coordinator epoch %d is old)",
+                                         producer_id, t.name, p.partition_index, coordinator_epoch)
                                 pending.discard((t.name, p.partition_index))
             if pending:
                 await asyncio.sleep(0.1)  # a leader moving: the metadata will say where

@@ -238,7 +238,10 @@ def write_txn_markers(ctx: RequestContext, request: Request) -> Response:
                 else:
                     try:
                         offset = write_marker(broker, partition, marker.producer_id, marker.producer_epoch,
-                                              marker.transaction_result)
+                                              marker.transaction_result, marker.coordinator_epoch)
+                    except TransactionError as exc:  # a deposed coordinator's marker
+                        entry["error_code"] = exc.error_code
+                        continue
                     except LogError as exc:
                         entry["error_code"] = error_code_for(exc)
                         continue
