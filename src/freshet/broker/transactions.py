@@ -434,8 +434,12 @@ class TransactionCoordinator:
         if elsewhere:
             from .cluster.markers import write_markers
 
-            await write_markers(cluster, meta.producer_id, meta.producer_epoch, commit, elsewhere,
-                                self.coordinator_epoch or 0)
+            missing = await write_markers(cluster, meta.producer_id, meta.producer_epoch, commit, elsewhere,
+                                          self.coordinator_epoch or 0)
+            if missing:  # as Kafka, the markers are sent again until written: the transaction stays Prepare*
+                self._spawn(self._complete_locked(meta, commit))
+                raise TransactionError(ErrorCode.concurrent_transactions,
+                                       f"no marker yet on {sorted(missing)}: sent again")
         meta.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
         await self._persist(meta)
 

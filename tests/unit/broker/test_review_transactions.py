@@ -122,9 +122,6 @@ def test_a_partition_added_to_a_transaction_is_in_the_state_log_when_answered(tm
     run(tmp_path, scenario)
 
 
-@pytest.mark.xfail(strict=True, reason="review: write_markers gives up after GIVE_UP_S and _complete then "
-                                       "writes CompleteCommit: a partition whose leader was away that long never "
-                                       "gets its marker (R: cluster/markers.py, transactions.py _complete)")
 def test_a_transaction_is_not_complete_while_a_partition_has_no_marker(tmp_path, monkeypatch):
     monkeypatch.setattr(markers, "GIVE_UP_S", 0.3)  # 120 s in the broker: a leader away longer than that
 

@@ -18,9 +18,9 @@ GIVE_UP_S = 120.0
 
 
 async def write_markers(membership, producer_id: int, producer_epoch: int, commit: bool,
-                        partitions: list[tuple[str, int]], coordinator_epoch: int = 0) -> None:
+                        partitions: list[tuple[str, int]], coordinator_epoch: int = 0) -> set[tuple[str, int]]:
     """COMMIT or ABORT markers on ``partitions``, each written by its leader; returns once every one is written
-    (or its topic is gone), or after ``GIVE_UP_S`` with the rest logged."""
+    (or its topic is gone), or after ``GIVE_UP_S`` with the rest logged: the partitions still without one."""
     pending = set(partitions)
     connections: dict[int, BrokerConnection] = {}
     end = time.monotonic() + GIVE_UP_S
@@ -72,3 +72,4 @@ async def write_markers(membership, producer_id: int, producer_epoch: int, commi
     if pending:
         log.error("producer %d: no %s marker written on %s within %.0f s", producer_id,
                   "COMMIT" if commit else "ABORT", sorted(pending), GIVE_UP_S)
+    return pending
