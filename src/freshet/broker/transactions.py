@@ -37,7 +37,7 @@ from kio.schema.errors import ErrorCode
 
 from freshet.format.record_batch import decode_records, encode_batch
 
-from freshet.log import StorageError
+from freshet.log import InvalidProducerEpochError, StorageError
 
 from .groups.offsets import OFFSETS_TOPIC, batches_below
 from .replication import ReplicationError
@@ -458,6 +458,9 @@ class TransactionCoordinator:
                                   self.coordinator_epoch or 0)
         except TransactionError as exc:
             raise TransactionError(ErrorCode.not_coordinator, str(exc)) from None  # a newer coordinator marked it
+        except InvalidProducerEpochError as exc:  # a newer epoch of the producer writes there: nothing to end
+            log.info("%s-%d: %s", topic, index, exc)
+            return None
         if leader is None:
             await self.broker.group_commit.durable(partition, offset)
             return None

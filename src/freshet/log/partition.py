@@ -35,6 +35,7 @@ from freshet.format.record_batch import (
 from .config import LogConfig
 from .errors import (
     CorruptBatchError,
+    InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTimestampError,
     OffsetOutOfRangeError,
@@ -254,7 +255,13 @@ class Partition:
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> AppendResult:
         """End ``producer_id``'s transaction here with a COMMIT or ABORT control batch (the coordinator's
-        write). The marker's epoch fences older epochs of the producer."""
+        write). The marker's epoch fences older epochs of the producer; a marker of an older epoch than the
+        producer's is refused (InvalidProducerEpochError, nothing written), as Kafka's checkProducerEpoch: a late
+        COMMIT or ABORT of a fenced epoch must not end the transaction the producer's new epoch has open."""
+        entry = self.producer_state.producers.get(producer_id)
+        if entry is not None and producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(f"a marker of producer {producer_id} epoch {producer_epoch}, older than "
+                                            f"its epoch {entry.epoch}")
         offset = self.log_end_offset
         data = with_base_offset(memoryview(marker_batch(producer_id, producer_epoch, commit,
                                                         int(time.time() * 1000))), offset, self.leader_epoch)

@@ -9,8 +9,6 @@ from freshet.format.record_batch import TRANSACTIONAL_FLAG, encode_batch
 from freshet.log import Partition
 
 
-@pytest.mark.xfail(strict=True, reason="review: Partition.append_marker (log/partition.py:255) checks no epoch: "
-                                       "a marker of a fenced epoch ends the newer epoch's open transaction (R)")
 def test_a_marker_of_an_older_producer_epoch_leaves_the_open_transaction_alone(tmp_path):
     p = Partition(str(tmp_path))
     p.append(encode_batch([(b"k", b"new-epoch", 1)], producer_id=7, producer_epoch=1, base_sequence=0,

@@ -13,7 +13,7 @@ from ..replication.client import BrokerConnection
 log = logging.getLogger(__name__)
 
 WRITE_TXN_MARKERS, VERSION = 27, 1
-FENCED = 52  # TRANSACTION_COORDINATOR_FENCED
+FENCED, OLD_EPOCH = 52, 47  # TRANSACTION_COORDINATOR_FENCED, INVALID_PRODUCER_EPOCH
 GIVE_UP_S = 120.0
 
 
@@ -60,9 +60,10 @@ async def write_markers(membership, producer_id: int, producer_epoch: int, commi
                         for p in t.partitions:
                             if p.error_code == 0:
                                 pending.discard((t.name, p.partition_index))
-                            elif p.error_code == FENCED:  # a newer coordinator marked it: not ours to retry
-                                log.info("producer %d: marker on %s-%d fenced (coordinator epoch %d is old)",
-                                         producer_id, t.name, p.partition_index, coordinator_epoch)
+                            elif p.error_code in (FENCED, OLD_EPOCH):  # a newer coordinator or epoch is there
+                                log.info("producer %d: marker on %s-%d refused (%d): a newer coordinator epoch or "
+                                         "producer epoch marked it", producer_id, t.name, p.partition_index,
+                                         p.error_code)
                                 pending.discard((t.name, p.partition_index))
             if pending:
                 await asyncio.sleep(0.1)  # a leader moving: the metadata will say where
