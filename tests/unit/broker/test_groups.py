@@ -87,3 +87,27 @@ def test_a_member_leaving_between_its_two_joins_does_not_hold_the_next_rebalance
         assert second["error_code"] == ErrorCode.none and second["generation_id"] == 1
 
     asyncio.run(scenario())
+
+
+def test_a_member_may_commit_while_the_group_prepares_a_rebalance_but_not_while_it_completes_one():
+    """As Kafka's ClassicGroup.validateOffsetCommit: a member of the current generation commits during
+    PreparingRebalance (its revoked partitions' offsets, before it rejoins: librdkafka's test 0113 does), and
+    gets REBALANCE_IN_PROGRESS only in CompletingRebalance, when a new generation's assignment is not yet out."""
+    from freshet.broker.groups.classic import COMPLETING, PREPARING
+
+    async def scenario():
+        c = GroupCoordinator(initial_rebalance_delay_ms=0)
+        first = await join(c, "g")
+        a = await join(c, "g", first["member_id"])
+        await c.sync("g", a["member_id"], None, 1, {a["member_id"]: b"all"})
+        newcomer = asyncio.ensure_future(join(c, "g", require_known=False))
+        while c.group("g").state != PREPARING:
+            await asyncio.sleep(0)
+        c.check_commit("g", a["member_id"], None, 1)  # the generation it has: accepted
+        rejoined, joined = await asyncio.gather(join(c, "g", a["member_id"]), newcomer)
+        assert c.group("g").state == COMPLETING and rejoined["generation_id"] == 2
+        with pytest.raises(GroupError) as completing:
+            c.check_commit("g", a["member_id"], None, 2)
+        assert completing.value.error_code == ErrorCode.rebalance_in_progress
+
+    asyncio.run(scenario())

@@ -432,8 +432,8 @@ class GroupCoordinator:
             raise GroupError(ErrorCode.unknown_member_id, "the group has active members")
         member = self._check_member(g, member_id, group_instance_id, generation)
         assert g is not None
-        if g.state == PREPARING or g.state == COMPLETING:
-            raise GroupError(ErrorCode.rebalance_in_progress)
+        if g.state == COMPLETING:  # as Kafka: a member of the current generation commits while the group
+            raise GroupError(ErrorCode.rebalance_in_progress)  # prepares a rebalance (its revoked partitions)
         member.last_heartbeat = time.monotonic()
 
     def delete(self, group_id: str) -> None:
