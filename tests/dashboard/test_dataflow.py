@@ -87,9 +87,12 @@ def test_sql_sources_are_the_catalog_names_after_from_and_join():
     assert sql_sources(statement, sources) == ["clicks", "users"]  # once each; not in a comment or a string
 
 
-def test_sql_persistent_queries_are_nodes_with_their_input_and_output_topics(broker):
+def test_sql_persistent_queries_are_nodes_with_their_input_and_output_topics(own_broker):
     """A CSAS joining a stream and a table and a terminated CTAS, stored by freshet sql's own catalog code, and
-    the running one's progress as the runner's reporter announces it under the query's id."""
+    the running one's progress as the runner's reporter announces it under the query's id. A broker of its own:
+    the catalog it writes holds a query marked running, which `freshet sql --serve` on a shared broker would try
+    to start again."""
+    broker = own_broker
     from freshet.sql.catalog import Catalog, Definition
 
     clicks, users, enriched, counts = "sqlflow-clicks", "sqlflow-users", "sqlflow-enriched", "sqlflow-counts"

@@ -318,7 +318,8 @@ def list_queries(session) -> list[dict]:
 
 def restore(session) -> list[str]:
     """Start again every stored query marked running that this session does not run yet (after a restart);
-    returns their ids. A query that can no longer start (its source dropped) is marked ERROR."""
+    returns their ids. A query that can no longer start (its source dropped, a definition Spark refuses) is marked
+    ERROR with the first line of the reason, and the others still start."""
     started = []
     for query_id, record in sorted(session.catalog.queries().items()):
         if record.get("status") != RUNNING or query_id in _running(session):
@@ -327,8 +328,9 @@ def restore(session) -> list[str]:
             stmt = p.parse_one(record["sql"])
             df = session.dataframe(stmt.select, stmt.select_start, stmt.script)
             _start(session, dict(record, id=query_id), df)
-        except SqlError as e:
-            session.catalog.put_query(query_id, dict(record, status="ERROR", error=str(e)))
+        except Exception as e:  # noqa: BLE001 (SqlError, or what Spark refuses: one query, not the process)
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            session.catalog.put_query(query_id, dict(record, status="ERROR", error=reason))
             continue
         started.append(query_id)
     return started
