@@ -20,8 +20,12 @@ def test_stderr_to_takes_what_child_processes_write_and_gives_it_back(tmp_path, 
         os.write(2, b"from this process\n")
         terminal.write("for the user\n")
     os.write(2, b"after\n")
-    assert log.read_text().splitlines() == ["from a child", "from this process"]
-    assert capfd.readouterr().err == "for the user\nafter\n"
+
+    def ours(lines: list[str]) -> list[str]:  # not librdkafka's log lines ("%3|..."): a client of an earlier test
+        return [line for line in lines if not line.startswith("%")]  # in this worker may still be writing them
+
+    assert ours(log.read_text().splitlines()) == ["from a child", "from this process"]
+    assert ours(capfd.readouterr().err.splitlines()) == ["for the user", "after"]
 
 
 class _Query:

@@ -11,6 +11,7 @@ from ..groups.classic import COMPLETING, DEAD, EMPTY, PREPARING, GroupError
 from ..groups.consumer import ConsumerGroupError
 from ..groups.offsets import OFFSETS_TOPIC, CommittedOffset
 from ..groups.share import ShareGroupError
+from ..replication import ReplicationError
 from ..security.acls import CLUSTER, CLUSTER_NAME, DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID
 from ..transactions import TXN_STATE_TOPIC
 
@@ -198,20 +199,40 @@ def check_commit(broker, group_id: str, member_id: str, group_instance_id: str |
         broker.groups.check_commit(group_id, member_id, group_instance_id, generation)
 
 
+COMMIT_TIMEOUT_S = 30.0  # a commit not in the ISR of __consumer_offsets within this: COORDINATOR_NOT_AVAILABLE
+
+
 def answer_when_durable(broker, last_offset: int, body: dict):
-    """The commit's answer once ``__consumer_offsets`` is fsync'd up to ``last_offset``; if the fsync fails,
-    every partition that was accepted answers COORDINATOR_NOT_AVAILABLE (the client retries)."""
+    """The commit's answer once ``__consumer_offsets`` is fsync'd up to ``last_offset`` (in a cluster: once its
+    ISR has it); if that fails, every partition that was accepted answers as Kafka's coordinator maps a failed
+    append: NOT_COORDINATOR when this broker stopped leading the partition meanwhile (the write may be cut from
+    the log: the client finds the new coordinator and commits again), else COORDINATOR_NOT_AVAILABLE."""
     broker.group_commit.written(broker.offsets.partition)
-    durable = broker.group_commit.durable(broker.offsets.partition, last_offset)
+    leader = None
+    if broker.cluster is not None:
+        _, leader = broker.replicas.check(OFFSETS_TOPIC, 0)
+    durable = (broker.group_commit.durable(broker.offsets.partition, last_offset) if broker.cluster is None
+               else None)
 
     async def when_durable() -> dict:
+        code = ErrorCode.none
         try:
-            await durable
+            if leader is not None:
+                await leader.acknowledged(last_offset, COMMIT_TIMEOUT_S)
+            elif broker.cluster is not None:  # no longer its leader: nothing will acknowledge it here
+                code = ErrorCode.not_coordinator
+            else:
+                await durable
+        except ReplicationError as exc:
+            code = (ErrorCode.not_coordinator if exc.error_code == ErrorCode.not_leader_or_follower
+                    else ErrorCode.coordinator_not_available)
         except Exception:
+            code = ErrorCode.coordinator_not_available
+        if code != ErrorCode.none:
             for t in body["topics"]:
                 for p in t["partitions"]:
                     if p["error_code"] == ErrorCode.none:
-                        p["error_code"] = ErrorCode.coordinator_not_available
+                        p["error_code"] = code
         return body
 
     return when_durable()
