@@ -113,6 +113,30 @@ def moved(cluster, topic: str, target: list[int]):
     (2, lambda replicas: [replicas[1], next(b for b in (1, 2, 3) if b not in replicas)]),  # [a, b] -> [b, c]
     (1, lambda replicas: [replicas[0], *(b for b in (1, 2, 3) if b not in replicas)]),  # factor 1 -> 3
 ], ids=["move", "factor-1-to-3"])
+
+def _filled_partition_sharing_a_broker(cluster, topic: str, position: int):
+    """Creates ``topic`` (3 partitions x 2 replicas on 3 brokers), writes 100 records to a partition whose replica
+    at ``position`` holds another partition of the topic too; (its index, its metadata, the broker it is not on)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+
+    created(admin(cluster.bootstrap), NewTopic(topic, 3, 2))
+    meta = cluster.wait_until(lambda m: cluster.partition(topic, 2, m) and m, DEADLINE)
+    parts = [cluster.partition(topic, i, meta) for i in range(3)]
+    index, part = next((i, p) for i, p in enumerate(parts)
+                       if any(p["replicas"][position] in q["replicas"] for j, q in enumerate(parts) if j != i))
+    spare = next(b for b in (1, 2, 3) if b not in part["replicas"])
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(100):
+        producer.produce(topic, b"%d" % i, partition=index)
+    assert producer.flush(DEADLINE) == 0
+    return index, part, spare
+
+
+def _log_bytes(directory: str) -> int:
+    """The bytes of a partition's segment files in ``directory``."""
+    return sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory) if f.endswith(".log"))
+
 def test_a_move_under_an_idempotent_producer_and_a_consumer_group_loses_and_duplicates_nothing(
         cluster, factor, target_of):
     from confluent_kafka.admin import NewTopic
@@ -150,25 +174,13 @@ def test_a_move_under_an_idempotent_producer_and_a_consumer_group_loses_and_dupl
 
 
 def test_a_replica_moved_off_a_broker_that_keeps_other_partitions_of_the_topic_empties_its_log(cluster):
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import NewTopic
-
-    created(admin(cluster.bootstrap), NewTopic("split", 3, 2))
-    meta = cluster.wait_until(lambda m: cluster.partition("split", 2, m) and m, DEADLINE)
-    parts = [cluster.partition("split", i, meta) for i in range(3)]
     # a partition whose first replica holds another partition of the topic too (3 partitions x 2 on 3 brokers)
-    index, part = next((i, p) for i, p in enumerate(parts)
-                       if any(p["replicas"][0] in q["replicas"] for j, q in enumerate(parts) if j != i))
+    index, part, spare = _filled_partition_sharing_a_broker(cluster, "split", 0)
     removed, kept = part["replicas"]
-    spare = next(b for b in (1, 2, 3) if b not in part["replicas"])
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
-    for i in range(100):
-        producer.produce("split", b"%d" % i, partition=index)
-    assert producer.flush(DEADLINE) == 0
     directory = os.path.join(topic_dir(cluster, removed, "split"), str(index))
 
     def log_bytes() -> int:
-        return sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory) if f.endswith(".log"))
+        return _log_bytes(directory)
 
     cluster.wait_until(lambda m: log_bytes() > 0, DEADLINE, "the records on every replica")
     ReassignmentAdmin(cluster.bootstrap).alter({("split", index): [kept, spare]})
@@ -334,25 +346,14 @@ def test_a_one_node_broker_has_every_replica_in_place_and_asks_for_cluster_permi
 
 
 def test_a_replica_moved_away_while_its_broker_was_down_is_deleted_when_it_comes_back(own_cluster):
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import NewTopic
 
     c = own_cluster
-    created(admin(c.bootstrap), NewTopic("away", 3, 2))
-    meta = c.wait_until(lambda m: c.partition("away", 2, m) and m, DEADLINE)
-    parts = [c.partition("away", i, meta) for i in range(3)]
-    index, part = next((i, p) for i, p in enumerate(parts)
-                       if any(p["replicas"][1] in q["replicas"] for j, q in enumerate(parts) if j != i))
+    index, part, spare = _filled_partition_sharing_a_broker(c, "away", 1)
     leader, down = part["replicas"]  # the follower goes down; it holds another partition of the topic too
-    spare = next(b for b in (1, 2, 3) if b not in part["replicas"])
-    producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
-    for i in range(100):
-        producer.produce("away", b"%d" % i, partition=index)
-    assert producer.flush(DEADLINE) == 0
     directory = os.path.join(topic_dir(c, down, "away"), str(index))
 
     def log_bytes() -> int:
-        return sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory) if f.endswith(".log"))
+        return _log_bytes(directory)
 
     c.wait_until(lambda m: log_bytes() > 0, DEADLINE, f"the records on broker {down}")
     c.kill(down)
