@@ -346,7 +346,6 @@ def test_a_one_node_broker_has_every_replica_in_place_and_asks_for_cluster_permi
 
 
 def test_a_replica_moved_away_while_its_broker_was_down_is_deleted_when_it_comes_back(own_cluster):
-
     c = own_cluster
     index, part, spare = _filled_partition_sharing_a_broker(c, "away", 1)
     leader, down = part["replicas"]  # the follower goes down; it holds another partition of the topic too
