@@ -109,11 +109,6 @@ def moved(cluster, topic: str, target: list[int]):
     return cluster.wait_until(done, DEADLINE, f"{topic}-0 on {target}")
 
 
-@pytest.mark.parametrize("factor, target_of", [
-    (2, lambda replicas: [replicas[1], next(b for b in (1, 2, 3) if b not in replicas)]),  # [a, b] -> [b, c]
-    (1, lambda replicas: [replicas[0], *(b for b in (1, 2, 3) if b not in replicas)]),  # factor 1 -> 3
-], ids=["move", "factor-1-to-3"])
-
 def _filled_partition_sharing_a_broker(cluster, topic: str, position: int):
     """Creates ``topic`` (3 partitions x 2 replicas on 3 brokers), writes 100 records to a partition whose replica
     at ``position`` holds another partition of the topic too; (its index, its metadata, the broker it is not on)."""
@@ -137,6 +132,11 @@ def _log_bytes(directory: str) -> int:
     """The bytes of a partition's segment files in ``directory``."""
     return sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory) if f.endswith(".log"))
 
+
+@pytest.mark.parametrize("factor, target_of", [
+    (2, lambda replicas: [replicas[1], next(b for b in (1, 2, 3) if b not in replicas)]),  # [a, b] -> [b, c]
+    (1, lambda replicas: [replicas[0], *(b for b in (1, 2, 3) if b not in replicas)]),  # factor 1 -> 3
+], ids=["move", "factor-1-to-3"])
 def test_a_move_under_an_idempotent_producer_and_a_consumer_group_loses_and_duplicates_nothing(
         cluster, factor, target_of):
     from confluent_kafka.admin import NewTopic
