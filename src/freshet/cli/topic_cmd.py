@@ -24,16 +24,41 @@ def topic() -> None:
     """Create, list, describe and delete topics."""
 
 
+def _parse_replica_assignment(text: str) -> list[list[int]]:
+    """kafka-topics' ``--replica-assignment``: partitions separated by commas, each partition's broker ids by
+    colons, the preferred leader first (``1:2,2:3`` = partition 0 on brokers 1 and 2, partition 1 on 2 and 3)."""
+    assignment = []
+    for index, part in enumerate(text.split(",")):
+        try:
+            assignment.append([int(b) for b in part.split(":")])
+        except ValueError:
+            raise ClientError(f"--replica-assignment takes broker ids as 1:2,2:3 (partitions by commas, replicas "
+                              f"by colons); partition {index} is {part.strip()!r}") from None
+    return assignment
+
+
 @topic.command("create")
 @click.argument("name")
-@click.option("--partitions", "-p", default=1, show_default=True, type=int)
+@click.option("--partitions", "-p", type=int, help="Number of partitions.  [default: 1]")
+@click.option("--replica-assignment", metavar="B:B,B:B",
+              help="The brokers of each partition, as kafka-topics takes them: partitions separated by commas, "
+                   "each one's broker ids by colons, the first one leading (1:2,2:3). Not with --partitions.")
 @click.option("--config", "-c", "configs", multiple=True, metavar="NAME=VALUE",
               help="Topic config, e.g. retention.ms=60000 or cleanup.policy=compact (repeatable).")
 @bootstrap_option
 @one_line_errors
-def create(name: str, partitions: int, configs: tuple[str, ...], bootstrap: str) -> None:
+def create(name: str, partitions: int | None, replica_assignment: str | None, configs: tuple[str, ...],
+           bootstrap: str) -> None:
     """Create topic NAME."""
-    TopicAdmin(bootstrap).create_topic(name, partitions, _parse_configs(configs))
+    assignment = None
+    if replica_assignment is not None:
+        if partitions is not None:
+            raise ClientError("--replica-assignment gives the partitions: it cannot be used with --partitions")
+        assignment = _parse_replica_assignment(replica_assignment)
+        partitions = len(assignment)
+    elif partitions is None:
+        partitions = 1
+    TopicAdmin(bootstrap).create_topic(name, partitions, _parse_configs(configs), replica_assignment=assignment)
     click.echo(f"created topic {name} with {partitions} partition{'s' if partitions != 1 else ''}")
 
 

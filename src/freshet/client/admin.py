@@ -54,11 +54,14 @@ class TopicAdmin:
             raise ClientError(f"topic {topic!r} does not exist")
         return len(md.topics[topic].partitions)
 
-    def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
+    def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None,
+                     replica_assignment: list[list[int]] | None = None) -> None:
+        """``replica_assignment``: the brokers of each partition (the first leads), instead of ``partitions``."""
         self._metadata()  # a clear error when no broker answers
-        future = self._admin.create_topics(
-            [NewTopic(name, partitions, -1, config=configs or {})], operation_timeout=self.timeout
-        )[name]
+        new = (NewTopic(name, len(replica_assignment), replica_assignment=replica_assignment,
+                        config=configs or {}) if replica_assignment
+               else NewTopic(name, partitions, -1, config=configs or {}))
+        future = self._admin.create_topics([new], operation_timeout=self.timeout)[name]
         try:
             future.result(self.timeout)
         except KafkaException as exc:

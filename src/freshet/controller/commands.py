@@ -79,7 +79,9 @@ class FenceStaleBrokers:
 class CreateTopic:
     """CreateTopics for one topic. ``start_index`` and ``shift`` are the placer's random choices (Kafka's
     rack-unaware assignment: a random first broker and a random shift of the followers), made by the
-    proposer; ``topic_id`` likewise."""
+    proposer; ``topic_id`` likewise. A manual ``assignment`` (one replica list per partition, the preferred
+    leader first; CreateTopics' ``assignments``) is taken as it is: ``partitions`` and ``replication_factor``
+    are then -1 (or its own counts)."""
 
     name: str
     topic_id: str
@@ -88,6 +90,7 @@ class CreateTopic:
     start_index: int
     shift: int
     configs: dict[str, str] = field(default_factory=dict)
+    assignment: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,12 +101,14 @@ class DeleteTopic:
 @dataclass(frozen=True)
 class CreatePartitions:
     """CreatePartitions for one topic: ``count`` is the new total; the new partitions' replicas are placed as
-    CreateTopic places them, with the proposer's random ``start_index`` and ``shift``."""
+    CreateTopic places them, with the proposer's random ``start_index`` and ``shift``, or given in
+    ``assignment`` (one replica list per new partition, the preferred leader first)."""
 
     name: str
     count: int
     start_index: int
     shift: int
+    assignment: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -240,6 +245,10 @@ _FIELD_TYPES = {  # a field's annotation -> (check, what it must be)
     ),
     "tuple[int, ...]": (lambda v: isinstance(v, tuple) and all(map(_is_int, v)), "a list of integers"),
     "tuple[str, ...]": (lambda v: isinstance(v, tuple) and all(isinstance(x, str) for x in v), "a list of strings"),
+    "tuple[tuple[int, ...], ...]": (
+        lambda v: isinstance(v, tuple) and all(isinstance(p, tuple) and all(map(_is_int, p)) for p in v),
+        "a list of lists of integers",
+    ),
     "tuple[tuple[str, str | None], ...]": (
         lambda v: isinstance(v, tuple) and all(
             isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) and _is_str_or_none(p[1]) for p in v),
@@ -262,6 +271,8 @@ def from_dict(data: dict) -> Command:
     for key in ("new_isr", "delete", "replicas"):
         if key in data and isinstance(data[key], list):
             data[key] = tuple(data[key])
+    if "assignment" in data and isinstance(data["assignment"], list):
+        data["assignment"] = tuple(tuple(p) if isinstance(p, list) else p for p in data["assignment"])
     if "entity" in data and isinstance(data["entity"], list):
         data["entity"] = tuple(tuple(p) if isinstance(p, list) else p for p in data["entity"])
     try:

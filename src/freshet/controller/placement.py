@@ -227,3 +227,58 @@ def rebalance_plan(snapshot: dict) -> Plan:
 def balanced(counts: dict[int, int]) -> bool:
     """Every count within one of the mean."""
     return not counts or max(counts.values()) - min(counts.values()) <= 1
+
+
+# -- manual replica assignments (CreateTopics / CreatePartitions with ``assignments``) -----------------------------
+class AssignmentError(ValueError):
+    """A manual replica assignment Kafka refuses with INVALID_REPLICA_ASSIGNMENT: the one line why."""
+
+
+def ordered_assignment(pairs) -> list[list[int]]:
+    """CreateTopics' ``assignments`` (``(partition index, broker ids)`` pairs, in any order) as one replica list
+    per partition, partition 0 first. AssignmentError when a partition is given twice or the indexes are not
+    0..n-1 (Kafka: "partitions should be a consecutive 0-based integer sequence")."""
+    by_index: dict[int, list[int]] = {}
+    for index, brokers in pairs:
+        if index in by_index:
+            raise AssignmentError(f"partition {index} is assigned more than once")
+        by_index[index] = list(brokers)
+    if sorted(by_index) != list(range(len(by_index))):
+        raise AssignmentError(f"partitions {sorted(by_index)} are not a consecutive 0-based sequence")
+    return [by_index[i] for i in range(len(by_index))]
+
+
+def check_added(topic: str, added: int, given: int) -> None:
+    """CreatePartitions' assignments: one per partition added (AssignmentError otherwise)."""
+    if given != added:
+        raise AssignmentError(f"{added} partition(s) are added to {topic!r}, but {given} replica assignment(s) are "
+                              "given")
+
+
+def check_assignment(assignment, registered, live, replication_factor: int | None = None,
+                     first_partition: int = 0) -> None:
+    """A manual replica assignment (one replica list per partition, numbered from ``first_partition``; the first
+    replica is the preferred leader) checked as Kafka's controller checks it (``validateManualPartitionAssignment``):
+    AssignmentError for an empty list, a broker named twice in one partition, a broker not ``registered``, one not
+    ``live`` (fenced or shutting down: it could neither lead nor join the ISR), or a partition whose replica count
+    differs from ``replication_factor`` (default: the first partition's)."""
+    live = set(live)
+    for index, replicas in enumerate(assignment, first_partition):
+        replicas = list(replicas)
+        if not replicas:
+            raise AssignmentError(f"partition {index} is assigned an empty replica list")
+        twice = sorted({r for r in replicas if replicas.count(r) > 1})
+        if twice:
+            raise AssignmentError(f"partition {index} names broker {twice[0]} more than once in {replicas}")
+        unknown = [r for r in replicas if r not in registered]
+        if unknown:
+            raise AssignmentError(f"partition {index} is assigned to broker {unknown[0]}, which is not registered")
+        down = [r for r in replicas if r not in live]
+        if down:
+            raise AssignmentError(f"partition {index} is assigned to broker {down[0]}, which is fenced or shutting "
+                                  "down")
+        if replication_factor is None:
+            replication_factor = len(replicas)
+        elif len(replicas) != replication_factor:
+            raise AssignmentError(f"partition {index} has {len(replicas)} replica(s), the other partitions "
+                                  f"{replication_factor}: every partition needs the same replication factor")

@@ -17,7 +17,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from . import commands as c
-from .placement import place_replicas_rack_aware
+from .placement import AssignmentError, check_added, check_assignment, place_replicas_rack_aware
 
 NO_LEADER = -1
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -276,18 +276,30 @@ class ClusterMetadata:
             return _refuse("TOPIC_ALREADY_EXISTS", f"topic {cmd.name!r} already exists")
         if cmd.topic_id in self.topics:
             return _refuse("INVALID_REQUEST", f"topic id {cmd.topic_id} is taken")
-        if cmd.partitions < 1:
-            return _refuse("INVALID_PARTITIONS", f"number of partitions must be at least 1, not {cmd.partitions}")
         live = self.unfenced()
-        if cmd.replication_factor < 1 or cmd.replication_factor > len(live):
-            return _refuse(
-                "INVALID_REPLICATION_FACTOR",
-                f"replication factor {cmd.replication_factor} is not between 1 and the {len(live)} "
-                "unfenced broker(s)",
-            )
+        if cmd.assignment:
+            assignment = [list(r) for r in cmd.assignment]
+            if cmd.partitions not in (-1, len(assignment)) or cmd.replication_factor not in (
+                    -1, len(assignment[0])):
+                return _refuse("INVALID_REQUEST", "give either a replica assignment or partitions and a "
+                               "replication factor")
+            if refused := self._check_assignment(assignment, None, 0):
+                return refused
+        else:
+            if cmd.partitions < 1:
+                return _refuse("INVALID_PARTITIONS",
+                               f"number of partitions must be at least 1, not {cmd.partitions}")
+            if cmd.replication_factor < 1 or cmd.replication_factor > len(live):
+                return _refuse(
+                    "INVALID_REPLICATION_FACTOR",
+                    f"replication factor {cmd.replication_factor} is not between 1 and the {len(live)} "
+                    "unfenced broker(s)",
+                )
+            assignment = None
         if refused := _check_topic_configs(cmd.configs):
             return refused
-        assignment = self._place(live, cmd.partitions, cmd.replication_factor, cmd.start_index, cmd.shift)
+        if assignment is None:
+            assignment = self._place(live, cmd.partitions, cmd.replication_factor, cmd.start_index, cmd.shift)
         self.topics[cmd.topic_id] = Topic(
             cmd.topic_id, cmd.name,
             [PartitionState(replicas=r, isr=list(r), leader=r[0]) for r in assignment],
@@ -316,12 +328,17 @@ class ClusterMetadata:
         live = self.unfenced()
         first = topic.partitions[0]
         factor = len(first.replicas) - len(first.removing_replicas)  # its target's, while it is being moved
-        if factor > len(live):
+        if cmd.assignment:
+            assignment = [list(r) for r in cmd.assignment]
+            if refused := self._check_assignment(assignment, factor, current, cmd.name, cmd.count - current):
+                return refused
+        elif factor > len(live):
             return _refuse(
                 "INVALID_REPLICATION_FACTOR",
                 f"replication factor {factor} is above the {len(live)} unfenced broker(s)",
             )
-        assignment = self._place(live, cmd.count, factor, cmd.start_index, cmd.shift)[current:]
+        else:
+            assignment = self._place(live, cmd.count, factor, cmd.start_index, cmd.shift)[current:]
         topic.partitions.extend(PartitionState(replicas=r, isr=list(r), leader=r[0]) for r in assignment)
         return Result(value={"assignment": assignment})
 
@@ -473,6 +490,18 @@ class ClusterMetadata:
         else:
             self.quotas.pop(entity, None)
         return Result()
+
+    def _check_assignment(self, assignment: list[list[int]], factor: int | None, first: int, topic: str = "",
+                          added: int | None = None) -> Result | None:
+        """A manual replica assignment's refusal (INVALID_REPLICA_ASSIGNMENT), or None: ``check_assignment``
+        against the registered and the unfenced brokers (and, given ``added``, one per partition added)."""
+        try:
+            if added is not None:
+                check_added(topic, added, len(assignment))
+            check_assignment(assignment, self.brokers, self.unfenced(), factor, first)
+        except AssignmentError as exc:
+            return _refuse("INVALID_REPLICA_ASSIGNMENT", str(exc))
+        return None
 
     # -- brokers joining and leaving (controlled shutdown, leader balance, decommission) ---------------------
     def _place(self, live: list[int], partitions: int, factor: int, start_index: int, shift: int) -> list[list[int]]:

@@ -193,11 +193,24 @@ def encode_request(api_key: int, version: int, body: dict, correlation_id: int =
     return buf.getvalue()
 
 
+# more requests of an API beside its _seed_body: CreateTopics and CreatePartitions with manual replica assignments
+_MORE_SEED_BODIES = {
+    19: [{"topics": [{"name": "fuzz-assigned", "num_partitions": -1, "replication_factor": -1, "configs": [],
+                      "assignments": [{"partition_index": 1, "broker_ids": [1]},
+                                      {"partition_index": 0, "broker_ids": [1, 2]}]}],
+          "timeout": 1000, "validate_only": True}],
+    37: [{"topics": [{"name": "fuzz-target", "count": 3,
+                      "assignments": [{"broker_ids": [1]}, {"broker_ids": [2, 1]}]}],
+          "timeout": 1000, "validate_only": True}],
+}
+
+
 def seed_corpus(api_table: dict[int, tuple]) -> list[bytes]:
     seeds = []
     for key, (low, high, _) in sorted(api_table.items()):
         for version in range(low, high + 1):
-            seeds.append(encode_request(key, version, _seed_body(key, version)))
+            for body in [_seed_body(key, version), *_MORE_SEED_BODIES.get(key, ())]:
+                seeds.append(encode_request(key, version, body))
     return seeds
 
 

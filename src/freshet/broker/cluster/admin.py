@@ -13,6 +13,8 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
+from freshet.controller.placement import AssignmentError, check_added, check_assignment
+
 from ..security.acls import AclBinding
 from ..security.credentials import ScramCredential
 from ..topics.registry import MAX_PARTITIONS, TopicError, check_topic_name
@@ -94,10 +96,13 @@ def controller_for_clients(view: ClusterView, node_id: int) -> int:
 
 # -- changing ----------------------------------------------------------------------------------------------
 async def create_topic(broker, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
-                       validate_only: bool) -> TopicInfo | None:
-    """One topic through the controller (validate_only: checked against the view, nothing asked)."""
+                       validate_only: bool, assignment: list[list[int]] | None = None) -> TopicInfo | None:
+    """One topic through the controller (validate_only: checked against the view, nothing asked); a manual
+    ``assignment`` (one replica list per partition) instead of partitions and replication factor."""
     view = broker.cluster.view
     check_topic_name(name)
+    if assignment:
+        partitions, replication_factor = len(assignment), len(assignment[0])
     if partitions == -1:
         partitions = broker.default_partitions
     if replication_factor == -1:
@@ -109,12 +114,17 @@ async def create_topic(broker, name: str, partitions: int, replication_factor: i
         if name in view.topics:
             raise TopicError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
         live = len(view.live_brokers())
-        if not 1 <= replication_factor <= live:
+        if assignment:
+            _check_assignment(view, assignment)
+        elif not 1 <= replication_factor <= live:
             raise TopicError(ErrorCode.invalid_replication_factor,
                              f"replication factor {replication_factor} is not between 1 and the {live} live broker(s)")
         return None
-    answer = await broker.cluster.command({"command": "CreateTopic", "name": name, "partitions": partitions,
-                                           "replication_factor": replication_factor, "configs": checked})
+    command = {"command": "CreateTopic", "name": name, "partitions": partitions,
+               "replication_factor": replication_factor, "configs": checked}
+    if assignment:
+        command.update(partitions=-1, replication_factor=-1, assignment=assignment)
+    answer = await broker.cluster.command(command)
     if answer["error"] != "NONE":
         raise _error(answer)
     topic_id = uuid.UUID(answer["value"]["topic_id"])
@@ -135,7 +145,30 @@ async def delete_topic(broker, name: str) -> uuid.UUID:
     return info.topic_id
 
 
-async def create_partitions(broker, name: str, count: int, validate_only: bool) -> None:
+def check_replica_assignment(assignment: list[list[int]], registered, live, factor: int | None = None,
+                             first: int = 0, added: tuple[str, int] | None = None, note: str = "") -> None:
+    """A manual replica assignment checked as the controller checks it against the metadata: TopicError
+    INVALID_REPLICA_ASSIGNMENT (``note`` added to its message). ``added``: (topic, partitions added), when the
+    assignment is CreatePartitions'."""
+    try:
+        if added is not None:
+            check_added(*added, len(assignment))
+        check_assignment(assignment, registered, live, factor, first)
+    except AssignmentError as exc:
+        raise TopicError(ErrorCode.invalid_replica_assignment, f"{exc}{note}") from None
+
+
+def _check_assignment(view: ClusterView, assignment: list[list[int]], factor: int | None = None,
+                      first: int = 0, added: tuple[str, int] | None = None) -> None:
+    """What validate_only answers: the assignment checked against this broker's view."""
+    check_replica_assignment(assignment, view.brokers, [b.node_id for b in view.live_brokers()], factor, first,
+                             added)
+
+
+async def create_partitions(broker, name: str, count: int, validate_only: bool,
+                            assignment: list[list[int]] | None = None) -> None:
+    """New partitions up to ``count``: placed by the controller, or on the replicas of ``assignment`` (one list per
+    new partition)."""
     info = broker.cluster.view.topics.get(name)
     if info is None:
         raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
@@ -146,8 +179,15 @@ async def create_partitions(broker, name: str, count: int, validate_only: bool) 
     if count > MAX_PARTITIONS:
         raise TopicError(ErrorCode.invalid_partitions, f"at most {MAX_PARTITIONS} partitions")
     if validate_only:
+        if assignment:
+            current, first = len(info.partitions), info.partitions[0]
+            _check_assignment(broker.cluster.view, assignment, len(first.replicas) - len(first.removing_replicas),
+                              current, (name, count - current))
         return
-    answer = await broker.cluster.command({"command": "CreatePartitions", "name": name, "count": count})
+    command = {"command": "CreatePartitions", "name": name, "count": count}
+    if assignment:
+        command["assignment"] = assignment
+    answer = await broker.cluster.command(command)
     if answer["error"] != "NONE":
         raise _error(answer)
     await broker.cluster.wait_for(lambda v: name in v.topics and len(v.topics[name].partitions) >= count,

@@ -7,6 +7,7 @@ import os
 
 from kio.schema.errors import ErrorCode
 
+from freshet.controller.placement import AssignmentError, ordered_assignment
 from freshet.log import LogError
 
 from ..wire import protocol
@@ -60,6 +61,30 @@ def _may_create(ctx: RequestContext, t, names: list[str]) -> None:
         raise TopicError(ErrorCode.invalid_request, f"topic {t.name!r} appears more than once in the request")
 
 
+def _requested_assignment(t) -> list[list[int]] | None:
+    """A CreateTopics topic's manual replica assignment, one replica list per partition (None when it has none):
+    INVALID_REQUEST beside partitions or a replication factor (Kafka: both cannot be used at the same time),
+    INVALID_REPLICA_ASSIGNMENT for partition indexes that are not 0..n-1 once each."""
+    if not t.assignments:
+        return None
+    if t.num_partitions != -1 or t.replication_factor != -1:
+        raise TopicError(ErrorCode.invalid_request, "both partitions or replication factor and replica assignments "
+                         "were given: give either")
+    try:
+        return ordered_assignment((a.partition_index, list(a.broker_ids)) for a in t.assignments)
+    except AssignmentError as exc:
+        raise TopicError(ErrorCode.invalid_replica_assignment, str(exc)) from None
+
+
+def _check_alone(ctx: RequestContext, assignment: list[list[int]], factor: int | None = None,
+                 first: int = 0, added: tuple[str, int] | None = None) -> None:
+    """A one-node broker's check of a manual replica assignment: every partition on this broker alone
+    (``added``: CreatePartitions' topic and partitions added, one assignment each)."""
+    me = [ctx.broker.config.node_id]
+    cluster_admin.check_replica_assignment(assignment, me, me, factor, first, added,
+                                           f" (this broker, {me[0]}, is the only one)")
+
+
 def create_topics(ctx: RequestContext, request: Request) -> Response:
     if ctx.broker.cluster is not None:
         return _create_topics_in_cluster(ctx, request)
@@ -73,16 +98,9 @@ def create_topics(ctx: RequestContext, request: Request) -> Response:
             partitions = t.num_partitions
             if partitions == -1:
                 partitions = ctx.broker.default_partitions
-            if t.assignments:
-                if t.num_partitions != -1 or t.replication_factor != -1:
-                    raise TopicError(ErrorCode.invalid_request,
-                                     "give either assignments or partitions and replication factor")
-                for a in t.assignments:
-                    if list(a.broker_ids) != [ctx.broker.config.node_id]:
-                        raise TopicError(ErrorCode.invalid_replication_factor,
-                                         f"partition {a.partition_index} assigned to brokers {list(a.broker_ids)}; "
-                                         f"only broker {ctx.broker.config.node_id} exists")
-                partitions = len(t.assignments)
+            if assignment := _requested_assignment(t):
+                _check_alone(ctx, assignment)
+                partitions = len(assignment)
             configs = {c.name: c.value for c in t.configs}
             if request.validate_only:
                 overrides = registry.validate_create(t.name, partitions, t.replication_factor, configs)
@@ -109,16 +127,16 @@ async def _create_topics_in_cluster(ctx: RequestContext, request: Request) -> di
         result = _created_entry(t)
         try:
             _may_create(ctx, t, names)
-            if t.assignments:
-                raise TopicError(ErrorCode.invalid_request, "manual replica assignments are not supported yet: give "
-                                 "partitions and a replication factor")
+            assignment = _requested_assignment(t)
             configs = {c.name: c.value for c in t.configs}
             info = await cluster_admin.create_topic(ctx.broker, t.name, t.num_partitions, t.replication_factor,
-                                                    configs, request.validate_only)
+                                                    configs, request.validate_only, assignment)
             checked = cluster_admin.check_configs(configs)
             partitions = t.num_partitions if t.num_partitions != -1 else ctx.broker.default_partitions
             factor = (t.replication_factor if t.replication_factor != -1
                       else ctx.broker.config.default_replication_factor)
+            if assignment:
+                partitions, factor = len(assignment), len(assignment[0])
             result.update(topic_id=info.topic_id if info else protocol.ZERO_UUID, num_partitions=partitions,
                           replication_factor=factor,
                           configs=[{k: c[k] for k in _CREATED_CONFIG_FIELDS} for c in topic_configs(
@@ -177,6 +195,12 @@ def create_partitions(ctx: RequestContext, request: Request) -> Response:
         try:
             if not ctx.allowed(ALTER, TOPIC, t.name):
                 raise TopicError(ErrorCode.topic_authorization_failed, f"not authorized to alter topic {t.name!r}")
+            if t.assignments:
+                topic = registry.get(t.name)
+                current = len(topic.partitions) if topic is not None else 0
+                if topic is not None and t.count > current:
+                    _check_alone(ctx, [list(a.broker_ids) for a in t.assignments], 1, current,
+                                 (t.name, t.count - current))
             registry.add_partitions(t.name, t.count, validate_only=request.validate_only)
         except TopicError as exc:
             result.update(error_code=exc.error_code, error_message=str(exc))
@@ -191,9 +215,8 @@ async def _create_partitions_in_cluster(ctx: RequestContext, request: Request) -
         try:
             if not ctx.allowed(ALTER, TOPIC, t.name):
                 raise TopicError(ErrorCode.topic_authorization_failed, f"not authorized to alter topic {t.name!r}")
-            if t.assignments:
-                raise TopicError(ErrorCode.invalid_request, "manual replica assignments are not supported yet")
-            await cluster_admin.create_partitions(ctx.broker, t.name, t.count, request.validate_only)
+            assignment = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
+            await cluster_admin.create_partitions(ctx.broker, t.name, t.count, request.validate_only, assignment)
         except TopicError as exc:
             result.update(error_code=exc.error_code, error_message=str(exc))
         results.append(result)

@@ -1,0 +1,169 @@
+"""Manual replica assignments (issue #46): CreateTopics and CreatePartitions with ``assignments`` (confluent-kafka's
+``replica_assignment``, kafka-topics' ``--replica-assignment``) put each partition on the brokers given, the first
+one leading; a bad one is answered with Kafka's code (INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST) and creates
+nothing, validate_only included. A one-node broker takes assignments that name only itself."""
+
+import pytest
+from confluent_kafka.admin import NewPartitions, NewTopic
+from kio.schema.errors import ErrorCode
+
+from freshet.testing.cli import freshet
+from freshet.testing.raw_kafka import RawConnection
+
+from .conftest import admin
+from .test_metadata import created, error_of, wait_for
+
+INVALID_ASSIGNMENT = ("INVALID_REPLICA_ASSIGNMENT", ErrorCode.invalid_replica_assignment.value)
+
+
+def placed(client, name: str) -> list[tuple[list[int], int, list[int]]]:
+    """Each partition's (replicas, leader, sorted ISR) as a client's Metadata gives them."""
+    md = client.list_topics(timeout=30)
+    if name not in md.topics or md.topics[name].error is not None:
+        return []
+    parts = md.topics[name].partitions
+    return [(list(parts[i].replicas), parts[i].leader, sorted(parts[i].isrs)) for i in sorted(parts)]
+
+
+def controller_topics(cluster) -> dict:
+    return {t["name"]: t for t in cluster.metadata()["topics"]}
+
+
+def test_create_topics_puts_each_partition_on_the_brokers_given_the_first_leading(cluster):
+    client = admin(cluster.bootstrap)
+    given = [[1, 2], [2, 3], [3, 1], [3, 2]]
+    futures = client.create_topics([NewTopic("assigned", len(given), replica_assignment=given)], validate_only=True)
+    futures["assigned"].result(60)  # valid, and nothing created
+    assert "assigned" not in controller_topics(cluster)
+    created(client, NewTopic("assigned", len(given), replica_assignment=given))
+    expected = [(r, r[0], sorted(r)) for r in given]
+    for node_id in (1, 2, 3):  # every broker tells the same placement
+        assert wait_for(f"the assignment through broker {node_id}",
+                        lambda: placed(admin(cluster.bootstrap_of(node_id)), "assigned") == expected)
+    assert [p["replicas"] for p in controller_topics(cluster)["assigned"]["partitions"]] == given
+
+    # CreatePartitions with one replica list per new partition, the topic's replication factor
+    new = [[2, 1], [1, 3]]
+    client.create_partitions([NewPartitions("assigned", 6, replica_assignment=new)],
+                             validate_only=True)["assigned"].result(60)
+    assert len(controller_topics(cluster)["assigned"]["partitions"]) == 4
+    client.create_partitions([NewPartitions("assigned", 6, replica_assignment=new)],
+                             operation_timeout=60)["assigned"].result(60)
+    expected += [(r, r[0], sorted(r)) for r in new]
+    assert wait_for("the added partitions", lambda: placed(client, "assigned") == expected)
+
+
+def raw_create(cluster, topic: dict, validate_only: bool):
+    """CreateTopics v7 as sent, for what librdkafka refuses to send (both counts and assignments, partition
+    indexes out of order): the topic's (error code, message)."""
+    body = {"topics": [{"num_partitions": -1, "replication_factor": -1, "configs": [], **topic}],
+            "timeout": 60000, "validate_only": validate_only}
+    with RawConnection(cluster.bootstrap_of(1), timeout=90) as conn:
+        answer = conn.request(19, 7, body).topics[0]
+    return answer.error_code, answer.error_message
+
+
+def pairs(*replicas, first: int = 0) -> list[dict]:
+    return [{"partition_index": i, "broker_ids": list(r)} for i, r in enumerate(replicas, first)]
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_bad_create_topics_assignments_are_refused_with_kafkas_codes_and_create_nothing(cluster, validate_only):
+    before = controller_topics(cluster)
+    bad = [  # (topic fields, code, words of the message)
+        ({"assignments": pairs([1, 9])}, ErrorCode.invalid_replica_assignment, "broker 9, which is not registered"),
+        ({"assignments": pairs([1, 2], [2, 2])}, ErrorCode.invalid_replica_assignment, "names broker 2 more than"),
+        ({"assignments": pairs([1, 2], [3])}, ErrorCode.invalid_replica_assignment, "partition 1 has 1 replica"),
+        ({"assignments": pairs([1, 2], [], [2, 3])}, ErrorCode.invalid_replica_assignment, "empty replica list"),
+        ({"assignments": pairs([1, 2], [2, 3], first=1)}, ErrorCode.invalid_replica_assignment, "consecutive"),
+        ({"assignments": pairs([1, 2]) + pairs([2, 3])}, ErrorCode.invalid_replica_assignment, "more than once"),
+        ({"assignments": pairs([1, 2]), "num_partitions": 1}, ErrorCode.invalid_request, "give either"),
+        ({"assignments": pairs([1, 2]), "replication_factor": 2}, ErrorCode.invalid_request, "give either"),
+    ]
+    for index, (fields, code, words) in enumerate(bad):
+        name = f"bad-assignment-{validate_only}-{index}"
+        error_code, message = raw_create(cluster, {"name": name, **fields}, validate_only)
+        assert (error_code, words in (message or "")) == (code, True), (fields, error_code, message)
+    assert controller_topics(cluster) == before
+
+    client = admin(cluster.bootstrap)  # as confluent-kafka sends them
+    futures = client.create_topics([NewTopic("bad-assignment-client", 2, replica_assignment=[[1, 2], [2, 7]])],
+                                   validate_only=validate_only)
+    assert error_of(futures["bad-assignment-client"]) == INVALID_ASSIGNMENT
+    assert controller_topics(cluster) == before
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_bad_create_partitions_assignments_are_refused_and_add_nothing(cluster, validate_only):
+    client = admin(cluster.bootstrap)
+    name = f"grows-{validate_only}"
+    created(client, NewTopic(name, 2, 2))
+    before = controller_topics(cluster)
+    bad = [
+        (4, [[1, 2]]),  # one assignment for two new partitions
+        (3, [[1, 2, 3]]),  # 3 replicas, the topic's factor is 2
+        (3, [[1, 8]]),  # an unknown broker
+        (3, [[3, 3]]),  # a broker twice
+    ]
+    for count, assignment in bad:
+        futures = client.create_partitions([NewPartitions(name, count, replica_assignment=assignment)],
+                                           validate_only=validate_only, operation_timeout=60)
+        assert error_of(futures[name]) == INVALID_ASSIGNMENT, (count, assignment)
+    assert controller_topics(cluster) == before
+
+
+def test_the_cli_takes_kafka_topics_replica_assignment_and_refuses_bad_input_in_one_line(cluster):
+    done = freshet(cluster, "topic", "create", "cli-assigned", "--replica-assignment", "3:1,1:2,2:3")
+    assert done.returncode == 0, done.stderr
+    assert "created topic cli-assigned with 3 partitions" in done.stdout
+    expected = [([3, 1], 3, [1, 3]), ([1, 2], 1, [1, 2]), ([2, 3], 2, [2, 3])]
+    assert wait_for("the CLI's assignment", lambda: placed(admin(cluster.bootstrap), "cli-assigned") == expected)
+    for args, words in [
+        (("--replica-assignment", "1:x"), "partition 0 is '1:x'"),
+        (("--replica-assignment", "1:2,,2:3"), "partition 1 is ''"),
+        (("--replica-assignment", "1:2", "--partitions", "1"), "cannot be used with --partitions"),
+        (("--replica-assignment", "1:9"), "broker 9, which is not registered"),
+        (("--replica-assignment", "1:2,3"), "partition 1 has 1 replica"),
+    ]:
+        done = freshet(cluster, "topic", "create", "cli-refused", *args)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1 and words in done.stderr, (args, done.stderr)
+    assert "cli-refused" not in controller_topics(cluster)
+
+
+def test_an_assignment_naming_a_stopped_broker_is_refused_until_it_is_back(cluster):
+    """Runs last in the module: it stops broker 3 and starts it again."""
+    client = admin(cluster.bootstrap_of(1))
+    cluster.stop_broker(3)
+    try:
+        assert wait_for("broker 3 fenced", lambda: 3 not in client.list_topics(timeout=30).brokers)
+        error_code, message = raw_create(cluster, {"name": "on-a-stopped-broker",
+                                                   "assignments": pairs([1, 3], [2, 1])}, False)
+        assert error_code == ErrorCode.invalid_replica_assignment, message
+        assert "broker 3" in message and "on-a-stopped-broker" not in controller_topics(cluster)
+    finally:
+        cluster.restart(3)
+    created(client, NewTopic("on-a-stopped-broker", 2, replica_assignment=[[1, 3], [2, 1]]))
+    assert wait_for("the topic on broker 3", lambda: placed(client, "on-a-stopped-broker") == [
+        ([1, 3], 1, [1, 3]), ([2, 1], 2, [1, 2])])
+
+
+def test_a_one_node_broker_takes_assignments_naming_only_itself(broker, topic_name):
+    from confluent_kafka.admin import AdminClient
+
+    client = AdminClient({"bootstrap.servers": broker.bootstrap})
+    me = client.list_topics(timeout=30).controller_id
+    created(client, NewTopic(topic_name, 2, replica_assignment=[[me], [me]]))
+    assert placed(client, topic_name) == [([me], me, [me])] * 2
+    futures = client.create_topics([NewTopic(f"{topic_name}-x", 1, replica_assignment=[[me, me + 1]])])
+    assert error_of(futures[f"{topic_name}-x"]) == INVALID_ASSIGNMENT
+    futures = client.create_topics([NewTopic(f"{topic_name}-x", 2, replica_assignment=[[me], [me, me]])])
+    assert error_of(futures[f"{topic_name}-x"]) == INVALID_ASSIGNMENT
+    assert f"{topic_name}-x" not in client.list_topics(timeout=30).topics
+    futures = client.create_partitions([NewPartitions(topic_name, 3, replica_assignment=[[me + 1]])])
+    assert error_of(futures[topic_name]) == INVALID_ASSIGNMENT
+    futures = client.create_partitions([NewPartitions(topic_name, 4, replica_assignment=[[me]])])
+    assert error_of(futures[topic_name]) == INVALID_ASSIGNMENT  # two added, one assignment
+    assert len(placed(client, topic_name)) == 2
+    client.create_partitions([NewPartitions(topic_name, 3, replica_assignment=[[me]])])[topic_name].result(60)
+    assert len(placed(client, topic_name)) == 3
