@@ -189,35 +189,99 @@ def saved_searches(n: int, seed: int = 5) -> list[str]:
     return out
 
 
-def tree_cpu_s(root: int, leave_out: int | None = None) -> tuple[float, float]:
-    """CPU seconds of ``root``'s descendants but ``leave_out`` (the broker) and its own: the Spark JVM and its
-    Python workers, with the children they reaped; and of those, the Python processes'. A rate per CPU second
-    of Spark is far steadier on a shared machine than one per wall second."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    children: dict[int, list[int]] = {}
-    times: dict[int, tuple[int, bool]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+class TreeCpu:
+    """CPU seconds of ``root``'s descendants (the Spark JVM and its Python workers) but ``leave_out`` (the
+    broker) and its own, over a run, and of those the Python processes'; /proc sampled every ``every`` s.
+
+    A process's CPU is its own time (utime + stime); one that exits hands its total to its parent's reaped
+    time (cutime + cstime). A difference of two samples of the tree (what this benchmark did before) lost
+    the CPU of a process that had been running at the first sample and ended without a parent in the tree to
+    reap it, and put the CPU of the Python workers the JVM reaped in the JVM's column. Here each process is
+    followed by (pid, start time) from its first sample to its last: its own time since the run began (all
+    of it for one born during the run), plus, each interval, the increase of a process's reaped time less
+    what its vanished children had at their last sample: the CPU of children that lived and ended between
+    two samples, and of the others' last moments. That remainder counts as Python's unless the children
+    that vanished in the interval were none of them Python (the tree forks nothing else but the JVM)."""
+
+    def __init__(self, root: int, leave_out: int | None = None, every: float = 0.25) -> None:
+        import threading
+
+        self.root, self.leave_out, self.every = root, leave_out, every
+        self.ticks = os.sysconf("SC_CLK_TCK")
+        self.outside: set[int] = set()  # pids of processes not in the tree
+        # pid -> [start, python, ppid, own counted from, own, reaped] of the processes in the tree
+        self.seen: dict[int, list] = {}
+        self.total = self.python = 0  # ticks
+        self._stop = threading.Event()
+        self._sample(first=True)
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _stat(pid: int) -> tuple[str, int, int, int, int] | None:
+        """(name, ppid, start, own ticks, reaped children's ticks) of a process, None if gone."""
         try:
-            with open(f"/proc/{entry}/stat") as f:
+            with open(f"/proc/{pid}/stat") as f:
                 name, rest = f.read().split(" (", 1)[1].rsplit(")", 1)
         except (OSError, IndexError, ValueError):
-            continue
-        fields = rest.split()
-        children.setdefault(int(fields[1]), []).append(int(entry))
-        # utime stime cutime cstime
-        times[int(entry)] = (sum(int(x) for x in fields[11:15]), name.startswith("python"))
-    total, python, todo = 0, 0, list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        if pid == leave_out:
-            continue
-        spent, is_python = times.get(pid, (0, False))
-        total += spent
-        python += spent if is_python else 0
-        todo.extend(children.get(pid, []))
-    return total / ticks, python / ticks
+            return None
+        fields = rest.split()  # state ppid ... utime(11) stime cutime cstime ... starttime(19)
+        return (name, int(fields[1]), int(fields[19]), int(fields[11]) + int(fields[12]),
+                int(fields[13]) + int(fields[14]))
+
+    def _count(self, ticks: int, python: bool) -> None:
+        self.total += ticks
+        if python:
+            self.python += ticks
+
+    def _sample(self, first: bool = False) -> None:
+        now: dict[int, tuple] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) not in self.outside:
+                stat = self._stat(int(entry))
+                if stat is not None:
+                    now[int(entry)] = stat
+        in_tree = {self.root}
+        for pid in sorted(now, key=lambda p: (now[p][2], p)):  # parents before their children
+            name, ppid, start, own, reaped = now[pid]
+            known = self.seen.get(pid)
+            if known is not None and known[0] == start:
+                in_tree.add(pid)
+            elif pid != self.leave_out and ppid in in_tree:
+                in_tree.add(pid)
+                # born during the run: all its time and all it reaped are the run's
+                self.seen[pid] = [start, name.startswith("python"), ppid, own if first else 0, own,
+                                  reaped if first else 0]
+            elif pid != self.root:
+                self.outside.add(pid)
+        if first:
+            return
+        vanished: dict[int, list] = {}
+        for pid, known in list(self.seen.items()):
+            if pid not in now or now[pid][2] != known[0]:
+                self._count(known[4] - known[3], known[1])
+                vanished.setdefault(known[2], []).append(known)
+                del self.seen[pid]
+        for pid, known in self.seen.items():
+            _, ppid, _, own, reaped = now[pid]
+            gone = vanished.get(pid, [])
+            self._count(reaped - known[5] - sum(g[4] + g[5] for g in gone), not gone or any(g[1] for g in gone))
+            known[2], known[4], known[5] = ppid, own, reaped
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.every):
+            self._sample()
+
+    def stop(self) -> tuple[float, float]:
+        """(CPU seconds of the tree since the start, of which the Python processes')."""
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        total, python = self.total, self.python
+        for known in self.seen.values():
+            total += known[4] - known[3]
+            python += known[4] - known[3] if known[1] else 0
+        return total / self.ticks, python / self.ticks
 
 
 def run_pipeline(spark, pipeline: str, topic: str, bootstrap: str, workdir: str, round_no: int,
@@ -228,11 +292,11 @@ def run_pipeline(spark, pipeline: str, topic: str, bootstrap: str, workdir: str,
     create_topic(bootstrap, sink, 1)
     spec = PipelineSpec(pipeline, topic, f"topic:{sink}", bootstrap, os.path.join(workdir, f"ck-{pipeline}-{round_no}"),
                         lateness="30 seconds", available_now=True, max_offsets_per_trigger=max_offsets)
-    began, (cpu, python_cpu) = time.monotonic(), tree_cpu_s(os.getpid(), broker_pid)
+    began, tree = time.monotonic(), TreeCpu(os.getpid(), broker_pid)
     query = start(spark, spec)
     query.awaitTermination()
     wall = time.monotonic() - began
-    cpu, python_cpu = (after - before for after, before in zip(tree_cpu_s(os.getpid(), broker_pid), (cpu, python_cpu)))
+    cpu, python_cpu = tree.stop()
     if query.exception() is not None:
         raise SystemExit(f"{pipeline} failed: {query.exception()}")
     batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
@@ -284,6 +348,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-offsets", type=int, default=200_000, help="records per microbatch")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"which to measure, of {','.join(PARTS)}")
+    parser.add_argument("--jvm-options", default="", help="options for the Spark JVM (JAVA_TOOL_OPTIONS), e.g. "
+                        "-XX:TieredStopAtLevel=1 to compare JIT settings")
     parser.add_argument("--python-only", action="store_true", help="the pure-Python matchers only (no broker, "
                         "no Spark)")
     args = parser.parse_args()
@@ -336,6 +402,8 @@ def main() -> None:
 
     from freshet.spark import session
 
+    if args.jvm_options:
+        os.environ["JAVA_TOOL_OPTIONS"] = args.jvm_options
     workdir = tempfile.mkdtemp(prefix="freshet-bench-cep-")
     with BrokerProcess(data_dir=os.path.join(workdir, "log"), log_path=os.path.join(workdir, "broker.log")) as broker:
         bootstrap = broker.bootstrap

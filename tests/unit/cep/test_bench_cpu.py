@@ -1,0 +1,52 @@
+"""benchmarks/cep.py's CPU count of the Spark tree (``TreeCpu``): the CPU of processes that end during a run,
+and a Python worker's CPU in the Python column whichever process reaps it."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads /proc")
+
+BURN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
+
+
+def _bench():
+    path = Path(__file__).parents[3] / "benchmarks" / "cep.py"
+    spec = importlib.util.spec_from_file_location("bench_cep", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def test_counts_processes_that_end_and_puts_python_workers_reaped_by_another_process_in_python():
+    bench = _bench()
+    # a shell (as the JVM is to its Python workers: not Python) whose Python child already runs when counting
+    # starts and ends before it stops, then short Python children that live and end between two samples
+    script = ("import subprocess, sys\n" + BURN.format(s=0.05) + "print('up', flush=True)\n" + BURN.format(s=0.4)
+              + "for _ in range(8):\n    subprocess.run([sys.executable, '-c', %r])\n" % BURN.format(s=0.03))
+    before = _children_cpu()
+    shell = subprocess.Popen(["/bin/sh", "-c", f"{sys.executable} -c \"$0\"; exit 0", script],
+                             stdout=subprocess.PIPE, text=True)
+    assert shell.stdout.readline().strip() == "up"
+    counted = bench.TreeCpu(os.getpid())
+    shell.wait()
+    total, python = counted.stop()
+    spent = _children_cpu() - before  # all of it, the time before counting began included
+    # the Python workers' CPU: about 0.4 s after counting began, and 8 x (0.03 s + an interpreter's start)
+    assert python >= 0.6
+    assert total <= spent + 0.05
+    assert python <= total
+    # what counting missed is at most the first child's time before it began (0.05 s burnt, its start-up)
+    assert total >= spent - 0.05 - 0.5
