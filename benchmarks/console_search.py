@@ -4,7 +4,8 @@ runs), against a broker of its own.
 
 The topic: ``--records`` JSON records of 100 B to 1 KB (a user id, an amount, a padding field of random
 length), over ``--partitions`` partitions, lz4-compressed as producers usually send them; one planted record
-(key ``needle``, ``"user": "planted"``) at three quarters of partition 0. Each search starts at the oldest
+(key ``needle``, ``"user": "planted"``, an amount and a quantity no other record has) at three quarters of
+partition 0. Each search starts at the oldest
 record, reads forward with a scan budget above the topic's size and a limit of 50 (so it reads everything:
 only the one planted record matches). Also timed: the time to the first progress line (the page's "first
 matches on screen" stands on it).
@@ -12,6 +13,9 @@ matches on screen" stands on it).
 Prints one JSON object: per search the records scanned, the wall-clock seconds and records per second (median
 of ``--rounds``), records per CPU second of this process (the console's side alone; steadier on a shared
 machine), and the machine's load average.
+
+``--baseline REV``: each search also runs with the filters of ``src/freshet/dashboard/browse.py`` as it was at git
+revision REV (the rest of the search as it is now), rounds alternating baseline and current, both reported.
 """
 
 from __future__ import annotations
@@ -38,6 +42,11 @@ SEARCHES = {
     "value substring": ((None, '"planted"', None, None)),
     "json path (plain)": ((None, None, None, '$.user == "planted"')),
     "json path (filter)": ((None, None, None, "$.items[?(@.sku == 'planted')]")),
+    # paths that need no string: each value parsed, unless a number scan spares it
+    "json path (number)": ((None, None, None, "$.amount > 999999")),
+    "json path (descent)": ((None, None, None, "$..qty > 1")),
+    "json path (or)": ((None, None, None, "$.items[?(@.sku == 'planted' || @.qty > 1)]")),
+    "json path (regex)": ((None, None, None, "$.items[?(@.sku =~ '^plan')]")),
 }
 
 
@@ -50,7 +59,8 @@ def fill(bootstrap: str, records: int, partitions: int, seed: int = 7) -> None:
     for n in range(records):
         user = "planted" if n == planted else f"u{rng.randrange(100_000)}"
         sku = "planted" if n == planted else f"s{n % 1000}"
-        value = {"user": user, "amount": rng.randrange(10_000), "items": [{"sku": sku, "qty": 1}],
+        value = {"user": user, "amount": 1_000_000 if n == planted else rng.randrange(10_000),
+                 "items": [{"sku": sku, "qty": 2 if n == planted else 1}],
                  "pad": "x" * rng.randrange(20, 920)}
         while True:
             try:
@@ -64,8 +74,36 @@ def fill(bootstrap: str, records: int, partitions: int, seed: int = 7) -> None:
     assert producer.flush(300) == 0
 
 
-def time_search(bootstrap: str, partitions: int, args: tuple) -> dict:
-    scan = Scan(TOPIC, list(range(partitions)), "oldest", None, None, False, 50, 100_000_000, Filters.parse(*args))
+def filters_at(revision: str):
+    """The Filters class of browse.py as it was at ``revision`` (imported as a module of its own)."""
+    import importlib.util
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    text = subprocess.run(["git", "show", f"{revision}:src/freshet/dashboard/browse.py"], cwd=root, check=True,
+                          capture_output=True).stdout
+    path = os.path.join(tempfile.mkdtemp(), "browse_baseline.py")
+    with open(path, "wb") as f:
+        f.write(text)
+    spec = importlib.util.spec_from_file_location("freshet.dashboard.browse_baseline", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.Filters
+
+
+def summary(runs: list[dict]) -> dict:
+    seconds = statistics.median(r["seconds"] for r in runs)
+    return {"scanned": runs[0]["scanned"], "seconds": round(seconds, 2),
+            "records_per_s": round(runs[0]["scanned"] / seconds),
+            "spread": [round(r["scanned"] / r["seconds"]) for r in runs],
+            # the console process's own CPU (the broker's is not in it): steadier on a shared machine
+            "records_per_cpu_s": round(runs[0]["scanned"] / statistics.median(r["cpu_s"] for r in runs)),
+            "first_progress_s": round(statistics.median(r["first_progress_s"] for r in runs), 3)}
+
+
+def time_search(bootstrap: str, partitions: int, args: tuple, filters=Filters) -> dict:
+    scan = Scan(TOPIC, list(range(partitions)), "oldest", None, None, False, 50, 100_000_000, filters.parse(*args))
     first: list = []
     began, cpu = time.monotonic(), time.process_time()
     result = search(bootstrap, scan, lambda p: first or first.append(time.monotonic() - began))
@@ -82,23 +120,28 @@ def main() -> None:
     parser.add_argument("--only", choices=list(SEARCHES), action="append")
     parser.add_argument("--readers", type=int, default=scan_columns.READERS,
                         help="columnar readers sharing a search's partitions (the console's default: %(default)s)")
+    parser.add_argument("--baseline", metavar="REV", help="also time browse.py's filters as of git revision REV, "
+                        "rounds alternating with the current ones")
     args = parser.parse_args()
     scan_columns.READERS = args.readers
+    baseline = filters_at(args.baseline) if args.baseline else None
     with tempfile.TemporaryDirectory() as data, BrokerProcess(data_dir=os.path.join(data, "broker")) as broker:
         began = time.monotonic()
         fill(broker.bootstrap, args.records, args.partitions)
         out: dict = {"records": args.records, "partitions": args.partitions, "fill_s": round(time.monotonic() - began, 1),
-                     "python": sys.version.split()[0], "readers": args.readers, "searches": {}}
+                     "python": sys.version.split()[0], "readers": args.readers, "baseline": args.baseline,
+                     "load_average_before": os.getloadavg(), "searches": {}}
         for name in args.only or SEARCHES:
-            runs = [time_search(broker.bootstrap, args.partitions, SEARCHES[name]) for _ in range(args.rounds)]
-            seconds = statistics.median(r["seconds"] for r in runs)
-            out["searches"][name] = {
-                "scanned": runs[0]["scanned"], "seconds": round(seconds, 2),
-                "records_per_s": round(runs[0]["scanned"] / seconds),
-                "spread": [round(r["scanned"] / r["seconds"]) for r in runs],
-                # the console process's own CPU (the broker's is not in it): steadier on a shared machine
-                "records_per_cpu_s": round(runs[0]["scanned"] / statistics.median(r["cpu_s"] for r in runs)),
-                "first_progress_s": round(statistics.median(r["first_progress_s"] for r in runs), 3)}
+            runs: dict[str, list] = {"current": [], "baseline": []}
+            for _ in range(args.rounds):
+                if baseline is not None:
+                    runs["baseline"].append(time_search(broker.bootstrap, args.partitions, SEARCHES[name], baseline))
+                runs["current"].append(time_search(broker.bootstrap, args.partitions, SEARCHES[name]))
+            out["searches"][name] = summary(runs["current"])
+            if baseline is not None:
+                out["searches"][name]["baseline"] = summary(runs["baseline"])
+                out["searches"][name]["faster_in"] = sum(c["seconds"] < b["seconds"] for c, b in
+                                                         zip(runs["current"], runs["baseline"]))
         out["load_average"] = os.getloadavg()
     print(json.dumps(out, indent=2))
 

@@ -27,7 +27,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from freshet.client import consumer_config
 
-from . import scan_columns
+from . import json_paths, scan_columns
 
 START_KINDS = ("newest", "oldest", "offset", "timestamp")
 FIRST_CHUNK, MAX_CHUNK = 500, 100_000  # records a partition reads per round; it doubles each round
@@ -55,8 +55,9 @@ class Filters:
     json_path: object = None  # a parsed jsonpath-ng expression
     compare: tuple[str, object] | None = None  # (operator, JSON literal) the path's values are compared with
     steps: list | None = None  # the path as keys to follow, when it is a plain one (plain_steps)
-    filtered: tuple | None = None  # a filter over a plain path, evaluated directly (filter_steps)
+    compiled: object = None  # any other path json_paths.compile_path evaluates directly: f(value, root)
     required: bytes | None = None  # bytes every matching value holds, unless escaped (see required_text)
+    number: object = None  # a member and number every match holds, unless escaped (json_paths.NumberNeed)
 
     @classmethod
     def parse(cls, key: str | None, value: str | None, header: str | None, json_path: str | None) -> "Filters":
@@ -67,8 +68,9 @@ class Filters:
         if json_path:
             f.json_path, f.compare = parse_json_path(json_path)
             f.steps = plain_steps(f.json_path)
-            f.filtered = filter_steps(f.json_path) if f.steps is None else None
+            f.compiled = json_paths.compile_path(f.json_path) if f.steps is None else None
             f.required = required_text(f.json_path, f.compare)
+            f.number = json_paths.number_need(f.json_path, f.compare) if f.required is None else None
         return f
 
     def select(self, batch: list) -> list:
@@ -95,6 +97,8 @@ class Filters:
             return False
         if self.required is not None and self.required not in raw and b"\\" not in raw:
             return False  # cannot hold the string the path compares with: no need to parse it
+        if self.number is not None and b"\\" not in raw and not self.number.found_in(raw):
+            return False  # nor the member and number it needs
         try:
             found = self._find(orjson.loads(raw))
         except orjson.JSONDecodeError:
@@ -109,8 +113,8 @@ class Filters:
     def _find(self, doc) -> list:
         steps = self.steps
         if steps is None:
-            if self.filtered is not None:
-                return filtered(doc, *self.filtered)
+            if self.compiled is not None:
+                return self.compiled(doc, doc)
             return [x.value for x in self.json_path.find(doc)]
         found, doc = follow(doc, steps)  # a plain path ($.a.b[0]): looked up directly, as jsonpath-ng finds it
         return [doc] if found else []
@@ -128,93 +132,17 @@ def follow(doc, steps: list) -> tuple[bool, object]:
     return True, doc
 
 
-def filter_steps(expression) -> tuple[list, list] | None:
-    """A path ``PLAIN[?(CONDITION && ...)]`` whose every condition tests a plain relative path (``@.qty``,
-    ``@.a.b``) for being there or compares it with a literal (``@.qty > 5``, ``@.sku != 'x'``), as (the steps to
-    the node filtered, [(relative steps, operator or None, literal)]); None for anything else (``!``, ``=~``,
-    ``||``, a path on the right, a filter in the middle of the path...). ``filtered`` evaluates it directly."""
-    from jsonpath_ng.ext.filter import Expression, Filter
-    from jsonpath_ng.jsonpath import Child, JSONPath, This
-
-    if not (isinstance(expression, Child) and type(expression.right) is Filter):
-        return None
-    steps = plain_steps(expression.left)
-    conditions = []
-    for e in expression.right.expressions:
-        if type(e) is not Expression or e.op in ("!", "=~") or isinstance(e.value, JSONPath):
-            return None
-        relative = plain_steps(e.target, This)
-        if not relative:  # @ alone compares the candidate itself: left to jsonpath-ng
-            return None
-        conditions.append((relative, e.op, e.value))
-    return (steps, conditions) if steps is not None and conditions else None
-
-
-def filtered(doc, steps: list, conditions: list) -> list:
-    """What jsonpath-ng finds for ``filter_steps``'s path, found directly: the members of the node at ``steps`` (a
-    dict's values or a list's items) for which every condition holds, judged by jsonpath-ng's own comparison
-    (RFC 9535: a string never equals a number, booleans and null only equal themselves, only two numbers or two
-    strings are ordered; a missing member equals nothing, so only ``!=`` holds for it)."""
-    from jsonpath_ng.ext.filter import EQUALITY_ONLY_OPERATOR_MAP as EQUALITY
-    from jsonpath_ng.ext.filter import _compare as jsonpath_compare
-
-    found, node = follow(doc, steps)
-    if not found:
-        return []
-    if isinstance(node, dict):
-        candidates = node.values()
-    elif isinstance(node, list):
-        candidates = node
-    else:
-        return []
-    out = []
-    for candidate in candidates:
-        for relative, op, literal in conditions:
-            there, value = follow(candidate, relative)
-            if op is None:
-                holds = there
-            elif not there:
-                holds = op == "!="
-            elif literal is None:
-                holds = EQUALITY[op](value is None)
-            elif isinstance(value, bool) or isinstance(literal, bool):
-                holds = EQUALITY[op](value is literal)
-            else:
-                holds = jsonpath_compare(op, value, literal)
-            if not holds:
-                break
-        else:
-            out.append(candidate)
-    return out
-
-
 def required_text(expression, compare) -> bytes | None:
     """A string the value must hold, as JSON writes it, for the path to match, unless the value holds a
     backslash (an escape could spell it otherwise): the literal of ``PATH == "s"``, or of a filter's
     ``@.field == 's'`` when every part of the path must match for it to find anything (no union, no or, no
     negation). None when there is no such string."""
-    from jsonpath_ng.ext.filter import Expression, Filter
-    from jsonpath_ng.jsonpath import Child, Descendants, Fields, Index, Root, Slice, This
-
     if compare is not None:
         op, literal = compare
         return json.dumps(literal, ensure_ascii=False).encode() if op == "==" and isinstance(literal, str) else None
-    safe = (Child, Descendants, Fields, Index, Root, Slice, This, Filter, Expression)
-    literals: list[str] = []
-
-    def walk(node) -> bool:
-        if type(node) not in safe:
-            return False
-        if isinstance(node, Filter):
-            return all(walk(e) for e in node.expressions)
-        if isinstance(node, Expression):
-            if node.op == "==" and isinstance(node.value, str):
-                literals.append(node.value)
-            return node.op != "!" and walk(node.target)
-        return all(walk(child) for child in (getattr(node, "left", None), getattr(node, "right", None))
-                   if child is not None)
-
-    if not walk(expression) or not literals:
+    literals = [e.value for e in json_paths.necessary_conditions(expression) or ()
+                if e.op == "==" and isinstance(e.value, str)]
+    if not literals:
         return None
     return json.dumps(max(literals, key=len), ensure_ascii=False).encode()
 
@@ -268,6 +196,11 @@ def parse_json_path(text: str):
 
 
 def _compare(x, op: str, literal) -> bool:
+    """``PATH OP literal`` for one value found: as Python compares, except that a boolean is no number (JSON's
+    true is not 1): as in a filter (RFC 9535) it equals only itself and is not ordered (``<=``: equal)."""
+    if isinstance(x, bool) or isinstance(literal, bool):
+        same = x is literal
+        return {"==": same, "!=": not same, "<=": same, ">=": same}.get(op, False)
     if op == "==":
         return x == literal
     if op == "!=":

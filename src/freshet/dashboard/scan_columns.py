@@ -103,6 +103,9 @@ def select(filters, batch) -> list[Row]:
     if filters.required is not None:  # a JSON path needing a string: parse only the values that hold it
         values = batch.column("value")
         mask = both(pc.or_(containing(values, filters.required), containing(values, b"\\")))
+    elif getattr(filters, "number", None) is not None:  # a path compared with a number: a scan, not a parse
+        values = batch.column("value")
+        mask = both(pc.or_(holding_number(values, filters.number), containing(values, b"\\")))
     if mask is not None:
         batch = batch.filter(pc.fill_null(mask, False))
     if filters.json_path is not None and batch.num_rows:
@@ -162,6 +165,25 @@ def containing(array, needle: bytes, most: int = 1000):
             at = int(ends[i])
         else:
             at = where + 1
+    return pa.array(hit)
+
+
+def holding_number(array, need):
+    """A boolean Arrow array: which values of a binary ``array`` hold ``need``'s member written with a number that
+    satisfies it (``json_paths.NumberNeed``), found by one scan over the array's data buffer where it lies."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(array)
+    _, offsets_buffer, data = array.buffers()
+    hit = np.zeros(n, dtype=bool)
+    if n == 0 or data is None:
+        return pa.array(hit)
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=array.offset + n + 1)[array.offset:]
+    first = int(offsets[0])
+    spots = need.spots(memoryview(data)[first:int(offsets[-1])])
+    if spots:
+        hit[np.searchsorted(offsets[1:] - first, np.array(spots), side="right")] = True
     return pa.array(hit)
 
 
