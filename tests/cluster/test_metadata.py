@@ -258,3 +258,15 @@ def test_client_quotas_are_cluster_metadata(cluster):
     assert alter(cluster.bootstrap_of(3), None) == 0
     assert cluster.metadata()["quotas"] == []
     wait_for("the quota gone from broker 1", lambda: described(cluster.bootstrap_of(1)) == {})
+
+
+def test_the_controllers_raft_traffic_is_encrypted_with_a_secret_of_the_cluster(cluster):
+    import os
+    import stat
+
+    from freshet.local.cluster import ask_controller
+
+    mode = stat.S_IMODE(os.stat(cluster.password_file).st_mode)
+    assert mode == 0o600 and len(open(cluster.password_file).readline().strip()) >= 16
+    for address in cluster.controller_addresses:
+        assert ask_controller(address, {"op": "status"})["raft_encrypted"] is True

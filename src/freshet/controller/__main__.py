@@ -1,14 +1,17 @@
 """``python -m freshet.controller --node-id 1 --voters 1@127.0.0.1:9101,2@127.0.0.1:9102,3@127.0.0.1:9103
---listen 127.0.0.1:9201 [--data-dir DIR]``: one controller node, running until SIGTERM or SIGINT."""
+--listen 127.0.0.1:9201 [--data-dir DIR] [--password-file FILE]``: one controller node, running until SIGTERM
+or SIGINT. ``--password-file`` (or the file named by $FRESHET_CONTROLLER_PASSWORD_FILE): the cluster secret that
+encrypts and authenticates the Raft traffic between the controllers, the same on every one."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
 
-from .node import DEFAULT_SESSION_TIMEOUT_MS, Controller, parse_voters
+from .node import DEFAULT_SESSION_TIMEOUT_MS, PASSWORD_FILE_ENV, Controller, parse_voters, read_password_file
 from .placement import (DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S, DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE,
                         LeaderBalance)
 
@@ -33,15 +36,20 @@ def main(argv: list[str] | None = None) -> int:
                         default=DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S)
     parser.add_argument("--leader-imbalance-per-broker-percentage", type=int,
                         default=DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE)
+    parser.add_argument("--password-file", default=os.environ.get(PASSWORD_FILE_ENV) or None,
+                        help="a file whose first line is the cluster secret (16 characters or more), the same "
+                             "for every controller: Raft traffic encrypted and authenticated "
+                             f"(default: ${PASSWORD_FILE_ENV})")
     args = parser.parse_args(argv)
     try:
+        password = read_password_file(args.password_file) if args.password_file else None
         voters = parse_voters(args.voters)
         balance = LeaderBalance(args.auto_leader_rebalance_enable == "true",
                                 args.leader_imbalance_check_interval_seconds,
                                 args.leader_imbalance_per_broker_percentage)
         controller = Controller(
             args.node_id, voters, listen=args.listen, data_dir=args.data_dir,
-            session_timeout_ms=args.session_timeout_ms, leader_balance=balance,
+            session_timeout_ms=args.session_timeout_ms, leader_balance=balance, password=password,
         )
         controller.start()
     except (ValueError, OSError) as exc:

@@ -67,6 +67,25 @@ def parse_voters(text: str) -> list[Voter]:
     return voters
 
 
+PASSWORD_FILE_ENV = "FRESHET_CONTROLLER_PASSWORD_FILE"  # where --password-file is read from when not given
+MIN_PASSWORD_LENGTH = 16
+
+
+def read_password_file(path: str) -> str:
+    """The cluster secret kept in ``path`` (its first line, without the line end): what every controller of the
+    cluster is given, so that their Raft traffic is encrypted and authenticated (pysyncobj's ``password``). A
+    ValueError of one line when the file cannot be read or holds less than 16 characters."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            secret = f.readline().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read the controller password file {path}: {exc.strerror or exc}") from None
+    if len(secret) < MIN_PASSWORD_LENGTH:
+        raise ValueError(f"the controller password in {path} has {len(secret)} characters; give at least "
+                         f"{MIN_PASSWORD_LENGTH} (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    return secret
+
+
 def _fsync_path(path: str) -> None:
     """fsyncs a file and the directory naming it (a rename is durable once its directory is)."""
     for target, flags in ((path, os.O_RDONLY), (os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY)):
@@ -197,7 +216,12 @@ class Controller:
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         command_timeout_s: float = 10.0,
         leader_balance: LeaderBalance | None = None,
+        password: str | None = None,
     ) -> None:
+        """``password``: the cluster secret (``read_password_file``); every voter must be given the same one.
+        pysyncobj then encrypts and authenticates every Raft message with a key derived from it (Fernet: AES
+        and an HMAC) and drops a connection whose first message does not decrypt, before unpickling anything;
+        without it the Raft port unpickles whatever reaches it."""
         by_id = {v.node_id: v for v in voters}
         if node_id not in by_id:
             raise ValueError(f"node id {node_id} is not among the voters {sorted(by_id)}")
@@ -215,8 +239,9 @@ class Controller:
         # then the two others lack the link that a failover right after the restart needs
         conf = SyncObjConf(
             dynamicMembershipChange=False, commandsWaitLeader=True, appendEntriesUseBatch=False,
-            connectionRetryTime=1.0,
+            connectionRetryTime=1.0, password=password or None,
         )
+        self.raft_encrypted = bool(password)
         if data_dir:
             os.makedirs(data_dir, exist_ok=True)
             conf.journalFile = os.path.join(data_dir, "raft.journal")
@@ -355,6 +380,7 @@ class Controller:
             "commit_idx": status.get("commit_idx"),
             "last_applied": status.get("last_applied"),
             "has_quorum": status.get("has_quorum"),
+            "raft_encrypted": self.raft_encrypted,
             "peers_connected": sum(
                 1 for key, value in status.items() if key.startswith("partner_node_status_server_") and value == 2
             ),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -237,11 +238,22 @@ class LocalCluster:
         return proc
 
     def _start_controller(self, node: Node) -> None:
+    @property
+    def password_file(self) -> str:
+        """The cluster secret every controller is given (``--password-file``: Raft traffic encrypted and
+        authenticated), made at the first start, readable by its owner only."""
+        path = os.path.join(self.directory, "controller.password")
+        if not os.path.exists(path):
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+                f.write(secrets.token_urlsafe(32) + "\n")
+        return path
+
         proc = self._spawn("controller", node.node_id, [
             sys.executable, "-m", "freshet.controller", "--node-id", str(node.node_id), "--voters", self._voters(),
             "--listen", f"127.0.0.1:{node.controller_port}",
             "--data-dir", os.path.join(self.directory, f"controller-{node.node_id}"),
-            "--session-timeout-ms", str(self.state.session_timeout_ms), *self.state.controller_args])
+            "--session-timeout-ms", str(self.state.session_timeout_ms), "--password-file", self.password_file,
+            *self.state.controller_args])
         node.controller_pid = proc.pid
 
     def _start_broker(self, node: Node) -> None:
