@@ -237,7 +237,6 @@ class LocalCluster:
         self._procs[(kind, node_id)] = proc
         return proc
 
-    def _start_controller(self, node: Node) -> None:
     @property
     def password_file(self) -> str:
         """The cluster secret every controller is given (``--password-file``: Raft traffic encrypted and
@@ -248,6 +247,7 @@ class LocalCluster:
                 f.write(secrets.token_urlsafe(32) + "\n")
         return path
 
+    def _start_controller(self, node: Node) -> None:
         proc = self._spawn("controller", node.node_id, [
             sys.executable, "-m", "freshet.controller", "--node-id", str(node.node_id), "--voters", self._voters(),
             "--listen", f"127.0.0.1:{node.controller_port}",
