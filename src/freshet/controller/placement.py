@@ -243,8 +243,10 @@ def ordered_assignment(pairs) -> list[list[int]]:
         if index in by_index:
             raise AssignmentError(f"partition {index} is assigned more than once")
         by_index[index] = list(brokers)
-    if sorted(by_index) != list(range(len(by_index))):
-        raise AssignmentError(f"partitions {sorted(by_index)} are not a consecutive 0-based sequence")
+    missing = next((i for i in range(len(by_index)) if i not in by_index), None)
+    if missing is not None:
+        raise AssignmentError(f"partition {missing} is not assigned: the partition ids of {len(by_index)} "
+                              f"assignments must be 0..{len(by_index) - 1}, a consecutive 0-based sequence")
     return [by_index[i] for i in range(len(by_index))]
 
 
@@ -267,9 +269,10 @@ def check_assignment(assignment, registered, live, replication_factor: int | Non
         replicas = list(replicas)
         if not replicas:
             raise AssignmentError(f"partition {index} is assigned an empty replica list")
-        twice = sorted({r for r in replicas if replicas.count(r) > 1})
-        if twice:
-            raise AssignmentError(f"partition {index} names broker {twice[0]} more than once in {replicas}")
+        seen: set[int] = set()
+        twice = next((r for r in replicas if r in seen or seen.add(r)), None)  # linear: lists come from clients
+        if twice is not None:
+            raise AssignmentError(f"partition {index} names broker {twice} more than once")
         unknown = [r for r in replicas if r not in registered]
         if unknown:
             raise AssignmentError(f"partition {index} is assigned to broker {unknown[0]}, which is not registered")
