@@ -39,7 +39,7 @@ from freshet.format.record_batch import decode_records, encode_batch
 
 from freshet.log import InvalidProducerEpochError, StorageError
 
-from .groups.offsets import OFFSETS_TOPIC, batches_below
+from .groups.offsets import OFFSETS_TOPIC, batches_below, failed_append_code
 from .replication import ReplicationError
 
 log = logging.getLogger(__name__)
@@ -201,12 +201,8 @@ class TransactionCoordinator:
             return
         try:
             await leader.acknowledged(result.last_offset, APPEND_TIMEOUT_S)
-        except ReplicationError as exc:  # as Kafka's TransactionStateManager maps a failed append
-            code = (ErrorCode.not_coordinator if exc.error_code == ErrorCode.not_leader_or_follower
-                    else ErrorCode.coordinator_not_available)
-            raise TransactionError(code, str(exc)) from None
-        except StorageError as exc:
-            raise TransactionError(ErrorCode.not_coordinator, str(exc)) from None
+        except (ReplicationError, StorageError) as exc:
+            raise TransactionError(failed_append_code(exc), str(exc)) from None
 
     def lock(self, transactional_id: str) -> asyncio.Lock:
         lock = self._locks.get(transactional_id)

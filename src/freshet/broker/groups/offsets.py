@@ -12,9 +12,13 @@ import struct
 import time
 from dataclasses import dataclass
 
+from kio.schema.errors import ErrorCode
+
 from freshet.format.control import COMMIT, marker_type
 from freshet.format.record_batch import TRANSACTIONAL_FLAG, decode_records, encode_batch, iter_batches
+from freshet.log import StorageError
 
+from ..replication import ReplicationError
 from ..topics.registry import TopicRegistry
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -71,6 +75,18 @@ def decode_value(value: bytes) -> CommittedOffset:
     metadata, pos = _read_string(value, pos)
     (ts,) = struct.unpack_from(">q", value, pos)
     return CommittedOffset(offset, epoch, metadata, ts)
+
+
+def failed_append_code(exc: Exception) -> ErrorCode:
+    """What a coordinator answers when a write to its internal topic (``__consumer_offsets``,
+    ``__transaction_state``) was not acknowledged, as Kafka's group and transaction coordinators map a failed append:
+    NOT_COORDINATOR when this broker stopped leading the partition (the write may be cut from the log) or its log
+    failed (KAFKA_STORAGE_ERROR); else (the ISR below min.insync.replicas, a timeout) COORDINATOR_NOT_AVAILABLE. The
+    client retries either way, after FindCoordinator for the first."""
+    if isinstance(exc, StorageError) or (isinstance(exc, ReplicationError)
+                                         and exc.error_code == ErrorCode.not_leader_or_follower):
+        return ErrorCode.not_coordinator
+    return ErrorCode.coordinator_not_available
 
 
 def batches_below(partition, upper: int):

@@ -9,9 +9,8 @@ from kio.schema.errors import ErrorCode
 from ..context import Request, RequestContext, Response
 from ..groups.classic import COMPLETING, DEAD, EMPTY, PREPARING, GroupError
 from ..groups.consumer import ConsumerGroupError
-from ..groups.offsets import OFFSETS_TOPIC, CommittedOffset
+from ..groups.offsets import OFFSETS_TOPIC, CommittedOffset, failed_append_code
 from ..groups.share import ShareGroupError
-from ..replication import ReplicationError
 from ..security.acls import CLUSTER, CLUSTER_NAME, DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID
 from ..transactions import TXN_STATE_TOPIC
 
@@ -205,8 +204,8 @@ COMMIT_TIMEOUT_S = 30.0  # a commit not in the ISR of __consumer_offsets within 
 def answer_when_durable(broker, last_offset: int, body: dict):
     """The commit's answer once ``__consumer_offsets`` is fsync'd up to ``last_offset`` (in a cluster: once its
     ISR has it); if that fails, every partition that was accepted answers as Kafka's coordinator maps a failed
-    append: NOT_COORDINATOR when this broker stopped leading the partition meanwhile (the write may be cut from
-    the log: the client finds the new coordinator and commits again), else COORDINATOR_NOT_AVAILABLE."""
+    append (``failed_append_code``): NOT_COORDINATOR when this broker stopped leading the partition meanwhile (the
+    write may be cut from the log: the client finds the new coordinator and commits again)."""
     broker.group_commit.written(broker.offsets.partition)
     leader = None
     if broker.cluster is not None:
@@ -223,11 +222,8 @@ def answer_when_durable(broker, last_offset: int, body: dict):
                 code = ErrorCode.not_coordinator
             else:
                 await durable
-        except ReplicationError as exc:
-            code = (ErrorCode.not_coordinator if exc.error_code == ErrorCode.not_leader_or_follower
-                    else ErrorCode.coordinator_not_available)
-        except Exception:
-            code = ErrorCode.coordinator_not_available
+        except Exception as exc:  # every failure is an answer to the client
+            code = failed_append_code(exc)
         if code != ErrorCode.none:
             for t in body["topics"]:
                 for p in t["partitions"]:
