@@ -63,6 +63,8 @@ class BrokerConfig:
     # offsets.topic.replication.factor / transaction.state.log.replication.factor (cluster mode): the internal
     # topics are created with it once that many brokers are live, never smaller
     offsets_topic_replication_factor: int = 3
+    # share.coordinator.state.topic.replication.factor (cluster mode): __share_group_state's, the same way
+    share_state_topic_replication_factor: int = 3
     replica_lag_time_max_ms: int = 10_000  # replica.lag.time.max.ms
 
     def effective_listeners(self) -> list[Listener]:

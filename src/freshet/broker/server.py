@@ -67,11 +67,11 @@ def encode(header: RequestHeader, body: dict) -> bytes | list:
 
 def _api_table() -> dict[int, tuple[int, int, Handler]]:
     from .handlers import (cluster, consumer_groups, fetch, groups, lifecycle, produce, quotas, reassignment,
-                           security, share, telemetry, topics, transactions)
+                           security, share, share_state, telemetry, topics, transactions)
 
     table: dict[int, tuple[int, int, Handler]] = {}
-    for module in (cluster, topics, produce, fetch, groups, consumer_groups, share, transactions, security,
-                   telemetry, quotas, reassignment, lifecycle):
+    for module in (cluster, topics, produce, fetch, groups, consumer_groups, share, share_state, transactions,
+                   security, telemetry, quotas, reassignment, lifecycle):
         table.update(module.APIS)
     return table
 
@@ -89,7 +89,7 @@ class Broker:
         self.quotas = ClientQuotas(os.path.join(config.data_dir, "quotas.json"), config.producer_byte_rate)
         self.offsets = OffsetStore(self.registry)
         self.transactions = TransactionCoordinator(self)
-        self.share_groups = ShareGroupCoordinator(self.registry, config.share)
+        self.share_groups = ShareGroupCoordinator(self.registry, config.share, clustered=bool(config.controllers))
         self.apis = _api_table()
         if config.telemetry_push_interval_ms <= 0:
             # as Kafka, which offers telemetry only with a metrics plugin: clients are not asked to push (and
@@ -137,6 +137,10 @@ class Broker:
 
         self.replicas = ReplicaManager(self, self.config.node_id, self.cluster.alter_isr,
                                        self.config.replica_lag_time_max_ms)
+        from .cluster.share_persister import SharePersister, led_epoch
+
+        self.share_groups.persister = SharePersister(self)  # share-partitions' state through the share coordinator
+        self.share_groups.led_epoch = functools.partial(led_epoch, self)
 
     @property
     def default_partitions(self) -> int:

@@ -106,6 +106,10 @@ def broker() -> None:
               help="offsets.topic.replication.factor (cluster mode): the replicas of __consumer_offsets and "
                    "__transaction_state, created once this many brokers are live (their coordinators are not "
                    "available before); set it below 3 for a cluster of fewer brokers.")
+@click.option("--share-state-topic-replication-factor", default=DEFAULTS.share_state_topic_replication_factor,
+              show_default=True, type=int,
+              help="share.coordinator.state.topic.replication.factor (cluster mode): the replicas of "
+                   "__share_group_state (share groups' delivery state), created once this many brokers are live.")
 @click.option("--replica-lag-time-max-ms", default=DEFAULTS.replica_lag_time_max_ms, show_default=True, type=int,
               help="replica.lag.time.max.ms: a follower behind this long leaves the ISR (cluster mode).")
 @click.option("--log-level", default="INFO", show_default=True,
@@ -123,7 +127,7 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
           replica_selector_class: str | None, inter_broker_sasl_mechanism: str | None,
           inter_broker_user: str | None, inter_broker_password_file: str | None,
           heartbeat_interval_ms: int, default_replication_factor: int, offsets_topic_replication_factor: int,
-          replica_lag_time_max_ms: int,
+          share_state_topic_replication_factor: int, replica_lag_time_max_ms: int,
           log_level: str) -> None:
     """Start a broker in the foreground (Ctrl-C stops it cleanly)."""
     from freshet.broker import run_broker
@@ -143,6 +147,8 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
             heartbeat_interval_ms < 10 and "--heartbeat-interval-ms must be at least 10",
             default_replication_factor < 1 and "--default-replication-factor must be at least 1",
             offsets_topic_replication_factor < 1 and "--offsets-topic-replication-factor must be at least 1",
+            share_state_topic_replication_factor < 1
+            and "--share-state-topic-replication-factor must be at least 1",
             replica_lag_time_max_ms < 1 and "--replica-lag-time-max-ms must be positive"):
         if problem:
             click.echo(f"error: {problem}", err=True)
@@ -207,6 +213,7 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
         replica_selector_class=replica_selector_class,
         heartbeat_interval_ms=heartbeat_interval_ms, default_replication_factor=default_replication_factor,
         offsets_topic_replication_factor=offsets_topic_replication_factor,
+        share_state_topic_replication_factor=share_state_topic_replication_factor,
         replica_lag_time_max_ms=replica_lag_time_max_ms,
     )
 

@@ -11,6 +11,8 @@ process (``freshet cluster status`` / ``stop``) finds the cluster. Faults for te
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import secrets
@@ -72,14 +74,31 @@ class ClusterState:
         return cls(**raw)
 
 
-def ask_controller(address: tuple[str, int], request: dict, timeout: float = 10.0) -> dict:
-    """One request to a controller's JSON endpoint (newline-delimited JSON)."""
+def ask_controller(address: tuple[str, int], request: dict, timeout: float = 10.0,
+                   password: str | None = None) -> dict:
+    """One request to a controller's JSON endpoint (newline-delimited JSON); given the cluster secret, proved
+    first to a controller that asks for it (the challenge-response of ``freshet.controller.auth``, which this
+    package may not import)."""
     with socket.create_connection(address, timeout=timeout) as sock, sock.makefile("rb") as answers:
-        sock.sendall(json.dumps(request).encode() + b"\n")
-        line = answers.readline()
-    if not line:
-        raise ConnectionError(f"controller {address} closed the connection")
-    return json.loads(line)
+        def exchange(message: dict) -> dict:
+            sock.sendall(json.dumps(message).encode() + b"\n")
+            line = answers.readline()
+            if not line:
+                raise ConnectionError(f"controller {address} closed the connection")
+            return json.loads(line)
+
+        if password:
+            def proof(role: str, nonce: str) -> str:
+                return hmac.new(password.encode(), f"{role} {nonce}".encode(), hashlib.sha256).hexdigest()
+
+            nonce = secrets.token_hex(16)
+            hello = exchange({"op": "hello", "nonce": nonce})
+            if hello.get("auth"):
+                if not hmac.compare_digest(str(hello.get("proof")), proof("controller", nonce)):
+                    raise PermissionError(f"controller {address} does not know the cluster secret")
+                if exchange({"op": "auth", "proof": proof("client", str(hello.get("nonce")))}).get("error") != "NONE":
+                    raise PermissionError(f"controller {address} refused the cluster secret")
+        return exchange(request)
 
 
 def _port_free(port: int) -> bool:
@@ -131,7 +150,8 @@ class LocalCluster:
             nodes.append(Node(i, ports[0], ports[1] if has_controller else None, ports[2] if has_controller else None))
         factor = default_replication_factor or min(3, brokers)
         args = ["--default-replication-factor", str(factor), "--offsets-topic-replication-factor",
-                str(min(3, brokers)), *(broker_args or [])]
+                str(min(3, brokers)), "--share-state-topic-replication-factor", str(min(3, brokers)),
+                *(broker_args or [])]
         self.state = ClusterState(self.directory, nodes, session_timeout_ms, args, list(controller_args or []),
                                   list(racks or []))
         self._procs: dict[tuple[str, int], subprocess.Popen] = {}
@@ -231,9 +251,11 @@ class LocalCluster:
         return ",".join(f"{n.node_id}@127.0.0.1:{n.raft_port}" for n in self.state.nodes if n.raft_port)
 
     def _spawn(self, kind: str, node_id: int, argv: list[str]) -> subprocess.Popen:
+        # the brokers (and anything they start) prove the cluster secret to controllers that ask for it
+        env = {**os.environ, "FRESHET_CONTROLLER_PASSWORD_FILE": self.password_file}
         with open(self.log_path(kind, node_id), "ab") as log:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)  # outlives `freshet cluster start`; Ctrl-C spares it
+                                    start_new_session=True, env=env)  # outlives `freshet cluster start`
         self._procs[(kind, node_id)] = proc
         return proc
 
@@ -246,6 +268,13 @@ class LocalCluster:
             with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
                 f.write(secrets.token_urlsafe(32) + "\n")
         return path
+
+    @property
+    def password(self) -> str:
+        """The cluster secret (what ``password_file`` holds): what a client of the controllers proves with
+        ``python -m freshet.controller --endpoint-auth``."""
+        with open(self.password_file, encoding="utf-8") as f:
+            return f.readline().rstrip("\r\n")
 
     def _start_controller(self, node: Node) -> None:
         proc = self._spawn("controller", node.node_id, [
@@ -431,7 +460,7 @@ class LocalCluster:
         last: Exception | None = None
         for address in self.controller_addresses:
             try:
-                answer = ask_controller(address, {"op": "metadata"}, timeout=5)
+                answer = ask_controller(address, {"op": "metadata"}, timeout=5, password=self.password)
                 if "brokers" in answer:
                     return answer
             except (OSError, ValueError) as exc:

@@ -31,8 +31,9 @@ from freshet.format.record_batch import HEADER_SIZE, decode_records, encode_batc
 INTERESTING = [0x00, 0x01, 0x7F, 0x80, 0xFF, 0xFE]
 # DeleteTopics, DeleteRecords, DeleteGroups, OffsetDelete, share offsets, users, ACL and config changes,
 # WriteTxnMarkers (commit / abort markers written into the partitions it names), AlterPartitionReassignments
-# (moves the partitions it names), UnregisterBroker (removes a broker from the cluster)
-DESTRUCTIVE_APIS = {20, 21, 42, 47, 91, 92, 51, 30, 31, 33, 44, 27, 45, 64}
+# (moves the partitions it names), UnregisterBroker (removes a broker from the cluster), Initialize/Write/
+# DeleteShareGroupState (replace or remove a share-partition's delivery state)
+DESTRUCTIVE_APIS = {20, 21, 42, 47, 91, 92, 51, 30, 31, 33, 44, 27, 45, 64, 83, 85, 86}
 
 
 def _seed_body(api_key: int, version: int) -> dict:
@@ -156,6 +157,19 @@ def _seed_body(api_key: int, version: int) -> dict:
              "topics": [{"name": topic, "partitions": [{"partition_index": 0, "replicas": [0]}]}]},
         46: {"timeout": 1000, "topics": [{"name": topic, "partition_indexes": [0]}]},
         64: {"broker_id": 99},
+        # the share coordinator's APIs (KIP-932), on a share group of the fuzzer's own
+        83: {"group_id": "fuzz-share-state", "topics": [{"topic_id": uuid.UUID(int=1), "partitions": [
+            {"partition": 0, "state_epoch": 1, "start_offset": 0}]}]},
+        84: {"group_id": "fuzz-share-state", "topics": [{"topic_id": uuid.UUID(int=1), "partitions": [
+            {"partition": 0, "leader_epoch": 0}]}]},
+        85: {"group_id": "fuzz-share-state", "topics": [{"topic_id": uuid.UUID(int=1), "partitions": [
+            {"partition": 0, "state_epoch": 0, "leader_epoch": 0, "start_offset": 0, "delivery_complete_count": -1,
+             "state_batches": [{"first_offset": 0, "last_offset": 3, "delivery_state": 2, "delivery_count": 1},
+                               {"first_offset": 4, "last_offset": 4, "delivery_state": 0, "delivery_count": 1}]}]}]},
+        86: {"group_id": "fuzz-share-state", "topics": [{"topic_id": uuid.UUID(int=1),
+                                                         "partitions": [{"partition": 0}]}]},
+        87: {"group_id": "fuzz-share-state", "topics": [{"topic_id": uuid.UUID(int=1), "partitions": [
+            {"partition": 0, "leader_epoch": 0}]}]},
     }
     return bodies[api_key]
 

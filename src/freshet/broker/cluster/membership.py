@@ -30,6 +30,7 @@ from freshet.controller.client import AsyncControllerClient
 
 from ..groups import group_metadata
 from ..groups.offsets import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
+from ..groups.share import SHARE_STATE_TOPIC
 from ..replication.metadata import BrokerEndpoint, PartitionState
 from ..topics.registry import TopicError
 from ..topics.topic_config import CONFIG_DEFS
@@ -302,6 +303,7 @@ class ClusterMembership:
                      members)
         transactions = self.broker.transactions  # the transactions' coordinator, or not
         transactions.follow(self.led_epoch(transactions.topic))
+        self.broker.share_groups.follow(self.led_epoch(SHARE_STATE_TOPIC))  # the share coordinator, or not
         async with self._changed:
             self._changed.notify_all()
         return True
@@ -351,11 +353,11 @@ class ClusterMembership:
         transaction.state.log.*), the configs of this broker's own internal topic (``min.insync.replicas`` at most
         the factor). As Kafka, it is not created while fewer brokers are live: FindCoordinator answers
         COORDINATOR_NOT_AVAILABLE until then (created smaller, its coordinator could never fail over)."""
-        factor = self.broker.config.offsets_topic_replication_factor
+        factor = (self.broker.config.share_state_topic_replication_factor if topic == SHARE_STATE_TOPIC
+                  else self.broker.config.offsets_topic_replication_factor)
         live = len(self.view.live_brokers())
         if live < factor:
-            log.warning("not creating %s yet: %d live broker(s), offsets.topic.replication.factor is %d", topic,
-                        live, factor)
+            log.warning("not creating %s yet: %d live broker(s), its replication factor is %d", topic, live, factor)
             return
         local = self.broker.registry.get(topic)
         configs = dict(local.configs) if local is not None else dict(OFFSETS_TOPIC_CONFIGS)

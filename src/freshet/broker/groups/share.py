@@ -11,6 +11,12 @@ State lives in the compacted internal topic ``__share_group_state``: one record 
 (its window, see ``SharePartition.snapshot``) and one per group (its configs). A change is appended as it
 happens; acknowledgements are answered only once their record is fsync'd, so after kill -9 no
 acknowledged record is delivered again and every unacknowledged one comes back.
+
+In a cluster (``clustered``) the topic is replicated and its leader is the share coordinator (``follow``, whose
+``store`` answers keys 83-87, see ``share_state``); a partition's leader keeps the share-partitions of the
+partition in memory, loads each from the share coordinator the first time it serves it in a leader epoch
+(``to_load`` / ``load``) and writes every change through ``persister`` (``cluster.share_persister``), whose
+futures say when the coordinator's ISR has it.
 """
 
 from __future__ import annotations
@@ -23,12 +29,13 @@ from dataclasses import dataclass, field
 import orjson
 from kio.schema.errors import ErrorCode
 
-from freshet.format.record_batch import decode_records, encode_batch
+from freshet.format.record_batch import encode_batch
 
 from ..config import ShareSettings
 from ..topics.registry import TopicRegistry
 from .reaper import Reaper
 from .share_partition import SharePartition
+from .share_state import ShareStateStore, group_key as _group_key, partition_key as _partition_key
 
 log = logging.getLogger(__name__)
 
@@ -92,15 +99,25 @@ class ShareGroup:
 
 
 class ShareGroupCoordinator:
-    def __init__(self, registry: TopicRegistry, settings: ShareSettings | None = None) -> None:
+    def __init__(self, registry: TopicRegistry, settings: ShareSettings | None = None,
+                 clustered: bool = False) -> None:
         self.registry = registry
         self.settings = settings or ShareSettings()
         self.groups: dict[str, ShareGroup] = {}
         self.state = registry.internal_topic(SHARE_STATE_TOPIC, SHARE_STATE_TOPIC_CONFIGS).partitions[0]
+        self.store = ShareStateStore()  # the latest value of every key of the topic, while this broker writes it
         self._reaper = Reaper(self.expire, "share-group-timers")
         self._available: set[asyncio.Future] = set()  # a cancelled one leaves at once
         self.on_append = lambda partition: None  # the broker's group commit: appended state gets fsync'd
-        self._replay()
+        self.clustered = clustered
+        # cluster mode, set by the broker: the leader epoch of a partition this broker leads (None: it does not),
+        # and the share-partition leader's client of the share coordinator
+        self.led_epoch = lambda topic, index: None
+        self.persister = None
+        self.coordinator_epoch: int | None = None  # cluster: the leader epoch in which this broker leads the topic
+        self._loading: dict[tuple, asyncio.Future] = {}
+        if not clustered:
+            self._replay()
 
     # -- settings ---------------------------------------------------------------------------
 
@@ -188,11 +205,11 @@ class ShareGroupCoordinator:
             assert group is not None
             if member_id not in group.members and len(group.members) >= self.settings.max_size:
                 raise ShareGroupError(ErrorCode.group_max_size_reached)
-            old = group.members.get(member_id)
             group.epoch += 1
             member = ShareMember(member_id, group.epoch, client_id, client_host, rack_id, tuple(subscribed))
-            if old is not None:
-                self._release(group, member_id)
+            # a member that joins again (fenced, or its coordinator moved: in a cluster this broker may have taken
+            # it on as a partition's leader) keeps what it holds, as Kafka's share-partition leaders do: its share
+            # session goes on, its records are released when the session or the membership ends
             group.members[member_id] = member
             self._write_group(group)  # the group exists from now on, across restarts too
             self._reaper.due(time.monotonic())
@@ -286,8 +303,16 @@ class ShareGroupCoordinator:
 
     def existing_partition(self, group: ShareGroup, topic: str, index: int) -> SharePartition | None:
         """The group's share-partition of ``topic``/``index`` if it has one for the topic as it is now (a topic
-        deleted, or deleted and created again, leaves state that belongs to no log: it is dropped)."""
+        deleted, or deleted and created again, leaves state that belongs to no log: it is dropped). In a cluster,
+        only while this broker leads the partition in the leader epoch it loaded it in (else it is forgotten here:
+        the coordinator holds what its leader last wrote)."""
         sp = group.partitions.get((topic, index))
+        if sp is not None and self.clustered:
+            if sp.leader_epoch is None or sp.leader_epoch != self.led_epoch(topic, index) \
+                    or sp.log is not self.registry.partition(topic, index):
+                del group.partitions[(topic, index)]
+                return None
+            return sp
         if sp is not None and sp.log is not self.registry.partition(topic, index):
             del group.partitions[(topic, index)]
             self._append([(_partition_key(group.group_id, topic, index), None)])
@@ -298,6 +323,8 @@ class ShareGroupCoordinator:
         """The group's share-partition, started (by share.auto.offset.reset) on first use."""
         key = (topic, index)
         sp = self.existing_partition(group, topic, index)
+        if sp is None and self.clustered:
+            return None  # loaded from the share coordinator first (load)
         if sp is None:
             log_partition = self.registry.partition(topic, index)
             if log_partition is None:
@@ -307,6 +334,61 @@ class ShareGroupCoordinator:
             sp = group.partitions[key] = SharePartition(log_partition, start)
         return sp
 
+    # -- cluster mode: the share-partition leader's loads ----------------------------------------------------
+
+    def to_load(self, group: ShareGroup, keys) -> list[tuple[str, int, int]]:
+        """(topic, index, leader epoch) of the partitions among ``keys`` this broker leads and has not loaded the
+        group's share-partition of in that leader epoch (cluster mode; none on one node)."""
+        if not self.clustered:
+            return []
+        out = []
+        for topic, index in keys:
+            epoch = self.led_epoch(topic, index)
+            if epoch is not None and self.existing_partition(group, topic, index) is None:
+                out.append((topic, index, epoch))
+        return out
+
+    async def load(self, group: ShareGroup, wanted: list[tuple[str, int, int]]) -> None:
+        """Read the share-partitions ``wanted`` (``to_load``) from the share coordinator, concurrently, each once
+        however many fetches ask; a share-partition it never stored starts by share.auto.offset.reset, and that
+        start is written at once (a leader after this one starts there too). Raises the coordinator's error."""
+        waits = []
+        for topic, index, epoch in wanted:
+            key = (group.group_id, topic, index, epoch)
+            fut = self._loading.get(key)
+            if fut is None:
+                fut = self._loading[key] = asyncio.ensure_future(self._load_one(group, topic, index, epoch))
+                fut.add_done_callback(lambda _f, key=key: self._loading.pop(key, None))
+            waits.append(fut)
+        await asyncio.gather(*waits)
+
+    async def _load_one(self, group: ShareGroup, topic: str, index: int, epoch: int) -> None:
+        live = self.registry.get(topic)
+        log_partition = self.registry.partition(topic, index)
+        if live is None or log_partition is None:
+            return
+        value = await self.persister.read(group.group_id, topic, live.topic_id, index, epoch)
+        if self.led_epoch(topic, index) != epoch or self.registry.partition(topic, index) is not log_partition:
+            return  # the partition moved on while it was read: the next fetch loads it again
+        current = group.partitions.get((topic, index))
+        if current is not None and current.leader_epoch == epoch:
+            return
+        if value is not None and int(value.get("start_offset", -1)) >= 0:
+            sp = SharePartition.restore(log_partition, value)
+            sp.state_epoch = int(value.get("state_epoch", 0))
+            fresh = False
+        else:
+            earliest = self.setting(group, "auto_offset_reset") == "earliest"
+            sp = SharePartition(log_partition, log_partition.log_start_offset if earliest
+                                else self.upper(group, log_partition))
+            fresh = True
+        sp.leader_epoch = epoch
+        self.groups.setdefault(group.group_id, group).partitions[(topic, index)] = sp
+        log.info("share group %s: %s-%d loaded in leader epoch %d at offset %d", group.group_id, topic, index,
+                 epoch, sp.start_offset)
+        if sp.archive_exhausted(self.setting(group, "delivery_count_limit")) or fresh:
+            self.write_partitions(group, [(topic, index)])
+
     def upper(self, group: ShareGroup, log_partition) -> int:
         if self.setting(group, "isolation_level") == "read_committed":
             return log_partition.last_stable_offset
@@ -314,17 +396,25 @@ class ShareGroupCoordinator:
 
     # -- persistence -------------------------------------------------------------------------
 
+    def follow(self, leader_epoch: int | None) -> None:
+        """Cluster mode, after every metadata change: ``leader_epoch`` is the epoch in which this broker leads
+        ``__share_group_state`` (None: another broker does). A broker that becomes its leader is the share
+        coordinator: it reads the topic to its log end (what the ISR replicated from the previous one); one that
+        stops leading it forgets it."""
+        if leader_epoch == self.coordinator_epoch:
+            return
+        self.coordinator_epoch = leader_epoch
+        if leader_epoch is None:
+            self.store.clear()
+            log.info("no longer the share coordinator")
+            return
+        self.store.load(self.state, self.state.log_end_offset)
+        log.info("share coordinator in epoch %d: %d share-partition states taken over", leader_epoch,
+                 sum(1 for key in self.store.values if key.startswith(b'["partition"')))
+
     def _replay(self) -> None:
-        latest: dict[bytes, bytes | None] = {}
-        for header, batch in self.state.batches():
-            if header.is_control:
-                continue
-            for record in decode_records(batch):
-                if record.key is not None:
-                    latest[record.key] = record.value
-        for key, value in latest.items():
-            if value is None:
-                continue
+        self.store.load(self.state)
+        for key, value in self.store.values.items():
             try:
                 kind, *rest = orjson.loads(key)
                 data = orjson.loads(value)
@@ -348,8 +438,13 @@ class ShareGroupCoordinator:
             self._archive_exhausted(group)
 
     def _append(self, records: list[tuple[bytes, bytes | None]]) -> int:
+        """Append to ``__share_group_state``; the offset to wait on. In a cluster only its leader appends (-1, at
+        once durable, elsewhere: a group's configs and members are then this broker's own)."""
+        if self.clustered and self.coordinator_epoch is None:
+            return -1
         now = int(time.time() * 1000)
         result = self.state.append(encode_batch([(k, v, now) for k, v in records]))
+        self.store.apply(records)
         self.on_append(self.state)
         return result.last_offset
 
@@ -366,8 +461,18 @@ class ShareGroupCoordinator:
             del group.partitions[key]
         return self._append([(_partition_key(group.group_id, t, p), None) for t, p in keys])
 
-    def write_partitions(self, group: ShareGroup, keys) -> int:
-        """Append the share-partitions ``keys`` as they are now; returns the offset to wait on for durability."""
+    def write_partitions(self, group: ShareGroup, keys):
+        """Append the share-partitions ``keys`` as they are now; returns what ``durable`` waits on (one node: the
+        offset; in a cluster: the persister's future, those of partitions this broker no longer leads left out)."""
+        if self.clustered:
+            waits = []
+            for t, p in keys:
+                sp = self.existing_partition(group, t, p)
+                topic = self.registry.get(t)
+                if sp is not None and topic is not None:
+                    waits.append(self.persister.write(group.group_id, t, topic.topic_id, p, sp.leader_epoch,
+                                                      sp.state_epoch, sp.snapshot()))
+            return waits
         records = []
         for t, p in keys:
             topic = self.registry.get(t)
@@ -375,6 +480,12 @@ class ShareGroupCoordinator:
             snapshot["topic_id"] = str(topic.topic_id) if topic is not None else None
             records.append((_partition_key(group.group_id, t, p), orjson.dumps(snapshot)))
         return self._append(records)
+
+    @staticmethod
+    def replicated(written) -> asyncio.Future:
+        """Cluster mode: done once what ``write_partitions`` returned is in the ISR of the share coordinator's
+        ``__share_group_state`` (raising the coordinator's error when it is not)."""
+        return asyncio.ensure_future(_all(written))
 
     # -- waking long polls, timers -------------------------------------------------------------
 
@@ -412,9 +523,5 @@ class ShareGroupCoordinator:
         return now + CHECK_INTERVAL_S if active else None
 
 
-def _group_key(group_id: str) -> bytes:
-    return orjson.dumps(["group", group_id])
-
-
-def _partition_key(group_id: str, topic: str, partition: int) -> bytes:
-    return orjson.dumps(["partition", group_id, topic, partition])
+async def _all(futures) -> None:
+    await asyncio.gather(*futures)

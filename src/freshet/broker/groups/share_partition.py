@@ -80,6 +80,8 @@ class SharePartition:
         self._available = 0  # how many AVAILABLE records the window holds (released, expired)
         self.earliest_deadline = float("inf")
         self.archived_total = 0  # records ever archived: rejected, or past the delivery count limit
+        self.leader_epoch: int | None = None  # cluster mode: the partition's leader epoch it was loaded in
+        self.state_epoch = 0  # cluster mode: the share coordinator's state epoch it was loaded in
 
     # -- what the state is -----------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from ..groups.offsets import OFFSETS_TOPIC, CommittedOffset, failed_append_code
 from ..groups.share import ShareGroupError
 from ..security.acls import CLUSTER, CLUSTER_NAME, DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID
 from ..transactions import TXN_STATE_TOPIC
+from .share_state import find_share_coordinator
 
 MAX_METADATA = 4096  # offset.metadata.max.bytes
 
@@ -23,6 +24,8 @@ def find_coordinator(ctx: RequestContext, request: Request) -> dict:
     node = {"node_id": broker.config.node_id, "host": host, "port": port}
     keys = getattr(request, "coordinator_keys", None)
     key_type = getattr(request, "key_type", 0)
+    if key_type == 2:  # share-partition keys: the share coordinator (KIP-932)
+        return find_share_coordinator(ctx, request)
     if broker.cluster is not None:  # in a cluster: the leader of __consumer_offsets / __transaction_state (#46)
         found = broker.cluster.coordinator(TXN_STATE_TOPIC if key_type == 1 else OFFSETS_TOPIC)
         node = {"node_id": found.node_id, "host": found.host, "port": found.port} if found else None
@@ -455,7 +458,7 @@ def offset_delete(ctx: RequestContext, request: Request) -> Response:
 
 
 APIS = {
-    10: (0, 4, find_coordinator),
+    10: (0, 6, find_coordinator),
     11: (0, 9, join_group),
     14: (0, 5, sync_group),
     12: (0, 4, heartbeat),

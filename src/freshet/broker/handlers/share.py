@@ -5,6 +5,8 @@ in ``share_groups``; these functions turn requests into calls on them and answer
 from __future__ import annotations
 
 import asyncio
+import inspect
+import logging
 import time
 
 from kio.schema.errors import ErrorCode
@@ -12,11 +14,13 @@ from kio.schema.errors import ErrorCode
 from ..context import Request, RequestContext, Response
 from ..groups.share import ShareGroup, ShareGroupError, ShareMember
 from ..groups.share_partition import AcknowledgeError
+from ..groups.share_state import StateError
 from ..security.acls import DELETE, DESCRIBE, GROUP, READ, TOPIC
 from .consumer_groups import group_kind
 from .groups import not_coordinator
 
 ASSIGNOR = "simple"
+log = logging.getLogger(__name__)
 
 
 def _member(ctx: RequestContext, group_id: str | None, member_id: str | None):
@@ -140,6 +144,9 @@ def _acknowledge(ctx: RequestContext, group: ShareGroup, member_id: str, topics)
             if not ctx.allowed(READ, TOPIC, topic.name):
                 results[key] = (ErrorCode.topic_authorization_failed, None)
                 continue
+            if _not_led(ctx, topic.name, p.partition_index):
+                results[key] = (ErrorCode.not_leader_or_follower, None)
+                continue
             sp = coordinator.existing_partition(group, topic.name, p.partition_index)
             if sp is None:
                 code = (ErrorCode.unknown_topic_or_partition
@@ -160,22 +167,29 @@ def _acknowledge(ctx: RequestContext, group: ShareGroup, member_id: str, topics)
 def _when_durable(ctx: RequestContext, group: ShareGroup, changed: set, body: dict, on_failure,
                   acquired: frozenset | set = frozenset()) -> Response:
     """Persist the share-partitions acknowledgements (or an offset reset) ``changed``, and those ``acquired`` records
-    changed; the answer leaves once the ``changed`` ones are fsync'd (acquisitions are written, not waited on: a
-    crash only makes them available again)."""
+    changed; the answer leaves once the ``changed`` ones are fsync'd (in a cluster: in the ISR of the share
+    coordinator's ``__share_group_state``); acquisitions are written, not waited on: a crash only makes them
+    available again. ``on_failure(body, code)``: COORDINATOR_NOT_AVAILABLE, or NOT_LEADER_OR_FOLLOWER when a newer
+    leader of the partition fenced this broker's write."""
     if not changed and not acquired:
         return body
     broker = ctx.broker
-    last = broker.share_groups.write_partitions(group, sorted(changed | set(acquired)))
+    coordinator = broker.share_groups
+    last = coordinator.write_partitions(group, sorted(changed | set(acquired)))
     if not changed:
         return body
-    broker.share_groups.wake()  # released records may be waiting for a long-polling fetch
-    durable = broker.group_commit.durable(broker.share_groups.state, last)
+    coordinator.wake()  # released records may be waiting for a long-polling fetch
+    durable = (coordinator.replicated(last) if coordinator.clustered
+               else broker.group_commit.durable(coordinator.state, last))
 
     async def run() -> dict:
         try:
             await durable
+        except StateError as exc:
+            on_failure(body, ErrorCode.not_leader_or_follower if exc.error_code == ErrorCode.fenced_leader_epoch
+                       else ErrorCode.coordinator_not_available)
         except Exception:
-            on_failure(body)
+            on_failure(body, ErrorCode.coordinator_not_available)
         return body
 
     return run()
@@ -256,6 +270,8 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
                     entry["error_code"] = ErrorCode.not_leader_or_follower
                     continue
                 sp = coordinator.share_partition(group, name, index)
+                if sp is None and coordinator.clustered:
+                    continue  # not loaded from the share coordinator (it moves): the next fetch loads it
                 if sp is None:
                     entry = _partition_entry(by_topic, topic.topic_id, index, ctx)
                     entry["error_code"] = ErrorCode.unknown_topic_or_partition
@@ -281,15 +297,37 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
                 "node_endpoints": []}
         return body, acquired_any
 
-    def fail_acks(body: dict) -> None:
+    def fail_acks(body: dict, code: ErrorCode) -> None:
         for t in body["responses"]:
             for p in t["partitions"]:
                 if p.get("acknowledge_error_code") == 0 and (t["topic_id"], p["partition_index"]) in ack_results:
-                    p["acknowledge_error_code"] = int(ErrorCode.coordinator_not_available)
+                    p["acknowledge_error_code"] = int(code)
 
+    answered = bool(ack_results)
+    missing = coordinator.to_load(group, session.partitions) if epoch != -1 and max_records else []
+    if missing:  # a cluster's partition this broker has just come to lead: its window from the share coordinator
+        async def loaded() -> dict:
+            try:
+                await coordinator.load(group, missing)
+            except StateError as exc:
+                log.info("share group %s: %s not loaded: %s", group.group_id, missing, exc)
+            result = _answer(ctx, request, group, member, session, read, changed, fail_acks, acquired, answered)
+            return await result if inspect.isawaitable(result) else result
+
+        return loaded()
+    return _answer(ctx, request, group, member, session, read, changed, fail_acks, acquired, answered)
+
+
+def _answer(ctx: RequestContext, request: Request, group: ShareGroup, member: ShareMember, session, read,
+            changed: set, fail_acks, acquired: set, answered_acks: bool) -> Response:
+    """ShareFetch's answer: what ``read`` acquires now, else a long poll until records come or ``max_wait``."""
+    broker = ctx.broker
+    coordinator = broker.share_groups
+    epoch = request.share_session_epoch
+    max_records = max(0, request.max_records)
     body, acquired_any = read()
     max_wait_s = request.max_wait.total_seconds()
-    if acquired_any or ack_results or epoch == -1 or not max_records or max_wait_s <= 0:
+    if acquired_any or answered_acks or epoch == -1 or not max_records or max_wait_s <= 0:
         return _when_durable(ctx, group, changed, body, fail_acks, acquired)
 
     def wake_ups() -> list:
@@ -354,11 +392,11 @@ def share_acknowledge(ctx: RequestContext, request: Request) -> Response:
             "responses": [{"topic_id": tid, "partitions": parts} for tid, parts in by_topic.items()],
             "node_endpoints": []}
 
-    def fail(body: dict) -> None:
+    def fail(body: dict, code: ErrorCode) -> None:
         for t in body["responses"]:
             for p in t["partitions"]:
                 if p["error_code"] == ErrorCode.none:
-                    p["error_code"] = ErrorCode.coordinator_not_available
+                    p["error_code"] = code
 
     return _when_durable(ctx, group, changed, body, fail)
 
@@ -446,7 +484,7 @@ def alter_share_group_offsets(ctx: RequestContext, request: Request) -> Response
         sp.reset(max(offset if offset >= 0 else log_partition.high_watermark, log_partition.log_start_offset))
         changed.add((name, index))
     body = {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses}
-    return _when_durable(ctx, group, changed, body, lambda b: b.update(error_code=ErrorCode.coordinator_not_available))
+    return _when_durable(ctx, group, changed, body, lambda b, code: b.update(error_code=code))
 
 
 def delete_share_group_offsets(ctx: RequestContext, request: Request) -> Response:

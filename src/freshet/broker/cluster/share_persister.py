@@ -1,0 +1,255 @@
+"""A share-partition leader's client of the share coordinator (KIP-932's persister), cluster mode.
+
+The leader of a topic partition serves a share group's fetches and acknowledgements of it from a window in memory
+(``SharePartition``); that window is durable in ``__share_group_state``, which the share coordinator (the leader of
+that replicated topic) writes. This client writes each change there (WriteShareGroupState, key 85) and reads a
+window back when this broker becomes the partition's leader (ReadShareGroupState, key 84), over the network, or in
+process when this broker is the share coordinator itself. Writes of one share-partition are coalesced (the last
+window holds every change before it) and sent in order by one task; a write's future is done once the coordinator's
+ISR has it, and retried while the coordinator moves (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
+COORDINATOR_LOAD_IN_PROGRESS, a lost connection) for ``RETRY_S``; it fails with the coordinator's error otherwise
+(FENCED_LEADER_EPOCH: a newer leader of the partition wrote or read it since).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from kio.schema.errors import ErrorCode
+
+from ..groups.share import SHARE_STATE_TOPIC
+from ..groups.share_state import StateError, from_batches, to_batches
+from ..replication import ReplicationError
+from ..replication.client import BrokerConnection
+
+log = logging.getLogger(__name__)
+
+INITIALIZE, READ, WRITE, DELETE, READ_SUMMARY = 83, 84, 85, 86, 87
+RETRY_S = 30.0  # a write or read the coordinator has not taken within this fails COORDINATOR_NOT_AVAILABLE
+APPEND_TIMEOUT_S = 30.0  # the ISR of __share_group_state has a write within this, or it fails
+RETRIABLE = {ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress,
+             ErrorCode.request_timed_out, ErrorCode.not_enough_replicas, ErrorCode.not_enough_replicas_after_append}
+
+
+async def acknowledged(broker, offset: int) -> None:
+    """Returns once ``__share_group_state`` up to ``offset`` is in its ISR (fsync'd, on one node); StateError
+    NOT_COORDINATOR when this broker stopped leading it first, COORDINATOR_NOT_AVAILABLE when it could not be."""
+    if offset < 0:
+        return
+    state = broker.share_groups.state
+    if broker.replicas is None:
+        await broker.group_commit.durable(state, offset)
+        return
+    _, leader = broker.replicas.check(SHARE_STATE_TOPIC, 0)
+    if leader is None:
+        raise StateError(ErrorCode.not_coordinator, "this broker no longer leads __share_group_state")
+    try:
+        await leader.acknowledged(offset, APPEND_TIMEOUT_S)
+    except ReplicationError as exc:
+        code = (ErrorCode.not_coordinator if exc.error_code == ErrorCode.not_leader_or_follower
+                else ErrorCode.coordinator_not_available)
+        raise StateError(code, str(exc)) from None
+    except Exception as exc:  # a failed fsync
+        raise StateError(ErrorCode.coordinator_not_available, str(exc)) from None
+
+
+def led_epoch(broker, topic: str, index: int) -> int | None:
+    """The leader epoch in which this broker leads ``topic``/``index`` (None: it does not lead it)."""
+    _, leader = broker.replicas.check(topic, index)
+    state = broker.replicas.role(topic, index)
+    return state.leader_epoch if leader is not None and state is not None else None
+
+
+def _retrieve(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()  # a write nobody waits on (an acquisition, an expired lock) fails quietly
+
+
+class SharePersister:
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        # (group, topic, index) -> [topic_id, leader_epoch, state_epoch, window, futures, first written]
+        self._pending: dict[tuple[str, str, int], list] = {}
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._connections: dict[str, BrokerConnection] = {}  # "read" / "write": one request at a time each
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        for connection in self._connections.values():
+            connection.close()
+
+    def _local(self) -> bool:
+        return self.broker.share_groups.coordinator_epoch is not None
+
+    # -- writes ------------------------------------------------------------------------------------------
+
+    def write(self, group_id: str, topic: str, topic_id, index: int, leader_epoch: int, state_epoch: int,
+              window: dict) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        fut.add_done_callback(_retrieve)
+        key = (group_id, topic, index)
+        old = self._pending.get(key)
+        futures = old[4] if old is not None else []
+        futures.append(fut)
+        self._pending[key] = [topic_id, leader_epoch, state_epoch, window, futures,
+                              old[5] if old is not None else time.monotonic()]
+        if self._task is None or self._task.done():
+            self._wake = asyncio.Event()
+            self._task = loop.create_task(self._run(), name="share-state-writes")
+        assert self._wake is not None
+        self._wake.set()
+        return fut
+
+    async def _run(self) -> None:
+        assert self._wake is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                batch, self._pending = self._pending, {}
+                try:
+                    retry = await self._send(batch)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("share-group state writes failed")
+                    retry = batch
+                now = time.monotonic()
+                for key, entry in retry.items():
+                    newer = self._pending.get(key)
+                    if newer is not None:  # a later window of the share-partition holds this one's changes
+                        newer[4][:0] = entry[4]
+                        newer[5] = min(newer[5], entry[5])
+                    elif now - entry[5] > RETRY_S:
+                        _fail(entry[4], StateError(ErrorCode.coordinator_not_available,
+                                                   f"no share coordinator took the write within {RETRY_S:.0f} s"))
+                    else:
+                        self._pending[key] = entry
+                if retry:
+                    await asyncio.sleep(0.1)
+
+    async def _send(self, batch: dict) -> dict:
+        """Write ``batch``; what is to be sent again (the coordinator moving), the rest done or failed."""
+        if self._local():
+            return await self._write_here(batch)
+        by_group: dict[str, dict] = {}
+        for (group_id, topic, index), (topic_id, leader_epoch, state_epoch, window, _, _) in batch.items():
+            topics = by_group.setdefault(group_id, {})
+            topics.setdefault(topic_id, []).append({
+                "partition": index, "state_epoch": state_epoch, "leader_epoch": leader_epoch,
+                "start_offset": window["start_offset"], "delivery_complete_count": -1,
+                "state_batches": [{"first_offset": f, "last_offset": t, "delivery_state": s, "delivery_count": c}
+                                  for f, t, s, c in to_batches(window)]})
+        retry = {}
+        names = {(g, entry[0], index): (g, topic, index) for (g, topic, index), entry in batch.items()}
+        for group_id, topics in by_group.items():
+            body = {"group_id": group_id, "topics": [{"topic_id": tid, "partitions": parts}
+                                                     for tid, parts in topics.items()]}
+            try:
+                answer = await self._request("write", WRITE, 1, body)
+            except (ConnectionError, StateError) as exc:
+                log.info("share-group state of %s not written yet: %s", group_id, exc)
+                retry.update({k: e for k, e in batch.items() if k[0] == group_id})
+                continue
+            for result in answer.results:
+                for p in result.partitions:
+                    key = names.get((group_id, result.topic_id, p.partition))
+                    entry = batch.get(key) if key is not None else None
+                    if entry is None:
+                        continue
+                    if p.error_code == ErrorCode.none:
+                        _done(entry[4])
+                    elif p.error_code in RETRIABLE:
+                        retry[key] = entry
+                    else:
+                        _fail(entry[4], StateError(p.error_code, p.error_message or p.error_code.name))
+        return retry
+
+    async def _write_here(self, batch: dict) -> dict:
+        """This broker is the share coordinator: the records appended here, done once its ISR has them."""
+        coordinator = self.broker.share_groups
+        records, written = [], []
+        for (group_id, topic, index), (topic_id, leader_epoch, state_epoch, window, futures, _) in batch.items():
+            try:
+                records.append(coordinator.store.write(group_id, topic, str(topic_id), index, leader_epoch,
+                                                       state_epoch, window))
+            except StateError as exc:
+                _fail(futures, exc)
+                continue
+            written.append((group_id, topic, index))
+        if not records:
+            return {}
+        offset = coordinator._append(records)
+        try:
+            await acknowledged(self.broker, offset)
+        except StateError as exc:
+            if exc.error_code in RETRIABLE:
+                return {key: batch[key] for key in written}
+            for key in written:
+                _fail(batch[key][4], exc)
+            return {}
+        for key in written:
+            _done(batch[key][4])
+        return {}
+
+    # -- reads -------------------------------------------------------------------------------------------
+
+    async def read(self, group_id: str, topic: str, topic_id, index: int, leader_epoch: int) -> dict | None:
+        """The share-partition's window as the coordinator holds it (None: it holds none), read in
+        ``leader_epoch`` (which fences older leaders' writes from then on)."""
+        end = time.monotonic() + RETRY_S
+        while True:
+            try:
+                if self._local():
+                    return self.broker.share_groups.store.read(group_id, topic, str(topic_id), index, leader_epoch)
+                answer = await self._request("read", READ, 0, {"group_id": group_id, "topics": [
+                    {"topic_id": topic_id, "partitions": [{"partition": index, "leader_epoch": leader_epoch}]}]})
+                p = answer.results[0].partitions[0]
+                if p.error_code == ErrorCode.none:
+                    if p.start_offset < 0:
+                        return None
+                    window = from_batches(p.start_offset, [(b.first_offset, b.last_offset, b.delivery_state,
+                                                            b.delivery_count) for b in p.state_batches])
+                    window["state_epoch"] = p.state_epoch
+                    return window
+                raise StateError(p.error_code, p.error_message or p.error_code.name)
+            except (ConnectionError, StateError, IndexError) as exc:
+                code = getattr(exc, "error_code", ErrorCode.coordinator_not_available)
+                if code not in RETRIABLE or time.monotonic() > end:
+                    raise StateError(code, str(exc)) from None
+            await asyncio.sleep(0.1)
+
+    async def _request(self, kind: str, api_key: int, version: int, body: dict):
+        """One request to the share coordinator (StateError COORDINATOR_NOT_AVAILABLE while there is none)."""
+        membership = self.broker.cluster
+        endpoint = membership.coordinator(SHARE_STATE_TOPIC)
+        if endpoint is None:
+            raise StateError(ErrorCode.coordinator_not_available, "no share coordinator yet")
+        lock = self._locks.setdefault(kind, asyncio.Lock())
+        async with lock:
+            connection = self._connections.get(kind)
+            if connection is None or (connection.host, connection.port) != (endpoint.host, endpoint.port):
+                if connection is not None:
+                    connection.close()
+                connection = self._connections[kind] = BrokerConnection(
+                    endpoint.host, endpoint.port, f"freshet-share-partition-leader-{membership.node_id}",
+                    sasl=self.broker.config.security.inter_broker_login())
+            return await connection.request(api_key, version, body)
+
+
+def _done(futures) -> None:
+    for fut in futures:
+        if not fut.done():
+            fut.set_result(None)
+
+
+def _fail(futures, exc: Exception) -> None:
+    for fut in futures:
+        if not fut.done():
+            fut.set_exception(exc)

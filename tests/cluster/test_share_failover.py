@@ -1,0 +1,152 @@
+"""Share groups' delivery state survives losing a broker (issue #46, KIP-932): ``__share_group_state`` is a
+replicated internal topic whose leader is the share coordinator; a partition's leader (the share-partition leader)
+persists its window there (WriteShareGroupState, answered once the coordinator's ISR has it) and reads it back
+when it becomes the leader (ReadShareGroupState). Killed -9, neither the partition's leader nor the coordinator
+takes acknowledged records with it: they are never delivered again, and every record not acknowledged is."""
+
+import threading
+import time
+
+from confluent_kafka import AcknowledgeType, ElectionType, Producer, ShareConsumer, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+from freshet.local.cluster import LocalCluster
+
+from .conftest import DEADLINE, admin
+from .test_metadata import created, wait_for
+
+STATE = "__share_group_state"
+
+
+def produce(bootstrap: str, topic: str, values: list[str]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    for value in values:
+        producer.produce(topic, value.encode())
+    assert producer.flush(DEADLINE) == 0
+
+
+def share_consumer(bootstrap: str, group: str, topic: str) -> ShareConsumer:
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3,
+                              "share.acknowledgement.mode": "explicit"})
+    consumer.subscribe([topic])
+    return consumer
+
+
+def polled(consumer: ShareConsumer, at_least: int) -> list:
+    """Poll (acknowledging nothing) until at least ``at_least`` records are held."""
+    held: list = []
+
+    def enough():
+        held.extend(m for m in consumer.poll(1.0) if m.error() is None)
+        return len(held) >= at_least
+
+    wait_for(f"{at_least} records acquired", enough)
+    return held
+
+
+def accepted(consumer: ShareConsumer, msgs: list) -> set[str]:
+    """ACCEPT ``msgs`` and wait for the answer: each partition's acknowledgement answered without error."""
+    for m in msgs:
+        consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+    results = consumer.commit_sync(DEADLINE)
+    assert results and all(error is None for error in results.values()), results
+    return {m.value().decode() for m in msgs}
+
+
+def drain(bootstrap: str, group: str, topic: str, expected: set[str]) -> list[str]:
+    """A fresh member accepts what it is given until ``expected`` has all come; every delivery, in order."""
+    consumer = share_consumer(bootstrap, group, topic)
+    got: list[str] = []
+    end = time.monotonic() + DEADLINE
+    try:
+        while not expected <= set(got) and time.monotonic() < end:
+            msgs = [m for m in consumer.poll(1.0) if m.error() is None]
+            if msgs:
+                for m in msgs:
+                    consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+                consumer.commit_sync(DEADLINE)
+                got.extend(m.value().decode() for m in msgs)
+        got.extend(m.value().decode() for m in consumer.poll(2.0) if m.error() is None)  # nothing more comes
+    finally:
+        consumer.close()
+    assert expected <= set(got), f"never delivered again: {sorted(expected - set(got))}; delivered {got}"
+    return got
+
+
+def close_later(consumer: ShareConsumer) -> threading.Thread:
+    """A consumer whose broker was killed closes in the background (its last requests wait for a timeout)."""
+    thread = threading.Thread(target=consumer.close, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_acknowledged_records_stay_done_across_the_partition_leader_and_the_share_coordinator_killed(tmp_path):
+    with LocalCluster(3, directory=str(tmp_path / "c"), broker_args=["--share-auto-offset-reset", "earliest"],
+                      controller_args=["--auto-leader-rebalance-enable", "false"]) as c:
+        created(admin(c.bootstrap), NewTopic("jobs", 1, 3))
+        first = [f"job-{i}" for i in range(40)]
+        produce(c.bootstrap, "jobs", first)
+
+        # a member acquires records, accepts some; the rest stay acquired by it when the partition's leader dies
+        a = share_consumer(c.bootstrap, "workers", "jobs")
+        held = polled(a, 20)
+        done = accepted(a, held[:10])
+        state = c.wait_until(lambda m: c.partition(STATE, 0, m), DEADLINE, f"{STATE} created")
+        assert len(state["replicas"]) == 3, state  # share.coordinator.state.topic.replication.factor
+        leader = c.leader("jobs")
+        c.kill(leader)
+        closing = [close_later(a)]
+        c.wait_until(lambda m: c.partition("jobs", 0, m)["leader"] not in (-1, leader), DEADLINE, "a new leader")
+
+        got = drain(c.bootstrap, "workers", "jobs", set(first) - done)
+        assert not done & set(got), "acknowledged records delivered again after the leader's failover"
+        assert sorted(got) == sorted(set(first) - done), "a record lost or delivered twice"
+        done |= set(got)
+        c.restart(leader)
+        c.wait_until(lambda m: leader in c.partition("jobs", 0, m)["isr"], DEADLINE, "the restarted broker in sync")
+        # the partition's leadership back to its preferred replica, the coordinator's left where it is: the two
+        # roles on two brokers (the leader balancing off, so that they stay there)
+        client = admin(c.bootstrap)  # referenced while its future is pending
+        elected = client.elect_leaders(ElectionType.PREFERRED, [TopicPartition("jobs", 0)])
+        assert all(e is None for e in elected.result(DEADLINE).values())
+        partition_leader = c.wait_until(lambda m: c.partition("jobs", 0, m)["leader"] == leader and leader,
+                                        DEADLINE, "the preferred leader back")
+        coordinator = c.leader(STATE)
+        assert coordinator not in (partition_leader, -1)
+
+        # the share coordinator (the leader of __share_group_state) dies while a member holds records
+        second = [f"job-{i}" for i in range(40, 80)]
+        produce(c.bootstrap, "jobs", second)
+        b = share_consumer(c.bootstrap, "workers", "jobs")
+        held = polled(b, 20)
+        done |= accepted(b, held[:10])
+        c.kill(coordinator)
+        c.wait_until(lambda m: c.partition(STATE, 0, m)["leader"] not in (-1, coordinator), DEADLINE,
+                     "a new share coordinator")
+        # the partition's leader lived on: the member's locks hold (another member gets none of its records) and
+        # its acknowledgements go to the new coordinator
+        other = share_consumer(c.bootstrap, "workers", "jobs")
+        try:
+            for _ in range(3):
+                got = [m for m in other.poll(1.0) if m.error() is None]
+                assert not {m.value().decode() for m in got} & {m.value().decode() for m in held}
+                if got:
+                    done |= accepted(other, got)
+        finally:
+            other.close()
+        done |= accepted(b, held[10:20])
+        b.close()  # what it still holds comes back
+        got = drain(c.bootstrap, "workers", "jobs", set(second) - done)
+        assert not done & set(got), "acknowledged records delivered again after the coordinator's failover"
+        assert sorted(got) == sorted(set(second) - done), "a record lost or delivered twice"
+        for thread in closing:
+            thread.join(DEADLINE)
+
+
+def test_a_share_state_replication_factor_below_one_is_refused_in_one_line(tmp_path):
+    from .test_cli import freshet
+
+    bad = freshet("broker", "start", "--data-dir", str(tmp_path / "b"), "--share-state-topic-replication-factor", "0")
+    assert bad.returncode == 1
+    assert bad.stderr.strip() == "error: --share-state-topic-replication-factor must be at least 1"
+    assert not (tmp_path / "b").exists() or not any((tmp_path / "b").iterdir())
