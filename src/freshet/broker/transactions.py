@@ -77,19 +77,27 @@ class TransactionMetadata:
     groups: set[str] = field(default_factory=set)
     start_ms: int = -1  # when the open transaction began (its first AddPartitions/AddOffsets)
     updated_ms: int = 0
+    # the producer id and epoch an InitProducerId of the producer itself bumped from (Kafka's lastProducerEpoch and
+    # previousProducerId): its retry, whose answer was lost (the coordinator moved, the request timed out), gets the
+    # bumped epoch again instead of PRODUCER_FENCED. -1: a new producer initialized the id, or the coordinator
+    # fenced it: nothing to retry.
+    last_producer_epoch: int = -1
+    previous_producer_id: int = -1
 
     def to_json(self) -> bytes:
         return json.dumps({
             "producer_id": self.producer_id, "producer_epoch": self.producer_epoch, "timeout_ms": self.timeout_ms,
             "state": self.state, "partitions": sorted([t, p] for t, p in self.partitions),
             "groups": sorted(self.groups), "start_ms": self.start_ms, "updated_ms": self.updated_ms,
+            "last_producer_epoch": self.last_producer_epoch, "previous_producer_id": self.previous_producer_id,
         }).encode()
 
     @classmethod
     def from_json(cls, transactional_id: str, value: bytes) -> TransactionMetadata:
         d = json.loads(value)
         return cls(transactional_id, d["producer_id"], d["producer_epoch"], d["timeout_ms"], d["state"],
-                   {(t, p) for t, p in d["partitions"]}, set(d["groups"]), d["start_ms"], d["updated_ms"])
+                   {(t, p) for t, p in d["partitions"]}, set(d["groups"]), d["start_ms"], d["updated_ms"],
+                   d.get("last_producer_epoch", -1), d.get("previous_producer_id", -1))
 
 
 def _now_ms() -> int:
@@ -298,6 +306,7 @@ class TransactionCoordinator:
         log.info("aborting transaction %s (producer %d): %s", meta.transactional_id, meta.producer_id, why)
         if meta.producer_epoch + 1 < MAX_EPOCH:
             meta.producer_epoch += 1
+        meta.last_producer_epoch = -1  # fenced: no retry of the producer's own bump gets this epoch
         meta.state = PREPARE_ABORT
         await self._persist(meta)
         await self._complete(meta, False)
@@ -317,7 +326,10 @@ class TransactionCoordinator:
                                            timeout_ms)
                 await self._persist(meta)
                 return meta.producer_id, meta.producer_epoch
-            if producer_id >= 0 and (producer_id, producer_epoch) != (meta.producer_id, meta.producer_epoch):
+            bumped_by_it = producer_id >= 0 and producer_epoch == meta.last_producer_epoch and producer_id in (
+                meta.producer_id, meta.previous_producer_id)
+            if producer_id >= 0 and (producer_id, producer_epoch) != (meta.producer_id, meta.producer_epoch) \
+                    and not bumped_by_it:
                 raise TransactionError(ErrorCode.producer_fenced, "a newer producer has this transactional id")
             if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
                 raise TransactionError(ErrorCode.concurrent_transactions)
@@ -325,7 +337,13 @@ class TransactionCoordinator:
                 # the previous producer's open transaction is aborted first; the client retries
                 self._spawn(self._abort_in_background(meta))
                 raise TransactionError(ErrorCode.concurrent_transactions)
+            if bumped_by_it:  # the retry of a bump that was written: its answer again, as Kafka
+                return meta.producer_id, meta.producer_epoch
+            # the producer's own bump (KIP-360) can be retried; a new producer's fences every earlier one
+            meta.last_producer_epoch = meta.producer_epoch if producer_id >= 0 else -1
+            meta.previous_producer_id = -1
             if meta.producer_epoch + 1 >= MAX_EPOCH:
+                meta.previous_producer_id = meta.producer_id if producer_id >= 0 else -1
                 meta.producer_id, meta.producer_epoch = self.broker.registry.producer_ids.allocate(), 0
             else:
                 meta.producer_epoch += 1
