@@ -200,10 +200,12 @@ class SharePersister:
 
     # -- reads -------------------------------------------------------------------------------------------
 
-    async def read(self, group_id: str, topic: str, topic_id, index: int, leader_epoch: int) -> dict | None:
+    async def read(self, group_id: str, topic: str, topic_id, index: int, leader_epoch: int,
+                   timeout_s: float = RETRY_S) -> dict | None:
         """The share-partition's window as the coordinator holds it (None: it holds none), read in
-        ``leader_epoch`` (which fences older leaders' writes from then on)."""
-        end = time.monotonic() + RETRY_S
+        ``leader_epoch`` (which fences older leaders' writes from then on); retried while the coordinator moves, for
+        ``timeout_s`` at most."""
+        end = time.monotonic() + timeout_s
         while True:
             try:
                 if self._local():

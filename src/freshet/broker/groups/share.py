@@ -45,6 +45,7 @@ EMPTY, STABLE, DEAD = "Empty", "Stable", "Dead"
 LEAVE_EPOCH = -1
 JOIN_EPOCH = 0
 CHECK_INTERVAL_S = 0.1  # sessions and record locks, while a group has members or locked records
+LOAD_TIMEOUT_S = 5.0  # a share fetch waits this long for the share coordinator (its partition is left out after)
 
 
 # group config name -> (settings field, parse, check): what IncrementalAlterConfigs may set on a GROUP
@@ -367,7 +368,7 @@ class ShareGroupCoordinator:
         log_partition = self.registry.partition(topic, index)
         if live is None or log_partition is None:
             return
-        value = await self.persister.read(group.group_id, topic, live.topic_id, index, epoch)
+        value = await self.persister.read(group.group_id, topic, live.topic_id, index, epoch, LOAD_TIMEOUT_S)
         if self.led_epoch(topic, index) != epoch or self.registry.partition(topic, index) is not log_partition:
             return  # the partition moved on while it was read: the next fetch loads it again
         current = group.partitions.get((topic, index))
