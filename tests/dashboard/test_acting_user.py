@@ -129,3 +129,104 @@ def test_the_overview_and_searches_read_as_the_signed_in_user(tmp_path, monkeypa
         assert {"alice-orders", "payroll"} <= {t["name"] for t in dashboard.get("/api/cluster").json()["topics"]}
         own = dashboard.get("/api/topics/alice-orders/messages", params={"start": "oldest"})
         assert own.status_code == 403, own.text  # DESCRIBE only: it reads no records
+
+
+def test_share_groups_and_every_other_tab_as_the_signed_in_user(tmp_path, monkeypatch):
+    """Share groups (which librdkafka's ListGroups leaves out) show to a signed-in user who may describe them;
+    the Pipelines, Transactions, Clients, Applications, Ingest and Rules tabs read as them: a tab made from a
+    registry they may not READ is one 403 line, a stop request is written as them (refused where they may not
+    WRITE the control topic), transactions are those they may describe."""
+    import json
+
+    from confluent_kafka import Consumer, Producer, ShareConsumer
+
+    from freshet.client.pipeline_registry import CONTROL_TOPIC, PIPELINES_TOPIC, ensure_topics
+    from freshet.client.queue import set_group_configs
+    from freshet.local import BrokerProcess
+    from freshet.testing.polling import wait_for
+
+    data = tmp_path / "data"
+    add_users(data, "admin", "alice", "bob", "carol")
+    with BrokerProcess(data_dir=str(data), listeners=["SASL_PLAINTEXT"], extra_args=["--super-user", "User:admin"]) as b:
+        for variable, value in {"FRESHET_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "FRESHET_SASL_MECHANISM": "PLAIN",
+                                "FRESHET_SASL_USERNAME": "admin", "FRESHET_SASL_PASSWORD": "admin-pw"}.items():
+            monkeypatch.setenv(variable, value)  # the dashboard reads as admin; the users' ACLs decide the rest
+        admin = AdminClient(sasl(b.bootstrap, "admin"))
+        admin.create_topics([NewTopic("alice-jobs", 1)])["alice-jobs"].result(10)
+        ensure_topics(b.bootstrap)
+        producer = Producer(sasl(b.bootstrap, "admin"))
+        producer.produce("alice-jobs", b"job")
+        producer.produce(PIPELINES_TOPIC, json.dumps({"name": "etl", "status": "running"}).encode(), b"etl")
+        assert producer.flush(30) == 0
+        for txn in ("alice-tx", "payroll-tx"):
+            transactional = Producer({**sasl(b.bootstrap, "admin"), "transactional.id": txn})
+            transactional.init_transactions(30)
+            transactional.begin_transaction()
+            transactional.produce("alice-jobs", b"in a transaction")
+            transactional.flush(30)  # left open: Ongoing
+        for group in ("alice-share", "payroll-share"):
+            set_group_configs(b.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+            worker = ShareConsumer({**sasl(b.bootstrap, "admin"), "group.id": group, "log_level": 3})
+            worker.subscribe(["alice-jobs"])
+            wait_for(lambda: any(m.error() is None for m in worker.poll(0.5)), 60, f"{group} to take a record")
+            worker.close()
+
+        def allow(user, rtype, name, pattern, *ops):
+            for f in admin.create_acls([AclBinding(rtype, name, pattern, f"User:{user}", "*", op,
+                                                   AclPermissionType.ALLOW) for op in ops]).values():
+                f.result(10)
+
+        prefixed, literal = ResourcePatternType.PREFIXED, ResourcePatternType.LITERAL
+        for user in ("alice", "bob"):
+            allow(user, ResourceType.TOPIC, PIPELINES_TOPIC, literal, AclOperation.READ, AclOperation.DESCRIBE)
+            allow(user, ResourceType.TOPIC, CONTROL_TOPIC, literal, AclOperation.DESCRIBE)
+        allow("alice", ResourceType.TOPIC, CONTROL_TOPIC, literal, AclOperation.WRITE)
+        allow("alice", ResourceType.GROUP, "alice-", prefixed, AclOperation.DESCRIBE)
+        allow("alice", ResourceType.TOPIC, "alice-", prefixed, AclOperation.DESCRIBE)
+        allow("alice", ResourceType.TRANSACTIONAL_ID, "alice-", prefixed, AclOperation.DESCRIBE)
+        allow("alice", ResourceType.BROKER, "kafka-cluster", literal, AclOperation.DESCRIBE_CONFIGS)
+        collector = Collector(b.bootstrap)
+        wait_for(lambda: {"alice-share", "payroll-share"} <= set(collector.collect().groups), 60,
+                 "both share groups in the dashboard's round")
+        app = create_app(collector, token="tok", login=KafkaLogin(b.bootstrap))
+        alice, bob, carol = (signed_in(app, user) for user in ("alice", "bob", "carol"))
+
+        assert {"alice-share"} <= set(alice.get("/api/groups").json()) and \
+            "payroll-share" not in alice.get("/api/groups").json()
+        assert alice.get("/api/groups/alice-share").json()["type"] == "share"
+        assert alice.get("/api/groups/payroll-share").status_code == 404
+        assert "alice-share" in alice.get("/api/overview").json()["groups"]
+        assert not {"alice-share", "payroll-share"} & set(carol.get("/api/groups").json())
+
+        assert set(alice.get("/api/pipelines").json()) == {"etl"}
+        assert alice.post("/api/pipelines/etl/stop").status_code == 200
+        reader = Consumer({**sasl(b.bootstrap, "admin"), "group.id": "check", "auto.offset.reset": "earliest"})
+        reader.subscribe([CONTROL_TOPIC])
+        stops: list = []
+        wait_for(lambda: stops.extend(m.value() for m in reader.consume(10, 0.5) if m.error() is None) or stops, 60,
+                 "alice's stop request")
+        reader.close()
+        assert [json.loads(v) for v in stops] == [{"name": "etl", "action": "stop"}]
+        refused = bob.post("/api/pipelines/etl/stop")  # bob may read the registry, not write the control topic
+        assert refused.status_code == 403 and "AUTHORIZATION_FAILED" in refused.json()["detail"], refused.text
+        for path in ("/api/pipelines", "/api/pipelines/etl/stop"):
+            answer = carol.get(path) if path == "/api/pipelines" else carol.post(path)
+            assert answer.status_code == 403, answer.text
+            assert answer.json()["detail"] == ("cannot show the pipelines: TOPIC_AUTHORIZATION_FAILED: this user may "
+                                               f"not read {PIPELINES_TOPIC}")
+        assert carol.get("/api/overview").json()["pipelines"] == {}
+        assert "etl" in alice.get("/api/overview").json()["pipelines"]
+
+        assert set(alice.get("/api/transactions").json()) == {"alice-tx"}
+        assert alice.get("/api/transactions").json()["alice-tx"]["state"] == "Ongoing"
+        assert carol.get("/api/transactions").json() == {}
+        assert alice.get("/api/clients").status_code == 200
+        clients = carol.get("/api/clients")
+        assert clients.status_code == 403 and "CLUSTER_AUTHORIZATION_FAILED" in clients.json()["detail"]
+        for path in ("/api/applications", "/api/ingest", "/api/rules"):  # registries not made yet: nothing hidden
+            assert carol.get(path).status_code == 200, path
+
+        dashboard = TestClient(app, headers={"Authorization": "Bearer tok"})  # the dashboard's own user: all
+        assert {"alice-share", "payroll-share"} <= set(dashboard.get("/api/groups").json())
+        assert {"alice-tx", "payroll-tx"} <= set(dashboard.get("/api/transactions").json())
+        assert dashboard.get("/api/pipelines").status_code == 200

@@ -1,11 +1,12 @@
 """The Security tab in a real browser (Chromium driven by Playwright) against a SASL broker with an authorizer:
 a user added from the form, an ACL added (a bad operation refused in one line first) that lets that user write,
 then removed from its row (the user is denied again), a quota refused with the broker's INVALID_REQUEST text and
-then set."""
+then set; then, signed in as that user, the Pipelines tab (a registry he may not READ) is one line saying so."""
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from freshet.client.pipeline_registry import ensure_topics
 from freshet.client.quotas import QuotaAdmin
 from freshet.testing.polling import wait_for
 
@@ -67,6 +68,24 @@ def test_users_acls_and_quotas_from_the_security_tab(page, tmp_path, monkeypatch
                          "the quota to be set")
             finally:
                 quotas.close()
+        finally:
+            dash.terminate()
+            dash.wait(30)
+
+        # signed in as frank, a tab made from a registry he may not READ is one line saying so
+        ensure_topics(b.bootstrap)
+        dash, port = start_dashboard(b.bootstrap, "--login")
+        try:
+            open_dashboard(page, port)  # the sign-in page
+            page.fill("input[name=username]", "frank")
+            page.fill("input[name=password]", "frank-pw")
+            page.click("button[type=submit]")
+            page.click("nav a[data-tab=pipelines]")
+            line = page.wait_for_selector("#pipelines > p.tab-error:has-text('TOPIC_AUTHORIZATION_FAILED')",
+                                          timeout=30_000)
+            assert line.inner_text() == ("cannot show the pipelines: TOPIC_AUTHORIZATION_FAILED: this user may not "
+                                         "read __freshet_pipelines")
+            page.screenshot(path=str(tmp_path / "console-refused-tab.png"))
         finally:
             dash.terminate()
             dash.wait(30)

@@ -27,11 +27,12 @@ def ensure_topics(bootstrap: str) -> None:
     admin.ensure_topic(CONTROL_TOPIC, 1, {"retention.ms": "3600000"}, existing)
 
 
-def request_stop(bootstrap: str, name: str, timeout_s: float = 10.0) -> None:
+def request_stop(bootstrap: str, name: str, timeout_s: float = 10.0, overrides: dict | None = None) -> None:
     """Write a stop request for pipeline ``name``; ClientError when the log did not acknowledge it in time
-    (the pipeline would never see it, so saying "asked to stop" would be untrue)."""
+    (the pipeline would never see it, so saying "asked to stop" would be untrue). ``overrides``: another user's
+    SASL settings (librdkafka's names) to write as, so their ACLs decide."""
     ensure_topics(bootstrap)
-    producer = Producer(producer_config(bootstrap, {"log_level": 0}))
+    producer = Producer(producer_config(bootstrap, {"log_level": 0, **(overrides or {})}))
     refused: list = []
     producer.produce(CONTROL_TOPIC, json.dumps({"name": name, "action": "stop"}).encode(), name.encode(),
                      on_delivery=lambda err, _msg: refused.append(err) if err is not None else None)

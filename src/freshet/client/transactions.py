@@ -29,21 +29,30 @@ class TransactionInfo:
     partitions: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
 
 
-def _admin(bootstrap: str | None):
+def _admin(bootstrap: str | None, overrides: dict | None = None):
+    """kafka-python's admin client with the FRESHET_* security settings, ``overrides`` (librdkafka's names:
+    another user's SASL name and password) over them."""
     from kafka.admin import KafkaAdminClient
     from kafka.errors import KafkaError
 
+    from .config import security_config
+    from .log_dirs import KAFKA_PYTHON_NAMES
+
+    settings = {KAFKA_PYTHON_NAMES[k]: v for k, v in {**security_config(), **(overrides or {})}.items()
+                if k in KAFKA_PYTHON_NAMES}
     try:
-        return KafkaAdminClient(bootstrap_servers=resolve_bootstrap(bootstrap), request_timeout_ms=10_000)
+        return KafkaAdminClient(bootstrap_servers=resolve_bootstrap(bootstrap), request_timeout_ms=10_000, **settings)
     except KafkaError as exc:
         raise ClientError(f"cannot reach the Kafka cluster at {resolve_bootstrap(bootstrap)}: {exc}") from None
 
 
-def list_transactions(bootstrap: str | None = None, state: str | None = None) -> list[TransactionInfo]:
-    """Every transactional id the cluster's coordinators know, optionally only those in ``state``."""
+def list_transactions(bootstrap: str | None = None, state: str | None = None,
+                      overrides: dict | None = None) -> list[TransactionInfo]:
+    """Every transactional id the cluster's coordinators know (that the user may describe), optionally only those
+    in ``state``; ``overrides``: another user's SASL settings (librdkafka's names) to ask as."""
     if state is not None and state not in STATES:
         raise ClientError(f"unknown transaction state {state!r}; one of {', '.join(STATES)}")
-    admin = _admin(bootstrap)
+    admin = _admin(bootstrap, overrides)
     try:
         listings = admin.list_transactions(state_filters=[state] if state else None)
     finally:
@@ -53,11 +62,13 @@ def list_transactions(bootstrap: str | None = None, state: str | None = None) ->
     return sorted(found, key=lambda t: t.transactional_id)
 
 
-def describe_transaction(transactional_id: str, bootstrap: str | None = None) -> TransactionInfo:
-    """One transaction, with each partition's last stable offset and high watermark."""
+def describe_transaction(transactional_id: str, bootstrap: str | None = None,
+                         overrides: dict | None = None) -> TransactionInfo:
+    """One transaction, with each partition's last stable offset and high watermark (``overrides``: as
+    list_transactions)."""
     from kafka.errors import KafkaError
 
-    admin = _admin(bootstrap)
+    admin = _admin(bootstrap, overrides)
     try:
         described = admin.describe_transactions([transactional_id])[transactional_id]
     except KafkaError as exc:
@@ -69,9 +80,9 @@ def describe_transaction(transactional_id: str, bootstrap: str | None = None) ->
                            described.transaction_start_time_ms)
     if described.topic_partitions:
         committed = Consumer(consumer_config(bootstrap, overrides={"isolation.level": "read_committed",
-                                                                   "log_level": 0}))
+                                                                   "log_level": 0, **(overrides or {})}))
         uncommitted = Consumer(consumer_config(bootstrap, overrides={"isolation.level": "read_uncommitted",
-                                                                     "log_level": 0}))
+                                                                     "log_level": 0, **(overrides or {})}))
         try:
             for tp in sorted(described.topic_partitions):
                 lso = committed.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10)[1]

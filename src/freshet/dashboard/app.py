@@ -23,6 +23,7 @@ def create_app(collector: Collector, token: str | None = None, login: KafkaLogin
     app = FastAPI(title="Freshet dashboard", docs_url=None, redoc_url=None)
     app.state.collector, app.state.token, app.state.login = collector, token, login
     app.state.visible = {}  # session -> (asked at, topics, groups) the signed-in user may see (routers.visible_to)
+    app.state.readable = {}  # session -> {topic: (asked at, may READ)} (routers.readable_to)
     app.state.sql = sql_endpoint  # POST /sql runs statements through it (routers/sql.py); None: no SQL served
     app.state.metrics = metrics.registry_for(collector)
     app.middleware("http")(access.require_access)

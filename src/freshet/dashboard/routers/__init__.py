@@ -51,13 +51,86 @@ def visible_to(request: Request) -> tuple[set[str], set[str]] | None:
     seen = request.app.state.visible
     for gone in [s for s in seen if login.user_of(s) is None]:  # signed out or expired
         seen.pop(gone)
+        request.app.state.readable.pop(gone, None)
     at, topics, groups = seen.get(session, (0.0, set(), set()))
     if time.monotonic() - at > VISIBLE_TTL_S:
         metadata = admin.list_topics(timeout=10)
         topics = {name for name, t in metadata.topics.items() if t.error is None}
         groups = {g.group_id for g in admin.list_consumer_groups().result(10).valid}
+        shares = [g for g, x in request.app.state.collector.snapshot.groups.items()
+                  if x.get("type") == "share" and g not in groups]
+        groups |= describable(admin, shares)
         seen[session] = (time.monotonic(), topics, groups)
     return topics, groups
+
+
+def readable_to(request: Request, topics: tuple[str, ...]) -> set[str] | None:
+    """Of ``topics``, those the signed-in user may READ (``acting.may_read``, asked as them, kept
+    ``VISIBLE_TTL_S`` per session; a topic their Metadata does not name is not theirs, one the cluster does not
+    have yet is nobody's and hides nothing); None: no sign-in, or a
+    request with the token (the dashboard reads for itself). Blocking: call it off the event loop."""
+    import time
+
+    from ..acting import may_read
+
+    login = request.app.state.login
+    session = request.cookies.get(COOKIE)
+    credentials = login.credentials(session) if login is not None else None
+    if credentials is None:
+        return None
+    known = request.app.state.readable.setdefault(session, {})  # topic -> (asked at, may read)
+    stale = [t for t in topics if time.monotonic() - known.get(t, (-VISIBLE_TTL_S - 1, False))[0] > VISIBLE_TTL_S]
+    if stale:
+        described = visible_to(request)[0]
+        found = may_read(login.bootstrap, credentials, [t for t in stale if t in described])
+        known.update({t: (time.monotonic(), t in found) for t in stale})
+    existing = request.app.state.collector.snapshot.topics
+    return {t for t in topics if known[t][1] or t not in existing}  # a registry not made yet: nothing to hide
+
+
+def sees_cluster(request: Request) -> bool | None:
+    """Whether the signed-in user may describe the cluster's configs (``acting.may_describe_cluster``, kept as
+    ``readable_to`` keeps its answers); None: no sign-in. Blocking."""
+    import time
+
+    from ..acting import may_describe_cluster
+
+    login = request.app.state.login
+    session = request.cookies.get(COOKIE)
+    admin = login.admin_for(session) if login is not None else None
+    if admin is None:
+        return None
+    known = request.app.state.readable.setdefault(session, {})
+    at, yes = known.get(":cluster", (-VISIBLE_TTL_S - 1, False))
+    if time.monotonic() - at > VISIBLE_TTL_S:
+        yes = may_describe_cluster(admin)
+        known[":cluster"] = (time.monotonic(), yes)
+    return yes
+
+
+def unreadable(topic: str, what: str) -> HTTPException:
+    """The one line a tab shows when the signed-in user may not READ the topic it is made from."""
+    return HTTPException(403, f"cannot show {what}: TOPIC_AUTHORIZATION_FAILED: this user may not read {topic}")
+
+
+def describable(admin: AdminClient, group_ids: list[str]) -> set[str]:
+    """The groups among ``group_ids`` that ``admin``'s user may describe. librdkafka's ListGroups leaves share
+    groups out, so these are asked of the group's coordinator by name: the cluster checks DESCRIBE on the group
+    first and answers GROUP_AUTHORIZATION_FAILED without it (as Kafka's ShareGroupDescribe does); a group it then
+    finds to be of another type (GROUP_ID_NOT_FOUND) was the user's to describe. No answer: not shown."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    if not group_ids:
+        return set()
+    out = set()
+    for group_id, future in admin.describe_consumer_groups(group_ids, request_timeout=10).items():
+        try:
+            future.result(15)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.GROUP_ID_NOT_FOUND:
+                continue
+        out.add(group_id)
+    return out
 
 
 def one(mapping: dict, key: str, missing: str) -> dict:

@@ -11,7 +11,7 @@ from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, Field
 
 from ..refusals import refusal
-from . import Admin, Source, history, one
+from . import Admin, Credentials, Source, history, one
 
 router = APIRouter()
 TIMEOUT_S = 30
@@ -37,17 +37,23 @@ async def topic(name: str, collector: Source, admin: Admin) -> dict:
 
 
 @router.get("/api/transactions")
-async def transactions(collector: Source) -> dict:
-    """Every transactional id; for the open ones, each partition's last stable offset and how many
-    records it holds back behind the high watermark (read_committed readers wait for those)."""
+async def transactions(collector: Source, credentials: Credentials) -> dict:
+    """Every transactional id (a signed-in user: those the cluster lets them describe, asked as them); for the
+    open ones, each partition's last stable offset and how many records it holds back behind the high watermark
+    (read_committed readers wait for those)."""
+    from freshet.client.errors import ClientError
     from freshet.client.transactions import describe_transaction, list_transactions
 
     def gather() -> dict:
         out = {}
-        for t in list_transactions(collector.bootstrap):
+        for t in list_transactions(collector.bootstrap, overrides=credentials):
             entry = {"producer_id": t.producer_id, "state": t.state, "partitions": []}
             if t.state == "Ongoing":
-                d = describe_transaction(t.transactional_id, collector.bootstrap)
+                try:
+                    d = describe_transaction(t.transactional_id, collector.bootstrap, overrides=credentials)
+                except ClientError:  # ended (or moved) since it was listed
+                    out[t.transactional_id] = entry
+                    continue
                 entry.update(producer_epoch=d.producer_epoch, start_time_ms=d.start_time_ms, timeout_ms=d.timeout_ms)
                 entry["partitions"] = [{"topic": topic, "partition": p, "last_stable_offset": lso,
                                         "high_watermark": hw, "held_back": hw - lso}
