@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import ssl
 import sys
 
@@ -91,6 +92,9 @@ def broker() -> None:
 @click.option("--controller", "controllers", default=None, metavar="HOST:PORT,...",
               help="Join a cluster: the controllers' endpoints (python -m freshet.controller --listen ...), as "
                    "Kafka's controller.quorum.bootstrap.servers. Without it: the one-node broker.")
+@click.option("--controller-password-file", default=None, type=click.Path(dir_okay=False),
+              envvar="FRESHET_CONTROLLER_PASSWORD_FILE", show_envvar=True,
+              help="The cluster secret (the file's first line) proved to controllers started with --endpoint-auth.")
 @click.option("--rack", default=None, help="broker.rack (cluster mode).")
 @click.option("--replica-selector-class", default=None,
               type=click.Choice(["org.apache.kafka.common.replica.LeaderSelector",
@@ -123,7 +127,8 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
           share_auto_offset_reset: str, listeners: tuple[str, ...], ssl_certfile: str | None,
           ssl_keyfile: str | None, ssl_cafile: str | None, ssl_client_auth: str, sasl_mechanisms: str,
           authorizer: bool | None, super_users: tuple[str, ...], allow_everyone_if_no_acl_found: bool, reauth_ms: int,
-          max_failed_authentications: int, node_id: int, controllers: str | None, rack: str | None,
+          max_failed_authentications: int, node_id: int, controllers: str | None,
+          controller_password_file: str | None, rack: str | None,
           replica_selector_class: str | None, inter_broker_sasl_mechanism: str | None,
           inter_broker_user: str | None, inter_broker_password_file: str | None,
           heartbeat_interval_ms: int, default_replication_factor: int, offsets_topic_replication_factor: int,
@@ -164,6 +169,15 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
         except ValueError as exc:
             click.echo(f"error: --controller: {exc}", err=True)
             sys.exit(1)
+        if controller_password_file:
+            from freshet.controller.auth import PASSWORD_FILE_ENV, read_password_file
+
+            try:
+                read_password_file(controller_password_file)
+            except ValueError as exc:
+                click.echo(f"error: --controller-password-file: {exc}", err=True)
+                sys.exit(1)
+            os.environ[PASSWORD_FILE_ENV] = controller_password_file  # what the broker's controller clients read
     mechanisms = tuple(m.strip().upper() for m in sasl_mechanisms.split(",") if m.strip())
     unknown = sorted(set(mechanisms) - set(SUPPORTED))
     if unknown or not mechanisms:

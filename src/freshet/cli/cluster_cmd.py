@@ -178,7 +178,7 @@ def _operations(directory: str):
     local = LocalCluster.attach(directory)
     if not local.running_controllers():
         raise ClusterError(f"the cluster in {local.directory} is not running (freshet cluster start)")
-    return local, Operations(local.controller_addresses)
+    return local, Operations(local.controller_addresses, password=local.password)
 
 
 @cluster.command("add-broker")

@@ -11,7 +11,8 @@ import signal
 import sys
 import threading
 
-from .node import DEFAULT_SESSION_TIMEOUT_MS, PASSWORD_FILE_ENV, Controller, parse_voters, read_password_file
+from .auth import PASSWORD_FILE_ENV, read_password_file
+from .node import DEFAULT_SESSION_TIMEOUT_MS, Controller, parse_voters
 from .placement import (DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_S, DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE,
                         LeaderBalance)
 
@@ -40,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="a file whose first line is the cluster secret (16 characters or more), the same "
                              "for every controller: Raft traffic encrypted and authenticated "
                              f"(default: ${PASSWORD_FILE_ENV})")
+    parser.add_argument("--endpoint-auth", action="store_true",
+                        help="clients of the JSON endpoint (brokers, freshet cluster) prove the cluster secret first: "
+                             f"give them the file in ${PASSWORD_FILE_ENV}")
     args = parser.parse_args(argv)
     try:
         password = read_password_file(args.password_file) if args.password_file else None
@@ -50,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         controller = Controller(
             args.node_id, voters, listen=args.listen, data_dir=args.data_dir,
             session_timeout_ms=args.session_timeout_ms, leader_balance=balance, password=password,
+            endpoint_auth=args.endpoint_auth,
         )
         controller.start()
     except (ValueError, OSError) as exc:

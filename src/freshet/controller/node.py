@@ -31,7 +31,9 @@ from typing import Any
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
+from . import auth
 from . import commands as c
+from .auth import PASSWORD_FILE_ENV, read_password_file  # noqa: F401 (where the controller's callers find them)
 from .placement import LeaderBalance, imbalanced_leaders
 from .state import ClusterMetadata, Result
 
@@ -65,25 +67,6 @@ def parse_voters(text: str) -> list[Voter]:
     if not voters or len(set(ids)) != len(ids):
         raise ValueError(f"voters {text!r}: give each node id once, as ID@HOST:PORT,...")
     return voters
-
-
-PASSWORD_FILE_ENV = "FRESHET_CONTROLLER_PASSWORD_FILE"  # where --password-file is read from when not given
-MIN_PASSWORD_LENGTH = 16
-
-
-def read_password_file(path: str) -> str:
-    """The cluster secret kept in ``path`` (its first line, without the line end): what every controller of the
-    cluster is given, so that their Raft traffic is encrypted and authenticated (pysyncobj's ``password``). A
-    ValueError of one line when the file cannot be read or holds less than 16 characters."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            secret = f.readline().rstrip("\r\n")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read the controller password file {path}: {exc.strerror or exc}") from None
-    if len(secret) < MIN_PASSWORD_LENGTH:
-        raise ValueError(f"the controller password in {path} has {len(secret)} characters; give at least "
-                         f"{MIN_PASSWORD_LENGTH} (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
-    return secret
 
 
 def _fsync_path(path: str) -> None:
@@ -217,11 +200,15 @@ class Controller:
         command_timeout_s: float = 10.0,
         leader_balance: LeaderBalance | None = None,
         password: str | None = None,
+        endpoint_auth: bool = False,
     ) -> None:
-        """``password``: the cluster secret (``read_password_file``); every voter must be given the same one.
+        """``password``: the cluster secret (``auth.read_password_file``); every voter must be given the same one.
         pysyncobj then encrypts and authenticates every Raft message with a key derived from it (Fernet: AES
         and an HMAC) and drops a connection whose first message does not decrypt, before unpickling anything;
-        without it the Raft port unpickles whatever reaches it."""
+        without it the Raft port unpickles whatever reaches it. ``endpoint_auth``: a connection to the JSON
+        endpoint proves the same secret before its first request (``auth``'s challenge-response)."""
+        if endpoint_auth and not password:
+            raise ValueError("endpoint authentication needs the cluster secret (--password-file)")
         by_id = {v.node_id: v for v in voters}
         if node_id not in by_id:
             raise ValueError(f"node id {node_id} is not among the voters {sorted(by_id)}")
@@ -242,6 +229,8 @@ class Controller:
             connectionRetryTime=1.0, password=password or None,
         )
         self.raft_encrypted = bool(password)
+        self._password = password
+        self.endpoint_auth = endpoint_auth
         if data_dir:
             os.makedirs(data_dir, exist_ok=True)
             conf.journalFile = os.path.join(data_dir, "raft.journal")
@@ -381,6 +370,7 @@ class Controller:
             "last_applied": status.get("last_applied"),
             "has_quorum": status.get("has_quorum"),
             "raft_encrypted": self.raft_encrypted,
+            "endpoint_auth": self.endpoint_auth,
             "peers_connected": sum(
                 1 for key, value in status.items() if key.startswith("partner_node_status_server_") and value == 2
             ),
@@ -430,6 +420,49 @@ class _Server(socketserver.ThreadingTCPServer):
         super().__init__(address, handler)
 
 
+class _Handshake:
+    """One endpoint connection's authentication (``auth``): answers hello and auth, and every request before the
+    connection proved the cluster secret (CLUSTER_AUTHORIZATION_FAILED: ``refused``, the connection closes).
+    ``answer`` gives None for a request to serve."""
+
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+        self.proven = not controller.endpoint_auth
+        self.refused = False
+        self._nonce: str | None = None
+
+    def answer(self, line: bytes) -> dict | None:
+        try:
+            request = json.loads(line)
+        except ValueError:
+            request = None
+        op = request.get("op") if isinstance(request, dict) else None
+        if op == "hello":
+            nonce = request.get("nonce")
+            if not self.controller.endpoint_auth:
+                return {"error": "NONE", "auth": False}
+            if not (isinstance(nonce, str) and len(nonce) == auth.NONCE_HEX_CHARS):
+                return Result("INVALID_REQUEST", f"hello needs a nonce of {auth.NONCE_HEX_CHARS} hex digits").to_dict()
+            self._nonce = auth.new_nonce()
+            return {"error": "NONE", "auth": True, "nonce": self._nonce,
+                    "proof": auth.proof(self.controller._password, "controller", nonce)}
+        if op == "auth" and self.controller.endpoint_auth:
+            if self._nonce is not None and auth.proves(self.controller._password, "client", self._nonce,
+                                                       request.get("proof")):
+                self.proven = True
+                return Result().to_dict()
+            return self._refuse("the proof of the cluster secret is wrong (or no hello came first)")
+        if self.proven:
+            return None
+        return self._refuse("this controller's endpoint needs the cluster secret: give the client the file "
+                            f"${auth.PASSWORD_FILE_ENV} names")
+
+    def _refuse(self, message: str) -> dict:
+        self.refused = True
+        logger.warning("endpoint connection refused: %s", message)
+        return Result("CLUSTER_AUTHORIZATION_FAILED", message).to_dict()
+
+
 class _Handler(socketserver.StreamRequestHandler):
     def handle(self) -> None:
         """One connection. A broker's registration or heartbeat given with ``"session": true`` makes it that
@@ -437,11 +470,16 @@ class _Handler(socketserver.StreamRequestHandler):
         once (CloseBrokerSession). Tools' connections, without it, fence nobody when they close."""
         controller: Controller = self.server.controller
         session: tuple[int, int] | None = None
+        handshake = _Handshake(controller)
         try:
             for line in self.rfile:
-                answer, session = self._answer(controller, line, session)
+                answer = handshake.answer(line)
+                if answer is None:
+                    answer, session = self._answer(controller, line, session)
                 self.wfile.write(json.dumps(answer).encode() + b"\n")
                 self.wfile.flush()
+                if handshake.refused:
+                    break
         except OSError:
             pass
         finally:

@@ -15,17 +15,20 @@ __all__ = ["Operations", "PlanError"]
 
 
 class Operations:
-    def __init__(self, addresses: list[tuple[str, int]], timeout_s: float = 300.0) -> None:
+    def __init__(self, addresses: list[tuple[str, int]], timeout_s: float = 300.0, password: str | None = None) -> None:
+        """``password``: the cluster secret, for controllers started with --endpoint-auth (default: the file
+        $FRESHET_CONTROLLER_PASSWORD_FILE names, if any)."""
         if not addresses:
             raise PlanError("no controller to talk to")
         self.addresses = addresses
         self.timeout_s = timeout_s
+        self.password = password
 
     def _request(self, request: dict) -> dict:
         last: Exception | None = None
         for address in self.addresses:
             try:
-                with ControllerClient(address, timeout=30) as client:
+                with ControllerClient(address, timeout=30, password=self.password) as client:
                     return client.request(request)
             except OSError as exc:
                 last = exc

@@ -142,3 +142,87 @@ def test_a_controller_process_with_a_bad_password_file_exits_1_with_one_line(tmp
                                "--password-file", str(path)], capture_output=True, text=True, timeout=120)
         assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert words in done.stderr
+
+
+# -- the JSON endpoint with --endpoint-auth ---------------------------------------------------------------------
+@pytest.fixture
+def guarded():
+    """A one-node group whose endpoint asks for the secret."""
+    voters = parse_voters(f"1@127.0.0.1:{free_port()}")
+    controller = Controller(1, voters, listen=("127.0.0.1", free_port()), password=SECRET, endpoint_auth=True)
+    controller.start()
+    try:
+        wait_for("a one-node group's leader", controller.is_active)
+        yield controller
+    finally:
+        controller.stop()
+
+
+TOPIC = {"command": "CreateTopic", "name": "t", "partitions": 1, "replication_factor": 1}
+
+
+def test_a_client_without_the_secret_is_refused_and_changes_nothing(guarded):
+    from freshet.controller.client import ControllerClient
+
+    before = guarded.metadata()
+    for request in [{"op": "command", "command": TOPIC}, {"op": "metadata"}, {"op": "status"}, [1]]:
+        with ControllerClient(guarded.endpoint, timeout=30, password="") as client:
+            answer = client.request(request)
+            assert (answer["error"], answer["error_code"]) == ("CLUSTER_AUTHORIZATION_FAILED", 31), answer
+            assert "needs the cluster secret" in answer["message"]
+            with pytest.raises(ConnectionError):  # and the connection is closed
+                client.request({"op": "status"})
+    assert guarded.metadata() == before
+
+
+def test_a_client_with_the_secret_is_served_and_one_with_another_is_refused(guarded):
+    import asyncio
+
+    from freshet.controller.client import AsyncControllerClient, ControllerClient
+
+    with ControllerClient(guarded.endpoint, timeout=30, password=SECRET) as client:
+        assert client.command({"command": "RegisterBroker", "broker_id": 1, "incarnation_id": "i",
+                               "host": "127.0.0.1", "port": 9092})["error"] == "NONE"
+        assert [b["broker_id"] for b in client.metadata()["brokers"]] == [1]
+
+    async def metadata():
+        client = AsyncControllerClient([guarded.endpoint], timeout=30, password=SECRET)
+        try:
+            return await client.request({"op": "metadata"})
+        finally:
+            await client.close()
+
+    assert [b["broker_id"] for b in asyncio.run(metadata())["brokers"]] == [1]
+    before = guarded.metadata()
+    with ControllerClient(guarded.endpoint, timeout=30, password="another secret of the cluster") as client:
+        with pytest.raises(PermissionError, match="does not know the cluster secret"):
+            client.command({"command": "UnregisterBroker", "broker_id": 1})
+    assert guarded.metadata() == before
+
+
+def test_a_wrong_proof_is_refused_and_the_connection_closed(guarded):
+    import json
+
+    with socket.create_connection(guarded.endpoint, timeout=30) as sock, sock.makefile("rb") as lines:
+        sock.sendall(json.dumps({"op": "hello", "nonce": "0" * 32}).encode() + b"\n")
+        hello = json.loads(lines.readline())
+        assert hello["auth"] is True and len(hello["nonce"]) == 32
+        sock.sendall(json.dumps({"op": "auth", "proof": hello["proof"]}).encode() + b"\n")  # the server's own back
+        assert json.loads(lines.readline())["error"] == "CLUSTER_AUTHORIZATION_FAILED"
+        assert lines.readline() == b""  # closed
+
+
+def test_endpoint_auth_needs_the_secret_and_a_client_with_it_still_talks_to_an_open_endpoint():
+    from freshet.controller.client import ControllerClient
+
+    voters = parse_voters(f"1@127.0.0.1:{free_port()}")
+    with pytest.raises(ValueError, match="endpoint authentication needs the cluster secret"):
+        Controller(1, voters, listen=("127.0.0.1", free_port()), endpoint_auth=True)
+    controller = Controller(1, voters, listen=("127.0.0.1", free_port()), password=SECRET).start()
+    try:
+        wait_for("a one-node group's leader", controller.is_active)
+        with ControllerClient(controller.endpoint, timeout=30, password=SECRET) as client:
+            status = client.status()
+        assert status["raft_encrypted"] and not status["endpoint_auth"]
+    finally:
+        controller.stop()
