@@ -82,3 +82,48 @@ def test_http_scan_and_p2p_give_the_engine_s_matches_over_json_and_csv(sql, brok
     finally:
         for push in pushes:
             push.stop()
+
+
+AVRO_SCHEMA = {"type": "record", "name": "SecurityEvent", "fields": [
+    {"name": "event_time", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "src_ip", "type": "string"}, {"name": "dst_ip", "type": "string"},
+    {"name": "dst_port", "type": ["null", "int"]}, {"name": "group", "type": "string"},
+    {"name": "event_name", "type": "string"}]}
+
+
+def test_match_recognize_over_an_avro_stream_gives_the_engine_s_matches(sql, broker, topic_name):
+    """The engine reads an Avro record as the JSON object of the stream's columns (from the schema's fields, the
+    timestamp-millis event time as a TIMESTAMP), Confluent-framed here as Schema Registry's serializers write."""
+    import io
+    import json
+
+    import fastavro
+
+    generated = security_events(2_000, attacks=6, seed=22, rate_per_s=10)
+    events = list(generated.events)
+    last = max(datetime.fromisoformat(e["event_time"]) for e in events)
+    events.append({"event_time": iso(int((last + timedelta(hours=1)).timestamp() * 1000)), "src_ip": "1.1.1.1",
+                   "dst_ip": "2.2.2.2", "dst_port": 1, "group": "none", "event_name": "end"})
+    parsed = fastavro.parse_schema(AVRO_SCHEMA)
+
+    def avro(event: dict) -> bytes:
+        out = io.BytesIO()
+        record = dict(event, event_time=int(datetime.fromisoformat(event["event_time"]).timestamp() * 1000))
+        fastavro.schemaless_writer(out, parsed, {f["name"]: record.get(f["name"]) for f in AVRO_SCHEMA["fields"]})
+        return b"\x00\x00\x00\x00\x01" + out.getvalue()
+
+    produce(broker.bootstrap, topic_name, [avro(e) for e in events], partitions=1)
+    stream = f"sec_avro_{abs(hash(topic_name)) % 10**8}"
+    list(sql.execute(f"""CREATE STREAM {stream} WITH (topic='{topic_name}', format='avro', framing='confluent',
+        schema='{json.dumps(AVRO_SCHEMA)}', timestamp='event_time', watermark='30 seconds')"""))
+    expected = sorted(tuple(m.alert()["measures"].values())[:3]
+                      for m in match_events(parse_rule(INTRUSION["p2p"]), events))
+    assert len(expected) >= 2
+    push = sql.execute_one(QUERIES["p2p"].format(stream=stream) + f" EMIT CHANGES LIMIT {len(expected)}")
+    try:
+        assert push.columns == ["src_ip", "dst_ip", "event_name", "seen_at", "match_start", "match_end"]
+        rows = list(push.rows)
+        assert sorted(tuple(row[:3]) for row in rows) == expected
+        assert all(isinstance(row[3], datetime) for row in rows)  # the Avro timestamp-millis, a TIMESTAMP again
+    finally:
+        push.stop()
