@@ -108,6 +108,12 @@ def test_a_table_as_select_keeps_a_compacted_topic_and_answers_pull_queries(sql,
     assert ("TERMINATED",) == tuple(r[1] for r in one(sql, "SHOW QUERIES").rows if r[0] == query_id)
     with pytest.raises(SqlError, match="no query NOPE_1"):
         one(sql, "TERMINATE NOPE_1")
+    # dropped, the table's copy goes with it: a pull query no longer answers from it
+    some_minute = min(expected).isoformat(sep=" ")
+    assert one(sql, f"SELECT requests FROM {table} WHERE minute = '{some_minute}'").rows
+    one(sql, f"DROP TABLE {table}")
+    with pytest.raises(SqlError, match="TABLE_OR_VIEW_NOT_FOUND"):
+        one(sql, f"SELECT requests FROM {table} WHERE minute = '{some_minute}'")
 
 
 def _keyed(broker, topic) -> list[dict]:

@@ -76,3 +76,36 @@ def test_a_pull_query_is_answered_from_the_copy(store, session, query, columns, 
 ])
 def test_anything_else_is_left_to_spark(store, session, query):
     assert pull(session, query) is None
+
+
+def test_pull_queries_from_a_thread_each_share_a_few_connections(store, session, monkeypatch):
+    """POST /sql answers each request in a thread of its own: its pull query borrows an idle connection rather
+    than opening one per request (and leaving it to the garbage collector)."""
+    import threading
+
+    opened = []
+    real_open = TableStore._open
+    monkeypatch.setattr(TableStore, "_open", lambda self: opened.append(1) or real_open(self))
+    answers = []
+    for _ in range(30):
+        asking = threading.Thread(target=lambda: answers.append(
+            pull(session, "SELECT requests FROM rpm WHERE url = '/a' AND minute = '2026-01-01 00:01:00'")))
+        asking.start()
+        asking.join()
+    assert answers == [ts.Rows(["requests"], [(9,)])] * 30
+    assert len(opened) <= 1
+
+
+def test_a_table_dropped_or_declared_again_elsewhere_is_seen_at_once(store, session):
+    """Another process (another store object on the same copy) drops the table or declares it anew: this one's
+    pull queries follow at once (no stale columns or rows)."""
+    other = TableStore(dsn=session.table_store_dsn) if getattr(session, "table_store_dsn", None) \
+        else TableStore(path=store.path)
+    query = "SELECT * FROM rpm WHERE minute = '2026-01-01 00:01:00' AND url = '/a'"
+    assert pull(session, query).rows == [(MINUTE, "/a", 9, 11.0)]
+    other.define("rpm", [("minute", "timestamp"), ("url", "string"), ("hits", "bigint")], ["minute", "url"])
+    other.upsert("rpm", [(MINUTE, "/a", 3)])
+    assert pull(session, query) == ts.Rows(["minute", "url", "hits"], [(MINUTE, "/a", 3)])
+    other.drop("rpm")
+    assert pull(session, query) is None
+    other.close()

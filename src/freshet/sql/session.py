@@ -279,11 +279,13 @@ class SqlSession:
                 return Message(f"No {stmt.kind} {stmt.name}: nothing dropped")
             other = f" ({stmt.name} is a {defn.kind})" if defn is not None else ""
             raise stmt.error(f"no {stmt.kind} named {stmt.name}{other}; SHOW {stmt.kind.upper()}S lists them")
-        writers = [q for q in self.persistent_queries()
-                   if str(q.get("sink", "")).lower() == defn.name.lower() and q.get("status", "") != "TERMINATED"]
+        made_by = [q for q in self.persistent_queries() if str(q.get("sink", "")).lower() == defn.name.lower()]
+        writers = [q for q in made_by if q.get("status", "") != "TERMINATED"]
         if writers:
             raise stmt.error(f"{defn.name} is written by query {writers[0].get('id')}: TERMINATE it first")
         self.catalog.drop(defn)
+        if defn.kind == "table" and made_by:  # its queryable copy goes too: no pull query answers from it
+            _s2("table_store", "store_for", "pull queries")(self).drop(defn.name)
         self._views.pop(defn.name.lower(), None)
         try:
             self.spark.catalog.dropTempView(defn.name) if self._spark is not None else None

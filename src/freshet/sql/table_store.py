@@ -13,6 +13,7 @@ anything else is left to Spark (``pull`` returns None).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import decimal
 import json
@@ -77,7 +78,9 @@ class TableStore:
 
     def __init__(self, path: str | None = None, dsn: str | None = None) -> None:
         self.path, self.dsn = path, dsn
-        self._local = threading.local()  # a connection per thread (foreachBatch runs on Spark's stream thread)
+        self._local = threading.local()  # a connection per writing thread (foreachBatch: Spark's stream thread)
+        self._readers: list = []  # idle connections for reads, any thread's (a pull query is a request's thread)
+        self._readers_lock = threading.Lock()
         self._tables: dict[str, tuple[list[tuple[str, str]], list[str]]] = {}
         self.mark = "%s" if dsn else "?"
         with self._cursor() as cur:
@@ -87,22 +90,69 @@ class TableStore:
             cur.execute(f"CREATE TABLE IF NOT EXISTS {ROWS_TABLE} (name {text}, key_json {text}, row_json {text}, "
                         "PRIMARY KEY (name, key_json))")
 
+    def __getstate__(self) -> dict:
+        """Pickled as where it is: a persistent query's sink over Spark Connect runs in the server's Python
+        worker, which opens connections of its own."""
+        return {"path": self.path, "dsn": self.dsn}
+
+    def __setstate__(self, state: dict) -> None:
+        self.path, self.dsn = state["path"], state["dsn"]
+        self._local = threading.local()
+        self._readers, self._readers_lock = [], threading.Lock()
+        self._tables = {}
+        self.mark = "%s" if self.dsn else "?"
+
+    def _open(self):
+        if self.dsn:
+            import psycopg2
+
+            return psycopg2.connect(self.dsn)
+        import sqlite3
+
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
     def _connection(self):
+        """This thread's connection, for writes."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            if self.dsn:
-                import psycopg2
-
-                conn = psycopg2.connect(self.dsn)
-            else:
-                import sqlite3
-
-                os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-                conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
+            conn = self._local.conn = self._open()
         return conn
+
+    _IDLE_READERS = 8
+
+    @contextlib.contextmanager
+    def _reading(self):
+        """A connection for reads, taken from the idle ones (opened when none is idle) and given back: a pull
+        query over HTTP runs in a thread of its own, which would otherwise open (and leave) a connection each
+        time. SQLite's WAL lets reads run beside the query's writes."""
+        with self._readers_lock:
+            conn = self._readers.pop() if self._readers else None
+        if conn is None:
+            conn = self._open()
+        try:
+            yield conn
+        finally:
+            if self.dsn:
+                conn.rollback()  # no transaction left open between reads
+            with self._readers_lock:
+                if len(self._readers) < self._IDLE_READERS:
+                    self._readers.append(conn)
+                    conn = None
+            if conn is not None:
+                conn.close()
+
+    def _read_one(self, sql: str, params: tuple):
+        with self._reading() as conn:
+            cur = conn.cursor()
+            try:
+                cur.execute(sql, params)
+                return cur.fetchone()
+            finally:
+                cur.close()
 
     class _Transaction:
         def __init__(self, store: TableStore) -> None:
@@ -144,24 +194,19 @@ class TableStore:
         self._tables.pop(name.lower(), None)
 
     def table(self, name: str) -> tuple[list[tuple[str, str]], list[str]] | None:
-        """(columns, keys) of a stored table, or None."""
-        found = self._tables.get(name.lower())
-        if found is None:
-            cur = self._connection().cursor()
-            cur.execute(f"SELECT columns, key_columns FROM {TABLES_TABLE} WHERE name = {self.mark}", (name.lower(),))
-            row = cur.fetchone()
-            cur.close()
-            if self.dsn:
-                self._connection().rollback()  # no transaction left open between reads
-            if row is None:
-                return None
-            found = ([tuple(c) for c in json.loads(row[0])], json.loads(row[1]))
-            self._tables[name.lower()] = found
+        """(columns, keys) of a stored table, or None: read each time (another process may have dropped or
+        declared it again since)."""
+        row = self._read_one(f"SELECT columns, key_columns FROM {TABLES_TABLE} WHERE name = {self.mark}",
+                             (name.lower(),))
+        if row is None:
+            self._tables.pop(name.lower(), None)
+            return None
+        found = self._tables[name.lower()] = ([tuple(c) for c in json.loads(row[0])], json.loads(row[1]))
         return found
 
     def upsert(self, name: str, rows: list) -> int:
         """Rows (tuples in the table's column order) in; each replaces the row of its key."""
-        columns, keys = self.table(name)
+        columns, keys = self._tables.get(name.lower()) or self.table(name)
         names = [c for c, _ in columns]
         at = [names.index(k) for k in keys]
         m = self.mark
@@ -173,36 +218,28 @@ class TableStore:
                                 "ON CONFLICT (name, key_json) DO UPDATE SET row_json = excluded.row_json", values)
         return len(values)
 
-    def get(self, name: str, key: list) -> tuple | None:
-        """The row of ``key`` (values of the key columns in order), or None."""
-        columns, _ = self.table(name)
-        conn = self._connection()
-        cur = conn.cursor()
-        cur.execute(f"SELECT row_json FROM {ROWS_TABLE} WHERE name = {self.mark} AND key_json = {self.mark}",
-                    (name.lower(), key_text(key)))
-        found = cur.fetchone()
-        cur.close()
-        if self.dsn:
-            conn.rollback()
+    def get(self, name: str, key: list, columns: list[tuple[str, str]] | None = None) -> tuple | None:
+        """The row of ``key`` (values of the key columns in order), or None. ``columns``: the table's, when the
+        caller has just read them (``table``)."""
+        columns = columns if columns is not None else self.table(name)[0]
+        found = self._read_one(f"SELECT row_json FROM {ROWS_TABLE} WHERE name = {self.mark} AND key_json = "
+                               f"{self.mark}", (name.lower(), key_text(key)))
         if found is None:
             return None
         return tuple(_restore(v, t) for v, (_, t) in zip(json.loads(found[0]), columns))
 
     def count(self, name: str) -> int:
-        conn = self._connection()
-        cur = conn.cursor()
-        cur.execute(f"SELECT count(*) FROM {ROWS_TABLE} WHERE name = {self.mark}", (name.lower(),))
-        n = cur.fetchone()[0]
-        cur.close()
-        if self.dsn:
-            conn.rollback()
-        return n
+        return self._read_one(f"SELECT count(*) FROM {ROWS_TABLE} WHERE name = {self.mark}", (name.lower(),))[0]
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
             self._local.conn = None
+        with self._readers_lock:
+            idle, self._readers = self._readers, []
+        for conn in idle:
+            conn.close()
 
 
 _STORES: dict[tuple, TableStore] = {}
@@ -290,7 +327,7 @@ def pull(session, sql: str) -> Rows | None:
     lowered = [n.lower() for n in names]
     if set(given) != {k.lower() for k in keys}:
         return None
-    row = store.get(found.group(1), [given[k.lower()] for k in keys])
+    row = store.get(found.group(1), [given[k.lower()] for k in keys], columns)
     wanted = []
     for item in tree.expressions:
         if isinstance(item, exp.Star):
