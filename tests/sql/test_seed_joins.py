@@ -4,6 +4,7 @@ with follows) as two chained persistent queries, since Spark joins no two stream
 
 import json
 
+from freshet.client.admin import TopicAdmin
 from freshet.pipelines import joins
 from freshet.testing.polling import wait_for
 
@@ -142,4 +143,10 @@ def test_a_join_of_two_tables_is_refused_in_one_line_naming_why(sql, broker, top
             list(sql.execute(f"SHOW TABLES;\n  SELECT a.id, name, city FROM names_{n} a JOIN cities_{n} b "
                              f"ON a.id = b.id {emit}"))
         assert (caught.value.line, caught.value.column) == (2, 3) and "\n" not in str(caught.value)
+        assert "join the streams and aggregate after the join (CREATE STREAM j AS SELECT" in str(caught.value)
+    # a persistent query of it too: refused before anything is created, stored or started
+    with pytest.raises(SqlError, match="Spark joins no two streaming aggregations.*CREATE TABLE t AS SELECT"):
+        list(sql.execute(f"CREATE TABLE both_{n} AS SELECT a.id, max(name) AS name, max(city) AS city "
+                         f"FROM names_{n} a JOIN cities_{n} b ON a.id = b.id GROUP BY a.id"))
+    assert sql.catalog.get(f"both_{n}") is None and f"both_{n}" not in TopicAdmin(broker.bootstrap).list_topics()
     assert not spark.streams.active
