@@ -130,6 +130,22 @@ def test_the_cli_takes_kafka_topics_replica_assignment_and_refuses_bad_input_in_
         assert len(done.stderr.strip().splitlines()) == 1 and words in done.stderr, (args, done.stderr)
     assert "cli-refused" not in controller_topics(cluster)
 
+    done = freshet(cluster, "topic", "add-partitions", "cli-assigned", "--total", "5",
+                   "--replica-assignment", "2:1,3:2")
+    assert done.returncode == 0, done.stderr
+    expected += [([2, 1], 2, [1, 2]), ([3, 2], 3, [2, 3])]
+    assert wait_for("the added partitions", lambda: placed(admin(cluster.bootstrap), "cli-assigned") == expected)
+    for args, words in [(("--total", "6", "--replica-assignment", "1:2:3"), "partition 5 has 3 replica"),
+                        (("--total", "7", "--replica-assignment", "1:2"), "2 partition(s) are added"),
+                        (("--total", "6", "--replica-assignment", "1:z"), "partition 0 is '1:z'")]:
+        done = freshet(cluster, "topic", "add-partitions", "cli-assigned", *args)
+        assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, (args, done.stderr)
+        assert words in done.stderr, (args, done.stderr)
+    assert len(controller_topics(cluster)["cli-assigned"]["partitions"]) == 5
+    assert freshet(cluster, "topic", "create", "cli-plain").returncode == 0  # without an assignment, as before
+    done = freshet(cluster, "topic", "add-partitions", "cli-plain", "--total", "2")
+    assert done.returncode == 0 and "now has 2 partitions" in done.stdout, done.stderr
+
 
 def test_an_assignment_naming_a_stopped_broker_is_refused_until_it_is_back(cluster):
     """Runs last in the module: it stops broker 3 and starts it again."""

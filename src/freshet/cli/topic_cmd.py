@@ -124,11 +124,15 @@ def delete(name: str, bootstrap: str) -> None:
 @topic.command("add-partitions")
 @click.argument("name")
 @click.option("--total", required=True, type=int, help="The new partition count.")
+@click.option("--replica-assignment", metavar="B:B,B:B",
+              help="The brokers of each partition added, as kafka-topics --alter takes them (1:2,2:3: the first of "
+                   "the new partitions on brokers 1 and 2, the next on 2 and 3), the first one leading.")
 @bootstrap_option
 @one_line_errors
-def add_partitions(name: str, total: int, bootstrap: str) -> None:
+def add_partitions(name: str, total: int, replica_assignment: str | None, bootstrap: str) -> None:
     """Grow topic NAME to --total partitions."""
-    TopicAdmin(bootstrap).add_partitions(name, total)
+    assignment = _parse_replica_assignment(replica_assignment) if replica_assignment is not None else None
+    TopicAdmin(bootstrap).add_partitions(name, total, replica_assignment=assignment)
     click.echo(f"topic {name} now has {total} partitions")
 
 

@@ -88,9 +88,12 @@ class TopicAdmin:
         except KafkaException as exc:
             raise ClientError(f"cannot delete topic {name!r}: {kafka_message(exc)}") from None
 
-    def add_partitions(self, name: str, total: int) -> None:
+    def add_partitions(self, name: str, total: int, replica_assignment: list[list[int]] | None = None) -> None:
+        """``replica_assignment``: the brokers of each partition added (the first leads)."""
+        new = (NewPartitions(name, total, replica_assignment=replica_assignment) if replica_assignment
+               else NewPartitions(name, total))
         try:
-            self._admin.create_partitions([NewPartitions(name, total)])[name].result(self.timeout)
+            self._admin.create_partitions([new])[name].result(self.timeout)
         except KafkaException as exc:
             raise ClientError(f"cannot grow topic {name!r}: {kafka_message(exc)}") from None
 
