@@ -400,8 +400,8 @@ class ShareGroupCoordinator:
     def follow(self, leader_epoch: int | None) -> None:
         """Cluster mode, after every metadata change: ``leader_epoch`` is the epoch in which this broker leads
         ``__share_group_state`` (None: another broker does). A broker that becomes its leader is the share
-        coordinator: it reads the topic to its log end (what the ISR replicated from the previous one); one that
-        stops leading it forgets it."""
+        coordinator: it reads the topic to its log end (what the ISR replicated from the previous one), and takes
+        the groups' configs stored there for groups it holds none of; one that stops leading it forgets it."""
         if leader_epoch == self.coordinator_epoch:
             return
         self.coordinator_epoch = leader_epoch
@@ -410,6 +410,15 @@ class ShareGroupCoordinator:
             log.info("no longer the share coordinator")
             return
         self.store.load(self.state, self.state.log_end_offset)
+        for key, value in self.store.values.items():
+            if key.startswith(b'["group"'):
+                try:
+                    group_id, configs = orjson.loads(key)[1], dict(orjson.loads(value).get("configs", {}))
+                except (ValueError, IndexError, TypeError, AttributeError):
+                    continue
+                group = self.group(group_id, create=True)
+                if group is not None and not group.configs:
+                    group.configs = configs
         log.info("share coordinator in epoch %d: %d share-partition states taken over", leader_epoch,
                  sum(1 for key in self.store.values if key.startswith(b'["partition"')))
 
@@ -463,8 +472,9 @@ class ShareGroupCoordinator:
         return self._append([(_partition_key(group.group_id, t, p), None) for t, p in keys])
 
     def write_partitions(self, group: ShareGroup, keys):
-        """Append the share-partitions ``keys`` as they are now; returns what ``durable`` waits on (one node: the
-        offset; in a cluster: the persister's future, those of partitions this broker no longer leads left out)."""
+        """Append the share-partitions ``keys`` as they are now; returns what to wait on for durability (one node:
+        the offset; in a cluster: the persister's futures, see ``replicated``; partitions this broker no longer
+        leads left out)."""
         if self.clustered:
             waits = []
             for t, p in keys:

@@ -1,0 +1,83 @@
+"""The share-group coordinator in cluster mode, without processes: the leader of ``__share_group_state`` (the share
+coordinator) takes the state over from the topic; a partition's leader loads its window once per leader epoch and
+forgets it when the epoch moves; only the share coordinator appends to the topic."""
+
+import asyncio
+
+from freshet.broker.groups.share import ShareGroupCoordinator
+from freshet.broker.groups.share_state import ShareStateStore, from_batches
+from freshet.broker.topics.registry import TopicRegistry
+from freshet.format.record_batch import encode_batch
+
+
+class Persister:
+    """The share coordinator as a store in process (what SharePersister does when it leads the topic)."""
+
+    def __init__(self) -> None:
+        self.store = ShareStateStore()
+        self.reads = 0
+
+    async def read(self, group_id, topic, topic_id, index, leader_epoch, timeout_s=30.0):
+        self.reads += 1
+        return self.store.read(group_id, topic, str(topic_id), index, leader_epoch)
+
+    def write(self, group_id, topic, topic_id, index, leader_epoch, state_epoch, window):
+        fut = asyncio.get_running_loop().create_future()
+        self.store.apply([self.store.write(group_id, topic, str(topic_id), index, leader_epoch, state_epoch, window)])
+        fut.set_result(None)
+        return fut
+
+
+def test_a_new_share_coordinator_takes_the_state_and_group_configs_over(tmp_path):
+    registry = TopicRegistry(str(tmp_path))
+    first = ShareGroupCoordinator(registry, clustered=True)
+    assert first._append([(b'["group","g"]', b'{"configs":{}}')]) == -1  # not the coordinator: nothing written
+    assert registry.get("__share_group_state").partitions[0].log_end_offset == 0
+    first.follow(0)
+    first.alter_configs("g", {"share.delivery.count.limit": "3"})
+    window = from_batches(4, [(4, 5, 2, 1)])
+    first._append([first.store.write("g", "t", "id", 0, 1, 0, window)])
+    registry.get("__share_group_state").partitions[0].high_watermark = 0  # a follower's: behind its log end
+
+    second = ShareGroupCoordinator(registry, clustered=True)
+    second.follow(1)  # reads to the log end, not the high watermark
+    assert second.store.read("g", "t", "id", 0, 1)["start_offset"] == 4
+    assert second.group("g").configs == {"share.delivery.count.limit": "3"}
+    second.follow(None)
+    assert second.store.values == {}
+    registry.close()
+
+
+def test_a_partition_leader_loads_its_window_once_per_leader_epoch(tmp_path):
+    async def scenario():
+        registry = TopicRegistry(str(tmp_path))
+        registry.create("t", 1)
+        log = registry.partition("t", 0)
+        log.append(encode_batch([(None, b"v%d" % i, 1) for i in range(10)]))
+        log.high_watermark = log.log_end_offset
+        coordinator = ShareGroupCoordinator(registry, clustered=True)
+        persister = coordinator.persister = Persister()
+        topic_id = str(registry.get("t").topic_id)
+        persister.store.apply([persister.store.write("g", "t", topic_id, 0, 0, 0,
+                                                     from_batches(3, [(3, 4, 2, 1), (5, 5, 1, 2)]))])
+        epochs = {("t", 0): 1}
+        coordinator.led_epoch = lambda topic, index: epochs.get((topic, index))
+        group = coordinator.group("g", create=True)
+
+        wanted = coordinator.to_load(group, [("t", 0)])
+        assert wanted == [("t", 0, 1)]
+        await asyncio.gather(coordinator.load(group, wanted), coordinator.load(group, wanted))
+        assert persister.reads == 1  # two fetches, one read
+        sp = coordinator.share_partition(group, "t", 0)
+        assert (sp.start_offset, sp.record(5).state, sp.record(5).delivery_count) == (5, 0, 2)  # its lock died
+        assert coordinator.to_load(group, [("t", 0)]) == []
+
+        epochs[("t", 0)] = 2  # led again after another broker led it: what this broker held is stale
+        assert coordinator.share_partition(group, "t", 0) is None
+        assert coordinator.to_load(group, [("t", 0)]) == [("t", 0, 2)]
+        del epochs[("t", 0)]  # not led at all: nothing to load, nothing served
+        assert coordinator.to_load(group, [("t", 0)]) == []
+        assert persister.store.read("g", "t", topic_id, 0, 2)["start_offset"] == 3  # nothing written meanwhile
+        registry.close()
+
+    asyncio.run(scenario())
