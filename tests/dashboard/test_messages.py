@@ -119,6 +119,7 @@ def test_download_as_json_lines(client):
     ("direction=sideways", 400, "direction must be one of"),
     ("json_path=$.[[", 400, "bad JSON path '$.[['"),
     ("json_path=$.n == u1", 400, "'u1' is not a JSON value (strings take double quotes)"),
+    ("json_path=$.tags[?(@ =~ '(')]", 400, "bad JSON path \"$.tags[?(@ =~ '(')]\": '(' is not a regular expression"),
     ("limit=5000", 400, "limit is at most 1000 on the page"),
     ("limit=0", 422, None),
 ])

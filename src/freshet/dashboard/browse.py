@@ -68,7 +68,10 @@ class Filters:
         if json_path:
             f.json_path, f.compare = parse_json_path(json_path)
             f.steps = plain_steps(f.json_path)
-            f.compiled = json_paths.compile_path(f.json_path) if f.steps is None else None
+            try:
+                f.compiled = json_paths.compile_path(f.json_path) if f.steps is None else None
+            except json_paths.BadPattern as exc:
+                raise BadRequest(f"bad JSON path {json_path!r}: {exc}") from None
             f.required = required_text(f.json_path, f.compare)
             f.number = json_paths.number_need(f.json_path, f.compare) if f.required is None else None
         return f

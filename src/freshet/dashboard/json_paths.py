@@ -24,6 +24,10 @@ import re
 ORDERED = ("<", "<=", ">", ">=")
 
 
+class BadPattern(ValueError):
+    """A ``=~`` whose right side is no regular expression (the message says why)."""
+
+
 class Unsupported(Exception):
     """A node the direct evaluation leaves to jsonpath-ng."""
 
@@ -183,7 +187,10 @@ def _condition(node):
     if op == "=~":
         if not isinstance(literal, str):
             raise Unsupported(op)
-        search = re.compile(literal).search
+        try:
+            search = re.compile(literal).search
+        except re.error as exc:
+            raise BadPattern(f"{literal!r} is not a regular expression: {exc}") from None
         return lambda value, root: any(isinstance(x, str) and search(x) for x in target(value, root))
     missing = op == "!="  # a missing member equals nothing: only != holds
     holds_if_equal = EQUALITY[op]
