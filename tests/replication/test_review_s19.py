@@ -1,0 +1,179 @@
+"""Review of the broker/cluster work of session 19 (issue #46): manual replica assignments, the controllers'
+Raft secret, the share coordinator (keys 83-87, replicated ``__share_group_state``), the failed-append mapping.
+Each test states Kafka's behaviour and fails (xfail strict) until the code does it; unit-level where possible."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import uuid
+from types import SimpleNamespace
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from freshet.broker.cluster.share_persister import acknowledged
+from freshet.broker.config import BrokerConfig
+from freshet.broker.groups.share_state import ShareStateStore, StateError, from_batches
+from freshet.broker.server import Broker
+from freshet.controller import commands as c
+from freshet.controller.auth import read_password_file
+from freshet.controller.state import ClusterMetadata
+from freshet.controller.node import Controller, parse_voters
+from freshet.local import free_port
+from freshet.log import StorageError
+from freshet.testing.raw_kafka import RawConnection
+
+
+TOPIC_ID = str(uuid.uuid4())
+ACKNOWLEDGED = 2
+SESSION_MS = 9000
+
+
+def _write(store: ShareStateStore, leader_epoch: int, state_epoch: int, start: int = 0) -> None:
+    """A WriteShareGroupState of g/t-0 taken by ``store`` (appended and applied, as the coordinator does)."""
+    store.apply([store.write("g", "t", TOPIC_ID, 0, leader_epoch, state_epoch,
+                             from_batches(start, [(start, start + 1, ACKNOWLEDGED, 1)]))])
+
+
+def _three_brokers() -> tuple[ClusterMetadata, dict[int, int]]:
+    """Controller metadata with brokers 1-3 registered and unfenced (as tests/unit/controller/test_state.py)."""
+    m, epochs = ClusterMetadata(), {}
+    for b in (1, 2, 3):
+        result = m.apply(c.RegisterBroker(b, f"inc-{b}", "127.0.0.1", 9090 + b, 1000, rack=None,
+                                          session_timeout_ms=SESSION_MS))
+        assert result.ok, result
+        epochs[b] = result.value["broker_epoch"]
+        assert m.apply(c.BrokerHeartbeat(b, epochs[b], 1000)).ok
+    return m, epochs
+
+
+def _refusal(call) -> ErrorCode | None:
+    try:
+        call()
+    except StateError as exc:
+        return exc.error_code
+    return None
+
+
+# -- the share coordinator's fencing ---------------------------------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="review: a WriteShareGroupState with state epoch -1 ('not written', Kafka "
+                   "keeps the stored one) stores state epoch 0 (share_state.py ShareStateStore.write: "
+                   "max(state_epoch, 0)), so writes of an older state epoch pass FENCED_STATE_EPOCH afterwards")
+def test_a_write_without_a_state_epoch_keeps_the_stored_one_and_still_fences_older_ones():
+    store = ShareStateStore()
+    _write(store, leader_epoch=1, state_epoch=5)
+    _write(store, leader_epoch=1, state_epoch=-1)  # Kafka: newStateEpoch = the current one when -1
+    assert store.get_partition("g", "t", TOPIC_ID, 0)["state_epoch"] == 5
+    assert _refusal(lambda: store.write("g", "t", TOPIC_ID, 0, 1, 3, from_batches(0, []))) \
+        == ErrorCode.fenced_state_epoch
+
+
+@pytest.mark.xfail(strict=True, reason="review: WriteShareGroupState's StartOffset -1 means 'not being written' "
+                   "(Kafka's schema; the coordinator keeps the stored start offset); share_state.from_batches "
+                   "refuses it INVALID_REQUEST")
+def test_a_write_with_start_offset_minus_one_keeps_the_stored_start_offset():
+    store = ShareStateStore()
+    _write(store, leader_epoch=1, state_epoch=1, start=7)
+    store.apply([store.write("g", "t", TOPIC_ID, 0, 1, 1, from_batches(-1, []))])
+    assert store.get_partition("g", "t", TOPIC_ID, 0)["start_offset"] == 7
+
+
+@pytest.mark.xfail(strict=True, reason="review: a new share-partition leader's ReadShareGroupState fences older "
+                   "leader epochs in the coordinator's memory only (share_state.py ShareStateStore.read/_fence); the "
+                   "next share coordinator (store.load from the log) has forgotten it and takes the deposed "
+                   "leader's retried write (Kafka's readStateAndMaybeUpdateLeaderEpoch writes a record)")
+def test_a_new_leaders_read_fences_the_deposed_leader_at_the_next_share_coordinator_too(tmp_path):
+    async def scenario() -> ErrorCode | None:
+        broker = Broker(BrokerConfig(data_dir=str(tmp_path), host="127.0.0.1", port=0))
+        await broker.start()
+        try:
+            coordinator = broker.share_groups
+            coordinator._append([coordinator.store.write("g", "t", TOPIC_ID, 0, 5, 0, from_batches(0, []))])
+            coordinator.store.read("g", "t", TOPIC_ID, 0, 6)  # the partition's new leader (epoch 6) loads it
+            assert _refusal(lambda: coordinator.store.write("g", "t", TOPIC_ID, 0, 5, 0, from_batches(0, []))) \
+                == ErrorCode.fenced_leader_epoch  # this coordinator fences the deposed leader
+            successor = ShareStateStore()  # the coordinator moves: what follow() loads from the replicated log
+            successor.load(coordinator.state, coordinator.state.log_end_offset)
+            return _refusal(lambda: successor.write("g", "t", TOPIC_ID, 0, 5, 0, from_batches(0, [])))
+        finally:
+            await broker.stop()
+
+    assert asyncio.run(scenario()) == ErrorCode.fenced_leader_epoch
+
+
+# -- the failed-append mapping ---------------------------------------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="review: share_persister.acknowledged maps a failed log (StorageError) to "
+                   "COORDINATOR_NOT_AVAILABLE; Kafka's coordinators (and groups/offsets.failed_append_code, used by "
+                   "the group and transaction coordinators since 9aed566) answer NOT_COORDINATOR")
+def test_the_share_coordinators_failed_disk_write_answers_as_the_other_coordinators():
+    class Leader:
+        async def acknowledged(self, offset, timeout):
+            raise StorageError("fsync of __share_group_state-0 failed: Input/output error")
+
+    broker = SimpleNamespace(share_groups=SimpleNamespace(state=None),
+                             replicas=SimpleNamespace(check=lambda topic, index: (None, Leader())))
+    with pytest.raises(StateError) as failed:
+        asyncio.run(acknowledged(broker, 5))
+    assert failed.value.error_code == ErrorCode.not_coordinator
+
+
+# -- FindCoordinator key type 2 ---------------------------------------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="review: FindCoordinator with key type 2 (share) below v6 answers "
+                   "UNSUPPORTED_VERSION (handlers/share_state.py find_share_coordinator); Kafka's "
+                   "KafkaApis.getCoordinator answers INVALID_REQUEST")
+def test_a_share_key_below_find_coordinator_v6_is_an_invalid_request(broker):
+    with RawConnection(broker.bootstrap) as conn:
+        answer = conn.request(10, 5, {"key_type": 2, "coordinator_keys": [f"g:{uuid.uuid4()}:0"]})
+    assert answer.coordinators[0].error_code == ErrorCode.invalid_request
+
+
+# -- manual replica assignments --------------------------------------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="review: a manual assignment naming a fenced broker beside live ones is "
+                   "refused INVALID_REPLICA_ASSIGNMENT (controller/placement.py check_assignment); Kafka's "
+                   "ReplicationControlManager takes it, the ISR and leader from the active replicas, and refuses "
+                   "only a partition whose replicas are all fenced or shutting down")
+def test_a_manual_assignment_with_one_fenced_replica_is_taken_with_the_live_ones_in_sync():
+    m, epochs = _three_brokers()
+    assert m.apply(c.BrokerHeartbeat(3, epochs[3], 2000, want_fence=True)).ok
+    result = m.apply(c.CreateTopic("t", "id-t", -1, -1, start_index=0, shift=0, assignment=((3, 1), (1, 3))))
+    assert result.ok, result
+    assert [(p.replicas, p.isr, p.leader) for p in m.topics["id-t"].partitions] == [
+        ([3, 1], [1], 1), ([1, 3], [1], 1)]
+
+
+# -- the controllers' secret -----------------------------------------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="review: read_password_file (controller/auth.py) takes a secret any local "
+                   "user may read (mode 0644); refuse (or warn about) group/world access as ssh and PostgreSQL do "
+                   "for their keys (LocalCluster's own file is 0600)")
+def test_a_password_file_other_users_can_read_is_refused(tmp_path):
+    path = tmp_path / "controller.password"
+    path.write_text("a-secret-of-the-cluster-long-enough\n")
+    os.chmod(path, 0o644)
+    with pytest.raises(ValueError, match="(?i)permission|readable|0600|mode"):
+        read_password_file(str(path))
+
+
+@pytest.mark.xfail(strict=True, reason="review: a controller given another secret than its peers is dropped by "
+                   "pysyncobj without a word (tcp_connection swallows the failed decryption): status says only "
+                   "peers_connected 0 / has_quorum False, and no log line names the secret. Wrap the encryptor "
+                   "given to SyncObjConf so that a message that does not decrypt logs one warning per peer")
+def test_a_controller_given_another_secret_says_so(caplog):
+    caplog.set_level(logging.WARNING)
+    voters = parse_voters(",".join(f"{i}@127.0.0.1:{free_port()}" for i in (1, 2)))
+    controllers = [Controller(node, voters, listen=("127.0.0.1", free_port()), password=secret,
+                              command_timeout_s=3.0).start()
+                   for node, secret in ((1, "the-cluster-secret-0123456789"), (2, "a-mistyped-secret-0123456789"))]
+    try:
+        end = time.monotonic() + 30  # each dials the other every second (connectionRetryTime)
+        said = False
+        while not said and time.monotonic() < end:
+            said = any(r.levelno >= logging.WARNING and any(w in r.getMessage().lower() for w in ("secret", "password"))
+                       for r in caplog.records)
+            time.sleep(0.2)
+        assert said, "no warning that a peer's traffic does not decrypt with this controller's secret"
+    finally:
+        for controller in controllers:
+            controller.stop()
