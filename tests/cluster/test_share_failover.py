@@ -9,13 +9,16 @@ import time
 
 from confluent_kafka import AcknowledgeType, ElectionType, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import NewTopic
+from kio.schema.errors import ErrorCode
 
 from freshet.local.cluster import LocalCluster
+from freshet.testing.raw_kafka import RawConnection
 
 from .conftest import DEADLINE, admin
 from .test_metadata import created, wait_for
 
 STATE = "__share_group_state"
+DESCRIBE_OFFSETS = 90
 
 
 def produce(bootstrap: str, topic: str, values: list[str]) -> None:
@@ -139,6 +142,21 @@ def test_acknowledged_records_stay_done_across_the_partition_leader_and_the_shar
         got = drain(c.bootstrap, "workers", "jobs", set(second) - done)
         assert not done & set(got), "acknowledged records delivered again after the coordinator's failover"
         assert sorted(got) == sorted(set(second) - done), "a record lost or delivered twice"
+
+        # every broker describes the group's offsets from the share coordinator (ReadShareGroupStateSummary)
+        for node in c.running_nodes():
+            with RawConnection(c.bootstrap_of(node)) as conn:
+                answer = conn.request(DESCRIBE_OFFSETS, 1, {"groups": [
+                    {"group_id": "workers", "topics": None},
+                    {"group_id": "workers", "topics": [{"topic_name": "jobs", "partitions": [0]},
+                                                       {"topic_name": "no-such-topic", "partitions": [0]}]},
+                    {"group_id": "nobody", "topics": None}]})
+            every, named, nobody = answer.groups
+            assert [(t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions])
+                    for t in every.topics] == [("jobs", [(0, 80)])], node
+            assert [(t.topic_name, [(p.start_offset, p.error_code) for p in t.partitions]) for t in named.topics] == [
+                ("jobs", [(80, ErrorCode.none)]), ("no-such-topic", [(-1, ErrorCode.unknown_topic_or_partition)])]
+            assert nobody.error_code == ErrorCode.group_id_not_found
         for thread in closing:
             thread.join(DEADLINE)
 

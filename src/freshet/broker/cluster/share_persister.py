@@ -227,6 +227,33 @@ class SharePersister:
                     raise StateError(code, str(exc)) from None
             await asyncio.sleep(0.1)
 
+    async def summary(self, group_id: str, partitions: dict) -> dict:
+        """ReadShareGroupStateSummary of ``partitions`` ({(topic, topic id): [index, ...]}): {(topic, index): start
+        offset} of those the coordinator holds a window of. StateError when there is no coordinator to ask."""
+        coordinator = self.broker.share_groups
+        out = {}
+        if self._local():
+            for (topic, topic_id), indexes in partitions.items():
+                for index in indexes:
+                    value = coordinator.store.get_partition(group_id, topic, str(topic_id), index)
+                    if value is not None and int(value.get("start_offset", -1)) >= 0:
+                        out[(topic, index)] = int(value["start_offset"])
+            return out
+        names = {topic_id: topic for topic, topic_id in partitions}
+        try:
+            answer = await self._request("read", READ_SUMMARY, 1, {"group_id": group_id, "topics": [
+                {"topic_id": topic_id, "partitions": [{"partition": i, "leader_epoch": -1} for i in indexes]}
+                for (_, topic_id), indexes in partitions.items()]})
+        except ConnectionError as exc:
+            raise StateError(ErrorCode.coordinator_not_available, str(exc)) from None
+        for result in answer.results:
+            for p in result.partitions:
+                if p.error_code == ErrorCode.not_coordinator:
+                    raise StateError(p.error_code, "the share coordinator moved")
+                if p.error_code == ErrorCode.none and p.start_offset >= 0 and result.topic_id in names:
+                    out[(names[result.topic_id], p.partition)] = p.start_offset
+        return out
+
     async def _request(self, kind: str, api_key: int, version: int, body: dict):
         """One request to the share coordinator (StateError COORDINATOR_NOT_AVAILABLE while there is none)."""
         membership = self.broker.cluster

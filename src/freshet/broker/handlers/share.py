@@ -403,17 +403,19 @@ def share_acknowledge(ctx: RequestContext, request: Request) -> Response:
 
 # -- share-group offsets (admin) -----------------------------------------------------------------
 
-def describe_share_group_offsets(ctx: RequestContext, request: Request) -> dict:
+def describe_share_group_offsets(ctx: RequestContext, request: Request) -> Response:
     broker = ctx.broker
+    if broker.cluster is not None:
+        return _describe_offsets_in_cluster(ctx, request)
     groups_out = []
     for g in request.groups:
         group = broker.share_groups.groups.get(g.group_id)
         if not ctx.allowed(DESCRIBE, GROUP, g.group_id):
-            groups_out.append({"group_id": g.group_id, "topics": [], "error_code": ErrorCode.group_authorization_failed})
+            groups_out.append(_group_error(g.group_id, ErrorCode.group_authorization_failed))
             continue
         if group is None:
-            groups_out.append({"group_id": g.group_id, "topics": [], "error_code": ErrorCode.group_id_not_found,
-                               "error_message": f"share group {g.group_id} is not known"})
+            groups_out.append(_group_error(g.group_id, ErrorCode.group_id_not_found,
+                                           f"share group {g.group_id} is not known"))
             continue
         if g.topics is None:
             wanted: dict[str, list[int]] = {}
@@ -435,6 +437,56 @@ def describe_share_group_offsets(ctx: RequestContext, request: Request) -> dict:
                     entry["start_offset"] = sp.start_offset
                 parts.append(entry)
             topics_out.append({"topic_name": name, "topic_id": topic.topic_id if topic else None, "partitions": parts})
+        groups_out.append({"group_id": g.group_id, "topics": topics_out, "error_code": ErrorCode.none})
+    return {"throttle_time": 0, "groups": groups_out}
+
+
+def _group_error(group_id: str, code: ErrorCode, message: str | None = None) -> dict:
+    return {"group_id": group_id, "topics": [], "error_code": code, "error_message": message}
+
+
+async def _describe_offsets_in_cluster(ctx: RequestContext, request: Request) -> dict:
+    """DescribeShareGroupOffsets in a cluster: the start offsets the share coordinator holds (each partition's
+    leader keeps them there), asked with ReadShareGroupStateSummary; every partition of the cluster's topics when
+    the request names none (those the group has a window of answered). GROUP_ID_NOT_FOUND for a group neither this
+    broker nor the coordinator knows, COORDINATOR_NOT_AVAILABLE while there is no share coordinator."""
+    broker = ctx.broker
+    view = broker.cluster.view
+    groups_out = []
+    for g in request.groups:
+        if not ctx.allowed(DESCRIBE, GROUP, g.group_id):
+            groups_out.append(_group_error(g.group_id, ErrorCode.group_authorization_failed))
+            continue
+        named = g.topics is not None
+        wanted = ([(t.topic_name, list(t.partitions)) for t in g.topics] if named else
+                  [(name, list(range(len(t.partitions)))) for name, t in sorted(view.topics.items())
+                   if not name.startswith("__")])
+        asked = {(name, view.topics[name].topic_id): [i for i in indexes if 0 <= i < len(view.topics[name].partitions)]
+                 for name, indexes in wanted if name in view.topics}
+        try:
+            found = await broker.share_groups.persister.summary(g.group_id, asked) if asked else {}
+        except StateError as exc:
+            groups_out.append(_group_error(g.group_id, ErrorCode.coordinator_not_available, str(exc)))
+            continue
+        if not found and broker.share_groups.groups.get(g.group_id) is None:
+            groups_out.append(_group_error(g.group_id, ErrorCode.group_id_not_found,
+                                           f"share group {g.group_id} is not known"))
+            continue
+        topics_out = []
+        for name, indexes in wanted:
+            info = view.topics.get(name)
+            parts = []
+            for index in indexes:
+                if not named and (name, index) not in found:
+                    continue
+                entry = {"partition_index": index, "start_offset": found.get((name, index), -1), "leader_epoch": 0,
+                         "error_code": ErrorCode.none}
+                if info is None or not 0 <= index < len(info.partitions):
+                    entry["error_code"] = ErrorCode.unknown_topic_or_partition
+                parts.append(entry)
+            if parts:
+                topics_out.append({"topic_name": name, "topic_id": info.topic_id if info else None,
+                                   "partitions": parts})
         groups_out.append({"group_id": g.group_id, "topics": topics_out, "error_code": ErrorCode.none})
     return {"throttle_time": 0, "groups": groups_out}
 
