@@ -1,34 +1,95 @@
 """`freshet sql --remote sc://...`: push queries over Spark Connect, where the query runs on the server (its rows
-come back through Spark's memory sink), with LIMIT, UNTIL and one row per change. The server is the shared Spark
-cluster's (tests/spark/conftest.py), so the test runs beside the other scenarios on it."""
+come back through Spark's memory sink), with LIMIT, UNTIL and one row per change; and a persistent query
+(CREATE TABLE ... AS SELECT) run by `--serve` on the server: its sink (the transactional topic writer and the
+table's queryable copy) travels to the server's Python worker, pull queries read the copy, the registry lists it
+and TERMINATE from another process stops it. The server is the shared Spark cluster's (tests/spark/conftest.py),
+so the test runs beside the other scenarios on it; one client process does it all."""
 
 import json
 import re
+import signal
+import subprocess
+from types import SimpleNamespace
 
+import pytest
 from confluent_kafka import Producer
 
-from freshet.testing.cli import freshet
+from freshet.client.pipeline_registry import read_pipelines
+from freshet.sql.table_store import pull
+from freshet.testing.cli import freshet, freshet_argv
+from freshet.testing.crash import read_everything
+from freshet.testing.polling import wait_for
 from freshet.testing.topics import create_topic
 
 T0 = 1_767_225_600_000
 
 
-def test_push_queries_run_over_spark_connect(broker, topic_name, spark_cluster):
+def _clicks(broker, topic: str, n: int) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(n):
+        producer.produce(topic, json.dumps({"user_id": f"u{i % 3}", "ts": T0 + i * 1000}).encode())
+    assert producer.flush(30) == 0
+
+
+@pytest.mark.timeout(900)  # the Connect server starts three queries, one after another, on two shared cores
+def test_push_and_persistent_queries_run_over_spark_connect(broker, topic_name, spark_cluster, tmp_path):
     connect_url = spark_cluster.connect_url
     create_topic(broker.bootstrap, topic_name, 2)
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
-    for i in range(30):
-        producer.produce(topic_name, json.dumps({"user_id": f"u{i % 3}", "ts": T0 + i * 1000}).encode())
-    assert producer.flush(30) == 0
+    _clicks(broker, topic_name, 30)
     name = f"remote_{abs(hash(topic_name)) % 10**8}"
-    run = freshet(broker, "sql", "--remote", connect_url, "-e", f"""
+    table = f"{name}_per_user"
+    data_dir = tmp_path / "data"
+    out_path = tmp_path / "serve.out"
+    script = f"""
         CREATE STREAM {name} (user_id STRING, ts BIGINT) WITH (topic='{topic_name}', format='json', timestamp='ts');
         SELECT user_id, count(*) AS n FROM {name} GROUP BY user_id EMIT CHANGES LIMIT 3;
         SELECT count(*) AS total FROM {name} EMIT CHANGES UNTIL 30 ROWS;
-        EXPLAIN SELECT count(*) FROM {name} EMIT CHANGES""", timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    out = run.stdout
-    assert sorted(re.findall(r"\|(u\d)\s*\|(\d+)\s*\|", out)) == [("u0", "10"), ("u1", "10"), ("u2", "10")]
-    assert "Limit reached" in out
-    assert re.findall(r"\|(\d+)\s*\|\n", out.split("total", 1)[1]) == ["30"]  # once: a row that did not change
-    assert "Aggregate" in out.split("Analyzed Logical Plan", 1)[1]
+        EXPLAIN SELECT count(*) FROM {name} EMIT CHANGES;
+        CREATE TABLE {table} AS SELECT user_id, count(*) AS n FROM {name} GROUP BY user_id"""
+    with open(out_path, "w") as out, open(tmp_path / "serve.err", "w") as err:
+        serving = subprocess.Popen(freshet_argv("sql", "--remote", connect_url, "--serve", "--data-dir", data_dir,
+                                                "-e", script, "--bootstrap", broker.bootstrap), stdout=out, stderr=err)
+    try:
+        def said() -> str:
+            return out_path.read_text()
+
+        wait_for(lambda: "serving persistent queries" in said() or serving.poll() is not None, timeout=600,
+                 what="the script run and the persistent query started")
+        assert serving.poll() is None, said() + (tmp_path / "serve.err").read_text()[-3000:]
+        text = said()
+        assert sorted(re.findall(r"\|(u\d)\s*\|(\d+)\s*\|", text)) == [("u0", "10"), ("u1", "10"), ("u2", "10")]
+        assert "Limit reached" in text
+        assert re.findall(r"\|(\d+)\s*\|\n", text.split("total", 1)[1].split("Analyzed", 1)[0]) == ["30"]
+        assert "Aggregate" in text.split("Analyzed Logical Plan", 1)[1]
+        query_id = re.search(r"Created query with ID (\S+):", text).group(1)
+
+        # pull queries, answered from the copy the sink keeps in the server's Python worker (same machine here)
+        where = SimpleNamespace(data_dir=str(data_dir))
+
+        def pulled() -> dict:
+            return {user: (pull(where, f"SELECT n FROM {table} WHERE user_id = '{user}'").rows or [(None,)])[0][0]
+                    for user in ("u0", "u1", "u2")}
+
+        wait_for(lambda: pulled() == {"u0": 10, "u1": 10, "u2": 10}, timeout=300, what="the counts in the copy")
+        # the runner's registry lists it (polled over Connect, where no listener runs in the client)
+        wait_for(lambda: read_pipelines(broker.bootstrap).get(query_id, {}).get("status") == "running",
+                 timeout=120, what="the query in the pipeline registry")
+        _clicks(broker, topic_name, 30)  # the query keeps running: the next counts come
+        wait_for(lambda: pulled() == {"u0": 20, "u1": 20, "u2": 20}, timeout=300, what="the new counts in the copy")
+        latest = {}
+        for value in read_everything(broker.bootstrap, table, 1)[0]:
+            row = json.loads(value)
+            latest[row["user_id"]] = row["n"]
+        assert latest == {"u0": 20, "u1": 20, "u2": 20}  # the compacted topic, read_committed
+
+        # TERMINATE from another process (no Spark in it): the serving process stops the query on the server
+        stopped = freshet(broker, "sql", "--data-dir", data_dir, "-e", f"TERMINATE {query_id}; SHOW QUERIES")
+        assert stopped.returncode == 0, stopped.stderr
+        assert re.search(rf"\|{query_id}\s*\|TERMINATED\s*\|{table}", stopped.stdout), stopped.stdout
+        wait_for(lambda: read_pipelines(broker.bootstrap).get(query_id, {}).get("status") == "stopped",
+                 timeout=120, what="the query stopped on the server")
+        assert serving.poll() is None
+    finally:
+        serving.send_signal(signal.SIGTERM)
+        code = serving.wait(timeout=120)
+    assert code == 0, (tmp_path / "serve.err").read_text()[-3000:]

@@ -159,14 +159,47 @@ def _reporter(session):
 
         spark = session.spark
         reporter = PipelineReporter(session.bootstrap, spark, command=None, engine="freshet sql")
-        if not is_connect(spark):
+        if is_connect(spark):  # no listener runs in a Connect client (see freshet run): progress is polled
+            threading.Thread(target=_poll_progress, args=(session, reporter), daemon=True,
+                             name="freshet-sql-progress").start()
+        else:
             spark.streams.addListener(reporter)
         session._persistent_reporter = reporter
     return reporter
 
 
+def _poll_progress(session, reporter, every_s: float = 1.0) -> None:
+    """Over Spark Connect, what the runner's listener does locally: each persistent query of the session announced
+    running with its progress (a new batch's), then stopped or failed; until the reporter is closed."""
+    import json
+
+    seen: dict[str, object] = {}
+    while not reporter._stop.wait(every_s):
+        for query_id, query in list(_running(session).items()):
+            try:
+                active = query.isActive
+                progress = query.lastProgress if active else None
+                failure = None if active else query.exception()
+            except Exception:  # noqa: BLE001 (the server or session is going away: the next round, or the end)
+                continue
+            if not active:
+                if seen.pop(query_id, None) is not None:
+                    reporter.publish(query_id, "failed" if failure is not None else "stopped")
+                continue
+            progress = json.loads(progress.json) if hasattr(progress, "json") else progress
+            batch = (progress or {}).get("batchId")
+            if query_id not in seen:
+                reporter._ended.discard(query_id)  # started again (TERMINATE, then restored): running anew
+            if query_id not in seen or (batch is not None and batch != seen[query_id]):
+                reporter.publish(query_id, "running") if not progress else reporter.report_progress(progress)
+                seen[query_id] = batch if progress else -1
+
+
 def _start(session, record: dict, df):
-    """Start the streaming query of ``record`` over ``df``; SqlError (nothing left running) when Spark refuses."""
+    """Start the streaming query of ``record`` over ``df``; SqlError (nothing left running) when Spark refuses it
+    (its AnalysisException or IllegalArgumentException; anything else is raised as it is)."""
+    from pyspark.errors import AnalysisException, IllegalArgumentException
+
     from freshet.pipelines.runner import shared_path
 
     from .session import spark_error
@@ -179,17 +212,36 @@ def _start(session, record: dict, df):
     _reporter(session)
     last = None
     for mode in modes:
+        writer = (df.writeStream.outputMode(mode).foreachBatch(sink)
+                  .option("checkpointLocation", shared_path(record["checkpoint"])).queryName(record["id"])
+                  .trigger(processingTime=f"{record.get('trigger_seconds', 1.0)} seconds"))
         try:
-            query = (df.writeStream.outputMode(mode).foreachBatch(sink)
-                     .option("checkpointLocation", shared_path(record["checkpoint"])).queryName(record["id"])
-                     .trigger(processingTime=f"{record.get('trigger_seconds', 1.0)} seconds").start())
+            query = _started(writer)
             _running(session)[record["id"]] = query
             return query
-        except Exception as e:  # Spark refuses this output mode for this query: the next, else one line
+        except (AnalysisException, IllegalArgumentException) as e:  # Spark refuses this output mode: the next
             last = e
             if "output mode" not in str(e).lower() and "outputmode" not in str(e).lower():
                 break
     raise spark_error(last, record["sql"], 0)
+
+
+# Spark gives the Python worker of a foreachBatch sink over Spark Connect 10 s (hard-coded) to start and connect
+# back; on a loaded machine a fresh interpreter importing PySpark can take longer
+_WORKER_LATE = ("Python worker to connect back", "Python worker failed to connect back")
+
+
+def _started(writer, attempts: int = 5):
+    """``writer.start()``, tried again (``attempts`` in all, a moment apart) when the sink's Python worker was too
+    slow to start."""
+    for attempt in range(attempts):
+        try:
+            return writer.start()
+        except Exception as e:
+            if attempt == attempts - 1 or not any(late in str(e) for late in _WORKER_LATE):
+                raise
+            time.sleep(2.0 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def _columns(df) -> list[p.Column]:
@@ -253,11 +305,13 @@ def create_as_select(session, stmt: p.CreateAsSelect) -> Message:
         created = f", topic {topic} created"
     try:
         _start(session, record, df)
-    except SqlError as e:  # Spark refused the query: what was made for it goes
+    except Exception as e:  # Spark refused the query (or it could not start): what was made for it goes
         if created:
             admin.delete_topic(topic)
         if stmt.kind == "table":
             store_for(session).drop(name)
+        if not isinstance(e, SqlError):
+            raise
         if stmt.kind == "stream" and "output mode" in e.message.lower():
             raise stmt.error(f"{e.message} (a stream is written a row once: aggregate over windows of an event "
                              "time with a watermark, or CREATE TABLE ... AS SELECT)") from None
@@ -316,24 +370,46 @@ def list_queries(session) -> list[dict]:
     return out
 
 
+_STORED = ("sql", "kind", "sink", "topic", "keys", "checkpoint")
+
+
 def restore(session) -> list[str]:
     """Start again every stored query marked running that this session does not run yet (after a restart);
-    returns their ids. A query that can no longer start (its source dropped, a definition Spark refuses) is marked
-    ERROR with the first line of the reason, and the others still start."""
+    returns their ids. A query its stored definition can no longer start (its SQL no longer parses, its source was
+    dropped or changed, Spark refuses it: SqlError, Spark's AnalysisException or IllegalArgumentException; a record
+    without its fields) is marked ERROR with the first line of the reason, and the others still start. Anything else
+    (a bug, the Spark Connect server gone) is raised: it is no fault of the query's, and the query stays RUNNING,
+    to be started by the next restore."""
+    from pyspark.errors import AnalysisException, IllegalArgumentException
+
     started = []
     for query_id, record in sorted(session.catalog.queries().items()):
         if record.get("status") != RUNNING or query_id in _running(session):
             continue
+        missing = [f for f in _STORED if f not in record]
         try:
+            if missing:
+                raise SqlError(f"the stored query has no {missing[0]!r} (stored by another version?): CREATE it "
+                               "again")
             stmt = p.parse_one(record["sql"])
+            if not isinstance(stmt, p.CreateAsSelect):
+                raise SqlError("the stored SQL is not CREATE STREAM|TABLE ... AS SELECT")
             df = session.dataframe(stmt.select, stmt.select_start, stmt.script)
             _start(session, dict(record, id=query_id), df)
-        except Exception as e:  # noqa: BLE001 (SqlError, or what Spark refuses: one query, not the process)
-            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            session.catalog.put_query(query_id, dict(record, status="ERROR", error=reason))
+        except (SqlError, AnalysisException, IllegalArgumentException) as e:
+            session.catalog.put_query(query_id, dict(record, status="ERROR", error=_one_line(e)))
             continue
         started.append(query_id)
     return started
+
+
+def _one_line(error: Exception) -> str:
+    """The reason a query cannot start, in one line (Spark's message without its plan and stack)."""
+    if isinstance(error, SqlError):
+        return str(error).strip().splitlines()[0] if str(error).strip() else "SqlError"
+    from .session import first_line
+
+    return first_line(error)
 
 
 def wait(session, stop: threading.Event | None = None, poll_s: float = 1.0) -> None:
