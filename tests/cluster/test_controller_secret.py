@@ -1,8 +1,8 @@
 """The controllers' cluster secret on a three-broker cluster whose controllers ask for it on their JSON endpoint
-(``python -m freshet.controller --password-file F --endpoint-auth``): the brokers LocalCluster starts prove it
-(``$FRESHET_CONTROLLER_PASSWORD_FILE``) and serve as usual, ``freshet cluster`` commands prove it from the
-cluster's directory, and a client or a broker without it is refused (CLUSTER_AUTHORIZATION_FAILED) and changes
-nothing."""
+(``freshet cluster start --endpoint-auth``: ``python -m freshet.controller --password-file F --endpoint-auth``):
+the brokers it starts prove it (``$FRESHET_CONTROLLER_PASSWORD_FILE``) and serve as usual, ``freshet cluster``'s
+commands prove it from the cluster's directory, and a client or a broker without it is refused
+(CLUSTER_AUTHORIZATION_FAILED) and changes nothing."""
 
 import os
 import subprocess
@@ -17,13 +17,21 @@ from freshet.local.cluster import LocalCluster
 from freshet.testing.cli import freshet_argv
 
 from .conftest import admin
+from .test_cli import free_base_port, freshet
 from .test_metadata import created
 
 
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory):
-    with LocalCluster(3, directory=str(tmp_path_factory.mktemp("guarded")), controller_args=["--endpoint-auth"]) as c:
-        yield c
+    """``freshet cluster start --endpoint-auth``, left running for the module's tests."""
+    directory = str(tmp_path_factory.mktemp("guarded") / "cluster")
+    started = freshet("cluster", "start", "--brokers", "3", "--base-port", str(free_base_port()),
+                      "--data-dir", directory, "--endpoint-auth")
+    try:
+        assert started.returncode == 0, started.stderr
+        yield LocalCluster.attach(directory)
+    finally:
+        freshet("cluster", "stop", "--data-dir", directory)
 
 
 def test_brokers_and_the_cluster_commands_prove_the_secret_and_serve(guarded):
@@ -38,6 +46,8 @@ def test_brokers_and_the_cluster_commands_prove_the_secret_and_serve(guarded):
 
     run = CliRunner().invoke(cli, ["cluster", "rebalance", "--data-dir", guarded.directory])  # reads, moves nothing
     assert run.exit_code == 0 and "replicas per broker" in run.output, run.output
+    status = freshet("cluster", "status", "--data-dir", guarded.directory)
+    assert status.returncode == 0 and "broker 3 " in status.stdout and " live " in status.stdout, status.stderr
 
 
 def test_a_client_without_the_secret_is_refused_and_changes_nothing(guarded):

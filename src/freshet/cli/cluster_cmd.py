@@ -35,9 +35,13 @@ def cluster() -> None:
 @click.option("--racks", default=None, metavar="RACK,RACK,...",
               help="broker.rack of the brokers in turn (broker i gets the ((i-1) mod n)-th): replicas spread over "
                    "racks, and consumers with client.rack read from a follower in theirs (KIP-392).")
+@click.option("--endpoint-auth", is_flag=True,
+              help="The controllers' JSON endpoint asks for the cluster secret (controller.password in the data "
+                   "directory), which the brokers and freshet cluster's commands prove.")
 @dir_option
 @one_line_errors
-def start(brokers: int, base_port: int, session_timeout_ms: int, racks: str | None, directory: str) -> None:
+def start(brokers: int, base_port: int, session_timeout_ms: int, racks: str | None, endpoint_auth: bool,
+          directory: str) -> None:
     """Start the controllers and BROKERS brokers on 127.0.0.1; they run until `freshet cluster stop`.
     default.replication.factor is min(3, BROKERS)."""
     if not 1 <= base_port <= 65535 - 300:
@@ -48,7 +52,7 @@ def start(brokers: int, base_port: int, session_timeout_ms: int, racks: str | No
     if racks is not None and not all(re.fullmatch(r"[A-Za-z0-9._-]+", r) for r in rack_names):
         raise ClusterError(f"--racks {racks!r}: give rack names (letters, digits, '.', '_', '-') separated by commas")
     local = LocalCluster(brokers, directory=directory, base_port=base_port, session_timeout_ms=session_timeout_ms,
-                         racks=rack_names)
+                         racks=rack_names, controller_args=["--endpoint-auth"] if endpoint_auth else None)
     local.start()
     metadata = local.metadata()
     click.echo(f"{brokers} broker(s) and {len(local.controller_addresses)} controller(s) running, active controller "
