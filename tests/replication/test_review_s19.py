@@ -142,9 +142,6 @@ def test_a_share_key_below_find_coordinator_v6_is_an_invalid_request(broker):
 
 
 # -- the controllers' secret -----------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="review: read_password_file (controller/auth.py) takes a secret any local "
-                   "user may read (mode 0644); refuse (or warn about) group/world access as ssh and PostgreSQL do "
-                   "for their keys (LocalCluster's own file is 0600)")
 def test_a_password_file_other_users_can_read_is_refused(tmp_path):
     path = tmp_path / "controller.password"
     path.write_text("a-secret-of-the-cluster-long-enough\n")
@@ -153,10 +150,6 @@ def test_a_password_file_other_users_can_read_is_refused(tmp_path):
         read_password_file(str(path))
 
 
-@pytest.mark.xfail(strict=True, reason="review: a controller given another secret than its peers is dropped by "
-                   "pysyncobj without a word (tcp_connection swallows the failed decryption): status says only "
-                   "peers_connected 0 / has_quorum False, and no log line names the secret. Wrap the encryptor "
-                   "given to SyncObjConf so that a message that does not decrypt logs one warning per peer")
 def test_a_controller_given_another_secret_says_so(caplog):
     caplog.set_level(logging.WARNING)
     voters = parse_voters(",".join(f"{i}@127.0.0.1:{free_port()}" for i in (1, 2)))

@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import stat
 
 PASSWORD_FILE_ENV = "FRESHET_CONTROLLER_PASSWORD_FILE"  # where the secret is read from when not given
 MIN_PASSWORD_LENGTH = 16
@@ -29,15 +30,20 @@ NONCE_HEX_CHARS = 32
 
 def read_password_file(path: str) -> str:
     """The cluster secret kept in ``path`` (its first line, without the line end). A ValueError of one line when
-    the file cannot be read or holds less than 16 characters."""
+    the file cannot be read, holds less than 16 characters, or other users may read or change it (group or
+    world permissions: refused as ssh refuses such a key and PostgreSQL such a server key)."""
     try:
         with open(path, encoding="utf-8") as f:
             secret = f.readline().rstrip("\r\n")
+            mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"cannot read the controller password file {path}: {exc.strerror or exc}") from None
     if len(secret) < MIN_PASSWORD_LENGTH:
         raise ValueError(f"the controller password in {path} has {len(secret)} characters; give at least "
                          f"{MIN_PASSWORD_LENGTH} (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    if mode & 0o077:
+        raise ValueError(f"the controller password file {path} has mode {mode:04o}: other users may read it; "
+                         f"chmod 600 {path}")
     return secret
 
 

@@ -126,6 +126,42 @@ class DurableJournal:
         _fsync_path(self._meta_path)
 
 
+class _SecretCheckingEncryptor:
+    """pysyncobj's encryptor (Fernet, from the cluster secret), saying so when a Raft message does not decrypt:
+    pysyncobj drops such a connection without a word, so a controller given another secret than its peers (or
+    none) would only show ``peers_connected`` 0. One warning a minute at most."""
+
+    WARN_EVERY_S = 60.0
+
+    def __init__(self, inner, node_id: int) -> None:
+        self._inner = inner
+        self._node_id = node_id
+        self._warned_at: float | None = None
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def encrypt_at_time(self, data, current_time):
+        return self._inner.encrypt_at_time(data, current_time)
+
+    def extract_timestamp(self, data):
+        return self._checked(self._inner.extract_timestamp, data)
+
+    def decrypt(self, data, *args):
+        return self._checked(self._inner.decrypt, data, *args)
+
+    def _checked(self, call, *args):
+        try:
+            return call(*args)
+        except Exception:
+            now = time.monotonic()
+            if self._warned_at is None or now - self._warned_at >= self.WARN_EVERY_S:
+                self._warned_at = now
+                logger.warning("controller %d: a Raft message did not decrypt with this controller's secret "
+                               "(--password-file): a peer was given another secret, or none", self._node_id)
+            raise
+
+
 class ReplicatedMetadata(SyncObjConsumer):
     """The state machine as pysyncobj sees it: one replicated method, ``apply``. pysyncobj snapshots the
     attributes set after ``SyncObjConsumer.__init__`` (the metadata), not the lock made before it."""
@@ -250,6 +286,8 @@ class Controller:
     # -- life ----------------------------------------------------------------------------------------------
     def start(self) -> "Controller":
         self._sync = SyncObj(self._self, self._others, conf=self._conf, consumers=[self.state])
+        if self._sync._SyncObj__encryptor is not None:  # before the first tick opens a connection
+            self._sync._SyncObj__encryptor = _SecretCheckingEncryptor(self._sync._SyncObj__encryptor, self.node_id)
         if self._conf.journalFile:
             self._sync._SyncObj__raftLog = DurableJournal(self._sync._SyncObj__raftLog, self._conf.fullDumpFile)
         self._ticker = threading.Thread(target=self._tick, name="controller-raft", daemon=True)

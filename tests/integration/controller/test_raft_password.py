@@ -118,10 +118,15 @@ def test_bytes_sent_to_the_raft_port_are_unpickled_only_without_the_secret(tmp_p
         controller.stop()
 
 
-def test_the_password_file_must_hold_a_secret_of_16_characters(tmp_path):
+def test_the_password_file_must_hold_a_secret_of_16_characters_only_its_owner_may_read(tmp_path):
     path = tmp_path / "secret"
     path.write_text(SECRET + "\n")
+    path.chmod(0o600)
     assert read_password_file(str(path)) == SECRET
+    for mode in (0o640, 0o604, 0o620):
+        path.chmod(mode)
+        with pytest.raises(ValueError, match=f"has mode {mode:04o}: other users may read it; chmod 600"):
+            read_password_file(str(path))
     path.write_text("short\n")
     with pytest.raises(ValueError, match="has 5 characters; give at least 16"):
         read_password_file(str(path))
