@@ -16,8 +16,11 @@ from kio.schema.errors import ErrorCode
 
 from freshet.broker.cluster.share_persister import SharePersister, acknowledged
 from freshet.broker.config import BrokerConfig
+from freshet.broker.context import RequestContext
 from freshet.broker.groups.share_state import ShareStateStore, StateError, from_batches
 from freshet.broker.server import Broker
+from freshet.broker.transactions import TransactionCoordinator, TransactionError
+from freshet.broker.wire.protocol import build, request_schema
 from freshet.controller.auth import read_password_file
 from freshet.controller.node import Controller, parse_voters
 from freshet.local import free_port
@@ -129,6 +132,65 @@ def test_a_share_coordinator_that_does_not_answer_gives_up_the_read_by_its_timeo
             server.close()
 
     asyncio.run(scenario())
+
+
+def _in_process(tmp_path, scenario):
+    """``scenario(broker)`` against a one-node broker in this event loop (as tests/unit/broker do)."""
+    async def main():
+        broker = Broker(BrokerConfig(data_dir=str(tmp_path), host="127.0.0.1", port=0))
+        await broker.start()
+        try:
+            return await scenario(broker)
+        finally:
+            await broker.stop()
+
+    return asyncio.run(main())
+
+
+def _disk_full(*args, **kwargs):
+    raise StorageError("write to 00000000000000000000.log failed: No space left on device")
+
+
+@pytest.mark.xfail(strict=True, reason="review: an OffsetCommit whose __consumer_offsets append fails on disk "
+                   "(StorageError from partition.append, before answer_when_durable) escapes the handler "
+                   "(handlers/groups.py offset_commit: broker.offsets.append outside any try): the broker logs a "
+                   "traceback and closes the connection; Kafka maps KAFKA_STORAGE_ERROR to NOT_COORDINATOR "
+                   "(failed_append_code) per partition")
+def test_an_offset_commit_whose_append_fails_on_disk_answers_not_coordinator(tmp_path):
+    async def scenario(broker):
+        broker.registry.create("t", 1)
+        broker.offsets.partition.append = _disk_full
+        ctx = RequestContext(broker, SimpleNamespace(api_version=8, client_id="review"))
+        answer = broker.apis[8][2](ctx, build(request_schema(8, 8), {
+            "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                                     "committed_leader_epoch": -1, "committed_metadata": None}]}]}))
+        answer = answer if isinstance(answer, dict) else await answer
+        return [p["error_code"] for t in answer["topics"] for p in t["partitions"]]
+
+    assert _in_process(tmp_path, scenario) == [ErrorCode.not_coordinator]
+
+
+@pytest.mark.xfail(strict=True, reason="review: an InitProducerId epoch bump whose __transaction_state append "
+                   "fails on disk raises StorageError out of TransactionCoordinator._write (partition.append is "
+                   "outside its try; _persist reverts only on TransactionError): the connection is closed, the "
+                   "bumped epoch stays in memory unwritten, and since e497cec the client's retry is answered that "
+                   "unwritten epoch (bumped_by_it) which the next coordinator never knew; Kafka: NOT_COORDINATOR, "
+                   "the pending transition dropped, the retry bumps and writes again")
+def test_an_epoch_bump_whose_append_fails_on_disk_is_refused_and_forgotten(tmp_path):
+    async def scenario(broker):
+        txn = broker.transactions
+        pid, epoch = await txn.init_producer_id("tx", 60_000, -1, -1)
+        append = txn.partition.append
+        txn.partition.append = _disk_full
+        with pytest.raises(TransactionError) as refused:
+            await txn.init_producer_id("tx", 60_000, pid, epoch)  # KIP-360: the producer bumps its own epoch
+        assert refused.value.error_code == ErrorCode.not_coordinator
+        txn.partition.append = append  # the disk is back: the retry bumps, and writes it
+        assert await txn.init_producer_id("tx", 60_000, pid, epoch) == (pid, epoch + 1)
+        assert TransactionCoordinator(broker).transactions["tx"].producer_epoch == epoch + 1
+
+    _in_process(tmp_path, scenario)
 
 
 # -- FindCoordinator key type 2 ---------------------------------------------------------------------------------
