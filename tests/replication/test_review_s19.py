@@ -193,6 +193,26 @@ def test_an_epoch_bump_whose_append_fails_on_disk_is_refused_and_forgotten(tmp_p
     _in_process(tmp_path, scenario)
 
 
+@pytest.mark.xfail(strict=True, reason="review: a WriteShareGroupState whose __share_group_state append fails on "
+                   "disk escapes the handler (handlers/share_state.py _answer_when_written: share_groups._append "
+                   "outside any try; the store is not changed only because apply comes after append): the "
+                   "connection is closed; Kafka's share coordinator answers NOT_COORDINATOR (KAFKA_STORAGE_ERROR)")
+def test_a_share_state_write_whose_append_fails_on_disk_answers_not_coordinator(tmp_path):
+    async def scenario(broker):
+        topic = broker.registry.create("t", 1)
+        broker.share_groups.state.append = _disk_full
+        ctx = RequestContext(broker, SimpleNamespace(api_version=1, client_id="review"))
+        answer = broker.apis[85][2](ctx, build(request_schema(85, 1), {"group_id": "g", "topics": [{
+            "topic_id": topic.topic_id, "partitions": [{
+                "partition": 0, "state_epoch": 0, "leader_epoch": 0, "start_offset": 0, "delivery_complete_count": -1,
+                "state_batches": [{"first_offset": 0, "last_offset": 1, "delivery_state": ACKNOWLEDGED,
+                                   "delivery_count": 1}]}]}]}))
+        answer = answer if isinstance(answer, dict) else await answer
+        return [p["error_code"] for t in answer["results"] for p in t["partitions"]]
+
+    assert _in_process(tmp_path, scenario) == [ErrorCode.not_coordinator]
+
+
 # -- FindCoordinator key type 2 ---------------------------------------------------------------------------------
 @pytest.mark.xfail(strict=True, reason="review: FindCoordinator with key type 2 (share) below v6 answers "
                    "UNSUPPORTED_VERSION (handlers/share_state.py find_share_coordinator); Kafka's "
