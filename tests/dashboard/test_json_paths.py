@@ -150,3 +150,25 @@ def test_the_number_scan_reads_numbers_near_the_literal_as_exactly_as_json_does(
             found = [i for i, n in enumerate(near) if any(data.index(b'{"n": %s}' % n.encode()) + 1 == s
                                                            for s in spots)]
             assert found == exact, (op, literal)
+
+
+@pytest.mark.parametrize("path", [
+    "$.items[?(@.sku == 'a' || @.qty > 8)]", "$.items[?(@.qty > 8 || @.qty < 0)]",
+    "$.items[?(@.qty == 1 && @.sku == 'a' || @.sku == 'b')]", "$..[?(@.sku == 'a' || @.qty == 9)]"])
+def test_the_scan_for_either_side_of_an_or_never_turns_a_match_away(path):
+    import pyarrow as pa
+
+    from freshet.dashboard import scan_columns
+
+    f = Filters.parse(None, None, None, path)
+    assert f.either is not None and f.required is None, path
+    plain = Filters.parse(None, None, None, path)
+    plain.either = None
+    values = [v.encode() for v in NUMBERS + ['{"items": [{"sku": "a"}]}', '{"items": [{"sku": "b", "qty": 1}]}',
+                                            '{"items": [{"sku": "\\\\u0061"}]}', '{"note": "a", "items": [{"sku": "c"}]}']]
+    assert [f._json_match(v) for v in values] == [plain._json_match(v) for v in values], path
+    batch = pa.RecordBatch.from_pylist([{"value": v, "partition": 0, "offset": i, "timestamp": 0, "timestampType": 0}
+                                        for i, v in enumerate(values)], schema=scan_columns.schema())
+    kept = [m.offset() for m in scan_columns.select(f, batch)]
+    assert kept == [i for i, v in enumerate(values) if plain._json_match(v)] and kept, path
+    assert Filters.parse(None, None, None, "$.items[?(@.sku == 'a' || @.qty)]").either is None  # a side needing nothing

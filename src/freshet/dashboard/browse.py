@@ -58,6 +58,7 @@ class Filters:
     compiled: object = None  # any other path json_paths.compile_path evaluates directly: f(value, root)
     required: bytes | None = None  # bytes every matching value holds, unless escaped (see required_text)
     number: object = None  # a member and number every match holds, unless escaped (json_paths.NumberNeed)
+    either: list | None = None  # needs (bytes, NumberNeed) of which every match holds one (json_paths.either_need)
 
     @classmethod
     def parse(cls, key: str | None, value: str | None, header: str | None, json_path: str | None) -> "Filters":
@@ -74,6 +75,8 @@ class Filters:
                 raise BadRequest(f"bad JSON path {json_path!r}: {exc}") from None
             f.required = required_text(f.json_path, f.compare)
             f.number = json_paths.number_need(f.json_path, f.compare) if f.required is None else None
+            if f.compare is None and f.required is None and f.number is None:
+                f.either = json_paths.either_need(f.json_path)
         return f
 
     def select(self, batch: list) -> list:
@@ -102,6 +105,9 @@ class Filters:
             return False  # cannot hold the string the path compares with: no need to parse it
         if self.number is not None and b"\\" not in raw and not self.number.found_in(raw):
             return False  # nor the member and number it needs
+        if self.either is not None and b"\\" not in raw and \
+                not any(n in raw if isinstance(n, bytes) else n.found_in(raw) for n in self.either):
+            return False  # nor any of the things one of which it needs
         try:
             found = self._find(orjson.loads(raw))
         except orjson.JSONDecodeError:
@@ -143,11 +149,9 @@ def required_text(expression, compare) -> bytes | None:
     if compare is not None:
         op, literal = compare
         return json.dumps(literal, ensure_ascii=False).encode() if op == "==" and isinstance(literal, str) else None
-    literals = [e.value for e in json_paths.necessary_conditions(expression) or ()
-                if e.op == "==" and isinstance(e.value, str)]
-    if not literals:
-        return None
-    return json.dumps(max(literals, key=len), ensure_ascii=False).encode()
+    found = [json_paths.need_of(e) for e in json_paths.necessary_conditions(expression) or ()]
+    literals = [n for n in found if isinstance(n, bytes)]
+    return max(literals, key=len) if literals else None
 
 
 def plain_steps(expression, root=None) -> list | None:

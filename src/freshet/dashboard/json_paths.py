@@ -242,8 +242,9 @@ class NumberNeed:
 
     def spots(self, data) -> list[int]:
         """Where in ``data`` (a buffer of many values) the member is written with a number that satisfies it. The
-        numbers are read first all at once (numpy, as floats) and judged with a margin wider than a float's
-        rounding, so a batch with none near the comparison costs one pass; only a batch with some is searched
+        numbers are read first all at once (numpy, as floats, as json.loads reads all but integers) and judged
+        exactly (integers beyond 2**53 with a margin wider than their rounding), so a batch with none satisfying
+        the comparison costs one pass; only a batch with some is searched
         again for where they are, each judged exactly."""
         import numpy as np
 
@@ -256,7 +257,10 @@ class NumberNeed:
         except (ValueError, OverflowError):
             pass
         else:
-            margin = np.maximum(np.abs(x), abs(literal)) * 1e-12 + 1e-300
+            # below 2**53 a float holds an integer exactly and json.loads reads any other number as a float: no
+            # margin; beyond, integers round, so a margin far wider than the rounding
+            largest = np.maximum(np.abs(x), abs(literal))
+            margin = np.where(largest >= 2.0 ** 53, largest * 1e-12, 0.0)
             maybe = {">": lambda: x > literal - margin, ">=": lambda: x >= literal - margin,
                      "<": lambda: x < literal + margin, "<=": lambda: x <= literal + margin,
                      "==": lambda: np.abs(x - literal) <= margin}[self.op]()
@@ -286,18 +290,57 @@ def number_need(expression, compare) -> NumberNeed | None:
         name = named(expression)
         ok = name is not None and number(literal) and (op == "==" or op in ORDERED)
         return NumberNeed(name, op, literal) if ok else None
-    found = [NumberNeed(named(e.target), e.op, e.value) for e in necessary_conditions(expression) or ()
-             if named(e.target) is not None and number(e.value) and (e.op == "==" or e.op in ORDERED)]
+    found = [need_of(e) for e in necessary_conditions(expression) or ()]
+    found = [n for n in found if isinstance(n, NumberNeed)]
     return found[0] if found else None
 
 
+def need_of(condition):
+    """What a value must hold for a filter's ``condition`` to hold in it: bytes (``@.f == 's'``: the string as
+    JSON writes it), a NumberNeed (``@.f OP number``), or None."""
+    from jsonpath_ng.ext.filter import Expression
+    from jsonpath_ng.jsonpath import Child, Descendants, Fields
+
+    if type(condition) is not Expression:
+        return None
+    if condition.op == "==" and isinstance(condition.value, str):
+        return json.dumps(condition.value, ensure_ascii=False).encode()
+    last = condition.target.right if type(condition.target) in (Child, Descendants) else condition.target
+    number = isinstance(condition.value, (int, float)) and not isinstance(condition.value, bool)
+    if type(last) is Fields and len(last.fields) == 1 and not getattr(last, "_deprecated_wildcard_use", False) \
+            and number and (condition.op == "==" or condition.op in ORDERED):
+        return NumberNeed(last.fields[0], condition.op, condition.value)
+    return None
+
+
+def either_need(expression) -> list | None:
+    """For a path whose filter holds an ``||`` (on a path that must match in every part): what each of its
+    operands needs (``need_of``; an ``&&`` operand: the first of its parts that needs something), one of which
+    a matching value holds; None when an operand needs nothing a scan can find."""
+    from jsonpath_ng.ext.filter import And, Or
+
+    for condition in necessary_conditions(expression) or ():
+        if type(condition) is not Or:
+            continue
+        needs = []
+        for operand in condition.operands:
+            parts = operand.operands if type(operand) is And else [operand]
+            need = next((n for n in map(need_of, parts) if n is not None), None)
+            if need is None:
+                break
+            needs.append(need)
+        else:
+            return needs
+    return None
+
+
 def necessary_conditions(expression) -> list | None:
-    """The filter expressions of a path that must each hold somewhere for the path to find anything (every part
-    of it must match: no union, or, negation); None when the path is not made so."""
-    from jsonpath_ng.ext.filter import Expression, Filter
+    """The filter expressions (and ``||``s of a filter) of a path that must each hold somewhere for the path to
+    find anything (every part of it must match: no union, negation); None when the path is not made so."""
+    from jsonpath_ng.ext.filter import Expression, Filter, Or
     from jsonpath_ng.jsonpath import Child, Descendants, Fields, Index, Root, Slice, This, Wildcard
 
-    safe = (Child, Descendants, Fields, Index, Root, Slice, This, Wildcard, Filter, Expression)
+    safe = (Child, Descendants, Fields, Index, Root, Slice, This, Wildcard, Filter, Expression, Or)
     found: list = []
 
     def walk(node) -> bool:
@@ -305,6 +348,9 @@ def necessary_conditions(expression) -> list | None:
             return False
         if isinstance(node, Filter):
             return all(walk(e) for e in node.expressions)
+        if isinstance(node, Or):  # one of its operands must hold: necessary as a whole (either_need)
+            found.append(node)
+            return True
         if isinstance(node, Expression):
             found.append(node)
             return node.op != "!" and walk(node.target)

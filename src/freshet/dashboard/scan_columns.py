@@ -106,6 +106,12 @@ def select(filters, batch) -> list[Row]:
     elif getattr(filters, "number", None) is not None:  # a path compared with a number: a scan, not a parse
         values = batch.column("value")
         mask = both(pc.or_(holding_number(values, filters.number), containing(values, b"\\")))
+    elif getattr(filters, "either", None) is not None:  # an ||: values holding what one of its sides needs
+        values = batch.column("value")
+        found = containing(values, b"\\")
+        for need in filters.either:
+            found = pc.or_(found, containing(values, need) if isinstance(need, bytes) else holding_number(values, need))
+        mask = both(found)
     if mask is not None:
         batch = batch.filter(pc.fill_null(mask, False))
     if filters.json_path is not None and batch.num_rows:
