@@ -147,20 +147,24 @@ def test_the_cli_takes_kafka_topics_replica_assignment_and_refuses_bad_input_in_
     assert done.returncode == 0 and "now has 2 partitions" in done.stdout, done.stderr
 
 
-def test_an_assignment_naming_a_stopped_broker_is_refused_until_it_is_back(cluster):
-    """Runs last in the module: it stops broker 3 and starts it again."""
+def test_an_assignment_naming_a_stopped_broker_is_taken_beside_a_live_one(cluster):
+    """As KRaft: the stopped (fenced) broker's replica starts outside the ISR and joins it once the broker is back;
+    a partition whose brokers are all stopped is refused. Runs last in the module: it stops broker 3 and starts it
+    again."""
     client = admin(cluster.bootstrap_of(1))
     cluster.stop_broker(3)
     try:
         assert wait_for("broker 3 fenced", lambda: 3 not in client.list_topics(timeout=30).brokers)
-        error_code, message = raw_create(cluster, {"name": "on-a-stopped-broker",
-                                                   "assignments": pairs([1, 3], [2, 1])}, False)
+        error_code, message = raw_create(cluster, {"name": "all-on-a-stopped-broker",
+                                                   "assignments": pairs([3], [1])}, False)
         assert error_code == ErrorCode.invalid_replica_assignment, message
-        assert "broker 3" in message and "on-a-stopped-broker" not in controller_topics(cluster)
+        assert "[3]" in message and "all-on-a-stopped-broker" not in controller_topics(cluster)
+        created(client, NewTopic("on-a-stopped-broker", 2, replica_assignment=[[1, 3], [2, 1]]))
+        assert wait_for("the topic without broker 3 in its ISR", lambda: placed(client, "on-a-stopped-broker") == [
+            ([1, 3], 1, [1]), ([2, 1], 2, [1, 2])])
     finally:
         cluster.restart(3)
-    created(client, NewTopic("on-a-stopped-broker", 2, replica_assignment=[[1, 3], [2, 1]]))
-    assert wait_for("the topic on broker 3", lambda: placed(client, "on-a-stopped-broker") == [
+    assert wait_for("broker 3 in the ISR", lambda: placed(client, "on-a-stopped-broker") == [
         ([1, 3], 1, [1, 3]), ([2, 1], 2, [1, 2])])
 
 

@@ -261,9 +261,10 @@ def check_assignment(assignment, registered, live, replication_factor: int | Non
                      first_partition: int = 0) -> None:
     """A manual replica assignment (one replica list per partition, numbered from ``first_partition``; the first
     replica is the preferred leader) checked as Kafka's controller checks it (``validateManualPartitionAssignment``):
-    AssignmentError for an empty list, a broker named twice in one partition, a broker not ``registered``, one not
-    ``live`` (fenced or shutting down: it could neither lead nor join the ISR), or a partition whose replica count
-    differs from ``replication_factor`` (default: the first partition's)."""
+    AssignmentError for an empty list, a broker named twice in one partition, a broker not ``registered``, a partition
+    none of whose brokers is ``live`` (all fenced or shutting down: none could lead; KRaft takes a fenced replica
+    beside a live one, outside the ISR until it catches up), or a partition whose replica count differs from
+    ``replication_factor`` (default: the first partition's)."""
     live = set(live)
     for index, replicas in enumerate(assignment, first_partition):
         replicas = list(replicas)
@@ -276,10 +277,9 @@ def check_assignment(assignment, registered, live, replication_factor: int | Non
         unknown = [r for r in replicas if r not in registered]
         if unknown:
             raise AssignmentError(f"partition {index} is assigned to broker {unknown[0]}, which is not registered")
-        down = [r for r in replicas if r not in live]
-        if down:
-            raise AssignmentError(f"partition {index} is assigned to broker {down[0]}, which is fenced or shutting "
-                                  "down")
+        if not any(r in live for r in replicas):
+            raise AssignmentError(f"all brokers of partition {index}'s replica assignment ({replicas}) are fenced "
+                                  "or shutting down")
         if replication_factor is None:
             replication_factor = len(replicas)
         elif len(replicas) != replication_factor:

@@ -302,7 +302,7 @@ class ClusterMetadata:
             assignment = self._place(live, cmd.partitions, cmd.replication_factor, cmd.start_index, cmd.shift)
         self.topics[cmd.topic_id] = Topic(
             cmd.topic_id, cmd.name,
-            [PartitionState(replicas=r, isr=list(r), leader=r[0]) for r in assignment],
+            [_new_partition(r, live) for r in assignment],
         )
         if cmd.configs:
             self.topic_configs[cmd.name] = dict(cmd.configs)
@@ -339,7 +339,7 @@ class ClusterMetadata:
             )
         else:
             assignment = self._place(live, cmd.count, factor, cmd.start_index, cmd.shift)[current:]
-        topic.partitions.extend(PartitionState(replicas=r, isr=list(r), leader=r[0]) for r in assignment)
+        topic.partitions.extend(_new_partition(r, live) for r in assignment)
         return Result(value={"assignment": assignment})
 
     def _AllocateProducerIds(self, cmd: c.AllocateProducerIds) -> Result:
@@ -629,6 +629,14 @@ class ClusterMetadata:
 _THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")  # bytes/s, broker
 _THROTTLED_REPLICAS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")  # topic
 _REPLICA_LIST = re.compile(r"^\s*(\*|\d+\s*:\s*\d+(\s*,\s*\d+\s*:\s*\d+)*)?\s*$")
+
+
+def _new_partition(replicas: list[int], live) -> PartitionState:
+    """A new partition on ``replicas``: its ISR the live ones, in the replicas' order, the first of them its leader
+    (as KRaft's createTopic: a fenced replica of a manual assignment joins the ISR once it has caught up)."""
+    live = set(live)
+    isr = [r for r in replicas if r in live]
+    return PartitionState(replicas=list(replicas), isr=isr, leader=isr[0])
 
 
 def _check_topic_configs(configs: dict[str, str]) -> Result | None:

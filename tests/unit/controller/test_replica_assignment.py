@@ -35,7 +35,7 @@ def test_partition_indexes_must_be_0_to_n_minus_1_once_each(pairs, message):
     ([[1, 2, 1]], None, "partition 0 names broker 1 more than once"),
     ([list(range(1, 100_000)) + [7]], None, "partition 0 names broker 7 more than once"),  # linear, not quadratic
     ([[1, 2], [2, 9]], None, "partition 1 is assigned to broker 9, which is not registered"),
-    ([[1, 4]], None, "partition 0 is assigned to broker 4, which is fenced or shutting down"),
+    ([[1, 2], [4]], None, "all brokers of partition 1's replica assignment \\(\\[4\\]\\) are fenced or shutting down"),
     ([[1, 2], [2, 3, 1]], None, "partition 1 has 3 replica\\(s\\), the other partitions 2"),
     ([[1, 2, 3]], 2, "partition 0 has 3 replica\\(s\\), the other partitions 2"),
 ])
@@ -66,6 +66,18 @@ def test_create_topic_takes_the_given_replicas_the_first_one_leading():
         ([1, 2], [1, 2], 1), ([2, 3], [2, 3], 2), ([3, 1], [3, 1], 3), ([3, 2], [3, 2], 3)]
 
 
+def test_a_fenced_replica_beside_a_live_one_is_taken_outside_the_isr():
+    """As KRaft: a manual assignment may name a fenced broker when the partition has a live one; the live replicas
+    are the ISR, the first of them leads, the fenced one joins once it has caught up."""
+    check_assignment([[1, 4]], registered={1, 2, 3, 4}, live=[1, 2, 3])
+    m, epochs = cluster(3)
+    fence(m, 1, epochs[1])
+    result = m.apply(assigned("t", (1, 2), (3, 1)))
+    assert result.ok, result
+    assert [(p.replicas, p.isr, p.leader) for p in m.topic_by_name("t").partitions] == [
+        ([1, 2], [2], 2), ([3, 1], [3], 3)]
+
+
 def test_create_topic_with_its_own_counts_beside_the_assignment_is_taken():
     m, _ = cluster(3)
     assert m.apply(assigned("t", (1, 2), (2, 3), partitions=2, rf=2)).ok
@@ -77,7 +89,7 @@ def fence(m: ClusterMetadata, broker: int, epoch: int) -> None:
 
 @pytest.mark.parametrize("replicas, message", [
     (((1, 2), (2, 9)), "broker 9, which is not registered"),
-    (((1, 3),), "broker 3, which is fenced or shutting down"),  # fenced below
+    (((3,), (1,)), "all brokers of partition 0's replica assignment \\(\\[3\\]\\) are fenced"),  # fenced below
     (((1, 2), (2, 2)), "names broker 2 more than once"),
     (((1, 2), (2,)), "partition 1 has 1 replica\\(s\\), the other partitions 2"),
     (((1, 2), ()), "partition 1 is assigned an empty replica list"),
