@@ -98,4 +98,4 @@ def test_find_coordinator_for_share_keys(broker, topic_name):
         assert (found.error_code, found.port) == (ErrorCode.none, broker.port)
         assert find(6, "g-without-partition").error_code == ErrorCode.invalid_request
         assert find(6, "g:topic:x").error_code == ErrorCode.invalid_request
-        assert find(4, f"g:{uuid.uuid4()}:0").error_code == ErrorCode.unsupported_version
+        assert find(4, f"g:{uuid.uuid4()}:0").error_code == ErrorCode.invalid_request

@@ -19,6 +19,9 @@ import time
 
 from kio.schema.errors import ErrorCode
 
+from freshet.log import StorageError
+
+from ..groups.offsets import failed_append_code
 from ..groups.share import SHARE_STATE_TOPIC
 from ..groups.share_state import StateError, from_batches, to_batches
 from ..replication import ReplicationError
@@ -38,20 +41,19 @@ async def acknowledged(broker, offset: int) -> None:
     NOT_COORDINATOR when this broker stopped leading it first, COORDINATOR_NOT_AVAILABLE when it could not be."""
     if offset < 0:
         return
-    state = broker.share_groups.state
-    if broker.replicas is None:
-        await broker.group_commit.durable(state, offset)
-        return
-    _, leader = broker.replicas.check(SHARE_STATE_TOPIC, 0)
-    if leader is None:
-        raise StateError(ErrorCode.not_coordinator, "this broker no longer leads __share_group_state")
     try:
+        if broker.replicas is None:
+            await broker.group_commit.durable(broker.share_groups.state, offset)
+            return
+        _, leader = broker.replicas.check(SHARE_STATE_TOPIC, 0)
+        if leader is None:
+            raise StateError(ErrorCode.not_coordinator, "this broker no longer leads __share_group_state")
         await leader.acknowledged(offset, APPEND_TIMEOUT_S)
-    except ReplicationError as exc:
-        code = (ErrorCode.not_coordinator if exc.error_code == ErrorCode.not_leader_or_follower
-                else ErrorCode.coordinator_not_available)
-        raise StateError(code, str(exc)) from None
-    except Exception as exc:  # a failed fsync
+    except (ReplicationError, StorageError) as exc:  # as the group and transaction coordinators map a failed append
+        raise StateError(failed_append_code(exc), str(exc)) from None
+    except StateError:
+        raise
+    except Exception as exc:
         raise StateError(ErrorCode.coordinator_not_available, str(exc)) from None
 
 
@@ -151,8 +153,9 @@ class SharePersister:
         for group_id, topics in by_group.items():
             body = {"group_id": group_id, "topics": [{"topic_id": tid, "partitions": parts}
                                                      for tid, parts in topics.items()]}
+            oldest = min(entry[5] for key, entry in batch.items() if key[0] == group_id)
             try:
-                answer = await self._request("write", WRITE, 1, body)
+                answer = await self._request("write", WRITE, 1, body, max(1.0, RETRY_S - (time.monotonic() - oldest)))
             except (ConnectionError, StateError) as exc:
                 log.info("share-group state of %s not written yet: %s", group_id, exc)
                 retry.update({k: e for k, e in batch.items() if k[0] == group_id})
@@ -185,8 +188,8 @@ class SharePersister:
             written.append((group_id, topic, index))
         if not records:
             return {}
-        offset = coordinator._append(records)
         try:
+            offset = coordinator.append_state(records)
             await acknowledged(self.broker, offset)
         except StateError as exc:
             if exc.error_code in RETRIABLE:
@@ -209,9 +212,15 @@ class SharePersister:
         while True:
             try:
                 if self._local():
-                    return self.broker.share_groups.store.read(group_id, topic, str(topic_id), index, leader_epoch)
+                    state = self.broker.share_groups.state
+                    before = state.log_end_offset
+                    value = self.broker.share_groups.store.read(group_id, topic, str(topic_id), index, leader_epoch)
+                    if state.log_end_offset > before:  # the newer leader epoch written: in the ISR first
+                        await acknowledged(self.broker, state.log_end_offset - 1)
+                    return value
                 answer = await self._request("read", READ, 0, {"group_id": group_id, "topics": [
-                    {"topic_id": topic_id, "partitions": [{"partition": index, "leader_epoch": leader_epoch}]}]})
+                    {"topic_id": topic_id, "partitions": [{"partition": index, "leader_epoch": leader_epoch}]}]},
+                    max(0.1, end - time.monotonic()))
                 p = answer.results[0].partitions[0]
                 if p.error_code == ErrorCode.none:
                     if p.start_offset < 0:
@@ -254,22 +263,36 @@ class SharePersister:
                     out[(names[result.topic_id], p.partition)] = p.start_offset
         return out
 
-    async def _request(self, kind: str, api_key: int, version: int, body: dict):
-        """One request to the share coordinator (StateError COORDINATOR_NOT_AVAILABLE while there is none)."""
+    async def _request(self, kind: str, api_key: int, version: int, body: dict, timeout_s: float = RETRY_S):
+        """One request to the share coordinator, answered within ``timeout_s`` (ConnectionError otherwise: a
+        coordinator that accepts and does not answer, a paused broker, holds nobody longer); StateError
+        COORDINATOR_NOT_AVAILABLE while there is none."""
         membership = self.broker.cluster
         endpoint = membership.coordinator(SHARE_STATE_TOPIC)
         if endpoint is None:
             raise StateError(ErrorCode.coordinator_not_available, "no share coordinator yet")
+        end = time.monotonic() + timeout_s
         lock = self._locks.setdefault(kind, asyncio.Lock())
-        async with lock:
+        try:
+            await asyncio.wait_for(lock.acquire(), timeout_s)
+        except asyncio.TimeoutError:
+            raise ConnectionError(f"no answer from the share coordinator within {timeout_s:.1f} s") from None
+        try:
             connection = self._connections.get(kind)
             if connection is None or (connection.host, connection.port) != (endpoint.host, endpoint.port):
                 if connection is not None:
                     connection.close()
                 connection = self._connections[kind] = BrokerConnection(
                     endpoint.host, endpoint.port, f"freshet-share-partition-leader-{membership.node_id}",
+                    connect_timeout_s=min(5.0, max(0.1, end - time.monotonic())),
                     sasl=self.broker.config.security.inter_broker_login())
-            return await connection.request(api_key, version, body)
+            try:
+                return await connection.request(api_key, version, body, max(0.1, end - time.monotonic()))
+            except (asyncio.TimeoutError, OSError) as exc:  # connecting timed out or failed
+                connection.close()
+                raise ConnectionError(f"share coordinator at {endpoint.host}:{endpoint.port}: {exc!r}") from None
+        finally:
+            lock.release()
 
 
 def _done(futures) -> None:

@@ -30,12 +30,14 @@ import orjson
 from kio.schema.errors import ErrorCode
 
 from freshet.format.record_batch import encode_batch
+from freshet.log import StorageError
 
 from ..config import ShareSettings
 from ..topics.registry import TopicRegistry
 from .reaper import Reaper
 from .share_partition import SharePartition
-from .share_state import ShareStateStore, group_key as _group_key, partition_key as _partition_key
+from .offsets import failed_append_code
+from .share_state import ShareStateStore, StateError, group_key as _group_key, partition_key as _partition_key
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +108,7 @@ class ShareGroupCoordinator:
         self.settings = settings or ShareSettings()
         self.groups: dict[str, ShareGroup] = {}
         self.state = registry.internal_topic(SHARE_STATE_TOPIC, SHARE_STATE_TOPIC_CONFIGS).partitions[0]
-        self.store = ShareStateStore()  # the latest value of every key of the topic, while this broker writes it
+        self.store = ShareStateStore(self.append_state)  # the latest value of every key, while this broker writes it
         self._reaper = Reaper(self.expire, "share-group-timers")
         self._available: set[asyncio.Future] = set()  # a cancelled one leaves at once
         self.on_append = lambda partition: None  # the broker's group commit: appended state gets fsync'd
@@ -457,6 +459,14 @@ class ShareGroupCoordinator:
         self.store.apply(records)
         self.on_append(self.state)
         return result.last_offset
+
+    def append_state(self, records: list[tuple[bytes, bytes | None]]) -> int:
+        """``_append`` for the share coordinator's APIs: a log that fails (a full disk) is StateError with the code
+        Kafka's coordinators answer then (NOT_COORDINATOR), nothing applied."""
+        try:
+            return self._append(records)
+        except StorageError as exc:
+            raise StateError(failed_append_code(exc), str(exc)) from None
 
     def _write_group(self, group: ShareGroup) -> int:
         """The group's configs and members as they are now (members for tools only: after a restart they rejoin)."""

@@ -63,11 +63,11 @@ def to_batches(value: dict) -> list[tuple[int, int, int, int]]:
 def from_batches(start_offset: int, batches) -> dict:
     """A window from a start offset and state batches, checked (StateError INVALID_REQUEST): runs in order, not
     overlapping, known states, delivery counts 0..32767, the window at most ``MAX_WINDOW`` offsets. Offsets below
-    the start offset are dropped, offsets between batches are AVAILABLE and never delivered."""
-    if start_offset < 0:
+    the start offset are dropped, offsets between batches are AVAILABLE and never delivered. Start offset -1 (Kafka:
+    not being written): the batches alone, merged into the stored window when written (``ShareStateStore.write``)."""
+    if start_offset < -1:
         raise StateError(ErrorCode.invalid_request, f"start offset {start_offset} is negative")
-    states, counts = bytearray(), bytearray()
-    end = start_offset
+    checked = []
     previous = -1
     for first, last, state, count in batches:
         if last < first or first <= previous:
@@ -75,28 +75,49 @@ def from_batches(start_offset: int, batches) -> dict:
         if state not in STATES or not 0 <= count <= 0x7FFF:
             raise StateError(ErrorCode.invalid_request, f"state batch {first}..{last}: state {state}, count {count}")
         previous = last
-        if last < start_offset:
+        checked.append((first, last, state, count))
+    if start_offset == -1:
+        return {"start_offset": -1, "batches": checked}
+    return _laid(start_offset, b"", b"", checked)
+
+
+def _merged(old: dict | None, batches) -> dict:
+    """The stored window ``old`` with ``batches`` laid over it (a write that does not move the start offset)."""
+    if old is None or int(old.get("start_offset", -1)) < 0:
+        return {"start_offset": -1, "end_offset": -1, "states": "", "counts": ""}
+    return _laid(int(old["start_offset"]), base64.b64decode(old.get("states", "")),
+                 base64.b64decode(old.get("counts", "")), batches)
+
+
+def _laid(start: int, states: bytes, counts: bytes, batches) -> dict:
+    """The window at ``start`` of ``states`` and ``counts`` with ``batches`` (checked) laid over it: offsets below
+    ``start`` dropped, the window grown to the last batch (offsets no batch names AVAILABLE, delivered 0 times)."""
+    states, counts = bytearray(states), bytearray(counts)
+    for first, last, state, count in batches:
+        if last < start:
             continue
-        first = max(first, start_offset)
-        if last + 1 - start_offset > MAX_WINDOW:
+        first = max(first, start)
+        if last + 1 - start > MAX_WINDOW:
             raise StateError(ErrorCode.invalid_request, f"state batches span more than {MAX_WINDOW} offsets")
-        if first > end:
-            states += bytes(first - end)  # AVAILABLE, delivered 0 times
-            counts += bytes(first - end)
+        if last + 1 - start > len(states):
+            grow = last + 1 - start - len(states)
+            states += bytes(grow)
+            counts += bytes(grow)
         n = last - first + 1
-        states += bytes([state]) * n
-        counts += bytes([min(count, 255)]) * n
-        end = last + 1
-    return {"start_offset": start_offset, "end_offset": end, "states": base64.b64encode(states).decode(),
+        states[first - start:last + 1 - start] = bytes([state]) * n
+        counts[first - start:last + 1 - start] = bytes([min(count, 255)]) * n
+    return {"start_offset": start, "end_offset": start + len(states), "states": base64.b64encode(states).decode(),
             "counts": base64.b64encode(counts).decode()}
 
 
 class ShareStateStore:
-    """The latest value of every key of ``__share_group_state`` (the coordinator's, or the one-node broker's)."""
+    """The latest value of every key of ``__share_group_state`` (the coordinator's, or the one-node broker's).
+    ``writer``: appends records to the topic (and ``apply``s them), for a read that moves a leader epoch on."""
 
-    def __init__(self) -> None:
+    def __init__(self, writer=None) -> None:
         self.values: dict[bytes, bytes] = {}  # as stored: parsed when read
         self.leader_epochs: dict[bytes, int] = {}  # the newest leader epoch a read or write named, per key
+        self.writer = writer
 
     def clear(self) -> None:
         self.values.clear()
@@ -155,9 +176,15 @@ class ShareStateStore:
 
     def read(self, group_id: str, topic: str, topic_id: str, index: int, leader_epoch: int) -> dict | None:
         """The share-partition's stored window (None: never written, or written for another topic of the name),
-        read by its leader in ``leader_epoch``: older leaders are fenced from then on."""
-        self._fence(partition_key(group_id, topic, index), leader_epoch)
-        return self.get_partition(group_id, topic, topic_id, index)
+        read by its leader in ``leader_epoch``: older leaders are fenced from then on, by the next coordinator too
+        (a newer leader epoch is written to the topic, as Kafka's readStateAndMaybeUpdateLeaderEpoch does)."""
+        key = partition_key(group_id, topic, index)
+        newer = leader_epoch > self.leader_epochs.get(key, -1)
+        self._fence(key, leader_epoch)
+        value = self.get_partition(group_id, topic, topic_id, index)
+        if newer and value is not None and self.writer is not None:
+            self.writer([(key, orjson.dumps({**value, "leader_epoch": leader_epoch}))])
+        return value
 
     def get_partition(self, group_id: str, topic: str, topic_id: str, index: int) -> dict | None:
         value = self.get(partition_key(group_id, topic, index))
@@ -171,15 +198,18 @@ class ShareStateStore:
         it and then ``apply``s it."""
         key = partition_key(group_id, topic, index)
         old = self.get(key)
-        if old is not None and old.get("topic_id") == topic_id and state_epoch >= 0 \
-                and state_epoch < int(old.get("state_epoch", 0)):
-            raise StateError(ErrorCode.fenced_state_epoch,
-                             f"state epoch {state_epoch} is older than {old.get('state_epoch')}")
+        if old is not None and old.get("topic_id") != topic_id:
+            old = None  # another topic of the name: its state is not this one's
+        stored_epoch = int(old.get("state_epoch", 0)) if old is not None else 0
+        if old is not None and state_epoch >= 0 and state_epoch < stored_epoch:
+            raise StateError(ErrorCode.fenced_state_epoch, f"state epoch {state_epoch} is older than {stored_epoch}")
+        if window["start_offset"] == -1:  # not being written: the stored start offset, the batches laid over it
+            window = _merged(old, window.get("batches", ()))
         self._fence(key, leader_epoch)
         value = dict(window)
         value["topic_id"] = topic_id
         value["leader_epoch"] = max(leader_epoch, self.leader_epochs.get(key, -1))
-        value["state_epoch"] = max(state_epoch, 0)
+        value["state_epoch"] = state_epoch if state_epoch >= 0 else stored_epoch  # -1: not being written
         value.setdefault("archived_total", old.get("archived_total", 0) if old else 0)
         return key, orjson.dumps(value)
 

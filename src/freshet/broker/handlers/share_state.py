@@ -66,7 +66,12 @@ def _answer_when_written(ctx: RequestContext, body: dict, records: list) -> Resp
     if not records:
         return body
     broker = ctx.broker
-    offset = broker.share_groups._append([record for _, record in records])
+    try:
+        offset = broker.share_groups.append_state([record for _, record in records])
+    except StateError as exc:
+        for entry, _ in records:
+            entry["error_code"], entry["error_message"] = exc.error_code, str(exc)
+        return body
 
     async def when_written() -> dict:
         try:
@@ -89,7 +94,11 @@ def initialize_share_group_state(ctx: RequestContext, request: Request) -> Respo
     return _answer_when_written(ctx, {"results": results}, records)
 
 
-def read_share_group_state(ctx: RequestContext, request: Request) -> dict:
+def read_share_group_state(ctx: RequestContext, request: Request) -> Response:
+    """A read in a newer leader epoch writes that epoch (the next coordinator fences older leaders too): the answer
+    then waits for the ISR, as a write's."""
+    state = ctx.broker.share_groups.state
+    before = state.log_end_offset
     store = ctx.broker.share_groups.store
 
     def serve(name, topic_id, p, entry):
@@ -101,7 +110,23 @@ def read_share_group_state(ctx: RequestContext, request: Request) -> dict:
         return None
 
     results, _ = _each(ctx, request, serve, {"state_epoch": -1, "start_offset": -1, "state_batches": []})
-    return {"results": results}
+    body = {"results": results}
+    if state.log_end_offset == before:
+        return body
+    broker, offset = ctx.broker, state.log_end_offset - 1
+
+    async def when_written() -> dict:
+        try:
+            await acknowledged(broker, offset)
+        except StateError as exc:
+            for t in results:
+                for p in t["partitions"]:
+                    if p["error_code"] == ErrorCode.none:
+                        p.update(error_code=exc.error_code, error_message=str(exc), state_epoch=-1, start_offset=-1,
+                                 state_batches=[])
+        return body
+
+    return when_written()
 
 
 def write_share_group_state(ctx: RequestContext, request: Request) -> Response:
@@ -153,7 +178,7 @@ APIS = {
 def find_share_coordinator(ctx: RequestContext, request: Request) -> dict:
     """FindCoordinator key type 2 (v6, KIP-932): the share coordinator of ``group:topicId:partition`` keys, the leader
     of ``__share_group_state`` (this broker on one node). CLUSTER_ACTION on the cluster, as Kafka (brokers ask);
-    INVALID_REQUEST for a key not of that form, UNSUPPORTED_VERSION before v6."""
+    INVALID_REQUEST for a key not of that form or before v6 (as Kafka's getCoordinator)."""
     broker = ctx.broker
     node = None
     if broker.cluster is None:
@@ -168,7 +193,7 @@ def find_share_coordinator(ctx: RequestContext, request: Request) -> dict:
     def answer(key: str) -> dict:
         refusal = {"node_id": -1, "host": "", "port": -1}
         if ctx.header.api_version < 6:
-            return {"error_code": ErrorCode.unsupported_version, "error_message": "share keys need FindCoordinator v6",
+            return {"error_code": ErrorCode.invalid_request, "error_message": "share keys need FindCoordinator v6",
                     **refusal}
         if not allowed:
             return {"error_code": ErrorCode.cluster_authorization_failed, "error_message": None, **refusal}
