@@ -215,11 +215,6 @@ def test_a_share_state_write_whose_append_fails_on_disk_answers_not_coordinator(
 
 
 # -- manual replica assignments --------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="review: freshet topic create/add-partitions --replica-assignment takes any "
-                   "Python int (cli/topic_cmd.py _parse_replica_assignment) and librdkafka wraps it to int32: "
-                   "4294967296 becomes broker 0 and the topic is created there (99999999999 is refused naming "
-                   "broker 1215752191, which the user never typed); a broker id must be 0..2147483647, one line, "
-                   "exit 1, nothing created")
 def test_a_broker_id_past_int32_in_a_replica_assignment_is_refused_not_wrapped(broker, topic_name):
     typed = 1 << 32  # wraps to 0: the shared broker's node id
     created = freshet(broker, "topic", "create", topic_name, "--replica-assignment", str(typed))
