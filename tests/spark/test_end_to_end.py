@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from itertools import islice
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from freshet.client.pipeline_registry import read_pipelines
@@ -19,6 +20,7 @@ from freshet.gen.access_logs import AccessLogGenerator
 from freshet.pipelines.runner import PipelineSpec
 from freshet.testing.crash import committed_batches, kill_mid_stream
 from freshet.testing.parquet import committed_rows
+from freshet.testing.polling import wait_for
 from freshet.testing.postgres import rows as pg_rows
 from freshet.testing.topics import create_topic, read_to_end
 
@@ -99,12 +101,24 @@ def test_generated_logs_to_parquet_and_postgres_match_an_independent_count(engin
 # a Spark driver started twice (once killed mid-stream): 20-60 s each on 2 quiet cores, minutes on a busy machine
 @pytest.mark.timeout(1500)
 def test_exactly_once_under_kill_9_of_the_driver(broker, postgres, topic_name, tmp_path):
+    """One driver runs requests-per-minute into Parquet and PostgreSQL and copies a topic through the exactly-once
+    topic sink; it is killed -9 once each query has committed two microbatches, then run to the end on the same
+    checkpoints: every closed window is written once, and a read_committed reader of the copy sees each input
+    record exactly once (a replayed microbatch is not written again)."""
     events = generate(12_000, seed=9)
     load(broker.bootstrap, topic_name, events)
     counts = expected_counts(events)
+    source, copy = f"{topic_name}-src", f"{topic_name}-copy"
+    create_topic(broker.bootstrap, source, 3)
+    create_topic(broker.bootstrap, copy, 3)
+    total = 9_000
+    for p in range(3):
+        produce_records(broker.bootstrap, source, ((None, b"%d" % i, None) for i in range(p, total, 3)), partition=p)
     out = str(tmp_path)
-    cmd = [sys.executable, os.path.join(HERE, "pipeline_driver.py"), broker.bootstrap, topic_name, out, postgres.dsn]
-    assert kill_mid_stream(cmd, os.path.join(out, "ck-parquet"), targets=(2,)) == 1
+    cmd = [sys.executable, os.path.join(HERE, "pipeline_driver.py"), broker.bootstrap, topic_name, out, postgres.dsn,
+           source, copy]
+    checkpoints = [os.path.join(out, f"ck-{name}") for name in ("parquet", "postgres", "copy")]
+    assert kill_mid_stream(cmd, checkpoints, targets=(2,)) == 1
     final = subprocess.run(cmd + ["--available-now"], capture_output=True, text=True, timeout=600)
     assert final.returncode == 0, final.stderr[-3000:]
 
@@ -114,6 +128,25 @@ def test_exactly_once_under_kill_9_of_the_driver(broker, postgres, topic_name, t
     assert {r.window_start: r.requests for r in rows} == closed_windows(events, counts), "a window is missing or wrong"
     pg = dict(pg_rows(postgres.dsn, "SELECT window_start AT TIME ZONE 'UTC', requests FROM rpm"))
     assert pg == dict(counts)
+
+    copied = [value for _, value in read_to_end(broker.bootstrap, copy, 3, "read_committed")]
+    assert len(copied) == total and sorted(copied) == sorted(b"%d" % i for i in range(total))
+    # a killed attempt's open transaction is aborted (re-run or timed out): nothing is held back
+    wait_for(lambda: stable_offsets_at_the_ends(broker.bootstrap, copy, 3), 120,
+             "the last stable offsets to reach the high watermarks", 1.0)
+
+
+def stable_offsets_at_the_ends(bootstrap: str, topic: str, partitions: int) -> bool:
+    """Each partition's last stable offset (a read_committed reader's end) is its high watermark."""
+    ends = {isolation: Consumer({"bootstrap.servers": bootstrap, "group.id": "ends", "log_level": 0,
+                                 "isolation.level": isolation}) for isolation in ("read_committed", "read_uncommitted")}
+    try:
+        return all(ends["read_committed"].get_watermark_offsets(TopicPartition(topic, p), 10)[1]
+                   == ends["read_uncommitted"].get_watermark_offsets(TopicPartition(topic, p), 10)[1]
+                   for p in range(partitions))
+    finally:
+        for consumer in ends.values():
+            consumer.close()
 
 
 def test_run_says_why_a_query_failed_in_one_line_and_keeps_spark_output_in_its_log(broker, topic_name, tmp_path):
@@ -142,13 +175,14 @@ def test_a_worker_killed_mid_stream_the_query_finishes_with_every_window_once(sp
     """`freshet run --master spark://...`: the driver here, one executor on each worker. Worker 0 and its
     executor are killed -9 after two microbatches; Spark runs the lost tasks on the other executor, reloads the
     state store from the checkpoint, and the query reads to the end with every closed window written once."""
-    # 4 minutes of requests, 25 a second: six microbatches of 1000, the worker killed after the second
+    # 4 minutes of requests, 25 a second: four microbatches of 1500, the worker killed after the second (two more
+    # run without it)
     events = generate(6000, seed=21, rate_per_s=25)
     load(broker.bootstrap, topic_name, events)
     out, checkpoint = str(tmp_path / "rpm"), str(tmp_path / "ck")
     driver = subprocess.Popen(
         [sys.executable, "-m", "freshet.cli.main", "run", "requests-per-minute", "--from", topic_name,
-         "--to", f"parquet:{out}", "--checkpoint", checkpoint, "--available-now", "--max-offsets-per-trigger", "1000",
+         "--to", f"parquet:{out}", "--checkpoint", checkpoint, "--available-now", "--max-offsets-per-trigger", "1500",
          "--master", spark_cluster.master_url, "--spark-conf", "spark.cores.max=2",
          "--spark-conf", "spark.executor.cores=1", "--bootstrap", broker.bootstrap],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -63,27 +64,32 @@ def committed_batches(checkpoint: str) -> int:
     return len([f for f in glob.glob(os.path.join(checkpoint, "commits", "*")) if os.path.basename(f).isdigit()])
 
 
-def kill_mid_stream(cmd: list[str], checkpoint: str, targets=(2,), env=None) -> int:
-    """Start ``cmd`` and SIGKILL it once ``target`` batches are committed, for each target; returns the
-    number of kills. A batch is usually in flight when the signal lands. One new commit per restart is
-    enough: the first batch after a restart replays the one the kill interrupted (its offsets are in the
-    checkpoint's offset log, its commit is not), so each kill exercises recovery; more batches per
-    restart only cost time. One kill by default, after two committed batches (state and output already
-    hold something): each kill costs a driver start (20-60 s on 2 cores), and a second exercises the same
-    recovery again."""
+def kill_mid_stream(cmd: list[str], checkpoint: str | Sequence[str], targets=(2,), env=None) -> int:
+    """Start ``cmd`` and SIGKILL it once ``target`` batches are committed (in each of the checkpoints, when
+    ``cmd`` runs several queries), for each target; returns the number of kills. A batch is usually in flight
+    when the signal lands. One new commit per restart is enough: the first batch after a restart replays the
+    one the kill interrupted (its offsets are in the checkpoint's offset log, its commit is not), so each kill
+    exercises recovery; more batches per restart only cost time. One kill by default, after two committed
+    batches (state and output already hold something): each kill costs a driver start (20-60 s on 2 cores),
+    and a second exercises the same recovery again."""
+    checkpoints = [checkpoint] if isinstance(checkpoint, str) else list(checkpoint)
+
+    def committed() -> int:
+        return min(committed_batches(c) for c in checkpoints)
+
     kills = 0
     for target in targets:
         driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         # a driver's start (a JVM, Python workers) and first microbatches take 20-60 s on 2 quiet cores and
         # several minutes on a busy machine: the deadline is for the latter
         deadline = time.monotonic() + 480
-        while committed_batches(checkpoint) < target and time.monotonic() < deadline:
+        while committed() < target and time.monotonic() < deadline:
             assert driver.poll() is None, "the driver died on its own"
             time.sleep(0.2)
-        if committed_batches(checkpoint) < target:
+        if committed() < target:
             driver.kill()
             driver.wait()
-        assert committed_batches(checkpoint) >= target, "the driver made no progress in 480 s"
+        assert committed() >= target, "the driver made no progress in 480 s"
         driver.send_signal(signal.SIGKILL)
         driver.wait()
         kills += 1
