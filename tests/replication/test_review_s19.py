@@ -47,9 +47,6 @@ def _refusal(call) -> ErrorCode | None:
 
 
 # -- the share coordinator's fencing ---------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="review: a WriteShareGroupState with state epoch -1 ('not written', Kafka "
-                   "keeps the stored one) stores state epoch 0 (share_state.py ShareStateStore.write: "
-                   "max(state_epoch, 0)), so writes of an older state epoch pass FENCED_STATE_EPOCH afterwards")
 def test_a_write_without_a_state_epoch_keeps_the_stored_one_and_still_fences_older_ones():
     store = ShareStateStore()
     _write(store, leader_epoch=1, state_epoch=5)
@@ -59,9 +56,6 @@ def test_a_write_without_a_state_epoch_keeps_the_stored_one_and_still_fences_old
         == ErrorCode.fenced_state_epoch
 
 
-@pytest.mark.xfail(strict=True, reason="review: WriteShareGroupState's StartOffset -1 means 'not being written' "
-                   "(Kafka's schema; the coordinator keeps the stored start offset); share_state.from_batches "
-                   "refuses it INVALID_REQUEST")
 def test_a_write_with_start_offset_minus_one_keeps_the_stored_start_offset():
     store = ShareStateStore()
     _write(store, leader_epoch=1, state_epoch=1, start=7)
@@ -69,10 +63,6 @@ def test_a_write_with_start_offset_minus_one_keeps_the_stored_start_offset():
     assert store.get_partition("g", "t", TOPIC_ID, 0)["start_offset"] == 7
 
 
-@pytest.mark.xfail(strict=True, reason="review: a new share-partition leader's ReadShareGroupState fences older "
-                   "leader epochs in the coordinator's memory only (share_state.py ShareStateStore.read/_fence); the "
-                   "next share coordinator (store.load from the log) has forgotten it and takes the deposed "
-                   "leader's retried write (Kafka's readStateAndMaybeUpdateLeaderEpoch writes a record)")
 def test_a_new_leaders_read_fences_the_deposed_leader_at_the_next_share_coordinator_too(tmp_path):
     async def scenario() -> ErrorCode | None:
         broker = Broker(BrokerConfig(data_dir=str(tmp_path), host="127.0.0.1", port=0))
@@ -93,9 +83,6 @@ def test_a_new_leaders_read_fences_the_deposed_leader_at_the_next_share_coordina
 
 
 # -- the failed-append mapping ---------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="review: share_persister.acknowledged maps a failed log (StorageError) to "
-                   "COORDINATOR_NOT_AVAILABLE; Kafka's coordinators (and groups/offsets.failed_append_code, used by "
-                   "the group and transaction coordinators since 9aed566) answer NOT_COORDINATOR")
 def test_the_share_coordinators_failed_disk_write_answers_as_the_other_coordinators():
     class Leader:
         async def acknowledged(self, offset, timeout):
@@ -108,10 +95,6 @@ def test_the_share_coordinators_failed_disk_write_answers_as_the_other_coordinat
     assert failed.value.error_code == ErrorCode.not_coordinator
 
 
-@pytest.mark.xfail(strict=True, reason="review: SharePersister.read's timeout_s (5 s for a share fetch, 54f1bae) "
-                   "bounds only the retries: each request to the share coordinator waits BrokerConnection.request's "
-                   "default 30 s (share_persister.py _request), so a coordinator that accepts and does not answer "
-                   "(SIGSTOP) holds the fetch past the client's request timeout; writes the same (30 s + RETRY_S)")
 def test_a_share_coordinator_that_does_not_answer_gives_up_the_read_by_its_timeout():
     async def scenario() -> None:
         async def silent(reader, writer):  # accepts, reads, never answers: a paused broker
@@ -194,10 +177,6 @@ def test_an_epoch_bump_whose_append_fails_on_disk_is_refused_and_forgotten(tmp_p
     _in_process(tmp_path, scenario)
 
 
-@pytest.mark.xfail(strict=True, reason="review: a WriteShareGroupState whose __share_group_state append fails on "
-                   "disk escapes the handler (handlers/share_state.py _answer_when_written: share_groups._append "
-                   "outside any try; the store is not changed only because apply comes after append): the "
-                   "connection is closed; Kafka's share coordinator answers NOT_COORDINATOR (KAFKA_STORAGE_ERROR)")
 def test_a_share_state_write_whose_append_fails_on_disk_answers_not_coordinator(tmp_path):
     async def scenario(broker):
         topic = broker.registry.create("t", 1)
@@ -224,9 +203,6 @@ def test_a_broker_id_past_int32_in_a_replica_assignment_is_refused_not_wrapped(b
 
 
 # -- FindCoordinator key type 2 ---------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="review: FindCoordinator with key type 2 (share) below v6 answers "
-                   "UNSUPPORTED_VERSION (handlers/share_state.py find_share_coordinator); Kafka's "
-                   "KafkaApis.getCoordinator answers INVALID_REQUEST")
 def test_a_share_key_below_find_coordinator_v6_is_an_invalid_request(broker):
     with RawConnection(broker.bootstrap) as conn:
         answer = conn.request(10, 5, {"key_type": 2, "coordinator_keys": [f"g:{uuid.uuid4()}:0"]})
