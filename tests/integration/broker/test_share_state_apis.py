@@ -99,3 +99,17 @@ def test_find_coordinator_for_share_keys(broker, topic_name):
         assert find(6, "g-without-partition").error_code == ErrorCode.invalid_request
         assert find(6, "g:topic:x").error_code == ErrorCode.invalid_request
         assert find(4, f"g:{uuid.uuid4()}:0").error_code == ErrorCode.invalid_request
+
+
+def test_a_write_of_start_offset_and_state_epoch_minus_one_changes_only_the_batches_it_names(broker, topic_name):
+    """Kafka's schema: -1 is 'not being written'; the stored start offset and state epoch stay."""
+    create_topic(broker.bootstrap, topic_name, 1)
+    with RawConnection(broker.bootstrap) as conn:
+        tid = topic_id(conn, topic_name)
+        assert write(conn, "g", tid, 4, [(4, 6, ACQUIRED, 1)], state_epoch=2).error_code == ErrorCode.none
+        assert write(conn, "g", tid, -1, [(5, 5, ACKNOWLEDGED, 1), (8, 8, ACQUIRED, 1)],
+                     state_epoch=-1).error_code == ErrorCode.none
+        assert read(conn, "g", tid) == (ErrorCode.none, 4, [(4, 4, ACQUIRED, 1), (5, 5, ACKNOWLEDGED, 1),
+                                                            (6, 6, ACQUIRED, 1), (7, 7, AVAILABLE, 0),
+                                                            (8, 8, ACQUIRED, 1)])
+        assert write(conn, "g", tid, 4, [], state_epoch=1).error_code == ErrorCode.fenced_state_epoch  # still 2
