@@ -21,6 +21,8 @@ from freshet.broker.groups.share_state import ShareStateStore, StateError, from_
 from freshet.broker.server import Broker
 from freshet.broker.transactions import TransactionCoordinator, TransactionError
 from freshet.broker.wire.protocol import build, request_schema
+from freshet.client.admin import TopicAdmin
+from freshet.client.errors import ClientError
 from freshet.controller.auth import read_password_file
 from freshet.controller.node import Controller, parse_voters
 from freshet.local import free_port
@@ -200,6 +202,16 @@ def test_a_broker_id_past_int32_in_a_replica_assignment_is_refused_not_wrapped(b
     assert created.returncode == 1, created.stdout
     assert str(typed) in created.stderr
     assert freshet(broker, "topic", "describe", topic_name).returncode == 1  # nothing created
+
+
+@pytest.mark.xfail(strict=True, reason="review: b9a46fe checks broker ids in the CLI's parser only; "
+                   "TopicAdmin.create_topic / add_partitions (client/admin.py), which pipelines and tools call, "
+                   "still hand librdkafka 4294967296, which wraps to broker 0 and creates the topic there")
+def test_topic_admin_refuses_a_broker_id_past_int32_too(broker, topic_name):
+    admin = TopicAdmin(broker.bootstrap)
+    with pytest.raises(ClientError, match="4294967296"):
+        admin.create_topic(topic_name, replica_assignment=[[1 << 32]])
+    assert topic_name not in admin.list_topics()  # nothing created
 
 
 # -- FindCoordinator key type 2 ---------------------------------------------------------------------------------
