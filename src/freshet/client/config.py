@@ -66,6 +66,12 @@ def read_properties(path: str) -> dict[str, str]:
 # microbatch). The price: a client holds a connection to every broker of the cluster.
 DENSE_CONNECTIONS = {"enable.sparse.connections": False}
 
+# librdkafka <= 2.16 holds a transaction's TxnOffsetCommit unsent for its cached group coordinator once that
+# broker has left the cluster's Metadata (killed, fenced) until one of its connections goes up or down, past
+# send_offsets_to_transaction's timeout (librdkafka #5511, #5456; against Kafka too, until the broker's 10 min idle
+# close): a transactional producer that sends offsets closes idle connections after 5 s, which wakes it.
+TRANSACTIONAL_OFFSETS = {"connections.max.idle.ms": 5000}
+
 
 def producer_config(bootstrap: str | None = None, overrides: dict | None = None) -> dict:
     """Idempotent, acks=all, small linger: no duplicates on retry, batches of useful size."""

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from freshet.client import consumer_config, producer_config
+from freshet.client import TRANSACTIONAL_OFFSETS, consumer_config, producer_config
 from freshet.client.reading import drain, reader
 
 from .aggregate import Aggregate, Application, Rejected
@@ -80,7 +80,7 @@ class CommandProcessor:
         self._replayer = reader(bootstrap)
         self.producer = Producer(producer_config(bootstrap, {
             "transactional.id": transactional_id or f"{app.name}.processor", "log_level": 0,
-            "linger.ms": 2, "queue.buffering.max.messages": 1_000_000,
+            "linger.ms": 2, "queue.buffering.max.messages": 1_000_000, **TRANSACTIONAL_OFFSETS,
             # processors with ids of their own (several sharing the partitions): one killed -9 holds its open
             # transaction, and read_committed readers of its partitions, until this timeout aborts it
             "transaction.timeout.ms": 20_000}))

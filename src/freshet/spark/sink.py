@@ -114,7 +114,7 @@ class _TopicWriter:
         from confluent_kafka import Consumer, Producer, TopicPartition
         from pyspark import TaskContext
 
-        from freshet.client import consumer_config, producer_config
+        from freshet.client import TRANSACTIONAL_OFFSETS, consumer_config, producer_config
 
         task = TaskContext.get()
         # a stream writer's task carries its query and batch ids; a batch write inside foreachBatch is
@@ -126,7 +126,7 @@ class _TopicWriter:
                               "with the options batchId and queryId")
         transactional_id = f"freshet-sink-{query}-{task.partitionId()}"
         producer = Producer(producer_config(self.bootstrap, {
-            "log_level": 0, "transactional.id": transactional_id, **self.producer_options}))
+            "log_level": 0, "transactional.id": transactional_id, **TRANSACTIONAL_OFFSETS, **self.producer_options}))
         progress = Consumer(consumer_config(self.bootstrap, transactional_id, {
             "log_level": 0, "isolation.level": "read_committed"}))
         try:
