@@ -82,6 +82,7 @@ def pytest_collection_modifyitems(config, items):
     a session of its own: together they were the longest worker's ~18 minutes under load); every test that uses
     the Spark cluster (directly, or as the `cluster` engine of a scenario) goes to a third ("spark-cluster"), so
     one cluster serves them. xdist starts the largest groups first, one a worker; the rest share the workers."""
+    grouped = set()
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         callspec = getattr(item, "callspec", None)
@@ -91,3 +92,32 @@ def pytest_collection_modifyitems(config, items):
         elif names & {"spark", "engine"}:
             group = "spark-sql" if item.nodeid.startswith("tests/sql/") else "spark"
             item.add_marker(pytest.mark.xdist_group(group))
+        else:
+            continue
+        grouped.add(item.nodeid)
+    # xdist hands the ungrouped tests out in collection order, one or two at a time, to whichever worker is free:
+    # the long ones (Spark drivers of their own, demos, kill -9 loops) go first, the longest first, so that none
+    # of them starts near the end of the run and keeps one worker busy after the others have finished
+    def rank(item) -> int:
+        if item.nodeid in grouped:
+            return -1
+        return next((i for i, prefix in enumerate(LONG_FIRST) if item.nodeid.startswith(prefix)), len(LONG_FIRST))
+
+    items.sort(key=rank)
+
+
+# ungrouped tests that take a minute or more each on two busy cores (Spark drivers of their own, demos, kill -9
+# loops): the slowest of a run measured with --durations=0 (issue #51)
+LONG_FIRST = (
+    "tests/integration/cep/",
+    "tests/dashboard/test_browser",
+    "tests/spark/",
+    "tests/sql/",
+    "tests/integration/cli/test_es_cli.py",
+    "tests/integration/cli/test_pipeline_stop.py",
+    "tests/integration/eventsourcing/",
+    "tests/integration/ingest/",
+    "tests/reliability/test_crashes.py",
+    "tests/replication/test_kill_leader.py",
+    "tests/cdc/",
+)
