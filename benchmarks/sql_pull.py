@@ -10,6 +10,15 @@ absent for 10 %). The copy: SQLite in a temporary data dir (the default), or Pos
 Prints one JSON object: rows, fill time, and the latency p50/p90/p99/max in ms over ``--queries`` queries (after
 200 to warm up), the CPU time a query takes (p50/p99: steadier than wall-clock on a shared machine, whose
 scheduler alone can delay a query by several ms), with the machine's load average.
+
+``--live``: the same question while the persistent query writing the table runs under load, asked as users ask
+it. A broker of its own; ``--keys`` records (one per key) into a 2-partition stream, then ``CREATE TABLE kt AS
+SELECT k, count(*) AS n, sum(v) AS total FROM ev GROUP BY k`` in a local Spark (its copy SQLite, the default);
+once the copy holds every key, a producer writes ``--rate`` records/s of random keys (the query upserts each
+microbatch's changed rows into the copy, in this process, as the dashboard's Spark does) while pull queries
+``SELECT * FROM kt WHERE k = ...`` are timed two ways: ``SqlSession.execute_one`` (``freshet sql``) and ``POST
+/sql`` on the dashboard's SQL route served by uvicorn, through one keep-alive HTTP connection. Prints one JSON
+object: per way p50/p90/p99/max ms, the microbatches the query wrote meanwhile and the load average.
 """
 
 from __future__ import annotations
@@ -40,7 +49,13 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=5_000)
     parser.add_argument("--pg-dsn", default=None, help="keep the copy in PostgreSQL (default: SQLite)")
+    parser.add_argument("--live", action="store_true", help="pull queries while the persistent query writes the "
+                                                             "table under load, direct and over HTTP")
+    parser.add_argument("--rate", type=int, default=2_000, help="--live: records/s into the query's stream")
     args = parser.parse_args()
+    if args.live:
+        live(args)
+        return
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as data:
         session = SqlSession("127.0.0.1:9", data_dir=data)  # a pull query never reaches the broker
@@ -80,6 +95,112 @@ def main() -> None:
                           "mean_ms": round(statistics.fmean(latencies), 3),
                           "cpu_p50_ms": at(0.50, cpu_ms), "cpu_p99_ms": at(0.99, cpu_ms), "load_avg": os.getloadavg(),
                           "python": sys.version.split()[0]}))
+
+
+def percentiles(latencies: list[float]) -> dict:
+    latencies = sorted(latencies)
+
+    def at(q: float) -> float:
+        return round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 3)
+
+    return {"queries": len(latencies), "p50_ms": at(0.50), "p90_ms": at(0.90), "p99_ms": at(0.99),
+            "max_ms": round(latencies[-1], 3), "mean_ms": round(statistics.fmean(latencies), 3)}
+
+
+def produce(bootstrap: str, rate: int, keys: int, stop) -> None:
+    """``rate`` records/s of random keys into the live query's stream until ``stop`` is set."""
+    from confluent_kafka import Producer
+
+    writer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    while not stop.is_set():
+        second = time.monotonic()
+        for _ in range(rate):
+            writer.produce("pull-bench-ev", json.dumps({"k": random.randrange(keys), "v": 1}).encode())
+            writer.poll(0)
+        stop.wait(max(0.0, 1 - (time.monotonic() - second)))
+    writer.flush(30)
+
+
+def live(args) -> None:
+    import multiprocessing
+    import signal
+    import socket
+    import threading
+
+    import httpx
+    import uvicorn
+    from confluent_kafka import Producer
+    from fastapi import FastAPI
+
+    from freshet.dashboard.routers import sql as sql_route
+    from freshet.local import BrokerProcess
+    from freshet.spark import session as spark_session
+    from freshet.sql.http import SqlEndpoint
+
+    rng = random.Random(7)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the broker and Spark stopped on the way out
+    with tempfile.TemporaryDirectory() as data, BrokerProcess() as broker:
+        bootstrap = broker.bootstrap
+        spark = spark_session("sql-pull-bench", shuffle_partitions=2)
+        sql = SqlSession(bootstrap, spark, data_dir=data)
+        list(sql.execute("CREATE STREAM ev (k BIGINT, v BIGINT) WITH (topic='pull-bench-ev', format='json', "
+                         "partitions=2)"))
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+        for k in range(args.keys):
+            producer.produce("pull-bench-ev", json.dumps({"k": k, "v": 1}).encode())
+            if k % 10_000 == 0:
+                producer.poll(0)
+        assert producer.flush(60) == 0
+        (created,) = sql.execute("CREATE TABLE kt AS SELECT k, count(*) AS n, sum(v) AS total FROM ev GROUP BY k")
+        query = spark.streams.active[0]
+        store = store_for(sql)
+        began = time.monotonic()
+        while store.count("kt") < args.keys:
+            time.sleep(1)
+            if not query.isActive:
+                raise SystemExit(f"the query failed: {query.exception()}")
+        fill_s = time.monotonic() - began
+
+        stop = multiprocessing.Event()  # the load comes from a process of its own: no share of this one's GIL
+
+        app = FastAPI()
+        app.include_router(sql_route.router)
+        app.state.sql = SqlEndpoint(bootstrap, data_dir=data)  # pull queries reach no Spark
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+        threading.Thread(target=server.run, daemon=True).start()
+        while not server.started:
+            time.sleep(0.05)
+        feeder = multiprocessing.Process(target=produce, args=(bootstrap, args.rate, args.keys, stop), daemon=True)
+        feeder.start()
+        batch_before = (query.lastProgress or {}).get("batchId", 0)
+        direct, http, found = [], [], 0
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            for n in range(2 * (args.queries + 100)):
+                statement = f"SELECT * FROM kt WHERE k = {rng.randrange(args.keys)}"
+                began = time.perf_counter()
+                if n % 2 == 0:
+                    rows = sql.execute_one(statement).rows
+                else:
+                    answer = client.post("/sql", json={"sql": statement})
+                    answer.raise_for_status()
+                    rows = [json.loads(line) for line in answer.text.splitlines()[1:]]
+                spent = (time.perf_counter() - began) * 1000
+                if n >= 200:
+                    (direct if n % 2 == 0 else http).append(spent)
+                    found += len(rows) == 1
+        stop.set()
+        feeder.join()
+        batches = (query.lastProgress or {}).get("batchId", 0) - batch_before
+        server.should_exit = True
+        list(sql.execute(f"TERMINATE {created.text.split()[4].rstrip(':')}"))
+        print(json.dumps({"keys": args.keys, "rate": args.rate, "fill_s": round(fill_s, 1), "found": found,
+                          "direct": percentiles(direct), "http": percentiles(http),
+                          "microbatches_meanwhile": batches, "load_avg": os.getloadavg(),
+                          "python": sys.version.split()[0]}))
+        spark.stop()
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import queue
 import threading
 
 from fastapi import APIRouter, HTTPException, Request
@@ -27,26 +26,33 @@ class SqlRequest(BaseModel):
     properties: dict[str, str] = {}
 
 
-def _pump(lines, out: queue.Queue) -> None:
+def _pump(lines, out: asyncio.Queue, loop: asyncio.AbstractEventLoop) -> None:
+    """The lines into ``out``, each handed to the event loop as it comes (a pull query's answer is there at once,
+    not at the loop's next look: polling every 50 ms made a pull query's p50 over HTTP 88 ms)."""
+    def put(line) -> None:
+        try:
+            loop.call_soon_threadsafe(out.put_nowait, line)
+        except RuntimeError:  # the loop has closed: no one is reading any more
+            pass
+
     try:
         for line in lines:
-            out.put(line)
+            put(line)
     except Exception as e:  # a failure of the SQL side itself: the stream's last line says it
-        out.put({"@type": "generic_error", "error_code": 50000, "message": str(e).splitlines()[0] if str(e) else
-                 type(e).__name__})
+        put({"@type": "generic_error", "error_code": 50000, "message": str(e).splitlines()[0] if str(e) else
+             type(e).__name__})
     finally:
-        out.put(_DONE)
+        put(_DONE)
 
 
-async def _next(out: queue.Queue, request: Request):
+async def _next(out: asyncio.Queue, request: Request):
     """The next line, or _DONE; None when the client has gone away."""
     while True:
         try:
-            return out.get_nowait()
-        except queue.Empty:
+            return await asyncio.wait_for(out.get(), 0.5)
+        except asyncio.TimeoutError:
             if await request.is_disconnected():
                 return None
-            await asyncio.sleep(0.05)
 
 
 @router.post("/sql")
@@ -57,8 +63,9 @@ async def run_sql(body: SqlRequest, request: Request):
     if not body.sql.strip():
         raise HTTPException(400, "no statement: give {\"sql\": \"...\"}")
     lines, stop = endpoint(body.sql, body.properties)
-    out: queue.Queue = queue.Queue()
-    threading.Thread(target=_pump, args=(lines, out), name="sql-request", daemon=True).start()
+    out: asyncio.Queue = asyncio.Queue()
+    threading.Thread(target=_pump, args=(lines, out, asyncio.get_running_loop()), name="sql-request",
+                     daemon=True).start()
     first = await _next(out, request)
     if first is None or first is _DONE:
         stop()
