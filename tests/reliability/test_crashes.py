@@ -4,7 +4,6 @@ with committed group offsets."""
 import glob
 import os
 import threading
-import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -71,14 +70,19 @@ def test_three_sigkills_during_idempotent_produce(crash_broker, topic_name):
     writer.start()
     kills = 0
     for _ in range(3):
-        time.sleep(1.0)
+        # killed mid-produce: once 2000 more records are acknowledged (the producer goes on all along), however
+        # long that takes on a busy machine, not after a fixed time (on a quiet one, seconds meant 100k records
+        # to read back)
         before = len(acked)
+        wait_for(lambda: len(acked) >= before + 2000 or failed, 120, "2000 records acknowledged", 0.02)
         own_broker.kill()
-        time.sleep(0.3)
         own_broker.start()
         kills += 1
-        wait_for(lambda: len(acked) > before, 60, "producing to resume after the restart", 0.05)
-    time.sleep(0.5)
+        before = len(acked)
+        wait_for(lambda: len(acked) > before or failed, 60, "producing to resume after the restart", 0.05)
+    before = len(acked)
+    wait_for(lambda: len(acked) >= before + 2000 or failed, 120, "2000 records acknowledged after the last restart",
+             0.02)
     done.set()
     writer.join(180)
     assert kills == 3 and acked and not failed
