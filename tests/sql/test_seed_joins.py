@@ -144,6 +144,13 @@ def test_a_join_of_two_tables_is_refused_in_one_line_naming_why(sql, broker, top
                              f"ON a.id = b.id {emit}"))
         assert (caught.value.line, caught.value.column) == (2, 3) and "\n" not in str(caught.value)
         assert "join the streams and aggregate after the join (CREATE STREAM j AS SELECT" in str(caught.value)
+    # over Spark Connect the plan is read from the text of the server's analyzed plan: the same answers from it
+    from freshet.sql.plans import analyzed_text, plan_text_joins_two_aggregations
+
+    for query, joins_two in ((f"SELECT a.id, name, city FROM names_{n} a JOIN cities_{n} b ON a.id = b.id", True),
+                             (f"SELECT a.id, name FROM names_{n} a JOIN (SELECT 1 AS id) b ON a.id = b.id", False),
+                             (f"SELECT id, name FROM names_{n}", False)):
+        assert plan_text_joins_two_aggregations(analyzed_text(spark.sql(query))) is joins_two, query
     # a persistent query of it too: refused before anything is created, stored or started
     with pytest.raises(SqlError, match="Spark joins no two streaming aggregations.*CREATE TABLE t AS SELECT"):
         list(sql.execute(f"CREATE TABLE both_{n} AS SELECT a.id, max(name) AS name, max(city) AS city "

@@ -117,8 +117,11 @@ def _has(plan, node_name: str) -> bool:
 
 def joins_two_aggregations(df) -> bool:
     """Whether the query joins two streaming aggregations (two tables, each the latest row per key), which Spark
-    refuses with a message about watermarks or output modes."""
+    refuses with a message about watermarks or output modes. Over Spark Connect, read from the text of the
+    server's analyzed plan."""
     try:
+        if not hasattr(df, "_jdf"):
+            return plan_text_joins_two_aggregations(analyzed_text(df))
         pending = [_analyzed(df)]
         while pending:
             plan = pending.pop()
@@ -128,4 +131,42 @@ def joins_two_aggregations(df) -> bool:
             pending += children
     except Exception:  # a plan not readable here
         return False
+    return False
+
+
+def _text_tree(text: str) -> list[dict]:
+    """A plan's tree string as nodes ``{"text", "children"}`` (the roots): a child's line is its parent's indent
+    and ``+- `` or ``:- `` (three characters a level); a line without one continues the node above."""
+    import re
+
+    roots: list[dict] = []
+    stack: list[tuple[int, dict]] = []
+    for line in text.splitlines():
+        found = re.match(r"^((?:   |:  )*)([+:]- )?(.*)$", line)
+        prefix, marker, body = found.group(1), found.group(2), found.group(3)
+        if not marker and prefix:
+            continue
+        depth = len(prefix) // 3 + 1 if marker else 0
+        node = {"text": body.lstrip("~").strip(), "children": []}
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        (stack[-1][1]["children"] if stack else roots).append(node)
+        stack.append((depth, node))
+    return roots
+
+
+def _text_has(node: dict, prefix: str) -> bool:
+    return node["text"].startswith(prefix) or any(_text_has(c, prefix) for c in node["children"])
+
+
+def plan_text_joins_two_aggregations(text: str) -> bool:
+    """``joins_two_aggregations`` from an analyzed plan's text: a Join whose two sides each aggregate a stream."""
+    pending = _text_tree(text)
+    while pending:
+        node = pending.pop()
+        sides = node["children"]
+        if (node["text"].startswith("Join ") and len(sides) == 2
+                and all(_text_has(c, "Aggregate") and _text_has(c, "StreamingRelation") for c in sides)):
+            return True
+        pending += sides
     return False
