@@ -1,9 +1,9 @@
 """`freshet sql --remote sc://...`: push queries over Spark Connect, where the query runs on the server (its rows
-come back through Spark's memory sink), with LIMIT, UNTIL and one row per change; and a persistent query
-(CREATE TABLE ... AS SELECT) run by `--serve` on the server: its sink (the transactional topic writer and the
-table's queryable copy) travels to the server's Python worker, pull queries read the copy, the registry lists it
-and TERMINATE from another process stops it. The server is the shared Spark cluster's (tests/spark/conftest.py),
-so the test runs beside the other scenarios on it; one client process does it all."""
+come back through Spark's memory sink), with LIMIT, UNTIL and one row per change; and a persistent query (CREATE
+TABLE ... AS SELECT) run by `--serve` on the server: its sink (the transactional topic writer and the table's
+queryable copy) travels to the server's Python worker, pull queries read the copy, the registry lists it and
+TERMINATE from another client stops it; a join of two tables is refused in one line there too. The server is the
+shared Spark cluster's (tests/spark/conftest.py), so the test runs beside the other scenarios on it."""
 
 import json
 import re
@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 
 from freshet.client.pipeline_registry import read_pipelines
 from freshet.sql.table_store import pull
-from freshet.testing.cli import freshet, freshet_argv
+from freshet.testing.cli import freshet, freshet_argv, one_line_error
 from freshet.testing.crash import read_everything
 from freshet.testing.polling import wait_for
 from freshet.testing.topics import create_topic
@@ -42,6 +42,8 @@ def test_push_and_persistent_queries_run_over_spark_connect(broker, topic_name, 
     out_path = tmp_path / "serve.out"
     script = f"""
         CREATE STREAM {name} (user_id STRING, ts BIGINT) WITH (topic='{topic_name}', format='json', timestamp='ts');
+        CREATE TABLE {name}_a (id INT PRIMARY KEY, a STRING) WITH (topic='{topic_name}-a', format='json', partitions=1);
+        CREATE TABLE {name}_b (id INT PRIMARY KEY, b STRING) WITH (topic='{topic_name}-b', format='json', partitions=1);
         SELECT user_id, count(*) AS n FROM {name} GROUP BY user_id EMIT CHANGES LIMIT 3;
         SELECT count(*) AS total FROM {name} EMIT CHANGES UNTIL 30 ROWS;
         EXPLAIN SELECT count(*) FROM {name} EMIT CHANGES;
@@ -82,9 +84,12 @@ def test_push_and_persistent_queries_run_over_spark_connect(broker, topic_name, 
             latest[row["user_id"]] = row["n"]
         assert latest == {"u0": 20, "u1": 20, "u2": 20}  # the compacted topic, read_committed
 
-        # TERMINATE from another process (no Spark in it): the serving process stops the query on the server
-        stopped = freshet(broker, "sql", "--data-dir", data_dir, "-e", f"TERMINATE {query_id}; SHOW QUERIES")
-        assert stopped.returncode == 0, stopped.stderr
+        # TERMINATE from another client: the serving process stops the query on the server; then a join of two
+        # tables, refused in one line as locally (the plan read from the server's EXPLAIN), ends that script
+        stopped = freshet(broker, "sql", "--remote", connect_url, "--data-dir", data_dir, "-e",
+                          f"TERMINATE {query_id}; SHOW QUERIES;\n"
+                          f"SELECT x.id, a, b FROM {name}_a x JOIN {name}_b y ON x.id = y.id EMIT CHANGES", timeout=600)
+        one_line_error(stopped, "line 2, column 1", "Spark joins no two streaming aggregations")
         assert re.search(rf"\|{query_id}\s*\|TERMINATED\s*\|{table}", stopped.stdout), stopped.stdout
         wait_for(lambda: read_pipelines(broker.bootstrap).get(query_id, {}).get("status") == "stopped",
                  timeout=120, what="the query stopped on the server")
