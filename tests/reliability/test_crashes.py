@@ -16,6 +16,18 @@ from freshet.testing.polling import wait_for
 from freshet.testing.topics import create_topic
 
 
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    """One CA and broker certificate (freshet security init) for the module's SASL_SSL brokers."""
+    import subprocess
+    import sys
+
+    directory = tmp_path_factory.mktemp("crash-certs")
+    subprocess.run([sys.executable, "-m", "freshet.cli.main", "security", "init", "--dir", str(directory)], check=True,
+                   capture_output=True)
+    return directory
+
+
 @pytest.fixture(params=["PLAINTEXT", "SASL_SSL"])
 def crash_broker(request, tmp_path, monkeypatch):
     """A broker of the test's own on a plaintext listener, or on SASL_SSL with every client of this process
@@ -28,15 +40,14 @@ def crash_broker(request, tmp_path, monkeypatch):
     data = tmp_path / "data"
     extra = []
     if request.param == "SASL_SSL":
-        freshet = [sys.executable, "-m", "freshet.cli.main"]
-        subprocess.run([*freshet, "security", "init", "--dir", str(tmp_path / "certs")], check=True, capture_output=True)
-        subprocess.run([*freshet, "users", "add", "crash", "--password", "crash-pw", "--data-dir", str(data)],
-                       check=True, capture_output=True)
-        extra = ["--super-user", "User:crash", "--ssl-certfile", str(tmp_path / "certs" / "broker.pem"),
-                 "--ssl-keyfile", str(tmp_path / "certs" / "broker-key.pem")]
+        certs = request.getfixturevalue("certs")
+        subprocess.run([sys.executable, "-m", "freshet.cli.main", "users", "add", "crash", "--password", "crash-pw",
+                        "--data-dir", str(data)], check=True, capture_output=True)
+        extra = ["--super-user", "User:crash", "--ssl-certfile", str(certs / "broker.pem"),
+                 "--ssl-keyfile", str(certs / "broker-key.pem")]
         for variable, value in {"FRESHET_SECURITY_PROTOCOL": "SASL_SSL", "FRESHET_SASL_MECHANISM": "SCRAM-SHA-512",
                                 "FRESHET_SASL_USERNAME": "crash", "FRESHET_SASL_PASSWORD": "crash-pw",
-                                "FRESHET_SSL_CA_LOCATION": str(tmp_path / "certs" / "ca.pem")}.items():
+                                "FRESHET_SSL_CA_LOCATION": str(certs / "ca.pem")}.items():
             monkeypatch.setenv(variable, value)
     b = BrokerProcess(data_dir=str(data), listeners=[request.param], extra_args=["--cleaner-interval-ms", "3600000", *extra])
     b.start()
