@@ -18,7 +18,7 @@ from .conftest import DEADLINE, admin
 from .test_metadata import created, wait_for
 
 STATE = "__share_group_state"
-DESCRIBE_OFFSETS = 90
+DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_GROUPS, READ_SUMMARY = 90, 91, 42, 87
 
 
 def produce(bootstrap: str, topic: str, values: list[str]) -> None:
@@ -159,6 +159,57 @@ def test_acknowledged_records_stay_done_across_the_partition_leader_and_the_shar
             assert nobody.error_code == ErrorCode.group_id_not_found
         for thread in closing:
             thread.join(DEADLINE)
+
+        c.restart(coordinator)
+        offsets_reset_and_deleted_through_the_share_coordinator(c)
+
+
+def offsets_reset_and_deleted_through_the_share_coordinator(c: LocalCluster) -> None:
+    """AlterShareGroupOffsets and DeleteGroups on a cluster, as Kafka's group coordinator does them: through the
+    share coordinator in a new state epoch (InitializeShareGroupState / DeleteShareGroupState), so that a partition's
+    leader on another broker, still holding the group's old window, reads the new state when a member comes."""
+    created(admin(c.bootstrap), NewTopic("tasks", 3, 3))
+    share_coordinator = c.wait_until(lambda m: c.partition(STATE, 0, m)["leader"] not in (-1, None)
+                                     and c.partition(STATE, 0, m)["leader"], DEADLINE, "a share coordinator")
+    index = next(i for i in range(3) if c.leader("tasks", i) not in (-1, share_coordinator))
+    producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
+    values = [f"task-{i}" for i in range(10)]
+    for value in values:
+        producer.produce("tasks", value.encode(), partition=index)
+    assert producer.flush(DEADLINE) == 0
+    alter = {"group_id": "resetters", "topics": [{"topic_name": "tasks", "partitions": [
+        {"partition_index": index, "start_offset": 3}]}]}
+
+    def to_group_coordinator(api_key: int, version: int, body: dict):
+        with RawConnection(c.bootstrap_of(c.leader("__consumer_offsets"))) as conn:
+            return conn.request(api_key, version, body)
+
+    a = share_consumer(c.bootstrap, "resetters", "tasks")
+    try:
+        assert accepted(a, polled(a, 10)) == set(values)  # the leader's window starts at 10 now
+        assert to_group_coordinator(ALTER_OFFSETS, 0, alter).error_code == ErrorCode.non_empty_group
+    finally:
+        a.close()
+    answer = wait_for("the offsets reset", lambda: (r := to_group_coordinator(ALTER_OFFSETS, 0, alter)).error_code
+                      != ErrorCode.non_empty_group and r)  # the member's leave reaches the coordinator
+    assert answer.error_code == ErrorCode.none and answer.responses[0].partitions[0].error_code == ErrorCode.none
+
+    # the partition's leader (not the share coordinator) held the window at 10: the new member reads it at 3
+    got = drain(c.bootstrap, "resetters", "tasks", set(values[3:]))
+    assert sorted(got) == values[3:], got
+
+    deleted = wait_for("the group deleted", lambda: (r := to_group_coordinator(DELETE_GROUPS, 2, {
+        "groups_names": ["resetters"]}).results[0]).error_code != ErrorCode.non_empty_group and r)
+    assert deleted.error_code == ErrorCode.none
+    with RawConnection(c.bootstrap_of(c.leader(STATE))) as conn:
+        tid = conn.request(3, 12, {"topics": [{"name": "tasks", "topic_id": None}], "allow_auto_topic_creation": False,
+                                   "include_topic_authorized_operations": False}).topics[0].topic_id
+        summary = conn.request(READ_SUMMARY, 1, {"group_id": "resetters", "topics": [
+            {"topic_id": tid, "partitions": [{"partition": i, "leader_epoch": -1} for i in range(3)]}]})
+    assert [(p.error_code, p.start_offset) for p in summary.results[0].partitions] == [(ErrorCode.none, -1)] * 3
+    # on the leader too: a new member of the name starts afresh (the brokers' share.auto.offset.reset, earliest)
+    got = drain(c.bootstrap, "resetters", "tasks", set(values))
+    assert sorted(got) == values, got
 
 
 def test_a_share_state_replication_factor_below_one_is_refused_in_one_line(tmp_path):

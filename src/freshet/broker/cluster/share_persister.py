@@ -239,6 +239,10 @@ class SharePersister:
     async def summary(self, group_id: str, partitions: dict) -> dict:
         """ReadShareGroupStateSummary of ``partitions`` ({(topic, topic id): [index, ...]}): {(topic, index): start
         offset} of those the coordinator holds a window of. StateError when there is no coordinator to ask."""
+        return {key: start for key, (_, start) in (await self.states(group_id, partitions)).items()}
+
+    async def states(self, group_id: str, partitions: dict) -> dict:
+        """``summary`` with the state epochs: {(topic, index): (state epoch, start offset)}."""
         coordinator = self.broker.share_groups
         out = {}
         if self._local():
@@ -246,7 +250,7 @@ class SharePersister:
                 for index in indexes:
                     value = coordinator.store.get_partition(group_id, topic, str(topic_id), index)
                     if value is not None and int(value.get("start_offset", -1)) >= 0:
-                        out[(topic, index)] = int(value["start_offset"])
+                        out[(topic, index)] = (int(value.get("state_epoch", 0)), int(value["start_offset"]))
             return out
         names = {topic_id: topic for topic, topic_id in partitions}
         try:
@@ -260,8 +264,70 @@ class SharePersister:
                 if p.error_code == ErrorCode.not_coordinator:
                     raise StateError(p.error_code, "the share coordinator moved")
                 if p.error_code == ErrorCode.none and p.start_offset >= 0 and result.topic_id in names:
-                    out[(names[result.topic_id], p.partition)] = p.start_offset
+                    out[(names[result.topic_id], p.partition)] = (p.state_epoch, p.start_offset)
         return out
+
+    # -- offsets reset and deleted (the group coordinator's, AlterShareGroupOffsets / DeleteShareGroupOffsets /
+    # DeleteGroups): a new state epoch, so the partitions' leaders holding the old one are fenced and read again
+
+    async def initialize(self, group_id: str, starts: dict) -> None:
+        """InitializeShareGroupState: each share-partition of ``starts`` ({(topic, topic id): {index: start
+        offset}}) starts afresh there in a state epoch newer than the stored one (read first; asked again when
+        another reset took it meanwhile). StateError with the coordinator's error otherwise."""
+        for _ in range(5):
+            epochs = await self.states(group_id, {key: list(indexes) for key, indexes in starts.items()})
+            plan = {(topic, topic_id): [(i, epochs.get((topic, i), (0, 0))[0] + 1, offset)
+                                        for i, offset in indexes.items()]
+                    for (topic, topic_id), indexes in starts.items()}
+            try:
+                await self._admin(INITIALIZE, group_id, plan)
+                return
+            except StateError as exc:
+                if exc.error_code != ErrorCode.fenced_state_epoch:
+                    raise
+        raise StateError(ErrorCode.fenced_state_epoch, "the share-partitions' state epochs kept moving")
+
+    async def delete(self, group_id: str, partitions: dict) -> None:
+        """DeleteShareGroupState of ``partitions`` ({(topic, topic id): [index, ...]}): tombstones at the
+        coordinator (nothing stored: nothing to do). StateError with the coordinator's error otherwise."""
+        await self._admin(DELETE, group_id, {key: [(i, None, None) for i in indexes]
+                                             for key, indexes in partitions.items()})
+
+    async def _admin(self, api_key: int, group_id: str, plan: dict) -> None:
+        """Initialize (``plan``: {(topic, topic id): [(index, state epoch, start offset)]}) or delete (epoch and
+        offset None) share-partitions' state at the coordinator, done once its ISR has it; retried while it moves."""
+        end = time.monotonic() + RETRY_S
+        while True:
+            try:
+                if self._local():
+                    return await self._admin_here(api_key, group_id, plan)
+                body = {"group_id": group_id, "topics": [
+                    {"topic_id": topic_id, "partitions": [
+                        {"partition": i} if api_key == DELETE else
+                        {"partition": i, "state_epoch": epoch, "start_offset": offset} for i, epoch, offset in parts]}
+                    for (_, topic_id), parts in plan.items() if parts]}
+                answer = await self._request("write", api_key, 0, body, max(0.1, end - time.monotonic()))
+                errors = [p for r in answer.results for p in r.partitions if p.error_code != ErrorCode.none]
+                if errors:
+                    raise StateError(errors[0].error_code, errors[0].error_message or errors[0].error_code.name)
+                return
+            except (ConnectionError, StateError) as exc:
+                code = getattr(exc, "error_code", ErrorCode.coordinator_not_available)
+                if code not in RETRIABLE or time.monotonic() > end:
+                    raise StateError(code, str(exc)) from None
+            await asyncio.sleep(0.1)
+
+    async def _admin_here(self, api_key: int, group_id: str, plan: dict) -> None:
+        coordinator = self.broker.share_groups
+        records = []
+        for (topic, topic_id), parts in plan.items():
+            for index, epoch, offset in parts:
+                record = (coordinator.store.delete(group_id, topic, index) if api_key == DELETE else
+                          coordinator.store.initialize(group_id, topic, str(topic_id), index, epoch, offset))
+                if record is not None:
+                    records.append(record)
+        if records:
+            await acknowledged(self.broker, coordinator.append_state(records))
 
     async def _request(self, kind: str, api_key: int, version: int, body: dict, timeout_s: float = RETRY_S):
         """One request to the share coordinator, answered within ``timeout_s`` (ConnectionError otherwise: a

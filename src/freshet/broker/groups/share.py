@@ -339,15 +339,17 @@ class ShareGroupCoordinator:
 
     # -- cluster mode: the share-partition leader's loads ----------------------------------------------------
 
-    def to_load(self, group: ShareGroup, keys) -> list[tuple[str, int, int]]:
+    def to_load(self, group: ShareGroup, keys, recheck: bool = False) -> list[tuple[str, int, int]]:
         """(topic, index, leader epoch) of the partitions among ``keys`` this broker leads and has not loaded the
-        group's share-partition of in that leader epoch (cluster mode; none on one node)."""
+        group's share-partition of in that leader epoch (cluster mode; none on one node); ``recheck`` (a member
+        opens a share session): those loaded too, read again in case their offsets were reset or deleted since
+        (a new state epoch at the coordinator, which no write of this leader's has met yet)."""
         if not self.clustered:
             return []
         out = []
         for topic, index in keys:
             epoch = self.led_epoch(topic, index)
-            if epoch is not None and self.existing_partition(group, topic, index) is None:
+            if epoch is not None and (recheck or self.existing_partition(group, topic, index) is None):
                 out.append((topic, index, epoch))
         return out
 
@@ -373,8 +375,10 @@ class ShareGroupCoordinator:
         value = await self.persister.read(group.group_id, topic, live.topic_id, index, epoch, LOAD_TIMEOUT_S)
         if self.led_epoch(topic, index) != epoch or self.registry.partition(topic, index) is not log_partition:
             return  # the partition moved on while it was read: the next fetch loads it again
-        current = group.partitions.get((topic, index))
-        if current is not None and current.leader_epoch == epoch:
+        current = self.existing_partition(group, topic, index)
+        if current is not None and current.leader_epoch == epoch and (
+                int(value.get("state_epoch", 0)) == current.state_epoch if value is not None
+                else not current.stored):  # not reset or deleted since it was loaded (or not written yet)
             return
         if value is not None and int(value.get("start_offset", -1)) >= 0:
             sp = SharePartition.restore(log_partition, value)
@@ -491,8 +495,10 @@ class ShareGroupCoordinator:
                 sp = self.existing_partition(group, t, p)
                 topic = self.registry.get(t)
                 if sp is not None and topic is not None:
-                    waits.append(self.persister.write(group.group_id, t, topic.topic_id, p, sp.leader_epoch,
-                                                      sp.state_epoch, sp.snapshot()))
+                    fut = self.persister.write(group.group_id, t, topic.topic_id, p, sp.leader_epoch,
+                                               sp.state_epoch, sp.snapshot())
+                    fut.add_done_callback(lambda f, key=(t, p), sp=sp: self._written(group, key, sp, f))
+                    waits.append(fut)
             return waits
         records = []
         for t, p in keys:
@@ -501,6 +507,20 @@ class ShareGroupCoordinator:
             snapshot["topic_id"] = str(topic.topic_id) if topic is not None else None
             records.append((_partition_key(group.group_id, t, p), orjson.dumps(snapshot)))
         return self._append(records)
+
+    @staticmethod
+    def _written(group: ShareGroup, key: tuple[str, int], sp: SharePartition, fut: asyncio.Future) -> None:
+        """Cluster mode: a share-partition the coordinator holds (``stored``); one whose write was fenced (its
+        offsets reset or deleted: a newer state epoch; a newer leader) is forgotten, the next fetch reads it."""
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is None:
+            sp.stored = True
+        elif getattr(exc, "error_code", None) in (ErrorCode.fenced_state_epoch, ErrorCode.fenced_leader_epoch) \
+                and group.partitions.get(key) is sp:
+            log.info("share group %s: %s-%d fenced (%s), read again next time", group.group_id, *key, exc)
+            del group.partitions[key]
 
     @staticmethod
     def replicated(written) -> asyncio.Future:

@@ -82,6 +82,7 @@ class SharePartition:
         self.archived_total = 0  # records ever archived: rejected, or past the delivery count limit
         self.leader_epoch: int | None = None  # cluster mode: the partition's leader epoch it was loaded in
         self.state_epoch = 0  # cluster mode: the share coordinator's state epoch it was loaded in
+        self.stored = False  # cluster mode: loaded from the share coordinator, or written there since
 
     # -- what the state is -----------------------------------------------------------------
 
@@ -116,6 +117,7 @@ class SharePartition:
         sp.end_offset = sp.start_offset + len(states)
         sp._available = states.count(_BYTE[AVAILABLE])
         sp.archived_total = int(snapshot.get("archived_total", 0))
+        sp.stored = True
         sp._advance()
         return sp
 

@@ -13,7 +13,7 @@ from ..groups.offsets import OFFSETS_TOPIC, CommittedOffset, failed_append_code
 from ..groups.share import ShareGroupError
 from ..security.acls import CLUSTER, CLUSTER_NAME, DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID
 from ..transactions import TXN_STATE_TOPIC
-from .share_state import find_share_coordinator
+from .share_state import delete_share_group_in_cluster, find_share_coordinator
 
 MAX_METADATA = 4096  # offset.metadata.max.bytes
 
@@ -371,6 +371,7 @@ def delete_groups(ctx: RequestContext, request: Request) -> Response:
     results = []
     waits = []
     known = _known_groups(broker)
+    later = []  # (result index, coroutine answering its error code): share groups' state in a cluster
     for group_id in request.groups_names:
         code = ErrorCode.none
         if not ctx.allowed(DELETE, GROUP, group_id):
@@ -389,6 +390,8 @@ def delete_groups(ctx: RequestContext, request: Request) -> Response:
         if group_id not in known and group_id in broker.share_groups.groups:
             try:
                 waits.append((broker.share_groups.state, broker.share_groups.delete(group_id)))
+                if broker.cluster is not None:  # its state at the share coordinator too
+                    later.append((len(results), delete_share_group_in_cluster(ctx, group_id)))
             except ShareGroupError as exc:
                 code = exc.error_code
             results.append({"group_id": group_id, "error_code": code})
@@ -407,6 +410,12 @@ def delete_groups(ctx: RequestContext, request: Request) -> Response:
                 code = exc.error_code
         results.append({"group_id": group_id, "error_code": code})
     body = {"throttle_time": 0, "results": results}
+    if later:
+        async def then() -> dict:
+            for i, deleted in later:
+                results[i]["error_code"] = await deleted
+            return await broker.group_commit.answer_when_durable(body, *waits)
+        return then()
     if not waits:
         return body
     return broker.group_commit.answer_when_durable(body, *waits)

@@ -304,7 +304,8 @@ def share_fetch(ctx: RequestContext, request: Request) -> Response:
                     p["acknowledge_error_code"] = int(code)
 
     answered = bool(ack_results)
-    missing = coordinator.to_load(group, session.partitions) if epoch != -1 and max_records else []
+    missing = coordinator.to_load(group, session.partitions, recheck=epoch == 0) if epoch != -1 and max_records \
+        else []
     if missing:  # a cluster's partition this broker has just come to lead: its window from the share coordinator
         async def loaded() -> dict:
             try:
@@ -497,6 +498,8 @@ def _empty_share_group(ctx: RequestContext, group_id: str, operation: int) -> tu
     group = ctx.broker.share_groups.groups.get(group_id)
     if not ctx.allowed(operation, GROUP, group_id):
         code, message = ErrorCode.group_authorization_failed, None
+    elif not_coordinator(ctx):  # a cluster's groups are its group coordinator's
+        code, message = ErrorCode.not_coordinator, None
     elif group is None:
         code, message = ErrorCode.group_id_not_found, f"share group {group_id} is not known"
     elif group.members:
@@ -506,14 +509,20 @@ def _empty_share_group(ctx: RequestContext, group_id: str, operation: int) -> tu
     return None, {"throttle_time": 0, "error_code": code, "error_message": message, "responses": []}
 
 
-def alter_share_group_offsets(ctx: RequestContext, request: Request) -> Response:
-    broker = ctx.broker
-    coordinator = broker.share_groups
-    group, refusal = _empty_share_group(ctx, request.group_id, READ)
+def _change_offsets(ctx: RequestContext, request: Request, operation: int, in_cluster, here) -> Response:
+    """Alter/DeleteShareGroupOffsets: refused (``_empty_share_group``), or done ``in_cluster`` through the share
+    coordinator, or ``here`` on one node."""
+    group, refusal = _empty_share_group(ctx, request.group_id, operation)
     if refusal is not None:
         return refusal
-    plan = []
-    responses = []
+    assert group is not None
+    return (in_cluster if ctx.broker.cluster is not None else here)(ctx, request, group)
+
+
+def _alter_plan(broker, request: Request) -> tuple[list, list]:
+    """AlterShareGroupOffsets checked: each topic's answer, and (topic, topic id, index, start offset) of the
+    partitions to reset (-1: the high watermark; never below the log start), as this broker's replica says."""
+    plan, responses = [], []
     for t in request.topics:
         topic = broker.registry.get(t.topic_name)
         parts = []
@@ -525,26 +534,70 @@ def alter_share_group_offsets(ctx: RequestContext, request: Request) -> Response
             elif not 0 <= p.start_offset <= log_partition.high_watermark and p.start_offset != -1:
                 code, message = ErrorCode.invalid_request, f"offset {p.start_offset} is outside the partition"
             else:
-                plan.append((t.topic_name, p.partition_index, p.start_offset, log_partition))
+                offset = p.start_offset if p.start_offset >= 0 else log_partition.high_watermark
+                plan.append((t.topic_name, topic.topic_id, p.partition_index,
+                             max(offset, log_partition.log_start_offset)))
             parts.append({"partition_index": p.partition_index, "error_code": code, "error_message": message})
         responses.append({"topic_name": t.topic_name, "topic_id": topic.topic_id if topic else None,
                           "partitions": parts})
+    return responses, plan
+
+
+def alter_share_group_offsets(ctx: RequestContext, request: Request) -> Response:
+    return _change_offsets(ctx, request, READ, _alter_offsets_in_cluster, _alter_offsets_here)
+
+
+def _alter_offsets_here(ctx: RequestContext, request: Request, group: ShareGroup) -> Response:
+    broker = ctx.broker
+    coordinator = broker.share_groups
+    responses, plan = _alter_plan(broker, request)
     changed = set()
-    for name, index, offset, log_partition in plan:
+    for name, _, index, offset in plan:
         sp = coordinator.share_partition(group, name, index)
         assert sp is not None
-        sp.reset(max(offset if offset >= 0 else log_partition.high_watermark, log_partition.log_start_offset))
+        sp.reset(offset)
         changed.add((name, index))
     body = {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses}
     return _when_durable(ctx, group, changed, body, lambda b, code: b.update(error_code=code))
 
 
+async def _alter_offsets_in_cluster(ctx: RequestContext, request: Request, group: ShareGroup) -> dict:
+    """AlterShareGroupOffsets in a cluster, as Kafka's group coordinator: the share coordinator initializes each
+    share-partition at its new start offset in a new state epoch (InitializeShareGroupState), which fences the
+    partitions' leaders holding the old one: their next write is refused FENCED_STATE_EPOCH, a member's next
+    session reads the new state. Offsets are checked against this broker's replica of the partition."""
+    broker = ctx.broker
+    responses, plan = _alter_plan(broker, request)
+    starts: dict = {}
+    for name, topic_id, index, offset in plan:
+        starts.setdefault((name, topic_id), {})[index] = offset
+    body = {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses}
+    if starts:
+        reset = {(name, i) for (name, _), indexes in starts.items() for i in indexes}
+        await _at_share_coordinator(body, group, broker.share_groups.persister.initialize(group.group_id, starts),
+                                    reset.__contains__)
+    return body
+
+
+async def _at_share_coordinator(body: dict, group: ShareGroup, change, dropped) -> None:
+    """``change`` (the persister's initialize or delete) done: this broker's own windows it changed (``dropped``:
+    it leads those partitions too) are read again; else the share coordinator's error in ``body``."""
+    try:
+        await change
+    except StateError as exc:
+        body.update(error_code=exc.error_code, error_message=str(exc))
+        return
+    for key in [k for k in group.partitions if dropped(k)]:
+        del group.partitions[key]
+
+
 def delete_share_group_offsets(ctx: RequestContext, request: Request) -> Response:
+    return _change_offsets(ctx, request, DELETE, _delete_offsets_in_cluster, _delete_offsets_here)
+
+
+def _delete_offsets_here(ctx: RequestContext, request: Request, group: ShareGroup) -> Response:
     broker = ctx.broker
     coordinator = broker.share_groups
-    group, refusal = _empty_share_group(ctx, request.group_id, DELETE)
-    if refusal is not None:
-        return refusal
     responses = []
     removed = []
     for t in request.topics:
@@ -562,6 +615,26 @@ def delete_share_group_offsets(ctx: RequestContext, request: Request) -> Respons
         return body
     last = coordinator.forget_partitions(group, removed)
     return broker.group_commit.answer_when_durable(body, (coordinator.state, last))
+
+
+async def _delete_offsets_in_cluster(ctx: RequestContext, request: Request, group: ShareGroup) -> dict:
+    """DeleteShareGroupOffsets in a cluster: the share coordinator deletes the state of every partition of each
+    topic (DeleteShareGroupState); a leader's window of them is then read again (nothing: started afresh by
+    share.auto.offset.reset) when a member opens a session, or once its next write is fenced."""
+    broker = ctx.broker
+    responses, partitions = [], {}
+    for t in request.topics:
+        topic = broker.cluster.view.topics.get(t.topic_name)
+        if topic is not None:
+            partitions[(t.topic_name, topic.topic_id)] = list(range(len(topic.partitions)))
+        responses.append({"topic_name": t.topic_name, "topic_id": topic.topic_id if topic else None,
+                          "error_code": ErrorCode.none if topic is not None else ErrorCode.unknown_topic_or_partition})
+    body = {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses}
+    if partitions:
+        names = {name for name, _ in partitions}
+        await _at_share_coordinator(body, group, broker.share_groups.persister.delete(group.group_id, partitions),
+                                    lambda key: key[0] in names)
+    return body
 
 
 APIS = {

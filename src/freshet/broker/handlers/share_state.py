@@ -175,6 +175,21 @@ APIS = {
 }
 
 
+async def delete_share_group_in_cluster(ctx: RequestContext, group_id: str) -> ErrorCode:
+    """DeleteGroups of an empty share group in a cluster (the group coordinator's ``delete`` done), as Kafka's
+    group coordinator: its state at the share coordinator goes too, every partition of the cluster's topics (DeleteShareGroupState); the coordinator's
+    error when it cannot be."""
+    view = ctx.broker.cluster.view
+    partitions = {(name, t.topic_id): list(range(len(t.partitions))) for name, t in view.topics.items()
+                  if not name.startswith("__")}
+    try:
+        if partitions:
+            await ctx.broker.share_groups.persister.delete(group_id, partitions)
+    except StateError as exc:
+        return exc.error_code
+    return ErrorCode.none
+
+
 def find_share_coordinator(ctx: RequestContext, request: Request) -> dict:
     """FindCoordinator key type 2 (v6, KIP-932): the share coordinator of ``group:topicId:partition`` keys, the leader
     of ``__share_group_state`` (this broker on one node). CLUSTER_ACTION on the cluster, as Kafka (brokers ask);
