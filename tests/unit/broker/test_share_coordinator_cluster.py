@@ -4,8 +4,10 @@ forgets it when the epoch moves; only the share coordinator appends to the topic
 
 import asyncio
 
+from kio.schema.errors import ErrorCode
+
 from freshet.broker.groups.share import ShareGroupCoordinator
-from freshet.broker.groups.share_state import ShareStateStore, from_batches
+from freshet.broker.groups.share_state import ShareStateStore, StateError, from_batches
 from freshet.broker.topics.registry import TopicRegistry
 from freshet.format.record_batch import encode_batch
 
@@ -26,6 +28,16 @@ class Persister:
         self.store.apply([self.store.write(group_id, topic, str(topic_id), index, leader_epoch, state_epoch, window)])
         fut.set_result(None)
         return fut
+
+
+def leader_of_ten_records(tmp_path) -> tuple[TopicRegistry, ShareGroupCoordinator]:
+    """A cluster broker's share-group coordinator and a topic ``t`` of one partition holding 10 records."""
+    registry = TopicRegistry(str(tmp_path))
+    registry.create("t", 1)
+    log = registry.partition("t", 0)
+    log.append(encode_batch([(None, b"v%d" % i, 1) for i in range(10)]))
+    log.high_watermark = log.log_end_offset
+    return registry, ShareGroupCoordinator(registry, clustered=True)
 
 
 def test_a_new_share_coordinator_takes_the_state_and_group_configs_over(tmp_path):
@@ -50,12 +62,7 @@ def test_a_new_share_coordinator_takes_the_state_and_group_configs_over(tmp_path
 
 def test_a_partition_leader_loads_its_window_once_per_leader_epoch(tmp_path):
     async def scenario():
-        registry = TopicRegistry(str(tmp_path))
-        registry.create("t", 1)
-        log = registry.partition("t", 0)
-        log.append(encode_batch([(None, b"v%d" % i, 1) for i in range(10)]))
-        log.high_watermark = log.log_end_offset
-        coordinator = ShareGroupCoordinator(registry, clustered=True)
+        registry, coordinator = leader_of_ten_records(tmp_path)
         persister = coordinator.persister = Persister()
         topic_id = str(registry.get("t").topic_id)
         persister.store.apply([persister.store.write("g", "t", topic_id, 0, 0, 0,
@@ -78,6 +85,62 @@ def test_a_partition_leader_loads_its_window_once_per_leader_epoch(tmp_path):
         del epochs[("t", 0)]  # not led at all: nothing to load, nothing served
         assert coordinator.to_load(group, [("t", 0)]) == []
         assert persister.store.read("g", "t", topic_id, 0, 2)["start_offset"] == 3  # nothing written meanwhile
+        registry.close()
+
+    asyncio.run(scenario())
+
+
+class FencingPersister(Persister):
+    """``Persister`` whose refused writes fail their future, as SharePersister's do."""
+
+    def write(self, group_id, topic, topic_id, index, leader_epoch, state_epoch, window):
+        fut = asyncio.get_running_loop().create_future()
+        try:
+            self.store.apply([self.store.write(group_id, topic, str(topic_id), index, leader_epoch, state_epoch,
+                                               window)])
+            fut.set_result(None)
+        except StateError as exc:
+            fut.set_exception(exc)
+        return fut
+
+
+def test_a_partition_leader_reads_its_window_again_once_offsets_are_reset_or_deleted(tmp_path):
+    async def scenario():
+        registry, coordinator = leader_of_ten_records(tmp_path)
+        persister = coordinator.persister = FencingPersister()
+        store, topic_id = persister.store, str(registry.get("t").topic_id)
+        store.apply([store.write("g", "t", topic_id, 0, 0, 0, from_batches(3, []))])
+        coordinator.led_epoch = lambda topic, index: 1
+        group = coordinator.group("g", create=True)
+        await coordinator.load(group, coordinator.to_load(group, [("t", 0)]))
+        assert coordinator.share_partition(group, "t", 0).start_offset == 3
+
+        # AlterShareGroupOffsets: the coordinator initializes it at 7 in state epoch 1; a member opening a session
+        # here makes the leader read it again (a loaded window is not reloaded otherwise)
+        store.apply([store.initialize("g", "t", topic_id, 0, 1, 7)])
+        assert coordinator.to_load(group, [("t", 0)]) == []
+        await coordinator.load(group, coordinator.to_load(group, [("t", 0)], recheck=True))
+        sp = coordinator.share_partition(group, "t", 0)
+        assert (sp.start_offset, sp.state_epoch) == (7, 1)
+        reads = persister.reads
+        await coordinator.load(group, coordinator.to_load(group, [("t", 0)], recheck=True))
+        assert persister.reads == reads + 1 and coordinator.share_partition(group, "t", 0) is sp  # nothing new
+
+        # reset again: the old window's next write is fenced (FENCED_STATE_EPOCH), nothing of it stored, forgotten
+        store.apply([store.initialize("g", "t", topic_id, 0, 2, 8)])
+        written = coordinator.write_partitions(group, [("t", 0)])
+        await asyncio.gather(*written, return_exceptions=True)
+        assert written[0].exception().error_code == ErrorCode.fenced_state_epoch
+        assert coordinator.existing_partition(group, "t", 0) is None
+        assert store.get_partition("g", "t", topic_id, 0)["start_offset"] == 8
+        await coordinator.load(group, coordinator.to_load(group, [("t", 0)]))
+        assert coordinator.share_partition(group, "t", 0).start_offset == 8
+
+        # DeleteShareGroupState: a window the coordinator held is gone; the leader starts afresh (latest: 10)
+        store.apply([store.delete("g", "t", 0)])
+        await coordinator.load(group, coordinator.to_load(group, [("t", 0)], recheck=True))
+        assert coordinator.share_partition(group, "t", 0).start_offset == 10
+        assert store.get_partition("g", "t", topic_id, 0)["start_offset"] == 10  # the fresh start written
         registry.close()
 
     asyncio.run(scenario())
