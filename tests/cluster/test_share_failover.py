@@ -164,6 +164,13 @@ def test_acknowledged_records_stay_done_across_the_partition_leader_and_the_shar
         offsets_reset_and_deleted_through_the_share_coordinator(c)
 
 
+def described_offsets(c: LocalCluster, group: str):
+    """DescribeShareGroupOffsets of every partition ``group`` has a start offset of, as the share coordinator holds
+    them."""
+    with RawConnection(c.bootstrap_of(c.leader(STATE))) as conn:
+        return conn.request(DESCRIBE_OFFSETS, 1, {"groups": [{"group_id": group, "topics": None}]}).groups[0]
+
+
 def offsets_reset_and_deleted_through_the_share_coordinator(c: LocalCluster) -> None:
     """AlterShareGroupOffsets and DeleteGroups on a cluster, as Kafka's group coordinator does them: through the
     share coordinator in a new state epoch (InitializeShareGroupState / DeleteShareGroupState), so that a partition's
@@ -177,8 +184,19 @@ def offsets_reset_and_deleted_through_the_share_coordinator(c: LocalCluster) -> 
     for value in values:
         producer.produce("tasks", value.encode(), partition=index)
     assert producer.flush(DEADLINE) == 0
-    alter = {"group_id": "resetters", "topics": [{"topic_name": "tasks", "partitions": [
-        {"partition_index": index, "start_offset": 3}]}]}
+    # a topic without a replica on the group coordinator: its offset is taken as asked
+    group_coordinator = c.leader("__consumer_offsets")
+    elsewhere = next(n for n in c.running_nodes() if n != group_coordinator)
+    with RawConnection(c.bootstrap_of(group_coordinator)) as conn:  # confluent-kafka's NewTopic refuses a replica assignment alone
+        made = conn.request(19, 5, {"topics": [{"name": "solo", "num_partitions": -1, "replication_factor": -1,
+                                                "assignments": [{"partition_index": 0, "broker_ids": [elsewhere]}],
+                                                "configs": []}], "timeout": 60000, "validate_only": False})
+    assert made.topics[0].error_code == ErrorCode.none, made
+    c.wait_until(lambda m: (c.partition("solo", 0, m) or {}).get("leader") == elsewhere, DEADLINE, "solo led")
+    produce(c.bootstrap, "solo", [f"solo-{i}" for i in range(6)])
+    alter = {"group_id": "resetters", "topics": [
+        {"topic_name": "tasks", "partitions": [{"partition_index": index, "start_offset": 3}]},
+        {"topic_name": "solo", "partitions": [{"partition_index": 0, "start_offset": 5}]}]}
 
     def to_group_coordinator(api_key: int, version: int, body: dict):
         with RawConnection(c.bootstrap_of(c.leader("__consumer_offsets"))) as conn:
@@ -192,7 +210,11 @@ def offsets_reset_and_deleted_through_the_share_coordinator(c: LocalCluster) -> 
         a.close()
     answer = wait_for("the offsets reset", lambda: (r := to_group_coordinator(ALTER_OFFSETS, 0, alter)).error_code
                       != ErrorCode.non_empty_group and r)  # the member's leave reaches the coordinator
-    assert answer.error_code == ErrorCode.none and answer.responses[0].partitions[0].error_code == ErrorCode.none
+    assert answer.error_code == ErrorCode.none
+    assert [t.partitions[0].error_code for t in answer.responses] == [ErrorCode.none] * 2
+    described = described_offsets(c, "resetters")
+    starts = {(t.topic_name, p.partition_index): p.start_offset for t in described.topics for p in t.partitions}
+    assert (starts[("tasks", index)], starts[("solo", 0)]) == (3, 5), starts  # tasks' others: where they were
 
     # the partition's leader (not the share coordinator) held the window at 10: the new member reads it at 3
     got = drain(c.bootstrap, "resetters", "tasks", set(values[3:]))
@@ -207,6 +229,7 @@ def offsets_reset_and_deleted_through_the_share_coordinator(c: LocalCluster) -> 
         summary = conn.request(READ_SUMMARY, 1, {"group_id": "resetters", "topics": [
             {"topic_id": tid, "partitions": [{"partition": i, "leader_epoch": -1} for i in range(3)]}]})
     assert [(p.error_code, p.start_offset) for p in summary.results[0].partitions] == [(ErrorCode.none, -1)] * 3
+    assert not described_offsets(c, "resetters").topics  # solo's state gone too
     # on the leader too: a new member of the name starts afresh (the brokers' share.auto.offset.reset, earliest)
     got = drain(c.bootstrap, "resetters", "tasks", set(values))
     assert sorted(got) == values, got

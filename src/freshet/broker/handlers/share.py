@@ -521,15 +521,23 @@ def _change_offsets(ctx: RequestContext, request: Request, operation: int, in_cl
 
 def _alter_plan(broker, request: Request) -> tuple[list, list]:
     """AlterShareGroupOffsets checked: each topic's answer, and (topic, topic id, index, start offset) of the
-    partitions to reset (-1: the high watermark; never below the log start), as this broker's replica says."""
+    partitions to reset (-1: the high watermark; never below the log start), as this broker's replica says (in a
+    cluster, a partition without a replica here takes the offset as asked: its leader starts there)."""
     plan, responses = [], []
+    view = broker.cluster.view if broker.cluster is not None else None
     for t in request.topics:
-        topic = broker.registry.get(t.topic_name)
+        topic = broker.registry.get(t.topic_name) or (view.topics.get(t.topic_name) if view is not None else None)
         parts = []
         for p in t.partitions:
             code, message = ErrorCode.none, None
             log_partition = broker.registry.partition(t.topic_name, p.partition_index)
-            if log_partition is None:
+            if log_partition is None and topic is not None and view is not None \
+                    and 0 <= p.partition_index < len(getattr(view.topics.get(t.topic_name), "partitions", ())):
+                if p.start_offset < 0:
+                    code, message = ErrorCode.invalid_request, "no replica here to take the latest offset from"
+                else:
+                    plan.append((t.topic_name, topic.topic_id, p.partition_index, p.start_offset))
+            elif log_partition is None:
                 code = ErrorCode.unknown_topic_or_partition
             elif not 0 <= p.start_offset <= log_partition.high_watermark and p.start_offset != -1:
                 code, message = ErrorCode.invalid_request, f"offset {p.start_offset} is outside the partition"
