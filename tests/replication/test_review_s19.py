@@ -215,12 +215,6 @@ def test_topic_admin_refuses_a_broker_id_past_int32_too(broker, topic_name):
     assert topic_name not in admin.list_topics()  # nothing created
 
 
-@pytest.mark.xfail(strict=True, reason="review: DeleteGroups of an empty share group in a cluster deletes the group "
-                   "at the group coordinator first (handlers/groups.py delete_groups: share_groups.delete before "
-                   "delete_share_group_in_cluster, e6f3db0); when the share coordinator's DeleteShareGroupState "
-                   "fails the answer carries its error but the group is gone, so the retry answers "
-                   "GROUP_ID_NOT_FOUND and the state stays for a future group of the name. Kafka's "
-                   "GroupCoordinatorService deletes the state first and keeps the groups whose persister delete failed")
 def test_a_share_group_whose_state_delete_fails_is_not_deleted(tmp_path):
     async def scenario(broker):
         topic = broker.registry.create("t", 1)

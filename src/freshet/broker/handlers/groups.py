@@ -389,9 +389,10 @@ def delete_groups(ctx: RequestContext, request: Request) -> Response:
             known[group_id] = None  # its committed offsets go as a classic group's do
         if group_id not in known and group_id in broker.share_groups.groups:
             try:
-                waits.append((broker.share_groups.state, broker.share_groups.delete(group_id)))
-                if broker.cluster is not None:  # its state at the share coordinator too
+                if broker.cluster is not None:  # its state at the share coordinator first, then the group
                     later.append((len(results), delete_share_group_in_cluster(ctx, group_id)))
+                else:
+                    waits.append((broker.share_groups.state, broker.share_groups.delete(group_id)))
             except ShareGroupError as exc:
                 code = exc.error_code
             results.append({"group_id": group_id, "error_code": code})

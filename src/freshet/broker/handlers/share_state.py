@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from freshet.log import StorageError
+
 from ..cluster.share_persister import acknowledged
 from ..context import Request, RequestContext, Response
-from ..groups.share import SHARE_STATE_TOPIC
+from ..groups.offsets import failed_append_code
+from ..groups.share import SHARE_STATE_TOPIC, ShareGroupError
 from ..groups.share_state import StateError, from_batches, to_batches
 from ..security.acls import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME
 
@@ -176,17 +179,29 @@ APIS = {
 
 
 async def delete_share_group_in_cluster(ctx: RequestContext, group_id: str) -> ErrorCode:
-    """DeleteGroups of an empty share group in a cluster (the group coordinator's ``delete`` done), as Kafka's
-    group coordinator: its state at the share coordinator goes too, every partition of the cluster's topics (DeleteShareGroupState); the coordinator's
-    error when it cannot be."""
+    """DeleteGroups of a share group in a cluster, as Kafka's group coordinator: refused while it has members
+    (NON_EMPTY_GROUP); its state at the share coordinator deleted first, every partition of the cluster's topics
+    (DeleteShareGroupState), then the group; a failed state delete answers the coordinator's error and keeps the
+    group, so that a retry deletes both."""
+    share_groups = ctx.broker.share_groups
+    group = share_groups.groups.get(group_id)
+    if group is None:
+        return ErrorCode.group_id_not_found
+    if group.members:
+        return ErrorCode.non_empty_group
     view = ctx.broker.cluster.view
     partitions = {(name, t.topic_id): list(range(len(t.partitions))) for name, t in view.topics.items()
                   if not name.startswith("__")}
     try:
         if partitions:
-            await ctx.broker.share_groups.persister.delete(group_id, partitions)
+            await share_groups.persister.delete(group_id, partitions)
+        await acknowledged(ctx.broker, share_groups.delete(group_id))  # its configs' record, at the coordinator
     except StateError as exc:
         return exc.error_code
+    except ShareGroupError as exc:
+        return exc.error_code
+    except StorageError as exc:
+        return failed_append_code(exc)
     return ErrorCode.none
 
 
