@@ -208,6 +208,8 @@ def offsets_reset_and_deleted_through_the_share_coordinator(c: LocalCluster) -> 
         assert to_group_coordinator(ALTER_OFFSETS, 0, alter).error_code == ErrorCode.non_empty_group
     finally:
         a.close()
+    with RawConnection(c.bootstrap_of(elsewhere)) as conn:  # only the group coordinator changes a group's offsets
+        assert conn.request(ALTER_OFFSETS, 0, alter).error_code == ErrorCode.not_coordinator
     answer = wait_for("the offsets reset", lambda: (r := to_group_coordinator(ALTER_OFFSETS, 0, alter)).error_code
                       != ErrorCode.non_empty_group and r)  # the member's leave reaches the coordinator
     assert answer.error_code == ErrorCode.none
