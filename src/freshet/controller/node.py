@@ -80,7 +80,22 @@ def _fsync_path(path: str) -> None:
                 os.close(fd)
 
 
-class DurableJournal:
+class _JournalWrapper:
+    """Passes what it does not define on to the pysyncobj journal it wraps."""
+
+    _inner: Any
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __getitem__(self, item):
+        return self._inner[item]
+
+
+class DurableJournal(_JournalWrapper):
     """pysyncobj's file journal, made durable before Raft answers: pysyncobj writes entries into an mmap and the
     term and vote into a file renamed into place, and syncs neither, so a power loss could take back a change a
     majority had acknowledged or a vote a node had given. Every change here is msync'd (entries) or fsync'd
@@ -93,15 +108,6 @@ class DurableJournal:
         self._snapshot_path = snapshot_path
         inner.flush()
         _fsync_path(self._meta_path)
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-    def __len__(self) -> int:
-        return len(self._inner)
-
-    def __getitem__(self, item):
-        return self._inner[item]
 
     def add(self, command, idx, term) -> None:
         self._inner.add(command, idx, term)
@@ -124,6 +130,72 @@ class DurableJournal:
     def setCurrentTerm(self, term, voted_for) -> None:  # noqa: N802
         self._inner.setCurrentTerm(term, voted_for)
         _fsync_path(self._meta_path)
+
+
+class ConflictOnlyTruncation(_JournalWrapper):
+    """Raft's §5.3 rule for a follower's log, which pysyncobj does not keep: on an AppendEntries whose
+    ``prevLogIdx`` matches, pysyncobj deletes every entry after ``prevLogIdx`` and appends the message's entries,
+    so a stale or repeated message carrying fewer entries (a leader resending from a ``nextIndex`` it moved back
+    on a late failure reply) removes entries the follower already has and has acknowledged. If the leader then
+    fails, an entry a majority had acknowledged can be missing from that majority: a committed change lost.
+
+    Here a truncation pysyncobj asks for during an AppendEntries is deferred and only done at the first entry
+    that conflicts (same index, another term); entries already held with the same index and term are kept
+    (by Raft's log matching they are the same). ``guard_append_entries`` brackets each message and also caps
+    the message's commit index at its last new entry (Raft: commitIndex = min(leaderCommit, index of last new
+    entry)), as the entries kept after it are not vouched for by this message."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+        self._deferring = False
+        self._pending: int | None = None
+
+    def begin(self) -> None:
+        self._deferring, self._pending = True, None
+
+    def end(self) -> None:
+        self._deferring, self._pending = False, None
+
+    def deleteEntriesFrom(self, entry_from) -> None:  # noqa: N802 (pysyncobj's names)
+        if self._deferring:
+            self._pending = entry_from if self._pending is None else min(self._pending, entry_from)
+        else:
+            self._inner.deleteEntriesFrom(entry_from)
+
+    def add(self, command, idx, term) -> None:
+        if self._pending is not None:
+            pos = idx - self._inner[0][1]
+            if pos < len(self._inner) and self._inner[pos][1] == idx and self._inner[pos][2] == term:
+                return  # already held: the same entry
+            self._inner.deleteEntriesFrom(max(pos, self._pending))  # the first conflict: drop it and what follows
+            self._pending = None
+        self._inner.add(command, idx, term)
+
+
+def guard_append_entries(sync: SyncObj) -> ConflictOnlyTruncation:
+    """Installs ``ConflictOnlyTruncation`` on a SyncObj (before its first tick): wraps its journal and the
+    transport's message callback."""
+    journal = ConflictOnlyTruncation(sync._SyncObj__raftLog)
+    sync._SyncObj__raftLog = journal
+    handle = sync._SyncObj__onMessageReceived
+
+    def on_message(peer, message):
+        if not (isinstance(message, dict) and message.get("type") == "append_entries" and "prevLogIdx" in message):
+            return handle(peer, message)
+        entries = message.get("entries") or []
+        last_new = entries[-1][1] if entries else message["prevLogIdx"]
+        if message.get("transmission") == "finish":
+            last_new = message["prevLogIdx"] + 1
+        if message.get("commit_index", 0) > last_new:
+            message = {**message, "commit_index": last_new}
+        journal.begin()
+        try:
+            return handle(peer, message)
+        finally:
+            journal.end()
+
+    sync._SyncObj__transport.setOnMessageReceivedCallback(on_message)
+    return journal
 
 
 class _SecretCheckingEncryptor:
@@ -290,6 +362,7 @@ class Controller:
             self._sync._SyncObj__encryptor = _SecretCheckingEncryptor(self._sync._SyncObj__encryptor, self.node_id)
         if self._conf.journalFile:
             self._sync._SyncObj__raftLog = DurableJournal(self._sync._SyncObj__raftLog, self._conf.fullDumpFile)
+        guard_append_entries(self._sync)
         self._ticker = threading.Thread(target=self._tick, name="controller-raft", daemon=True)
         self._ticker.start()
         threading.Thread(target=self._duties, name="controller-duties", daemon=True).start()
