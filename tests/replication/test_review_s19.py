@@ -138,11 +138,6 @@ def _disk_full(*args, **kwargs):
     raise StorageError("write to 00000000000000000000.log failed: No space left on device")
 
 
-@pytest.mark.xfail(strict=True, reason="review: an OffsetCommit whose __consumer_offsets append fails on disk "
-                   "(StorageError from partition.append, before answer_when_durable) escapes the handler "
-                   "(handlers/groups.py offset_commit: broker.offsets.append outside any try): the broker logs a "
-                   "traceback and closes the connection; Kafka maps KAFKA_STORAGE_ERROR to NOT_COORDINATOR "
-                   "(failed_append_code) per partition")
 def test_an_offset_commit_whose_append_fails_on_disk_answers_not_coordinator(tmp_path):
     async def scenario(broker):
         broker.registry.create("t", 1)
@@ -158,12 +153,6 @@ def test_an_offset_commit_whose_append_fails_on_disk_answers_not_coordinator(tmp
     assert _in_process(tmp_path, scenario) == [ErrorCode.not_coordinator]
 
 
-@pytest.mark.xfail(strict=True, reason="review: an InitProducerId epoch bump whose __transaction_state append "
-                   "fails on disk raises StorageError out of TransactionCoordinator._write (partition.append is "
-                   "outside its try; _persist reverts only on TransactionError): the connection is closed, the "
-                   "bumped epoch stays in memory unwritten, and since e497cec the client's retry is answered that "
-                   "unwritten epoch (bumped_by_it) which the next coordinator never knew; Kafka: NOT_COORDINATOR, "
-                   "the pending transition dropped, the retry bumps and writes again")
 def test_an_epoch_bump_whose_append_fails_on_disk_is_refused_and_forgotten(tmp_path):
     async def scenario(broker):
         txn = broker.transactions
@@ -205,9 +194,6 @@ def test_a_broker_id_past_int32_in_a_replica_assignment_is_refused_not_wrapped(b
     assert freshet(broker, "topic", "describe", topic_name).returncode == 1  # nothing created
 
 
-@pytest.mark.xfail(strict=True, reason="review: b9a46fe checks broker ids in the CLI's parser only; "
-                   "TopicAdmin.create_topic / add_partitions (client/admin.py), which pipelines and tools call, "
-                   "still hand librdkafka 4294967296, which wraps to broker 0 and creates the topic there")
 def test_topic_admin_refuses_a_broker_id_past_int32_too(broker, topic_name):
     admin = TopicAdmin(broker.bootstrap)
     with pytest.raises(ClientError, match="4294967296"):

@@ -199,16 +199,16 @@ class TransactionCoordinator:
                                        f"the ISR {list(leader.isr)} of __transaction_state is below "
                                        f"min.insync.replicas={leader.min_insync}")
         meta.updated_ms = _now_ms()
-        result = self.partition.append(encode_batch([(meta.transactional_id.encode(), meta.to_json(),
-                                                      meta.updated_ms)]))
-        self._remember(meta)
-        commit = self.broker.group_commit
-        commit.written(self.partition)
-        if leader is None:
-            await commit.durable(self.partition, result.last_offset)
-            return
-        try:
-            await leader.acknowledged(result.last_offset, APPEND_TIMEOUT_S)
+        try:  # a failed disk write is refused like a failed acknowledgement (_persist forgets the change)
+            result = self.partition.append(encode_batch([(meta.transactional_id.encode(), meta.to_json(),
+                                                          meta.updated_ms)]))
+            self._remember(meta)
+            commit = self.broker.group_commit
+            commit.written(self.partition)
+            if leader is None:
+                await commit.durable(self.partition, result.last_offset)
+            else:
+                await leader.acknowledged(result.last_offset, APPEND_TIMEOUT_S)
         except (ReplicationError, StorageError) as exc:
             raise TransactionError(failed_append_code(exc), str(exc)) from None
 

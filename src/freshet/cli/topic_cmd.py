@@ -24,9 +24,6 @@ def topic() -> None:
     """Create, list, describe and delete topics."""
 
 
-INT32_MAX = 2**31 - 1  # broker ids are int32 on the wire
-
-
 def _parse_replica_assignment(text: str) -> list[list[int]]:
     """kafka-topics' ``--replica-assignment``: partitions separated by commas, each partition's broker ids by
     colons, the preferred leader first (``1:2,2:3`` = partition 0 on brokers 1 and 2, partition 1 on 2 and 3)."""
@@ -37,9 +34,6 @@ def _parse_replica_assignment(text: str) -> list[list[int]]:
         except ValueError:
             raise ClientError(f"--replica-assignment takes broker ids as 1:2,2:3 (partitions by commas, replicas "
                               f"by colons); partition {index} is {part.strip()!r}") from None
-        if wrong := next((b for b in brokers if not 0 <= b <= INT32_MAX), None):
-            raise ClientError(f"--replica-assignment: broker id {wrong} (partition {index}) is not between 0 and "
-                              f"{INT32_MAX}")
         assignment.append(brokers)
     return assignment
 

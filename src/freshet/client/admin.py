@@ -57,6 +57,7 @@ class TopicAdmin:
     def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None,
                      replica_assignment: list[list[int]] | None = None) -> None:
         """``replica_assignment``: the brokers of each partition (the first leads), instead of ``partitions``."""
+        _check_broker_ids(replica_assignment)
         self._metadata()  # a clear error when no broker answers
         new = (NewTopic(name, len(replica_assignment), replica_assignment=replica_assignment,
                         config=configs or {}) if replica_assignment
@@ -90,6 +91,7 @@ class TopicAdmin:
 
     def add_partitions(self, name: str, total: int, replica_assignment: list[list[int]] | None = None) -> None:
         """``replica_assignment``: the brokers of each partition added (the first leads)."""
+        _check_broker_ids(replica_assignment)
         new = (NewPartitions(name, total, replica_assignment=replica_assignment) if replica_assignment
                else NewPartitions(name, total))
         try:
@@ -157,3 +159,14 @@ class TopicAdmin:
         except KafkaException as exc:
             raise ClientError(f"cannot describe configs of {name!r}: {kafka_message(exc)}") from None
         return TopicInfo(name, partitions, configs)
+
+
+INT32_MAX = 2**31 - 1  # broker ids are int32 on the wire
+
+
+def _check_broker_ids(replica_assignment: list[list[int]] | None) -> None:
+    """ClientError for a broker id librdkafka would wrap to another int32 (4294967296 is broker 0 on the wire)."""
+    for index, brokers in enumerate(replica_assignment or ()):
+        if wrong := next((b for b in brokers if not 0 <= b <= INT32_MAX), None):
+            raise ClientError(f"replica assignment: broker id {wrong} (partition {index}) is not between 0 and "
+                              f"{INT32_MAX}")

@@ -36,7 +36,7 @@ def _answer(broker) -> list[int]:
     body = {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": ErrorCode.none},
                                                     {"partition_index": 1,
                                                      "error_code": ErrorCode.unknown_topic_or_partition}]}]}
-    out = asyncio.run(answer_when_durable(broker, 41, body))
+    out = asyncio.run(answer_when_durable(broker, lambda: 41, body))
     return [p["error_code"] for p in out["topics"][0]["partitions"]]
 
 

@@ -6,6 +6,8 @@ import time
 
 from kio.schema.errors import ErrorCode
 
+from freshet.log import StorageError
+
 from ..context import Request, RequestContext, Response
 from ..groups.classic import COMPLETING, DEAD, EMPTY, PREPARING, GroupError
 from ..groups.consumer import ConsumerGroupError
@@ -189,7 +191,7 @@ def offset_commit(ctx: RequestContext, request: Request) -> Response:
         return body
     if broker.groups.group(request.group_id) is None and broker.consumer_groups.group(request.group_id) is None:
         broker.groups.group(request.group_id, create=True)
-    return answer_when_durable(broker, broker.offsets.append(request.group_id, accepted), body)
+    return answer_when_durable(broker, lambda: broker.offsets.append(request.group_id, accepted), body)
 
 
 def check_commit(broker, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> None:
@@ -204,11 +206,25 @@ def check_commit(broker, group_id: str, member_id: str, group_instance_id: str |
 COMMIT_TIMEOUT_S = 30.0  # a commit not in the ISR of __consumer_offsets within this: COORDINATOR_NOT_AVAILABLE
 
 
-def answer_when_durable(broker, last_offset: int, body: dict):
-    """The commit's answer once ``__consumer_offsets`` is fsync'd up to ``last_offset`` (in a cluster: once its
-    ISR has it); if that fails, every partition that was accepted answers as Kafka's coordinator maps a failed
-    append (``failed_append_code``): NOT_COORDINATOR when this broker stopped leading the partition meanwhile (the
-    write may be cut from the log: the client finds the new coordinator and commits again)."""
+def _refuse_accepted(body: dict, code: ErrorCode) -> dict:
+    """``body`` with every partition it accepted answered ``code`` instead."""
+    for t in body["topics"]:
+        for p in t["partitions"]:
+            if p["error_code"] == ErrorCode.none:
+                p["error_code"] = code
+    return body
+
+
+def answer_when_durable(broker, append, body: dict):
+    """The commit's answer once ``append()`` (the write to ``__consumer_offsets``, giving its last offset) is
+    fsync'd (in a cluster: once the ISR has it); if the write or that fails, every partition that was accepted
+    answers as Kafka's coordinator maps a failed append (``failed_append_code``): NOT_COORDINATOR when the log
+    failed on disk or this broker stopped leading the partition meanwhile (the write may be cut from the log: the
+    client finds the new coordinator and commits again)."""
+    try:
+        last_offset = append()
+    except StorageError as exc:
+        return _refuse_accepted(body, failed_append_code(exc))
     broker.group_commit.written(broker.offsets.partition)
     leader = None
     if broker.cluster is not None:
@@ -227,12 +243,7 @@ def answer_when_durable(broker, last_offset: int, body: dict):
                 await durable
         except Exception as exc:  # every failure is an answer to the client
             code = failed_append_code(exc)
-        if code != ErrorCode.none:
-            for t in body["topics"]:
-                for p in t["partitions"]:
-                    if p["error_code"] == ErrorCode.none:
-                        p["error_code"] = code
-        return body
+        return _refuse_accepted(body, code) if code != ErrorCode.none else body
 
     return when_durable()
 

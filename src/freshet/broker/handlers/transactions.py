@@ -138,9 +138,8 @@ def txn_offset_commit(ctx: RequestContext, request: Request) -> Response:
                 if p["error_code"] == ErrorCode.none:
                     p["error_code"] = ErrorCode.operation_not_attempted if accepted else ErrorCode.none
         return body
-    last = broker.offsets.append_transactional(request.group_id, accepted, request.producer_id,
-                                               request.producer_epoch)
-    return answer_when_durable(broker, last, body)
+    return answer_when_durable(broker, lambda: broker.offsets.append_transactional(
+        request.group_id, accepted, request.producer_id, request.producer_epoch), body)
 
 
 def describe_transactions(ctx: RequestContext, request: Request) -> dict:
