@@ -13,7 +13,7 @@ import time
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from freshet.local import BrokerProcess
-from freshet.log import encode_batch
+from freshet.format.record_batch import encode_batch
 from freshet.testing.fuzz import fuzz_decoder, fuzz_live
 
 
@@ -23,10 +23,7 @@ def main() -> None:
     ap.add_argument("--live-frames", type=int, default=1_000_000)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    import sys
-
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "integration"))
-    from raw_kafka import RawConnection, SteadyClient, fetch, produce
+    from freshet.testing.raw_kafka import RawConnection, SteadyClient, fetch, produce
 
     common = {"machine": f"{platform.machine()} {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d")}
     report = fuzz_decoder(args.frames, args.seed)
