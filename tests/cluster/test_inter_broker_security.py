@@ -13,7 +13,7 @@ from .test_metadata import created, wait_for
 class SaslCluster(LocalCluster):
     def __init__(self, directory: str, password_file: str) -> None:
         super().__init__(3, directory=directory)
-        self.password_file = password_file
+        self.inter_broker_password_file = password_file  # password_file is the controllers' cluster secret
 
     def _start_broker(self, node) -> None:
         controllers = ",".join(f"{h}:{p}" for h, p in self.controller_addresses)
@@ -22,7 +22,7 @@ class SaslCluster(LocalCluster):
             "--controller", controllers, "--data-dir", self.data_dir(node.node_id),
             "--listener", f"SASL_PLAINTEXT://127.0.0.1:{node.port}", "--super-user", "User:broker",
             "--inter-broker-sasl-mechanism", "SCRAM-SHA-512", "--inter-broker-user", "broker",
-            "--inter-broker-password-file", self.password_file, *self.state.broker_args])
+            "--inter-broker-password-file", self.inter_broker_password_file, *self.state.broker_args])
         node.broker_pid = proc.pid
 
 
