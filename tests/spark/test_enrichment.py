@@ -52,7 +52,8 @@ def _as_of(versions, t):
     return age
 
 
-# two pipeline runs (the cluster's: two client processes): a minute on 2 quiet cores, more on a busy machine
+# two pipeline runs on the local session, one client process on the cluster: a minute on 2 quiet cores, more on a
+# busy machine
 @pytest.mark.timeout(900)
 def test_streaming_enrichment_from_the_cdc_users_topic(engine, broker, postgres, db, tmp_path):
     """users in PostgreSQL -> freshet cdc -> topic; activity -> topic; Spark keeps the table in state and
@@ -119,8 +120,9 @@ def test_streaming_enrichment_from_the_cdc_users_topic(engine, broker, postgres,
         return visits, favourites
 
     # the run and a replay from offset 0 (new checkpoint, new table) in one go: the join depends on event time
-    # only, so they give the same answer (on the local session: the pipeline's code is the same on the cluster,
-    # whose run is checked against the same independent count, and a query there costs a minute on a busy machine)
+    # only, so they give the same answer (on the local session, as the late event below: the pipeline's code is
+    # the same on the cluster, whose one run is checked against the same independent count, and a query there
+    # costs a minute on a busy machine)
     table, replay = f"visits_{prefix}", f"replay_{prefix}"
     engine.run_all([spec(table, "ck")] + ([spec(replay, "ck-replay")] if engine.name == "local" else []))
     got, favourites = read(table)
@@ -133,11 +135,12 @@ def test_streaming_enrichment_from_the_cdc_users_topic(engine, broker, postgres,
     if engine.name == "local":
         assert read(replay) == (got, favourites)
 
+    if engine.name != "local":  # the watermark's handling is Spark's own, the same on any master: checked once
+        return
     # late: an event older than the watermark is dropped and counted, and changes nothing
     old = events[0][2]
     produce_records(broker.bootstrap, activity_topic, [(b"1", json.dumps({"user_id": 1, "url": "/late", "ts": old})
                                                         .encode(), old)])
     query = engine.run(spec(table, "ck"))
     assert read(table)[0] == got
-    if engine.name == "local":  # the query's own progress reports (the cluster's ran in another process)
-        assert sum(op["numRowsDroppedByWatermark"] for p in query.recentProgress for op in p["stateOperators"]) == 1
+    assert sum(op["numRowsDroppedByWatermark"] for p in query.recentProgress for op in p["stateOperators"]) == 1
