@@ -79,7 +79,8 @@ def test_a_second_broker_with_a_live_brokers_node_id_is_refused_with_one_line(cl
     controllers = ",".join(f"{h}:{p}" for h, p in cluster.controller_addresses)
     proc = subprocess.run(
         [sys.executable, "-m", "freshet.cli.main", "broker", "start", "--node-id", "2", "--controller", controllers,
-         "--data-dir", str(tmp_path / "impostor"), "--port", str(free_port())],
+         "--data-dir", str(tmp_path / "impostor"), "--port", str(free_port()),
+         "--controller-password-file", cluster.password_file],
         capture_output=True, text=True, timeout=DEADLINE)
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1] == (

@@ -166,7 +166,7 @@ def _watch_until_fenced(cluster: LocalCluster, node_id: int, seen: list[dict], w
 
     version = None
     end = time.monotonic() + DEADLINE
-    with ControllerClient(cluster.controller_addresses[0]) as client:
+    with ControllerClient(cluster.controller_addresses[0], password=cluster.password) as client:
         while time.monotonic() < end:
             metadata = client.request({"op": "metadata", "since": version, "wait_ms": 5000})
             version = metadata["version"]
@@ -367,7 +367,7 @@ def test_status_shows_a_broker_shutting_down_until_it_registers_again(own_cluste
     created(admin(own_cluster.bootstrap), NewTopic("status", 3, 3))
     own_cluster.wait_until(own_cluster.fully_replicated, DEADLINE, "whole ISRs")
     epoch = _broker(own_cluster.metadata(), 3)["epoch"]
-    with ControllerClient(own_cluster.controller_addresses[0]) as client:
+    with ControllerClient(own_cluster.controller_addresses[0], password=own_cluster.password) as client:
         answer = client.command({"command": "ControlledShutdown", "broker_id": 3, "broker_epoch": epoch})
     assert answer["error"] == "NONE", answer
     assert 3 not in leaders_of(own_cluster.metadata(), "status").values()
@@ -403,3 +403,17 @@ def test_elect_leaders_unclean_gives_an_offline_partition_a_replica_outside_the_
     part = own_cluster.wait_until(lambda m: (p := own_cluster.partition("offline", 0, m))["leader"] == second and p,
                                   DEADLINE, f"broker {second} leading")
     assert part["isr"] == [second]
+
+
+def test_a_local_clusters_controllers_ask_for_the_secret_by_default(cluster):
+    """LocalCluster (and so ``freshet cluster start``) starts its controllers with ``--endpoint-auth``: a client
+    without the cluster secret is refused and changes nothing; the brokers prove it and serve."""
+    from freshet.controller.client import ControllerClient
+
+    before = [b["broker_id"] for b in cluster.metadata()["brokers"]]
+    with ControllerClient(cluster.controller_addresses[0], timeout=30, password="") as client:
+        answer = client.command({"command": "UnregisterBroker", "broker_id": 99})  # none: harmless if served
+    assert answer["error"] == "CLUSTER_AUTHORIZATION_FAILED", answer
+    with ControllerClient(cluster.controller_addresses[0], timeout=30, password=cluster.password) as client:
+        assert client.status()["endpoint_auth"] is True
+    assert [b["broker_id"] for b in cluster.metadata()["brokers"]] == before

@@ -269,4 +269,4 @@ def test_the_controllers_raft_traffic_is_encrypted_with_a_secret_of_the_cluster(
     mode = stat.S_IMODE(os.stat(cluster.password_file).st_mode)
     assert mode == 0o600 and len(open(cluster.password_file).readline().strip()) >= 16
     for address in cluster.controller_addresses:
-        assert ask_controller(address, {"op": "status"})["raft_encrypted"] is True
+        assert ask_controller(address, {"op": "status"}, password=cluster.password)["raft_encrypted"] is True

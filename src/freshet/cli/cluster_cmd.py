@@ -35,7 +35,7 @@ def cluster() -> None:
 @click.option("--racks", default=None, metavar="RACK,RACK,...",
               help="broker.rack of the brokers in turn (broker i gets the ((i-1) mod n)-th): replicas spread over "
                    "racks, and consumers with client.rack read from a follower in theirs (KIP-392).")
-@click.option("--endpoint-auth", is_flag=True,
+@click.option("--endpoint-auth/--no-endpoint-auth", default=True, show_default=True,
               help="The controllers' JSON endpoint asks for the cluster secret (controller.password in the data "
                    "directory), which the brokers and freshet cluster's commands prove.")
 @dir_option
@@ -52,7 +52,7 @@ def start(brokers: int, base_port: int, session_timeout_ms: int, racks: str | No
     if racks is not None and not all(re.fullmatch(r"[A-Za-z0-9._-]+", r) for r in rack_names):
         raise ClusterError(f"--racks {racks!r}: give rack names (letters, digits, '.', '_', '-') separated by commas")
     local = LocalCluster(brokers, directory=directory, base_port=base_port, session_timeout_ms=session_timeout_ms,
-                         racks=rack_names, controller_args=["--endpoint-auth"] if endpoint_auth else None)
+                         racks=rack_names, endpoint_auth=endpoint_auth)
     local.start()
     metadata = local.metadata()
     click.echo(f"{brokers} broker(s) and {len(local.controller_addresses)} controller(s) running, active controller "

@@ -131,7 +131,9 @@ class LocalCluster:
     def __init__(self, brokers: int = 3, directory: str | None = None, base_port: int | None = None,
                  session_timeout_ms: int = 9000, broker_args: list[str] | None = None,
                  default_replication_factor: int | None = None, controller_args: list[str] | None = None,
-                 racks: list[str] | None = None) -> None:
+                 racks: list[str] | None = None, endpoint_auth: bool = True) -> None:
+        """``endpoint_auth``: the controllers' JSON endpoint asks for the cluster secret (``--endpoint-auth``),
+        which the brokers, ``freshet cluster``'s commands and clients given ``password=self.password`` prove."""
         if brokers < 1:
             raise ClusterError("a cluster needs at least one broker")
         self._tmp = None
@@ -152,7 +154,8 @@ class LocalCluster:
         args = ["--default-replication-factor", str(factor), "--offsets-topic-replication-factor",
                 str(min(3, brokers)), "--share-state-topic-replication-factor", str(min(3, brokers)),
                 *(broker_args or [])]
-        self.state = ClusterState(self.directory, nodes, session_timeout_ms, args, list(controller_args or []),
+        controller_args = [*(["--endpoint-auth"] if endpoint_auth else []), *(controller_args or [])]
+        self.state = ClusterState(self.directory, nodes, session_timeout_ms, args, controller_args,
                                   list(racks or []))
         self._procs: dict[tuple[str, int], subprocess.Popen] = {}
 
