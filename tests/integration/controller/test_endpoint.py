@@ -7,7 +7,7 @@ import time
 import pytest
 
 from freshet.controller.client import ControllerClient
-from freshet.controller.node import Controller, DurableJournal, parse_voters
+from freshet.controller.node import ConflictOnlyTruncation, Controller, DurableJournal, parse_voters
 from freshet.local import free_port
 
 
@@ -71,7 +71,8 @@ def test_a_node_with_a_data_directory_comes_back_with_its_metadata(tmp_path):
         controller = Controller(1, voters, listen=("127.0.0.1", free_port()), data_dir=str(tmp_path))
         controller.start()
         try:
-            assert isinstance(controller._sync._SyncObj__raftLog, DurableJournal)
+            journal = controller._sync._SyncObj__raftLog  # Raft's truncation rule over the durable journal
+            assert isinstance(journal, ConflictOnlyTruncation) and isinstance(journal._inner, DurableJournal)
             end = time.monotonic() + 60
             while not controller.is_active():
                 assert time.monotonic() < end, "a one-node group elected no leader in 60 s"
