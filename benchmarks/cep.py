@@ -214,6 +214,7 @@ class TreeCpu:
         self.total = self.python = 0  # ticks
         self.threads: dict[tuple[int, int], list] = {}  # (java pid, tid) -> [kind, ticks counted from, ticks]
         self._stop = threading.Event()
+        self.samples = 0  # taken by the polling thread
         self._sample(first=True)
         self._thread = threading.Thread(target=self._poll, daemon=True)
         self._thread.start()
@@ -307,6 +308,7 @@ class TreeCpu:
     def _poll(self) -> None:
         while not self._stop.wait(self.every):
             self._sample()
+            self.samples += 1
 
     def stop(self) -> tuple[float, float]:
         """(CPU seconds of the tree since the start, of which the Python processes')."""

@@ -8,6 +8,7 @@ import os
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -34,15 +35,25 @@ def test_counts_processes_that_end_and_puts_python_workers_reaped_by_another_pro
     bench = _bench()
     # a shell (as the JVM is to its Python workers: not Python) whose Python child already runs when counting
     # starts and ends before it stops, then short Python children that live and end between two samples
+    # it then waits, its children reaped, until counting has sampled it twice more: what the tree did is in a
+    # sample however slowly the machine runs (the root's own reaping of the shell is not followed)
     script = ("import subprocess, sys\n" + BURN.format(s=0.05) + "print('up', flush=True)\nsys.stdin.readline()\n"
               + BURN.format(s=0.4)
-              + "for _ in range(8):\n    subprocess.run([sys.executable, '-c', %r])\n" % BURN.format(s=0.03))
+              + "for _ in range(8):\n    subprocess.run([sys.executable, '-c', %r])\n" % BURN.format(s=0.03)
+              + "print('done', flush=True)\nsys.stdin.readline()\n")
     before = _children_cpu()
     shell = subprocess.Popen(["/bin/sh", "-c", f"{sys.executable} -c \"$0\"; exit 0", script],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert shell.stdout.readline().strip() == "up"
     counted = bench.TreeCpu(os.getpid())
     shell.stdin.write("go\n")
+    shell.stdin.flush()
+    assert shell.stdout.readline().strip() == "done"
+    seen = counted.samples
+    deadline = time.monotonic() + 120
+    while counted.samples < seen + 2:
+        assert time.monotonic() < deadline, "the counter took no sample in 120 s"
+        time.sleep(0.05)
     shell.stdin.close()
     shell.wait()
     total, python = counted.stop()
