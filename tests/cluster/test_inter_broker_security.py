@@ -36,7 +36,9 @@ def test_sasl_brokers_replicate_through_their_inter_broker_login(tmp_path):
         login = {"bootstrap.servers": cluster.bootstrap, "security.protocol": "SASL_PLAINTEXT",
                  "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "broker",
                  "sasl.password": "inter-broker-secret"}
-        assert cluster.metadata()["users"] == {"broker": ["SCRAM-SHA-512"]}  # added by the first broker
+        # added by the first broker once unfenced, which may be after the cluster's start returned
+        wait_for("the inter-broker user in the cluster's SCRAM users",
+                 lambda: cluster.metadata()["users"] == {"broker": ["SCRAM-SHA-512"]})
         created(AdminClient({**login, "socket.timeout.ms": 30000}),
                 NewTopic("secured", 3, 3, config={"min.insync.replicas": "3"}))
         errors = []
