@@ -39,6 +39,19 @@ def test_sasl_brokers_replicate_through_their_inter_broker_login(tmp_path):
         # added by the first broker once unfenced, which may be after the cluster's start returned
         wait_for("the inter-broker user in the cluster's SCRAM users",
                  lambda: cluster.metadata()["users"] == {"broker": ["SCRAM-SHA-512"]})
+
+        def takes_the_login(node: int) -> bool:
+            """The broker knows the user (its metadata long poll brought it) and names a controller it lists."""
+            from confluent_kafka import KafkaException
+
+            try:
+                md = AdminClient({**login, "bootstrap.servers": cluster.bootstrap_of(node)}).list_topics(timeout=10)
+            except KafkaException:
+                return False
+            return md.controller_id in md.brokers and len(md.brokers) == 3
+
+        # a client refused by a broker that has not learnt the user yet waits out librdkafka's reconnect backoff
+        wait_for("every broker taking the login", lambda: all(takes_the_login(n) for n in (1, 2, 3)))
         created(AdminClient({**login, "socket.timeout.ms": 30000}),
                 NewTopic("secured", 3, 3, config={"min.insync.replicas": "3"}))
         errors = []
