@@ -7,6 +7,8 @@ import os
 import threading
 import time
 
+from freshet.client import TRANSACTIONAL_OFFSETS
+
 from .conftest import DEADLINE, admin
 from .test_metadata import created, wait_for
 
@@ -60,13 +62,10 @@ class CopyJob(threading.Thread):
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "copier", "enable.auto.commit": False,
                                   "auto.offset.reset": "earliest", "isolation.level": "read_committed",
                                   "session.timeout.ms": 30000, **_DEBUG})
-        # connections.max.idle.ms: librdkafka 2.16 (issue #5511, open) sends a TxnOffsetCommit to its cached group
-        # coordinator; when that broker left the Metadata (killed, fenced) before the commit was asked for, the
-        # request waits, unsent, until one of the producer's connections goes up or down, and ignores its timeout
-        # (#5456). Against Kafka as here, that is the broker closing the idle connections (connections.max.idle.ms,
-        # 10 min); closed sooner by the client, the request looks the coordinator up again within seconds.
+        # TRANSACTIONAL_OFFSETS, as Freshet's own transactional producers: librdkafka 2.16 (#5511, #5456) holds a
+        # TxnOffsetCommit for a group coordinator that left the Metadata until a connection goes up or down
         self.producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "copy-job", "linger.ms": 5,
-                                  "transaction.timeout.ms": 60000, "connections.max.idle.ms": 5000, **_DEBUG})
+                                  "transaction.timeout.ms": 60000, **TRANSACTIONAL_OFFSETS, **_DEBUG})
         self.committed = 0  # transactions committed
         self.copied = 0  # input records whose transaction committed
         self.aborted = 0
