@@ -193,16 +193,19 @@ def test_acls_are_cluster_metadata_enforced_by_every_leader(tmp_path):
         # another broker applies the change once its metadata long poll brings it (as Kafka's brokers do)
         wait_for("the ACL on broker 2", lambda: second.describe_acls(everything).result(60) == [deny])
 
-        def produce(topic: str) -> list:
+        def produce(topic: str) -> list[str | None]:
+            """Each delivery's error name, None when delivered: a KafkaError is never compared with None here,
+            as confluent-kafka's KafkaError.__eq__(None) leaves a TypeError set that the next built-in call
+            raises as a SystemError (see test_a_kafka_error_compared_with_none_leaves_an_exception_set)."""
             errors = []
             producer = Producer({"bootstrap.servers": cluster.bootstrap, "message.timeout.ms": 30000})
             for p in range(3 if topic == "locked" else 1):  # every partition: every leader refuses alike
-                producer.produce(topic, b"x", partition=p, on_delivery=lambda err, _m: errors.append(err))
+                producer.produce(topic, b"x", partition=p,
+                                 on_delivery=lambda err, _m: errors.append(None if err is None else err.name()))
             producer.flush(60)
             return errors
 
-        wait_for("every leader of locked refusing", lambda: {e.name() if e else None for e in produce("locked")}
-                 == {"TOPIC_AUTHORIZATION_FAILED"})
+        wait_for("every leader of locked refusing", lambda: set(produce("locked")) == {"TOPIC_AUTHORIZATION_FAILED"})
         assert produce("open") == [None]
         third = admin(cluster.bootstrap_of(3))
         [deleted] = third.delete_acls([everything]).values()
@@ -210,6 +213,22 @@ def test_acls_are_cluster_metadata_enforced_by_every_leader(tmp_path):
         assert cluster.metadata()["acls"] == []
         wait_for("no ACL on broker 1", lambda: first.describe_acls(everything).result(60) == [])
         wait_for("every leader of locked accepting", lambda: produce("locked") == [None, None, None])
+
+
+def test_a_kafka_error_compared_with_none_leaves_an_exception_set():
+    """Why the test above compares error names, not KafkaErrors, with None: confluent-kafka's KafkaError
+    richcompare turns anything not a KafkaError into an int with PyLong_AsLong and never checks the result, so
+    ``[KafkaError(...)] == [None]`` (a leader still refusing while an ACL's removal propagates) answers False with a
+    TypeError left set, and the next built-in call fails with "SystemError: <built-in function monotonic>
+    returned a result with an exception set" (a fresh-clone run of the test above did). If this fails,
+    confluent-kafka has fixed it."""
+    from confluent_kafka import KafkaError
+
+    refused = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    with pytest.raises(SystemError, match="returned a result with an exception set") as caught:
+        refused.__eq__(None)  # the slot that ``==`` runs, called where the check comes at once
+    assert isinstance(caught.value.__cause__, TypeError)
+    assert "NoneType" in str(caught.value.__cause__)
 
 
 def test_scram_users_are_cluster_metadata(cluster):
