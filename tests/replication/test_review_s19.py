@@ -17,8 +17,10 @@ from kio.schema.errors import ErrorCode
 from freshet.broker.cluster.share_persister import SharePersister, acknowledged
 from freshet.broker.config import BrokerConfig
 from freshet.broker.context import RequestContext
+from freshet.broker.groups.offsets import append_failure
 from freshet.broker.groups.share_state import ShareStateStore, StateError, from_batches
 from freshet.broker.handlers.share import share_group_heartbeat
+from freshet.broker.replication import ReplicationError
 from freshet.broker.server import Broker
 from freshet.broker.transactions import TransactionCoordinator, TransactionError
 from freshet.broker.wire.protocol import build, request_schema
@@ -183,6 +185,64 @@ def test_a_share_state_write_whose_append_fails_on_disk_answers_not_coordinator(
         return [p["error_code"] for t in answer["results"] for p in t["partitions"]]
 
     assert _in_process(tmp_path, scenario) == [ErrorCode.not_coordinator]
+
+
+def test_one_wait_answers_a_coordinators_append_as_kafka_maps_it():
+    """append_failure, the wait of the group, transaction and share coordinators: None once durable, else the code
+    Kafka's coordinators answer for a failed append."""
+    class Leader:
+        def __init__(self, outcome):
+            self.outcome = outcome
+
+        async def acknowledged(self, offset, timeout):
+            if self.outcome is not None:
+                raise self.outcome
+
+    def waited(leader) -> ErrorCode | None:
+        broker = SimpleNamespace(replicas=SimpleNamespace(check=lambda topic, index: (None, leader)))
+        return asyncio.run(append_failure(broker, "__consumer_offsets", None, 7, 1.0))
+
+    assert waited(Leader(None)) is None
+    assert waited(None) == ErrorCode.not_coordinator  # no longer the leader: nothing acknowledges it here
+    assert waited(Leader(ReplicationError(ErrorCode.not_leader_or_follower, "lost"))) == ErrorCode.not_coordinator
+    assert waited(Leader(StorageError("fsync failed"))) == ErrorCode.not_coordinator
+    for failure in (ReplicationError(ErrorCode.request_timed_out, "slow ISR"),
+                    ReplicationError(ErrorCode.not_enough_replicas_after_append, "ISR shrank"), RuntimeError("bug")):
+        assert waited(Leader(failure)) == ErrorCode.coordinator_not_available
+
+
+def test_the_three_coordinators_answer_a_failed_fsync_alike(tmp_path):
+    """One node: an fsync of __consumer_offsets, __transaction_state or __share_group_state that fails refuses the
+    write NOT_COORDINATOR at each coordinator (the wait they share)."""
+    async def scenario(broker):
+        topic = broker.registry.create("t", 1)
+        txn = broker.transactions
+        pid, epoch = await txn.init_producer_id("tx", 60_000, -1, -1)
+
+        def failing(partition, offset):
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_exception(StorageError("fsync failed: Input/output error"))
+            return fut
+
+        broker.group_commit.durable = failing
+        ctx = RequestContext(broker, SimpleNamespace(api_version=8, client_id="review"))
+        committed = await broker.apis[8][2](ctx, build(request_schema(8, 8), {
+            "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                                     "committed_leader_epoch": -1, "committed_metadata": None}]}]}))
+        with pytest.raises(TransactionError) as refused:
+            await txn.init_producer_id("tx", 60_000, pid, epoch)
+        ctx = RequestContext(broker, SimpleNamespace(api_version=1, client_id="review"))
+        written = await broker.apis[85][2](ctx, build(request_schema(85, 1), {"group_id": "g", "topics": [{
+            "topic_id": topic.topic_id, "partitions": [{
+                "partition": 0, "state_epoch": 0, "leader_epoch": 0, "start_offset": 0, "delivery_complete_count": -1,
+                "state_batches": [{"first_offset": 0, "last_offset": 1, "delivery_state": ACKNOWLEDGED,
+                                   "delivery_count": 1}]}]}]}))
+        return ([p["error_code"] for t in committed["topics"] for p in t["partitions"]], refused.value.error_code,
+                [p["error_code"] for t in written["results"] for p in t["partitions"]])
+
+    assert _in_process(tmp_path, scenario) == ([ErrorCode.not_coordinator], ErrorCode.not_coordinator,
+                                               [ErrorCode.not_coordinator])
 
 
 # -- manual replica assignments --------------------------------------------------------------------------------

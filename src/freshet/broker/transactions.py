@@ -39,7 +39,7 @@ from freshet.format.record_batch import decode_records, encode_batch
 
 from freshet.log import InvalidProducerEpochError, StorageError
 
-from .groups.offsets import OFFSETS_TOPIC, batches_below, failed_append_code
+from .groups.offsets import OFFSETS_TOPIC, append_failure, batches_below, failed_append_code
 from .replication import ReplicationError
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,6 @@ class TransactionCoordinator:
         self._written[meta.transactional_id] = meta.to_json()
 
     async def _write(self, meta: TransactionMetadata) -> None:
-        leader = None
         if self.broker.cluster is not None:
             _, leader = self.broker.replicas.check(TXN_STATE_TOPIC, 0)
             if leader is None or self.coordinator_epoch is None:
@@ -202,15 +201,15 @@ class TransactionCoordinator:
         try:  # a failed disk write is refused like a failed acknowledgement (_persist forgets the change)
             result = self.partition.append(encode_batch([(meta.transactional_id.encode(), meta.to_json(),
                                                           meta.updated_ms)]))
-            self._remember(meta)
-            commit = self.broker.group_commit
-            commit.written(self.partition)
-            if leader is None:
-                await commit.durable(self.partition, result.last_offset)
-            else:
-                await leader.acknowledged(result.last_offset, APPEND_TIMEOUT_S)
-        except (ReplicationError, StorageError) as exc:
+        except StorageError as exc:
             raise TransactionError(failed_append_code(exc), str(exc)) from None
+        self._remember(meta)
+        self.broker.group_commit.written(self.partition)
+        code = await append_failure(self.broker, TXN_STATE_TOPIC, self.partition, result.last_offset,
+                                    APPEND_TIMEOUT_S)
+        if code is not None:
+            raise TransactionError(code, f"{meta.transactional_id}: its state at offset {result.last_offset} of "
+                                         f"{TXN_STATE_TOPIC} was not acknowledged")
 
     def lock(self, transactional_id: str) -> asyncio.Lock:
         lock = self._locks.get(transactional_id)

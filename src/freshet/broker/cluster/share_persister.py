@@ -19,12 +19,9 @@ import time
 
 from kio.schema.errors import ErrorCode
 
-from freshet.log import StorageError
-
-from ..groups.offsets import failed_append_code
+from ..groups.offsets import append_failure
 from ..groups.share import SHARE_STATE_TOPIC
 from ..groups.share_state import StateError, from_batches, to_batches
-from ..replication import ReplicationError
 from ..replication.client import BrokerConnection
 
 log = logging.getLogger(__name__)
@@ -37,24 +34,14 @@ RETRIABLE = {ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, Err
 
 
 async def acknowledged(broker, offset: int) -> None:
-    """Returns once ``__share_group_state`` up to ``offset`` is in its ISR (fsync'd, on one node); StateError
-    NOT_COORDINATOR when this broker stopped leading it first, COORDINATOR_NOT_AVAILABLE when it could not be."""
+    """Returns once ``__share_group_state`` up to ``offset`` is in its ISR (fsync'd, on one node); else StateError
+    with the code the group and transaction coordinators answer (``append_failure``): NOT_COORDINATOR when this
+    broker stopped leading it first, COORDINATOR_NOT_AVAILABLE when it could not be."""
     if offset < 0:
         return
-    try:
-        if broker.replicas is None:
-            await broker.group_commit.durable(broker.share_groups.state, offset)
-            return
-        _, leader = broker.replicas.check(SHARE_STATE_TOPIC, 0)
-        if leader is None:
-            raise StateError(ErrorCode.not_coordinator, "this broker no longer leads __share_group_state")
-        await leader.acknowledged(offset, APPEND_TIMEOUT_S)
-    except (ReplicationError, StorageError) as exc:  # as the group and transaction coordinators map a failed append
-        raise StateError(failed_append_code(exc), str(exc)) from None
-    except StateError:
-        raise
-    except Exception as exc:
-        raise StateError(ErrorCode.coordinator_not_available, str(exc)) from None
+    code = await append_failure(broker, SHARE_STATE_TOPIC, broker.share_groups.state, offset, APPEND_TIMEOUT_S)
+    if code is not None:
+        raise StateError(code, f"{SHARE_STATE_TOPIC} up to offset {offset} was not acknowledged")
 
 
 def led_epoch(broker, topic: str, index: int) -> int | None:

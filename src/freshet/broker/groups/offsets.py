@@ -8,6 +8,7 @@ latest record per key wins, a tombstone deletes).
 
 from __future__ import annotations
 
+import logging
 import struct
 import time
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from freshet.log import StorageError
 
 from ..replication import ReplicationError
 from ..topics.registry import TopicRegistry
+
+log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
@@ -79,14 +82,35 @@ def decode_value(value: bytes) -> CommittedOffset:
 
 def failed_append_code(exc: Exception) -> ErrorCode:
     """What a coordinator answers when a write to its internal topic (``__consumer_offsets``,
-    ``__transaction_state``) was not acknowledged, as Kafka's group and transaction coordinators map a failed append:
-    NOT_COORDINATOR when this broker stopped leading the partition (the write may be cut from the log) or its log
-    failed (KAFKA_STORAGE_ERROR); else (the ISR below min.insync.replicas, a timeout) COORDINATOR_NOT_AVAILABLE. The
-    client retries either way, after FindCoordinator for the first."""
+    ``__transaction_state``, ``__share_group_state``) was not acknowledged, as Kafka's group and transaction
+    coordinators map a failed append: NOT_COORDINATOR when this broker stopped leading the partition (the write may be
+    cut from the log) or its log failed (KAFKA_STORAGE_ERROR); else (the ISR below min.insync.replicas, a timeout, any
+    other failure) COORDINATOR_NOT_AVAILABLE. The client retries either way, after FindCoordinator for the first."""
     if isinstance(exc, StorageError) or (isinstance(exc, ReplicationError)
                                          and exc.error_code == ErrorCode.not_leader_or_follower):
         return ErrorCode.not_coordinator
     return ErrorCode.coordinator_not_available
+
+
+async def append_failure(broker, topic: str, partition, offset: int, timeout_s: float) -> ErrorCode | None:
+    """Waits until a coordinator's write to its internal ``topic`` (partition 0) up to ``offset`` is durable: fsync'd
+    on one node (``partition`` is that log), in the ISR on a cluster (within ``timeout_s``). None then; else what the
+    coordinator answers (``failed_append_code``), NOT_COORDINATOR as well when this broker no longer leads the
+    partition (nothing will acknowledge the write here). The one wait of the group, transaction and share
+    coordinators."""
+    try:
+        if broker.replicas is None:
+            await broker.group_commit.durable(partition, offset)
+            return None
+        _, leader = broker.replicas.check(topic, 0)
+        if leader is None:
+            log.info("%s-0 up to %d not acknowledged: this broker no longer leads it", topic, offset)
+            return ErrorCode.not_coordinator
+        await leader.acknowledged(offset, timeout_s)
+    except Exception as exc:  # every failure is the coordinator's answer to its client
+        log.info("%s-0 up to %d not acknowledged: %s", topic, offset, exc)
+        return failed_append_code(exc)
+    return None
 
 
 def batches_below(partition, upper: int):

@@ -11,7 +11,7 @@ from freshet.log import StorageError
 from ..context import Request, RequestContext, Response
 from ..groups.classic import COMPLETING, DEAD, EMPTY, PREPARING, GroupError
 from ..groups.consumer import ConsumerGroupError
-from ..groups.offsets import OFFSETS_TOPIC, CommittedOffset, failed_append_code
+from ..groups.offsets import OFFSETS_TOPIC, CommittedOffset, append_failure, failed_append_code
 from ..groups.share import ShareGroupError
 from ..security.acls import CLUSTER, CLUSTER_NAME, DELETE, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID
 from ..transactions import TXN_STATE_TOPIC
@@ -217,8 +217,8 @@ def _refuse_accepted(body: dict, code: ErrorCode) -> dict:
 
 def answer_when_durable(broker, append, body: dict):
     """The commit's answer once ``append()`` (the write to ``__consumer_offsets``, giving its last offset) is
-    fsync'd (in a cluster: once the ISR has it); if the write or that fails, every partition that was accepted
-    answers as Kafka's coordinator maps a failed append (``failed_append_code``): NOT_COORDINATOR when the log
+    durable (``append_failure``: fsync'd, in a cluster once the ISR has it); if the write or that fails, every
+    partition that was accepted answers as Kafka's coordinator maps a failed append: NOT_COORDINATOR when the log
     failed on disk or this broker stopped leading the partition meanwhile (the write may be cut from the log: the
     client finds the new coordinator and commits again)."""
     try:
@@ -226,24 +226,10 @@ def answer_when_durable(broker, append, body: dict):
     except StorageError as exc:
         return _refuse_accepted(body, failed_append_code(exc))
     broker.group_commit.written(broker.offsets.partition)
-    leader = None
-    if broker.cluster is not None:
-        _, leader = broker.replicas.check(OFFSETS_TOPIC, 0)
-    durable = (broker.group_commit.durable(broker.offsets.partition, last_offset) if broker.cluster is None
-               else None)
 
     async def when_durable() -> dict:
-        code = ErrorCode.none
-        try:
-            if leader is not None:
-                await leader.acknowledged(last_offset, COMMIT_TIMEOUT_S)
-            elif broker.cluster is not None:  # no longer its leader: nothing will acknowledge it here
-                code = ErrorCode.not_coordinator
-            else:
-                await durable
-        except Exception as exc:  # every failure is an answer to the client
-            code = failed_append_code(exc)
-        return _refuse_accepted(body, code) if code != ErrorCode.none else body
+        code = await append_failure(broker, OFFSETS_TOPIC, broker.offsets.partition, last_offset, COMMIT_TIMEOUT_S)
+        return body if code is None else _refuse_accepted(body, code)
 
     return when_durable()
 
