@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 
+from freshet.sql.http import SqlEndpoint, lines
+from freshet.sql.parser import parse, parse_one
 from freshet.sql.session import SqlSession
 from freshet.sql.table_store import store_for
 
@@ -52,6 +54,8 @@ def main() -> None:
     parser.add_argument("--live", action="store_true", help="pull queries while the persistent query writes the "
                                                              "table under load, direct and over HTTP")
     parser.add_argument("--rate", type=int, default=2_000, help="--live: records/s into the query's stream")
+    parser.add_argument("--compare", action="store_true", help="alternate each query with the same one answered "
+                                                                "through the general path (parsed with sqlglot)")
     args = parser.parse_args()
     if args.live:
         live(args)
@@ -69,32 +73,58 @@ def main() -> None:
             store.upsert("rpm", [(*key(i), rng.randrange(1000), rng.randrange(10**6), rng.random() * 1000)
                                  for i in range(start, min(args.keys, start + 5_000))])
         fill_s = time.monotonic() - began
-        latencies, cpu_ms, found = [], [], 0
-        for n in range(args.queries + 200):
+        ways = ["fast"] + (["general"] if args.compare else [])
+        latencies: dict[str, list[float]] = {way: [] for way in ways}
+        cpu_ms: dict[str, list[float]] = {way: [] for way in ways}
+        found = 0
+        for n in range(len(ways) * (args.queries + 200)):
+            way = ways[n % len(ways)]
             i = rng.randrange(args.keys * 10 // 9)  # about 10 % of the keys asked for are not there
             minute, url = key(i)
             statement = f"SELECT * FROM rpm WHERE minute = '{minute.isoformat(sep=' ')}' AND url = '{url}'"
             began, cpu = time.perf_counter(), time.thread_time()
-            answer = session.execute_one(statement)
+            answer = session.execute_one(statement) if way == "fast" else general(session, statement)
             spent, cpu_spent = time.perf_counter() - began, time.thread_time() - cpu
-            if n >= 200:
-                latencies.append(spent * 1000)
-                cpu_ms.append(cpu_spent * 1000)
+            if n >= 200 * len(ways):
+                latencies[way].append(spent * 1000)
+                cpu_ms[way].append(cpu_spent * 1000)
                 found += bool(answer.rows)
             assert bool(answer.rows) == (i < args.keys), statement
-        latencies.sort()
-        cpu_ms.sort()
 
-        def at(q: float, values: list[float] | None = None) -> float:
-            values = latencies if values is None else values
+        def at(values: list[float], q: float) -> float:
+            values = sorted(values)
             return round(values[min(len(values) - 1, int(q * len(values)))], 3)
 
+        figures = {}
+        for way in ways:
+            spent = latencies[way]
+            figures[way] = {"p50_ms": at(spent, 0.50), "p90_ms": at(spent, 0.90), "p99_ms": at(spent, 0.99),
+                            "max_ms": round(max(spent), 3), "mean_ms": round(statistics.fmean(spent), 3),
+                            "cpu_p50_ms": at(cpu_ms[way], 0.50), "cpu_p99_ms": at(cpu_ms[way], 0.99)}
         print(json.dumps({"store": "postgresql" if args.pg_dsn else "sqlite", "rows": store.count("rpm"),
-                          "fill_s": round(fill_s, 2), "queries": len(latencies), "found": found,
-                          "p50_ms": at(0.50), "p90_ms": at(0.90), "p99_ms": at(0.99), "max_ms": round(latencies[-1], 3),
-                          "mean_ms": round(statistics.fmean(latencies), 3),
-                          "cpu_p50_ms": at(0.50, cpu_ms), "cpu_p99_ms": at(0.99, cpu_ms), "load_avg": os.getloadavg(),
+                          "fill_s": round(fill_s, 2), "queries": len(latencies["fast"]), "found": found,
+                          **(figures["fast"] if not args.compare else figures), "load_avg": os.getloadavg(),
                           "python": sys.version.split()[0]}))
+
+
+def general(session, statement: str):
+    """The answer through the general path (the statement parsed, then sqlglot's reading of the pull query): what
+    ``execute_one`` ran before the fast path, the baseline of ``--compare``."""
+    return session.run(parse_one(statement))
+
+
+class GeneralSession(SqlSession):
+    def execute(self, script):
+        for statement in parse(script):
+            yield self.run(statement)
+
+
+class GeneralEndpoint(SqlEndpoint):
+    """``POST /sql`` through the general path."""
+
+    def __call__(self, text: str, properties: dict | None = None):
+        session = GeneralSession(self.bootstrap, spark_factory=self.spark, data_dir=self.data_dir)
+        return lines(session, text, properties or {}), session.close
 
 
 def percentiles(latencies: list[float]) -> dict:
@@ -135,8 +165,6 @@ def live(args) -> None:
     from freshet.dashboard.routers import sql as sql_route
     from freshet.local import BrokerProcess
     from freshet.spark import session as spark_session
-    from freshet.sql.http import SqlEndpoint
-
     rng = random.Random(7)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the broker and Spark stopped on the way out
     with tempfile.TemporaryDirectory() as data, BrokerProcess() as broker:
@@ -166,6 +194,10 @@ def live(args) -> None:
         app = FastAPI()
         app.include_router(sql_route.router)
         app.state.sql = SqlEndpoint(bootstrap, data_dir=data)  # pull queries reach no Spark
+        general_app = FastAPI()  # the same route answering through the general path (the baseline)
+        general_app.include_router(sql_route.router)
+        general_app.state.sql = GeneralEndpoint(bootstrap, data_dir=data)
+        app.mount("/general", general_app)
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
@@ -176,20 +208,25 @@ def live(args) -> None:
         feeder = multiprocessing.Process(target=produce, args=(bootstrap, args.rate, args.keys, stop), daemon=True)
         feeder.start()
         batch_before = (query.lastProgress or {}).get("batchId", 0)
-        direct, http, found = [], [], 0
+        ways = ["direct", "http"] + (["direct_general", "http_general"] if args.compare else [])
+        timings: dict[str, list[float]] = {way: [] for way in ways}
+        found = 0
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-            for n in range(2 * (args.queries + 100)):
+            for n in range(len(ways) * (args.queries + 100)):
+                way = ways[n % len(ways)]
                 statement = f"SELECT * FROM kt WHERE k = {rng.randrange(args.keys)}"
                 began = time.perf_counter()
-                if n % 2 == 0:
+                if way == "direct":
                     rows = sql.execute_one(statement).rows
+                elif way == "direct_general":
+                    rows = general(sql, statement).rows
                 else:
-                    answer = client.post("/sql", json={"sql": statement})
+                    answer = client.post("/sql" if way == "http" else "/general/sql", json={"sql": statement})
                     answer.raise_for_status()
                     rows = [json.loads(line) for line in answer.text.splitlines()[1:]]
                 spent = (time.perf_counter() - began) * 1000
-                if n >= 200:
-                    (direct if n % 2 == 0 else http).append(spent)
+                if n >= 100 * len(ways):
+                    timings[way].append(spent)
                     found += len(rows) == 1
         stop.set()
         feeder.join()
@@ -197,7 +234,7 @@ def live(args) -> None:
         server.should_exit = True
         list(sql.execute(f"TERMINATE {created.text.split()[4].rstrip(':')}"))
         print(json.dumps({"keys": args.keys, "rate": args.rate, "fill_s": round(fill_s, 1), "found": found,
-                          "direct": percentiles(direct), "http": percentiles(http),
+                          **{way: percentiles(spent) for way, spent in timings.items()},
                           "microbatches_meanwhile": batches, "load_avg": os.getloadavg(),
                           "python": sys.version.split()[0]}))
         spark.stop()

@@ -16,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import datetime
 import decimal
+import functools
 import json
 import os
+import re
 import threading
 
 from .results import Rows
@@ -228,6 +230,29 @@ class TableStore:
             return None
         return tuple(_restore(v, t) for v, (_, t) in zip(json.loads(found[0]), columns))
 
+    def lookup(self, name: str, given: dict) -> tuple[list[tuple[str, str]], tuple | None] | None:
+        """(columns, the row or None) of a stored table for ``given`` {key column (lower case): value}, read
+        together in one query; None when ``name`` is no stored table or ``given`` is not exactly its key."""
+        for _ in range(2):  # the keys as last seen, then (declared again meanwhile) as they are now
+            known = self._tables.get(name.lower()) or self.table(name)
+            if known is None or set(given) != {k.lower() for k in known[1]}:
+                return None
+            m = self.mark
+            found = self._read_one(f"SELECT t.columns, t.key_columns, r.row_json FROM {TABLES_TABLE} t LEFT JOIN "
+                                   f"{ROWS_TABLE} r ON r.name = t.name AND r.key_json = {m} WHERE t.name = {m}",
+                                   (key_text([given[k.lower()] for k in known[1]]), name.lower()))
+            if found is None:
+                self._tables.pop(name.lower(), None)
+                return None
+            columns, keys = [tuple(c) for c in json.loads(found[0])], json.loads(found[1])
+            self._tables[name.lower()] = (columns, keys)
+            if keys != known[1]:
+                continue
+            row = None if found[2] is None else tuple(_restore(v, t) for v, (_, t) in
+                                                      zip(json.loads(found[2]), columns))
+            return columns, row
+        return None
+
     def count(self, name: str) -> int:
         return self._read_one(f"SELECT count(*) FROM {ROWS_TABLE} WHERE name = {self.mark}", (name.lower(),))[0]
 
@@ -257,6 +282,14 @@ def store_for(session=None) -> TableStore:
     return store
 
 
+def _number(text: str):
+    """A numeric literal's value: a whole number (digits only) as an exact int, anything else as a float (an
+    integral one written with a point or exponent stays a float; a key compares the two alike)."""
+    if text.isdigit():
+        return int(text)
+    return float(text)
+
+
 def _literal(node):
     """A sqlglot literal's Python value; LookupError when the node is not a literal."""
     from sqlglot import exp
@@ -266,11 +299,7 @@ def _literal(node):
     if isinstance(node, exp.Neg):
         return -_literal(node.this)
     if isinstance(node, exp.Literal):
-        if node.is_string:
-            return node.this
-        number = float(node.this)
-        return int(number) if number.is_integer() and "." not in node.this and "e" not in node.this.lower() \
-            else number
+        return node.this if node.is_string else _number(node.this)
     if isinstance(node, exp.Boolean):
         return node.this
     if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal):  # TIMESTAMP '...', DATE '...'
@@ -297,8 +326,6 @@ def _conditions(node, out: dict) -> None:
 
 def pull(session, sql: str) -> Rows | None:
     """The answer to a pull query from the stored copy, or None when ``sql`` is not one (Spark answers it)."""
-    import re
-
     found = re.match(r"(?is)\s*select\b.*?\bfrom\s+`?(\w+)`?(?:\s+(?:as\s+)?\w+)?\s+where\b", sql)
     if not found:
         return None
@@ -344,3 +371,74 @@ def pull(session, sql: str) -> Rows | None:
     if limit is not None and _literal(limit.expression) == 0:
         rows = []
     return Rows([n for n, _ in wanted], rows)
+
+
+# -- the fast path: the common shape of a pull query read without sqlglot
+_WORD = r"[A-Za-z_][A-Za-z0-9_]*"
+_NAME = rf"(?:{_WORD}|`{_WORD}`)"
+_VALUE = r"(?:'[^'\\]*'|-?[0-9]+(?:\.[0-9]+)?)"
+_ITEM = rf"{_NAME}(?:\s+AS\s+{_NAME})?"
+_CONDITION = rf"({_NAME})\s*=\s*({_VALUE})"
+_FAST = re.compile(rf"\s*SELECT\s+(\*|{_ITEM}(?:\s*,\s*{_ITEM})*)\s+FROM\s+({_NAME})\s+WHERE\s+"
+                   rf"({_CONDITION}(?:\s+AND\s+{_CONDITION})*)\s*;?\s*", re.IGNORECASE)
+_ITEMS = re.compile(rf"({_NAME})(?:\s+AS\s+({_NAME}))?", re.IGNORECASE)
+_CONDITIONS = re.compile(_CONDITION, re.IGNORECASE)
+
+
+@functools.cache
+def _reserved() -> frozenset[str]:
+    """Words sqlglot's Spark dialect reads as more than a column's name (keywords, functions without
+    parentheses): a statement naming one is left to the general path."""
+    from sqlglot.dialects.spark import Spark
+
+    return frozenset(w.upper() for w in (*Spark.Tokenizer.KEYWORDS, *Spark.Parser.NO_PAREN_FUNCTION_PARSERS))
+
+
+def _bare(name: str) -> str | None:
+    """A name as sqlglot reads it (backticks off), or None for a reserved word written bare."""
+    if name.startswith("`"):
+        return name[1:-1]
+    return None if name.upper() in _reserved() else name
+
+
+def fast_pull(session, sql: str) -> Rows | None:
+    """``pull`` for the common shape, ``SELECT * | col [AS name], ... FROM t WHERE k = literal [AND ...]`` (plain
+    names, a plain string or a decimal number for each literal), without parsing it with sqlglot: the same answer
+    as ``pull``, or None (then the general path runs, with its answers and errors). The table's columns and the row
+    are read together, in one query of the copy."""
+    found = _FAST.fullmatch(sql)
+    if not found:
+        return None
+    table = _bare(found.group(2))
+    given: dict = {}
+    for column, value in _CONDITIONS.findall(found.group(3)):
+        column = _bare(column)
+        if column is None:
+            return None
+        if value.startswith("'"):
+            given[column.lower()] = value[1:-1]
+        else:
+            given[column.lower()] = -_number(value[1:]) if value.startswith("-") else _number(value)
+    items = []
+    if found.group(1) != "*":
+        for item in _ITEMS.finditer(found.group(1)):
+            name, alias = _bare(item.group(1)), item.group(2) and _bare(item.group(2))
+            if table is None or name is None or (item.group(2) and alias is None):
+                return None
+            items.append((name, alias))
+    if table is None:
+        return None
+    looked_up = store_for(session).lookup(table, given)
+    if looked_up is None:
+        return None
+    columns, row = looked_up
+    lowered = [c.lower() for c, _ in columns]
+    if found.group(1) == "*":
+        wanted = [(n, i) for i, (n, _) in enumerate(columns)]
+    else:
+        wanted = []
+        for name, alias in items:
+            if name.lower() not in lowered:
+                return None  # Spark's to answer (or to refuse)
+            wanted.append((alias or name, lowered.index(name.lower())))
+    return Rows([n for n, _ in wanted], [] if row is None else [tuple(row[i] for _, i in wanted)])
