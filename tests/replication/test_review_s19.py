@@ -87,6 +87,60 @@ def test_a_new_leaders_read_fences_the_deposed_leader_at_the_next_share_coordina
     assert asyncio.run(scenario()) == ErrorCode.fenced_leader_epoch
 
 
+def test_a_window_written_after_its_state_was_deleted_is_fenced_at_this_and_the_next_coordinator():
+    """DeleteShareGroupState leaves a marker in a newer state epoch (Kafka refuses a write to a share-partition
+    nobody initialized since): a leader's window of before the delete, written after it, is FENCED_STATE_EPOCH
+    instead of stored again; a read answers no window in the marker's epoch, and a fresh start written in it is
+    taken."""
+    store = ShareStateStore()
+    _write(store, leader_epoch=1, state_epoch=0, start=3)
+    store.apply([store.delete("g", "t", 0)])
+    assert store.delete("g", "t", 0) is None  # deleted already: nothing more to write
+    stale = from_batches(3, [(3, 4, ACKNOWLEDGED, 1)])
+    assert _refusal(lambda: store.write("g", "t", TOPIC_ID, 0, 1, 0, stale)) == ErrorCode.fenced_state_epoch
+    assert _refusal(lambda: store.write("g", "t", TOPIC_ID, 0, 1, -1, stale)) == ErrorCode.fenced_state_epoch
+    successor = ShareStateStore()  # the next share coordinator, from the topic's records
+    successor.apply(list(store.values.items()))
+    assert _refusal(lambda: successor.write("g", "t", TOPIC_ID, 0, 2, 0, stale)) == ErrorCode.fenced_state_epoch
+    read = successor.read("g", "t", TOPIC_ID, 0, 2)
+    assert (read["start_offset"], read["state_epoch"]) == (-1, 1)
+    successor.apply([successor.write("g", "t", TOPIC_ID, 0, 2, 1, from_batches(10, []))])  # a fresh start
+    value = successor.get_partition("g", "t", TOPIC_ID, 0)
+    assert (value["start_offset"], value["state_epoch"], value.get("deleted")) == (10, 1, None)
+
+
+def test_delete_share_group_state_fences_a_window_of_before_it_over_the_wire(broker, topic_name):
+    from freshet.testing.topics import create_topic
+
+    create_topic(broker.bootstrap, topic_name, 1)
+    with RawConnection(broker.bootstrap) as conn:
+        [tid] = [t.topic_id for t in conn.request(3, 12, {"topics": [{"name": topic_name, "topic_id": None}],
+                                                            "allow_auto_topic_creation": False,
+                                                            "include_topic_authorized_operations": False}).topics]
+
+        def write(state_epoch: int) -> ErrorCode:
+            r = conn.request(85, 1, {"group_id": "g", "topics": [{"topic_id": tid, "partitions": [{
+                "partition": 0, "state_epoch": state_epoch, "leader_epoch": 0, "start_offset": 3,
+                "delivery_complete_count": -1, "state_batches": [
+                    {"first_offset": 3, "last_offset": 4, "delivery_state": ACKNOWLEDGED, "delivery_count": 1}]}]}]})
+            return r.results[0].partitions[0].error_code
+
+        def read() -> tuple:
+            r = conn.request(84, 0, {"group_id": "g", "topics": [{"topic_id": tid, "partitions": [
+                {"partition": 0, "leader_epoch": 0}]}]})
+            p = r.results[0].partitions[0]
+            return p.error_code, p.state_epoch, p.start_offset, len(p.state_batches)
+
+        assert write(0) == ErrorCode.none
+        deleted = conn.request(86, 0, {"group_id": "g", "topics": [{"topic_id": tid, "partitions": [
+            {"partition": 0}]}]})
+        assert deleted.results[0].partitions[0].error_code == ErrorCode.none
+        assert write(0) == ErrorCode.fenced_state_epoch  # before: stored again
+        assert read() == (ErrorCode.none, 1, -1, 0)
+        assert write(1) == ErrorCode.none
+        assert read() == (ErrorCode.none, 1, 3, 1)
+
+
 # -- the failed-append mapping ---------------------------------------------------------------------------------
 def test_the_share_coordinators_failed_disk_write_answers_as_the_other_coordinators():
     class Leader:

@@ -104,16 +104,23 @@ class FencingPersister(Persister):
         return fut
 
 
+async def loaded_at_3(tmp_path):
+    """A partition leader (leader epoch 1) that loaded g's window of t-0, stored at start 3 in state epoch 0, from
+    a share coordinator in process (``FencingPersister``): (registry, coordinator, its store, t's id, g)."""
+    registry, coordinator = leader_of_ten_records(tmp_path)
+    persister = coordinator.persister = FencingPersister()
+    store, topic_id = persister.store, str(registry.get("t").topic_id)
+    store.apply([store.write("g", "t", topic_id, 0, 0, 0, from_batches(3, []))])
+    coordinator.led_epoch = lambda topic, index: 1
+    group = coordinator.group("g", create=True)
+    await coordinator.load(group, coordinator.to_load(group, [("t", 0)]))
+    assert coordinator.share_partition(group, "t", 0).start_offset == 3
+    return registry, coordinator, store, topic_id, group
+
+
 def test_a_partition_leader_reads_its_window_again_once_offsets_are_reset_or_deleted(tmp_path):
     async def scenario():
-        registry, coordinator = leader_of_ten_records(tmp_path)
-        persister = coordinator.persister = FencingPersister()
-        store, topic_id = persister.store, str(registry.get("t").topic_id)
-        store.apply([store.write("g", "t", topic_id, 0, 0, 0, from_batches(3, []))])
-        coordinator.led_epoch = lambda topic, index: 1
-        group = coordinator.group("g", create=True)
-        await coordinator.load(group, coordinator.to_load(group, [("t", 0)]))
-        assert coordinator.share_partition(group, "t", 0).start_offset == 3
+        registry, coordinator, store, topic_id, group = await loaded_at_3(tmp_path)
 
         # AlterShareGroupOffsets: the coordinator initializes it at 7 in state epoch 1; a member opening a session
         # here makes the leader read it again (a loaded window is not reloaded otherwise)
@@ -122,6 +129,7 @@ def test_a_partition_leader_reads_its_window_again_once_offsets_are_reset_or_del
         await coordinator.load(group, coordinator.to_load(group, [("t", 0)], recheck=True))
         sp = coordinator.share_partition(group, "t", 0)
         assert (sp.start_offset, sp.state_epoch) == (7, 1)
+        persister = coordinator.persister
         reads = persister.reads
         await coordinator.load(group, coordinator.to_load(group, [("t", 0)], recheck=True))
         assert persister.reads == reads + 1 and coordinator.share_partition(group, "t", 0) is sp  # nothing new
@@ -141,6 +149,30 @@ def test_a_partition_leader_reads_its_window_again_once_offsets_are_reset_or_del
         await coordinator.load(group, coordinator.to_load(group, [("t", 0)], recheck=True))
         assert coordinator.share_partition(group, "t", 0).start_offset == 10
         assert store.get_partition("g", "t", topic_id, 0)["start_offset"] == 10  # the fresh start written
+        registry.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_partition_leader_holding_a_deleted_window_is_fenced_and_starts_afresh(tmp_path):
+    """The leader of t-0 holds g's window (start 3) when the group coordinator deletes g's state; its next write
+    (a lock expiring, an acknowledgement) is fenced (the delete's marker is in a newer state epoch) and forgotten
+    rather than stored again, and it loads again: no window, so it starts by share.auto.offset.reset (latest: 10)
+    in the deleted state's epoch, and that start is stored."""
+    async def scenario():
+        registry, coordinator, store, topic_id, group = await loaded_at_3(tmp_path)
+
+        store.apply([store.delete("g", "t", 0)])  # DeleteGroups / DeleteShareGroupOffsets at the coordinator
+        written = coordinator.write_partitions(group, [("t", 0)])
+        await asyncio.gather(*written, return_exceptions=True)
+        assert written[0].exception().error_code == ErrorCode.fenced_state_epoch
+        assert store.get_partition("g", "t", topic_id, 0)["start_offset"] == -1  # not stored again
+        assert coordinator.existing_partition(group, "t", 0) is None
+        await coordinator.load(group, coordinator.to_load(group, [("t", 0)]))
+        sp = coordinator.share_partition(group, "t", 0)
+        assert (sp.start_offset, sp.state_epoch) == (10, 1)
+        value = store.get_partition("g", "t", topic_id, 0)
+        assert (value["start_offset"], value["state_epoch"]) == (10, 1)
         registry.close()
 
     asyncio.run(scenario())

@@ -192,8 +192,8 @@ class SharePersister:
 
     async def read(self, group_id: str, topic: str, topic_id, index: int, leader_epoch: int,
                    timeout_s: float = RETRY_S) -> dict | None:
-        """The share-partition's window as the coordinator holds it (None: it holds none), read in
-        ``leader_epoch`` (which fences older leaders' writes from then on); retried while the coordinator moves, for
+        """The share-partition's window as the coordinator holds it (None: it holds none; start offset -1: no
+        window, in the state epoch it was deleted in), read in ``leader_epoch`` (which fences older leaders' writes from then on); retried while the coordinator moves, for
         ``timeout_s`` at most."""
         end = time.monotonic() + timeout_s
         while True:
@@ -210,8 +210,8 @@ class SharePersister:
                     max(0.1, end - time.monotonic()))
                 p = answer.results[0].partitions[0]
                 if p.error_code == ErrorCode.none:
-                    if p.start_offset < 0:
-                        return None
+                    if p.start_offset < 0:  # no window; a state epoch: its state was deleted (or reset) in it
+                        return None if p.state_epoch < 0 else {"start_offset": -1, "state_epoch": p.state_epoch}
                     window = from_batches(p.start_offset, [(b.first_offset, b.last_offset, b.delivery_state,
                                                             b.delivery_count) for b in p.state_batches])
                     window["state_epoch"] = p.state_epoch
@@ -226,18 +226,19 @@ class SharePersister:
     async def summary(self, group_id: str, partitions: dict) -> dict:
         """ReadShareGroupStateSummary of ``partitions`` ({(topic, topic id): [index, ...]}): {(topic, index): start
         offset} of those the coordinator holds a window of. StateError when there is no coordinator to ask."""
-        return {key: start for key, (_, start) in (await self.states(group_id, partitions)).items()}
+        return {key: start for key, (_, start) in (await self.states(group_id, partitions)).items() if start >= 0}
 
     async def states(self, group_id: str, partitions: dict) -> dict:
-        """``summary`` with the state epochs: {(topic, index): (state epoch, start offset)}."""
+        """``summary`` with the state epochs: {(topic, index): (state epoch, start offset)}, start offset -1 for a
+        state deleted in that epoch."""
         coordinator = self.broker.share_groups
         out = {}
         if self._local():
             for (topic, topic_id), indexes in partitions.items():
                 for index in indexes:
                     value = coordinator.store.get_partition(group_id, topic, str(topic_id), index)
-                    if value is not None and int(value.get("start_offset", -1)) >= 0:
-                        out[(topic, index)] = (int(value.get("state_epoch", 0)), int(value["start_offset"]))
+                    if value is not None:
+                        out[(topic, index)] = (int(value.get("state_epoch", 0)), int(value.get("start_offset", -1)))
             return out
         names = {topic_id: topic for topic, topic_id in partitions}
         try:
@@ -250,7 +251,8 @@ class SharePersister:
             for p in result.partitions:
                 if p.error_code == ErrorCode.not_coordinator:
                     raise StateError(p.error_code, "the share coordinator moved")
-                if p.error_code == ErrorCode.none and p.start_offset >= 0 and result.topic_id in names:
+                if p.error_code == ErrorCode.none and (p.start_offset >= 0 or p.state_epoch >= 0) \
+                        and result.topic_id in names:
                     out[(names[result.topic_id], p.partition)] = (p.state_epoch, p.start_offset)
         return out
 

@@ -388,6 +388,8 @@ class ShareGroupCoordinator:
             earliest = self.setting(group, "auto_offset_reset") == "earliest"
             sp = SharePartition(log_partition, log_partition.log_start_offset if earliest
                                 else self.upper(group, log_partition))
+            if value is not None:  # deleted in that state epoch: the fresh start is written in it
+                sp.state_epoch = int(value.get("state_epoch", 0))
             fresh = True
         sp.leader_epoch = epoch
         self.groups.setdefault(group.group_id, group).partitions[(topic, index)] = sp
@@ -446,7 +448,8 @@ class ShareGroupCoordinator:
                 topic, index = rest[1], int(rest[2])
                 log_partition = self.registry.partition(topic, index)
                 live = self.registry.get(topic)
-                if log_partition is not None and data.get("topic_id") == str(live.topic_id):
+                if log_partition is not None and data.get("topic_id") == str(live.topic_id) \
+                        and int(data.get("start_offset", -1)) >= 0:  # not a deleted state (no window)
                     group.partitions[(topic, index)] = SharePartition.restore(log_partition, data)
         for group in self.groups.values():
             group.epoch += 1  # members rejoin after a restart: their old epochs are fenced

@@ -202,7 +202,11 @@ class ShareStateStore:
             old = None  # another topic of the name: its state is not this one's
         stored_epoch = int(old.get("state_epoch", 0)) if old is not None else 0
         if old is not None and state_epoch >= 0 and state_epoch < stored_epoch:
-            raise StateError(ErrorCode.fenced_state_epoch, f"state epoch {state_epoch} is older than {stored_epoch}")
+            raise StateError(ErrorCode.fenced_state_epoch, f"state epoch {state_epoch} is older than {stored_epoch}"
+                             + (", in which the share-partition's state was deleted" if deleted(old) else ""))
+        if old is not None and state_epoch < 0 and deleted(old):
+            raise StateError(ErrorCode.fenced_state_epoch, f"the share-partition's state was deleted in state epoch "
+                                                           f"{stored_epoch}; a write must name one")
         if window["start_offset"] == -1:  # not being written: the stored start offset, the batches laid over it
             window = _merged(old, window.get("batches", ()))
         self._fence(key, leader_epoch)
@@ -229,8 +233,23 @@ class ShareStateStore:
                  "leader_epoch": self.leader_epochs.get(key, -1)}
         return key, orjson.dumps(value)
 
-    def delete(self, group_id: str, topic: str, index: int) -> tuple[bytes, None] | None:
-        """DeleteShareGroupState: the tombstone of the share-partition's state (None: nothing stored)."""
+    def delete(self, group_id: str, topic: str, index: int) -> tuple[bytes, bytes] | None:
+        """DeleteShareGroupState: the share-partition's state replaced by a deleted marker, no window in a state
+        epoch newer than the stored one (None: nothing stored, or deleted already). Kafka's coordinator drops the
+        state and refuses a write to a share-partition nobody initialized since (INVALID_REQUEST); here a leader's
+        first write creates its state, so the marker is what fences a window of before the delete that a deposed
+        leader, or one that has not read since, writes after it: FENCED_STATE_EPOCH, and the leader reads again
+        (nothing, in the marker's state epoch) and starts afresh in that epoch."""
         key = partition_key(group_id, topic, index)
         self.leader_epochs.pop(key, None)
-        return (key, None) if key in self.values else None
+        old = self.get(key)
+        if old is None or deleted(old):
+            return None
+        return key, orjson.dumps({"deleted": True, "topic_id": old.get("topic_id"), "start_offset": -1,
+                                  "end_offset": -1, "states": "", "counts": "", "archived_total": 0,
+                                  "state_epoch": int(old.get("state_epoch", 0)) + 1, "leader_epoch": -1})
+
+
+def deleted(value: dict) -> bool:
+    """A share-partition's stored value that is DeleteShareGroupState's marker (no window: see ``delete``)."""
+    return bool(value.get("deleted"))
