@@ -49,3 +49,34 @@ def test_a_statement_that_cannot_run_is_a_400_with_line_and_column(broker, spark
 def test_without_an_endpoint_there_is_no_sql(broker):
     r = TestClient(create_app(Collector(broker.bootstrap))).post("/sql", json={"sql": "SHOW STREAMS"})
     assert r.status_code == 404
+
+
+class GeneralEndpoint(SqlEndpoint):
+    def answer_now(self, text, properties=None):
+        return None  # every request through the general path: the lines of a thread of its own
+
+
+def test_a_pull_query_is_answered_at_once_with_the_general_paths_lines(tmp_path):
+    import datetime
+    from types import SimpleNamespace
+
+    from freshet.sql.table_store import store_for
+
+    store = store_for(SimpleNamespace(data_dir=str(tmp_path)))
+    store.define("rpm", [("minute", "timestamp"), ("url", "string"), ("requests", "bigint")], ["minute", "url"])
+    store.upsert("rpm", [(datetime.datetime(2026, 1, 1, 0, 1), "/a", 5)])
+    endpoint = SqlEndpoint("127.0.0.1:9", data_dir=str(tmp_path))  # a pull query reaches no broker, no Spark
+    fast, general = (TestClient(create_app(Collector("127.0.0.1:9"), sql_endpoint=e))
+                     for e in (endpoint, GeneralEndpoint("127.0.0.1:9", data_dir=str(tmp_path))))
+    for statement in ("SELECT * FROM rpm WHERE minute = '2026-01-01 00:01:00' AND url = '/a'",
+                      "SELECT requests AS n FROM rpm WHERE url = '/b' AND minute = '2026-01-01 00:01:00';"):
+        assert endpoint.answer_now(statement) is not None
+        answers = [c.post("/sql", json={"sql": statement}) for c in (fast, general)]
+        assert [(a.status_code, a.headers["content-type"], a.text) for a in answers[:1]] == \
+            [(a.status_code, a.headers["content-type"], a.text) for a in answers[1:]]
+    assert [json.loads(line) for line in answers[0].text.splitlines()] == [
+        {"queryId": None, "columnNames": ["n"], "columnTypes": []}]
+    assert endpoint.answer_now("SELECT * FROM rpm WHERE url = '/a'") is None  # not the whole key: Spark's
+    assert endpoint.answer_now("SELECT * FROM rpm WHERE minute = '2026-01-01 00:01:00' AND url = '/a'",
+                               {"auto.offset.reset": "latest"}) is None  # properties: checked by the general path
+    store.close()

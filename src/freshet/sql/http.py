@@ -79,6 +79,29 @@ class SqlEndpoint:
         session = SqlSession(self.bootstrap, spark_factory=self.spark, data_dir=self.data_dir)
         return lines(session, text, properties or {}), session.close
 
+    def answer_now(self, text: str, properties: dict | None = None) -> list | None:
+        """The JSON lines of a pull query of the common shape (``table_store.fast_pull``: one indexed read of the
+        copy, no Spark), for the route to answer at once, without a thread of its own; None for anything else
+        (then ``self(text, properties)``: the same lines for a pull query, by the general path)."""
+        from types import SimpleNamespace
+
+        from .table_store import fast_pull
+
+        if properties:
+            return None
+        try:
+            answer = fast_pull(SimpleNamespace(data_dir=self.data_dir), text)
+        except Exception:  # noqa: BLE001 (the copy cannot be read: the general path says so, as it says it)
+            return None
+        return None if answer is None else list(rows_lines(answer))
+
+
+def rows_lines(result) -> Iterator:
+    """A header, then one JSON array per row, of a query's rows (not a push query's)."""
+    yield {"queryId": None, "columnNames": result.columns, "columnTypes": []}
+    for row in result.rows:
+        yield [jsonable(v) for v in row]
+
 
 def lines(session, text: str, properties: dict) -> Iterator[dict]:
     """The JSON lines of ``text`` run in ``session`` (closed at the end)."""
@@ -101,9 +124,7 @@ def lines(session, text: str, properties: dict) -> Iterator[dict]:
                 for row in result.rows:
                     yield [jsonable(v) for v in row]
             elif isinstance(result, Rows):
-                yield {"queryId": None, "columnNames": result.columns, "columnTypes": []}
-                for row in result.rows:
-                    yield [jsonable(v) for v in row]
+                yield from rows_lines(result)
     except SqlError as e:
         yield error_line(e)
     finally:
