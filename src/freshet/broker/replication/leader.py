@@ -3,7 +3,8 @@
 As Kafka's Partition on the leader: each follower's fetch offset is that follower's log end offset (a follower
 fetches the next offset only once what it has is fsync'd, so it is durable there); the high watermark is the
 smallest of the leader's own fsync'd log end and every ISR follower's, and never goes back. A follower that
-has not caught up with the leader's log end within ``replica.lag.time.max.ms`` leaves the ISR; one that reaches
+has not caught up with the leader's log end within ``replica.lag.time.max.ms`` leaves the ISR (one whose log end
+is the leader's never does: an idle partition keeps its ISR); one that reaches
 the high watermark (in this leader's epoch) joins it again. Both go to the controller (``alter_isr``,
 AlterPartition), which checks the leader epoch and partition epoch; the ISR used here changes when it agrees.
 """
@@ -151,11 +152,16 @@ class LeaderState:
         return None
 
     def check_lagging(self) -> None:
-        """Shrink the ISR by the followers that have not caught up within replica.lag.time.max.ms."""
+        """Shrink the ISR by the followers out of sync: as Kafka's Replica.isCaughtUp, a follower whose log end is
+        the leader's is in sync however long ago it last fetched (an idle partition loses nobody: a dead broker
+        leaves the ISR when the controller fences it); any other must have caught up with the leader's log end
+        within replica.lag.time.max.ms."""
         limit = now_ms() - self.manager.replica_lag_time_max_ms
         me = self.manager.node_id
-        lagging = {r for r in self.isr if r != me and (self.followers.get(r) is None
-                                                       or self.followers[r].last_caught_up_ms < limit)}
+        leader_end = self.partition.log_end_offset
+        lagging = {r for r in self.isr if r != me and (
+            (progress := self.followers.get(r)) is None
+            or (progress.log_end_offset != leader_end and progress.last_caught_up_ms < limit))}
         if lagging:
             self._alter(tuple(r for r in self.isr if r not in lagging), "shrink")
         elif self._joining and not self._altering:  # a change of unknown outcome: asked again for an answer
