@@ -1,9 +1,12 @@
-"""A broker's cluster figures on ``/metrics``, named as the Prometheus JMX exporter names Kafka's MBeans:
+"""A broker's cluster figures on ``/metrics``, named as the Prometheus JMX exporter names Kafka's MBeans with its
+own Kafka configuration (prometheus/jmx_exporter examples/kafka-2_0_0.yml, the same rules in kafka-kraft-3_0_0.yml):
 ``kafka.server:type=ReplicaManager`` (UnderReplicatedPartitions, LeaderCount, PartitionCount,
-ReassigningPartitions, IsrShrinksPerSec, IsrExpandsPerSec: this broker's; a reassigning partition, one with
-replicas being added or removed, is counted by its leader as Kafka counts it) and
-``kafka.controller:type=KafkaController`` (OfflinePartitionsCount, from the cluster's metadata;
-ActiveControllerCount, 1 on the node whose controller is active, so the sum over the cluster is 1)."""
+ReassigningPartitions: ``kafka.(\w+)<type=(.+), name=(.+)><>Value`` -> ``kafka_$1_$2_$3``, lower-cased; a
+reassigning partition, one with replicas being added or removed, is counted by its leader as Kafka counts it;
+IsrShrinksPerSec, IsrExpandsPerSec, meters whose Count ``kafka.(\w+)<type=(.+), name=(.+)PerSec\w*><>Count``
+makes ``kafka_$1_$2_$3_total`` without the PerSec: ``kafka_server_replicamanager_isrshrinks_total``, counted by
+this broker's leaders) and ``kafka.controller:type=KafkaController`` (OfflinePartitionsCount, from the cluster's
+metadata; ActiveControllerCount, 1 on the node whose controller is active, so the sum over the cluster is 1)."""
 
 from __future__ import annotations
 
@@ -54,9 +57,9 @@ class ClusterMetrics:
             family.add_metric([], value)
             yield family
         for name, doc, attribute in (
-                ("kafka_server_replicamanager_isrshrinkspersec", "ISR shrinks this broker made as leader",
+                ("kafka_server_replicamanager_isrshrinks", "ISR shrinks this broker made as leader",
                  "isr_shrinks"),
-                ("kafka_server_replicamanager_isrexpandspersec", "ISR expansions this broker made as leader",
+                ("kafka_server_replicamanager_isrexpands", "ISR expansions this broker made as leader",
                  "isr_expands")):
             family = CounterMetricFamily(name, doc)
             family.add_metric([], getattr(replicas, attribute, 0))
