@@ -16,9 +16,14 @@ it. A broker of its own; ``--keys`` records (one per key) into a 2-partition str
 SELECT k, count(*) AS n, sum(v) AS total FROM ev GROUP BY k`` in a local Spark (its copy SQLite, the default);
 once the copy holds every key, a producer writes ``--rate`` records/s of random keys (the query upserts each
 microbatch's changed rows into the copy, in this process, as the dashboard's Spark does) while pull queries
-``SELECT * FROM kt WHERE k = ...`` are timed two ways: ``SqlSession.execute_one`` (``freshet sql``) and ``POST
-/sql`` on the dashboard's SQL route served by uvicorn, through one keep-alive HTTP connection. Prints one JSON
-object: per way p50/p90/p99/max ms, the microbatches the query wrote meanwhile and the load average.
+``SELECT * FROM kt WHERE k = ...`` are timed two ways: ``SqlSession.execute_one`` (``freshet sql``) in this
+process, then ``POST /sql`` on the dashboard's SQL route served by uvicorn in this process, asked from a client
+process of its own through one keep-alive HTTP connection. Prints one JSON object: per way p50/p90/p99/max ms, the
+microbatches the query wrote meanwhile and the load average.
+
+``--compare``: each query alternated with the same one through the general path (the statement parsed, the pull
+query read by sqlglot; over HTTP, the route's lines from a thread of the request's own), the baseline of the fast
+path, in the same run.
 """
 
 from __future__ import annotations
@@ -120,7 +125,10 @@ class GeneralSession(SqlSession):
 
 
 class GeneralEndpoint(SqlEndpoint):
-    """``POST /sql`` through the general path."""
+    """``POST /sql`` through the general path: each request's lines from a thread of its own."""
+
+    def answer_now(self, text: str, properties: dict | None = None):
+        return None
 
     def __call__(self, text: str, properties: dict | None = None):
         session = GeneralSession(self.bootstrap, spark_factory=self.spark, data_dir=self.data_dir)
@@ -135,6 +143,30 @@ def percentiles(latencies: list[float]) -> dict:
 
     return {"queries": len(latencies), "p50_ms": at(0.50), "p90_ms": at(0.90), "p99_ms": at(0.99),
             "max_ms": round(latencies[-1], 3), "mean_ms": round(statistics.fmean(latencies), 3)}
+
+
+def http_client(port: int, keys: int, queries: int, ways: list[str], answers) -> None:
+    """``queries`` pull queries per way through ``POST /sql`` (``http``; ``http_general``: the route of the general
+    path), alternating, through one keep-alive connection, from a process of its own as a user's client is; the
+    timings (ms, after 100 per way to warm up) and how many found their row into ``answers``."""
+    import httpx
+
+    rng = random.Random(11)
+    timings: dict[str, list[float]] = {way: [] for way in ways}
+    found = 0
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+        for n in range(len(ways) * (queries + 100)):
+            way = ways[n % len(ways)]
+            statement = f"SELECT * FROM kt WHERE k = {rng.randrange(keys)}"
+            began = time.perf_counter()
+            answer = client.post("/sql" if way == "http" else "/general/sql", json={"sql": statement})
+            answer.raise_for_status()
+            rows = [json.loads(line) for line in answer.text.splitlines()[1:]]
+            spent = (time.perf_counter() - began) * 1000
+            if n >= 100 * len(ways):
+                timings[way].append(spent)
+                found += len(rows) == 1
+    answers.put((timings, found))
 
 
 def produce(bootstrap: str, rate: int, keys: int, stop) -> None:
@@ -157,7 +189,6 @@ def live(args) -> None:
     import socket
     import threading
 
-    import httpx
     import uvicorn
     from confluent_kafka import Producer
     from fastapi import FastAPI
@@ -208,26 +239,28 @@ def live(args) -> None:
         feeder = multiprocessing.Process(target=produce, args=(bootstrap, args.rate, args.keys, stop), daemon=True)
         feeder.start()
         batch_before = (query.lastProgress or {}).get("batchId", 0)
-        ways = ["direct", "http"] + (["direct_general", "http_general"] if args.compare else [])
+        # direct (freshet sql's SqlSession, in this process), then POST /sql from a client process of its own
+        ways = ["direct"] + (["direct_general"] if args.compare else [])
         timings: dict[str, list[float]] = {way: [] for way in ways}
         found = 0
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-            for n in range(len(ways) * (args.queries + 100)):
-                way = ways[n % len(ways)]
-                statement = f"SELECT * FROM kt WHERE k = {rng.randrange(args.keys)}"
-                began = time.perf_counter()
-                if way == "direct":
-                    rows = sql.execute_one(statement).rows
-                elif way == "direct_general":
-                    rows = general(sql, statement).rows
-                else:
-                    answer = client.post("/sql" if way == "http" else "/general/sql", json={"sql": statement})
-                    answer.raise_for_status()
-                    rows = [json.loads(line) for line in answer.text.splitlines()[1:]]
-                spent = (time.perf_counter() - began) * 1000
-                if n >= 100 * len(ways):
-                    timings[way].append(spent)
-                    found += len(rows) == 1
+        for n in range(len(ways) * (args.queries + 100)):
+            way = ways[n % len(ways)]
+            statement = f"SELECT * FROM kt WHERE k = {rng.randrange(args.keys)}"
+            began = time.perf_counter()
+            rows = (sql.execute_one(statement) if way == "direct" else general(sql, statement)).rows
+            spent = (time.perf_counter() - began) * 1000
+            if n >= 100 * len(ways):
+                timings[way].append(spent)
+                found += len(rows) == 1
+        http_ways = ["http"] + (["http_general"] if args.compare else [])
+        answers = multiprocessing.get_context("spawn").Queue()
+        asking = multiprocessing.get_context("spawn").Process(
+            target=http_client, args=(port, args.keys, args.queries, http_ways, answers))
+        asking.start()
+        http_timings, http_found = answers.get(timeout=3600)
+        asking.join()
+        timings.update(http_timings)
+        found += http_found
         stop.set()
         feeder.join()
         batches = (query.lastProgress or {}).get("batchId", 0) - batch_before
