@@ -14,13 +14,15 @@ Prints one JSON object: per search the records scanned, the wall-clock seconds a
 of ``--rounds``), records per CPU second of this process (the console's side alone; steadier on a shared
 machine), and the machine's load average.
 
-``--baseline REV``: each search also runs with the filters of ``src/freshet/dashboard/browse.py`` as it was at git
-revision REV (the rest of the search as it is now), rounds alternating baseline and current, both reported.
+``--baseline REV``: each search also runs with the search's filters (``browse.py``, ``json_paths.py`` and
+``scan_columns.py`` of ``src/freshet/dashboard``) as they were at git revision REV (the rest of Freshet as it is
+now), rounds alternating baseline and current, both reported, with the pairs in which the current one was faster.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -32,7 +34,6 @@ import time
 from confluent_kafka import Producer
 
 from freshet.dashboard import scan_columns
-from freshet.dashboard.browse import Filters, Scan, search
 from freshet.local import BrokerProcess
 from freshet.testing.topics import create_topic
 
@@ -74,22 +75,27 @@ def fill(bootstrap: str, records: int, partitions: int, seed: int = 7) -> None:
     assert producer.flush(300) == 0
 
 
-def filters_at(revision: str):
-    """The Filters class of browse.py as it was at ``revision`` (imported as a module of its own)."""
-    import importlib.util
+def dashboard_at(revision: str):
+    """The search as it was at git ``revision``: browse.py with the json_paths.py and scan_columns.py of that
+    revision beside it (imported as a package of their own; the rest of Freshet as it is now)."""
+    import importlib
     import subprocess
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    text = subprocess.run(["git", "show", f"{revision}:src/freshet/dashboard/browse.py"], cwd=root, check=True,
-                          capture_output=True).stdout
-    path = os.path.join(tempfile.mkdtemp(), "browse_baseline.py")
-    with open(path, "wb") as f:
-        f.write(text)
-    spec = importlib.util.spec_from_file_location("freshet.dashboard.browse_baseline", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module.Filters
+    package = os.path.join(tempfile.mkdtemp(), "dashboard_baseline")
+    os.mkdir(package)
+    open(os.path.join(package, "__init__.py"), "w").close()
+    for name in ("browse.py", "json_paths.py", "scan_columns.py"):
+        shown = subprocess.run(["git", "show", f"{revision}:src/freshet/dashboard/{name}"], cwd=root,
+                               capture_output=True)
+        if shown.returncode == 0:  # a module the revision did not have yet is taken as it is now
+            with open(os.path.join(package, name), "wb") as f:
+                f.write(shown.stdout)
+        else:
+            with open(os.path.join(package, name), "w") as f:
+                f.write(f"from freshet.dashboard.{name[:-3]} import *  # noqa\n")
+    sys.path.insert(0, os.path.dirname(package))
+    return importlib.import_module("dashboard_baseline.browse")
 
 
 def summary(runs: list[dict]) -> dict:
@@ -102,11 +108,15 @@ def summary(runs: list[dict]) -> dict:
             "first_progress_s": round(statistics.median(r["first_progress_s"] for r in runs), 3)}
 
 
-def time_search(bootstrap: str, partitions: int, args: tuple, filters=Filters) -> dict:
-    scan = Scan(TOPIC, list(range(partitions)), "oldest", None, None, False, 50, 100_000_000, filters.parse(*args))
+def time_search(bootstrap: str, partitions: int, args: tuple, browse=None) -> dict:
+    """One search as ``browse`` (a module: the current browse.py by default, or ``dashboard_at``'s) runs it."""
+    if browse is None:
+        from freshet.dashboard import browse
+    scan = browse.Scan(TOPIC, list(range(partitions)), "oldest", None, None, False, 50, 100_000_000,
+                       browse.Filters.parse(*args))
     first: list = []
     began, cpu = time.monotonic(), time.process_time()
-    result = search(bootstrap, scan, lambda p: first or first.append(time.monotonic() - began))
+    result = browse.search(bootstrap, scan, lambda p: first or first.append(time.monotonic() - began))
     took, cpu = time.monotonic() - began, time.process_time() - cpu
     assert len(result.records) == 1, result.progress
     return {"scanned": result.scanned, "seconds": took, "cpu_s": cpu, "first_progress_s": first[0] if first else took}
@@ -120,14 +130,21 @@ def main() -> None:
     parser.add_argument("--only", choices=list(SEARCHES), action="append")
     parser.add_argument("--readers", type=int, default=scan_columns.READERS,
                         help="columnar readers sharing a search's partitions (the console's default: %(default)s)")
-    parser.add_argument("--baseline", metavar="REV", help="also time browse.py's filters as of git revision REV, "
-                        "rounds alternating with the current ones")
+    parser.add_argument("--baseline", metavar="REV", help="also time the search's filters (browse.py, json_paths.py, "
+                        "scan_columns.py) as of git revision REV, rounds alternating with the current ones")
+    parser.add_argument("--bootstrap", help="a running broker whose topic this benchmark filled before (with the same "
+                        "--records and --partitions): searched again without filling it")
     args = parser.parse_args()
     scan_columns.READERS = args.readers
-    baseline = filters_at(args.baseline) if args.baseline else None
-    with tempfile.TemporaryDirectory() as data, BrokerProcess(data_dir=os.path.join(data, "broker")) as broker:
+    baseline = dashboard_at(args.baseline) if args.baseline else None
+    if baseline is not None:
+        baseline.scan_columns.READERS = args.readers
+    with tempfile.TemporaryDirectory() as data, \
+            contextlib.nullcontext(argparse.Namespace(bootstrap=args.bootstrap)) if args.bootstrap else \
+            BrokerProcess(data_dir=os.path.join(data, "broker")) as broker:
         began = time.monotonic()
-        fill(broker.bootstrap, args.records, args.partitions)
+        if not args.bootstrap:
+            fill(broker.bootstrap, args.records, args.partitions)
         out: dict = {"records": args.records, "partitions": args.partitions, "fill_s": round(time.monotonic() - began, 1),
                      "python": sys.version.split()[0], "readers": args.readers, "baseline": args.baseline,
                      "load_average_before": os.getloadavg(), "searches": {}}

@@ -172,3 +172,50 @@ def test_the_scan_for_either_side_of_an_or_never_turns_a_match_away(path):
     kept = [m.offset() for m in scan_columns.select(f, batch)]
     assert kept == [i for i, v in enumerate(values) if plain._json_match(v)] and kept, path
     assert Filters.parse(None, None, None, "$.items[?(@.sku == 'a' || @.qty)]").either is None  # a side needing nothing
+
+
+def test_the_digit_pattern_never_turns_a_match_away():
+    """``NumberNeed.candidates`` (Arrow's RE2 over the whole batch, before the number scan) judges a number by its
+    digits: every value json.loads reads as satisfying the comparison matches it, a float's rounding included
+    (sixteen nines rounding up to the next power of ten), and a name that is not ASCII; and it turns most others
+    away."""
+    import random
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from freshet.dashboard.json_paths import NumberNeed
+
+    rng = random.Random(49)
+    texts = ["0", "-0", "1", "-1", "9", "10", "99", "100", "101", "999999", "1000000", "1000001", "999999.5",
+             "999999.0", "1e6", "1E6", "1e+6", "0.1e7", "-1e6", "1000000e-6", "9.9999999999999999", "99.99999999999999999",
+             "999999.99999999999", "0.99999999999999999", "5", "5.5", "5.0", "4.9999999999999999", "12", "12.5", "-12",
+             "-12.5", "-13", "-120", "-9.9999999999999999", "123456789012345", "99999999999999.99", "-5.5", "6"]
+    texts += [str(rng.randrange(-10 ** rng.randrange(1, 16), 10 ** rng.randrange(1, 16))) for _ in range(300)]
+    texts += [f"{rng.uniform(-1e7, 1e7):.{rng.randrange(0, 18)}f}" for _ in range(300)]
+    texts += [f"{rng.uniform(-1e7, 1e7):.{rng.randrange(0, 18)}e}" for _ in range(100)]
+    literals = [1, 5, 5.5, 6, 10, 12, 12.5, 100, 999999, 999999.5, 1000000, 123456789012345, 8080, -1, -5.5, -12,
+                -12.5, -1000000, -707, 1e6]
+    for literal in literals:  # each digit of each literal one up and one down, either sign
+        digits = str(abs(int(literal)))
+        for i, d in enumerate(digits):
+            for other in {str(min(int(d) + 1, 9)), str(max(int(d) - 1, 0))}:
+                changed = (digits[:i] + other + digits[i + 1:]).lstrip("0") or "0"
+                texts += [changed, "-" + changed, changed + ".5"]
+    turned_away = 0
+    for name in ("n", "prix_€"):
+        written = json.dumps(name, ensure_ascii=False)
+        values = [f'{{{written}: {t}, "m": 1}}'.encode() for t in texts]
+        array = pa.array(values, pa.binary())
+        for literal in literals:
+            for op in ("==", "<", "<=", ">", ">="):
+                need = NumberNeed(name, op, literal)
+                exact = Filters.parse(None, None, None, f"$.'{name}' {op} {literal!r}")
+                if need.candidates is None:
+                    assert op in ("<", "<=") and literal > 0 or op in (">", ">=") and literal < 0, (op, literal)
+                    continue
+                maybe = pc.match_substring_regex(array, need.candidates).to_pylist()
+                for t, v, m in zip(texts, values, maybe):
+                    assert m or not exact._json_match(v), (name, op, literal, t)
+                turned_away += maybe.count(False)
+    assert turned_away > len(texts) * len(literals) * 2  # most values are turned away by their digits

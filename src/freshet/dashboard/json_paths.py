@@ -225,6 +225,7 @@ class NumberNeed:
         self.name, self.op, self.literal = name, op, literal
         written = json.dumps(name, ensure_ascii=False).encode()
         self.pattern = re.compile(re.escape(written) + SPACE + b":" + SPACE + NUMBER)
+        self.candidates = candidate_pattern(written, op, literal)
 
     def satisfied_by(self, text: bytes) -> bool:
         try:
@@ -267,6 +268,44 @@ class NumberNeed:
             if not maybe.any():
                 return []
         return [m.start() for m in self.pattern.finditer(data) if self.satisfied_by(m.group(1))]
+
+
+DIGITS_EXACT = 15  # a number's text with at most 15 significant digits reads as a float on the right side of any
+# integer below 10**15 it differs from: the digits decide; with more, rounding may carry it across one
+
+
+def candidate_pattern(written: bytes, op: str, literal) -> str | None:
+    """A regular expression (RE2's, for Arrow's ``match_substring_regex`` over a whole batch in C++) that every value
+    holding ``written`` (a member name as JSON writes it) followed by a number satisfying ``op literal`` matches,
+    judged by the number's digits alone: for ``$.amount > 999999``, seven digits or more, or six that are 999999
+    followed by a fraction or an exponent, or an exponent anywhere, or a fraction long enough for a float to round
+    (16 significant digits). A necessary condition, never sufficient: a value it matches is judged exactly after.
+    None when the digits cannot narrow it down: a bound below 1 (``> 0`` holds for most numbers), from 10**15 on
+    (integers read as floats round), ``<`` and ``<=`` of a positive number, ``>`` and ``>=`` of a negative one."""
+    if op in (">", ">="):
+        sign, bound, strict = "", literal, op == ">"
+    elif op in ("<", "<="):
+        sign, bound, strict = "-", -literal, op == "<"
+    else:  # ==
+        sign, bound, strict = ("-" if literal < 0 else ""), abs(literal), None
+    if not 1 <= bound < 10 ** DIGITS_EXACT:
+        return None
+    digits = str(int(bound))
+    k = len(digits)
+    # the bound's own integer digits (followed by a fraction or exponent only, where equal does not do)
+    alternatives = [digits + ("[.eE]" if strict and bound == int(bound) else "")]
+    if strict is not None:  # an ordering: more digits, or as many and larger
+        alternatives.append(f"[1-9][0-9]{{{k}}}")
+        for i, d in enumerate(digits):
+            if d != "9":
+                alternatives.append(digits[:i] + f"[{int(d) + 1}-9]" + (f"[0-9]{{{k - 1 - i}}}" if i < k - 1 else ""))
+    alternatives.append("[0-9][0-9.]*[eE]")  # an exponent: judged exactly
+    alternatives.append(f"[0-9]+\\.[0-9]{{{max(1, DIGITS_EXACT + 1 - k)},}}")  # enough digits for a float to round
+    # the name without its opening quote (a superset: any name ending so), as RE2 skips ahead to its first byte, and a
+    # quote is the commonest byte of JSON: twice as fast
+    name = "".join(chr(b) if chr(b).isalnum() and b < 128 else f"\\x{b:02x}" for b in written[1:])
+    space = r"[ \t\r\n]*"
+    return f"{name}{space}:{space}{sign}(?:{'|'.join(alternatives)})"
 
 
 def number_need(expression, compare) -> NumberNeed | None:

@@ -176,14 +176,19 @@ def containing(array, needle: bytes, most: int = 1000):
 
 def holding_number(array, need):
     """A boolean Arrow array: which values of a binary ``array`` hold ``need``'s member written with a number that
-    satisfies it (``json_paths.NumberNeed``), found by one scan over the array's data buffer where it lies."""
+    satisfies it (``json_paths.NumberNeed``), found by one scan over the array's data buffer where it lies. Where the
+    number's digits can tell (``NumberNeed.candidates``), Arrow's regular-expression kernel (RE2, in C++) first looks
+    for values whose digits may satisfy it: a batch with none (a selective search's usual batch) ends there."""
     import numpy as np
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     n = len(array)
     _, offsets_buffer, data = array.buffers()
     hit = np.zeros(n, dtype=bool)
     if n == 0 or data is None:
+        return pa.array(hit)
+    if need.candidates is not None and not pc.any(pc.match_substring_regex(array, need.candidates)).as_py():
         return pa.array(hit)
     offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=array.offset + n + 1)[array.offset:]
     first = int(offsets[0])
