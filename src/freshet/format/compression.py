@@ -45,8 +45,11 @@ def compress(codec: int, payload: bytes | memoryview) -> bytes:
         return gzip.compress(payload) + gzip.flush()
     if codec == 2:
         return bytes(cramjam.snappy.compress_raw(payload))
-    if codec == 3:
-        return bytes(cramjam.lz4.compress(payload))
+    if codec == 3:  # independent blocks, as Kafka's and librdkafka's producers write them (and 10x faster to
+        # decompress with cramjam than its default linked blocks: 11 us for a 117 KB batch instead of 140)
+        lz4 = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+        lz4.compress(bytes(payload))
+        return bytes(lz4.finish())
     if codec == 4:
         return bytes(cramjam.zstd.compress(payload))
     raise UnknownCodecError(f"unknown compression codec {codec}")

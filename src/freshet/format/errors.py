@@ -18,6 +18,17 @@ class InvalidBatchError(FormatError):
     Kafka does not have, a control batch without a control record."""
 
 
+class MalformedRecordError(InvalidBatchError):
+    """A batch whose CRC-32C holds but whose records do not: a length that overruns the batch or its record, a field
+    of negative size, a header count that does not fit, an offset delta out of sequence, bytes left after the
+    batch's count of records. ``index``: the record at fault in its batch (None: the batch as a whole). Kafka's
+    record iterator answers these INVALID_RECORD."""
+
+    def __init__(self, message: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.index = index
+
+
 class CorruptPayloadError(CorruptBatchError):
     """A records section that does not decompress with its codec."""
 

@@ -21,7 +21,7 @@ from typing import Iterator, NamedTuple
 import crc32c
 
 from .compression import compress, decompress
-from .errors import CorruptBatchError, CorruptPayloadError, InvalidBatchError
+from .errors import CorruptBatchError, CorruptPayloadError, InvalidBatchError, MalformedRecordError
 from .varint import read_varint, write_varint
 
 try:
@@ -95,7 +95,8 @@ def read_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
 
 
 def validate_batches(buf: bytes | memoryview) -> list[BatchHeader]:
-    """Check every batch in a produce request's records: length, magic, CRC-32C, counts.
+    """Check every batch in a produce request's records: length, magic, CRC-32C, counts (the records inside are
+    scan_records' to check).
 
     Returns the headers in order. Raises CorruptBatchError or InvalidBatchError (freshet.format.errors) and
     nothing else; a failing buffer is refused whole.
@@ -171,14 +172,20 @@ def stamp_log_append_time(buf: bytearray, pos: int, timestamp_ms: int) -> None:
     bit and the max timestamp, which consumers then give every record) and recompute its CRC, in place."""
     (attributes,) = _ATTRIBUTES.unpack_from(buf, pos + CRC_START)
     _ATTRIBUTES.pack_into(buf, pos + CRC_START, attributes | TIMESTAMP_TYPE_FLAG)
+    set_max_timestamp(buf, pos, timestamp_ms)
+
+
+def set_max_timestamp(buf: bytearray, pos: int, timestamp_ms: int) -> None:
+    """Set the max timestamp of the batch at ``buf[pos:]`` and recompute its CRC, in place (Kafka's
+    setMaxTimestamp: the leader writes the largest of the records' timestamps whatever the producer put there)."""
     struct.pack_into(">q", buf, pos + _MAX_TIMESTAMP_AT, timestamp_ms)
     (length,) = struct.unpack_from(">i", buf, pos + 8)
     _CRC.pack_into(buf, pos + 17, crc32c.crc32c(memoryview(buf)[pos + CRC_START:pos + LOG_OVERHEAD + length]))
 
 
 # ---------------------------------------------------------------------------------------
-# Records inside a batch. The broker never needs these on its hot path; they serve the
-# timestamp lookup, compaction and tests.
+# Records inside a batch. decode_records builds them (the timestamp lookup, compaction, tests); scan_records only
+# walks them, on the produce path, where every produced batch's records are checked.
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,82 +327,110 @@ def iter_batches(buf: bytes | memoryview) -> Iterator[tuple[BatchHeader, memoryv
 
 class RecordScan(NamedTuple):
     """What the produce path checks in one batch, read without building records: how many records it holds, the
-    index in the batch of each record without a key, and (when asked) each record's timestamp as decode_records
-    gives it."""
+    index in the batch of each record without a key, (when asked) each record's timestamp as decode_records gives
+    it, and the largest of its records' timestamps (what the header's max timestamp must say)."""
 
     count: int
     keyless: list[int]
     timestamps: list[int] | None
+    max_timestamp: int
 
 
 _ZIGZAG = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))  # a one-byte varint's value (most of a record's)
 
 
-def scan_records(batch: bytes | memoryview, timestamps: bool = False) -> RecordScan:
-    """Walk the records of one batch (decompressed with its codec) as decode_records does, field by field, but
-    skip keys, values and headers by their lengths instead of copying them. It refuses exactly the batches
-    decode_records refuses, with the same CorruptBatchError, and builds nothing per record: the compacted-topic
-    key check and the timestamp bounds run on every produce."""
-    header = read_header(batch)
-    data = _records_payload(batch, header)
+def scan_records(batch: bytes | memoryview, timestamps: bool = False, header: BatchHeader | None = None) -> RecordScan:
+    """Walk the records of one batch (decompressed with its codec) field by field, keys, values and headers skipped
+    by their lengths, nothing built per record, and check their structure as Kafka's leader does before it stores a
+    produced batch: every length within the batch and its record, no field of negative size but a null key or
+    value (-1), a header count that fits, offset deltas 0, 1, 2, ... (the header's last offset delta is checked
+    against the count by validate_batches), exactly ``records_count`` records and no byte after them.
+
+    Raises MalformedRecordError (with the record's index) for records that do not hold together, CorruptPayloadError
+    for a records section that does not decompress. The broker runs it on every produced batch, in C
+    (freshet.format._scan) where it was built; ``header``: the batch's, when the caller has read it."""
+    if header is None:
+        header = read_header(batch)
+    if header.attributes & COMPRESSION_MASK:
+        data = _records_payload(batch, header)
+    else:
+        data = memoryview(batch)[HEADER_SIZE:header.size]
     if _scan is not None:
         try:
-            walked = _scan.walk(data, header.records_count, timestamps)
+            walked = _scan.check(data, header.records_count, timestamps)
         except ValueError as exc:
-            raise CorruptBatchError(str(exc)) from None
+            raise MalformedRecordError(*exc.args) from None
         if walked is not None:  # None: a varint past 64 bits, left to the walk in Python
-            keyless, deltas = walked
-            stamps = None
-            if deltas is not None:
-                stamps = ([header.max_timestamp] * len(deltas) if header.attributes & TIMESTAMP_TYPE_FLAG
-                          else [header.base_timestamp + delta for delta in deltas])
-            return RecordScan(max(header.records_count, 0), keyless, stamps)
+            keyless, deltas, max_delta = walked
+            return _scanned(header, keyless, deltas, max_delta)
     return _walk(data, header, timestamps)
 
 
+def _scanned(header: BatchHeader, keyless: list[int], deltas: list[int] | None, max_delta: int | None) -> RecordScan:
+    log_append_time = header.attributes & TIMESTAMP_TYPE_FLAG
+    stamps = None
+    if deltas is not None:
+        stamps = ([header.max_timestamp] * len(deltas) if log_append_time
+                  else [header.base_timestamp + delta for delta in deltas])
+    if log_append_time or max_delta is None:
+        max_timestamp = header.max_timestamp
+    else:
+        max_timestamp = header.base_timestamp + max_delta
+    return RecordScan(max(header.records_count, 0), keyless, stamps, max_timestamp)
+
+
 def _walk(data: bytes | memoryview, header: BatchHeader, timestamps: bool) -> RecordScan:
-    """scan_records' walk in Python (as _scan.walk in C)."""
+    """scan_records' walk in Python (as _scan.check in C: the same checks, messages and indexes)."""
     if not isinstance(data, bytes):
         data = bytes(data)
     zigzag = _ZIGZAG
     keyless: list[int] = []
-    stamps: list[int] | None = [] if timestamps else None
-    log_append_time = header.attributes & TIMESTAMP_TYPE_FLAG
+    deltas: list[int] | None = [] if timestamps else None
+    max_delta = None
+    size = len(data)
     pos = 0
+    index = 0
     try:
         for index in range(header.records_count):
             # every varint inline (a helper function per varint costs 12-33% of the walk; benchmarks/record_scan.py):
             # its one-byte value from the table, the rest (and their errors) from read_varint;
-            # a read past the end is decode_records' "truncated varint" (pos only grows, so data[pos] fails
-            # exactly when pos >= len(data))
+            # a read past the end is an IndexError (pos only grows, so data[pos] fails exactly when pos >= size)
             b = data[pos]
             if b < 0x80:
-                end = pos + 1 + zigzag[b]
-                pos += 2  # the length and the attributes byte
-            elif data[pos + 1] < 0x80:  # two bytes: a record of 64 to 8191 bytes
-                raw = (b & 0x7F) | (data[pos + 1] << 7)
-                end = pos + 2 + ((raw >> 1) ^ -(raw & 1))
-                pos += 3
-            else:
-                length, pos = read_varint(data, pos)
-                end = pos + length
+                length = zigzag[b]
                 pos += 1
+            else:
+                length, pos = _varint(data, pos, index)
+            start = pos
+            if length < 0 or length > size - pos:
+                raise MalformedRecordError(f"record {index}: its length {length} overruns the {size - pos} bytes left "
+                                           f"in the batch", index)
+            end = pos + length
+            pos += 1  # attributes: not read (Kafka has none in a record)
             b = data[pos]
             if b < 0x80:
                 ts_delta = zigzag[b]
                 pos += 1
             else:
-                ts_delta, pos = read_varint(data, pos)
-            if data[pos] < 0x80:  # offset delta
+                ts_delta, pos = _varint(data, pos, index)
+            b = data[pos]
+            if b < 0x80:
+                offset_delta = zigzag[b]
                 pos += 1
             else:
-                pos = read_varint(data, pos)[1]
+                offset_delta, pos = _varint(data, pos, index)
+            if offset_delta != index:
+                raise MalformedRecordError(f"record {index}: offset delta {offset_delta}, expected {index}", index)
             b = data[pos]
             if b < 0x80:
                 klen = zigzag[b]
                 pos += 1
             else:
-                klen, pos = read_varint(data, pos)
+                klen, pos = _varint(data, pos, index)
+            if klen < -1:
+                raise MalformedRecordError(f"record {index}: key of negative size {klen}", index)
+            if klen > end - pos:
+                raise MalformedRecordError(f"record {index}: key of {klen} bytes overruns its record", index)
             if klen < 0:
                 keyless.append(index)
             else:
@@ -404,12 +439,12 @@ def _walk(data: bytes | memoryview, header: BatchHeader, timestamps: bool) -> Re
             if b < 0x80:
                 vlen = zigzag[b]
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (b & 0x7F) | (data[pos + 1] << 7)
-                vlen = (raw >> 1) ^ -(raw & 1)
-                pos += 2
             else:
-                vlen, pos = read_varint(data, pos)
+                vlen, pos = _varint(data, pos, index)
+            if vlen < -1:
+                raise MalformedRecordError(f"record {index}: value of negative size {vlen}", index)
+            if vlen > end - pos:
+                raise MalformedRecordError(f"record {index}: value of {vlen} bytes overruns its record", index)
             if vlen > 0:
                 pos += vlen
             b = data[pos]
@@ -417,29 +452,54 @@ def _walk(data: bytes | memoryview, header: BatchHeader, timestamps: bool) -> Re
                 nheaders = zigzag[b]
                 pos += 1
             else:
-                nheaders, pos = read_varint(data, pos)
+                nheaders, pos = _varint(data, pos, index)
+            if nheaders < 0 or nheaders > end - pos:
+                raise MalformedRecordError(f"record {index}: header count {nheaders} does not fit its record", index)
             for _h in range(nheaders):
                 b = data[pos]
                 if b < 0x80:
                     hklen = zigzag[b]
                     pos += 1
                 else:
-                    hklen, pos = read_varint(data, pos)
+                    hklen, pos = _varint(data, pos, index)
                 if hklen < 0:
-                    raise CorruptBatchError(f"record header key of negative size {hklen}")
+                    raise MalformedRecordError(f"record {index}: header key of negative size {hklen}", index)
+                if hklen > end - pos:
+                    raise MalformedRecordError(f"record {index}: header key of {hklen} bytes overruns its record",
+                                               index)
                 pos += hklen
                 b = data[pos]
                 if b < 0x80:
                     hvlen = zigzag[b]
                     pos += 1
                 else:
-                    hvlen, pos = read_varint(data, pos)
+                    hvlen, pos = _varint(data, pos, index)
+                if hvlen < -1:
+                    raise MalformedRecordError(f"record {index}: header value of negative size {hvlen}", index)
+                if hvlen > end - pos:
+                    raise MalformedRecordError(f"record {index}: header value of {hvlen} bytes overruns its record",
+                                               index)
                 if hvlen > 0:
                     pos += hvlen
             if pos != end:
-                raise CorruptBatchError("record length does not match its fields")
-            if stamps is not None:
-                stamps.append(header.max_timestamp if log_append_time else header.base_timestamp + ts_delta)
+                raise MalformedRecordError(f"record {index}: its fields take {pos - start} bytes, its length says "
+                                           f"{length}", index)
+            if max_delta is None or ts_delta > max_delta:
+                max_delta = ts_delta
+            if deltas is not None:
+                deltas.append(ts_delta)
     except IndexError:
-        raise CorruptBatchError("truncated varint") from None
-    return RecordScan(max(header.records_count, 0), keyless, stamps)
+        raise MalformedRecordError(f"record {index} runs past the end of the batch", index) from None
+    if pos != size:
+        raise MalformedRecordError(f"{size - pos} bytes after the last of the batch's {header.records_count} records")
+    return _scanned(header, keyless, deltas, max_delta)
+
+
+def _varint(data: bytes, pos: int, index: int) -> tuple[int, int]:
+    """read_varint, its errors named with the record's index (as the C walk names them)."""
+    try:
+        return read_varint(data, pos)
+    except CorruptBatchError as exc:
+        if str(exc) == "truncated varint":
+            raise MalformedRecordError(f"record {index} runs past the end of the batch", index) from None
+        raise MalformedRecordError(f"record {index}: {exc}", index) from None

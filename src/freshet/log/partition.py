@@ -27,6 +27,7 @@ from freshet.format.record_batch import (
     read_header,
     recompress,
     scan_records,
+    set_max_timestamp,
     stamp_log_append_time,
     validate_batches,
     with_base_offset,
@@ -143,11 +144,14 @@ class Partition:
         """Validate and append the batches of one produce request for this partition.
 
         Every check runs before anything is written: a refused request changes nothing. Batches the format
-        refuses are refused as CorruptBatchError (length, CRC-32C, a record that runs out, a payload that does
-        not decompress) or InvalidRecordError (magic, counts, codec).
+        refuses are refused as CorruptBatchError (length, CRC-32C, a payload that does not decompress) or
+        InvalidRecordError (magic, counts, codec, records that do not hold together: then with the record's index,
+        as Kafka's INVALID_RECORD).
         """
         try:
             return self._append(records)
+        except format_errors.MalformedRecordError as exc:
+            raise InvalidRecordError(str(exc), () if exc.index is None else ((exc.index, str(exc)),)) from None
         except format_errors.CorruptBatchError as exc:
             raise CorruptBatchError(str(exc)) from None
         except format_errors.FormatError as exc:
@@ -166,12 +170,15 @@ class Partition:
                 raise RecordTooLargeError(
                     f"batch of {header.size} bytes exceeds max.message.bytes={self.config.max_message_bytes}"
                 )
-        if self.config.compacted:
-            self._require_keys(records, headers)
         now_ms = int(time.time() * 1000)
         log_append = self.config.message_timestamp_type == "LogAppendTime"
-        if not log_append:
-            self._check_timestamps(records, headers, now_ms)
+        bounded = not log_append and self._timestamps_bounded()
+        # every batch's records walked once (their structure, and what the key and timestamp checks need)
+        scans = _scan_batches(records, headers, timestamps=bounded)
+        if self.config.compacted:
+            self._require_keys(scans)
+        if bounded:
+            self._check_timestamps(scans, now_ms)
         pending: dict[int, ProducerEntry] = {}
         duplicate = None
         for header in headers:
@@ -204,6 +211,13 @@ class Partition:
                 stamp_log_append_time(data, pos, now_ms)
                 assigned[i] = header._replace(attributes=header.attributes | TIMESTAMP_TYPE_FLAG, max_timestamp=now_ms)
                 pos += header.size
+        else:  # a max timestamp that is not the records' largest is corrected, as Kafka does (CRC recomputed)
+            pos = 0
+            for i, (header, scan) in enumerate(zip(assigned, scans)):
+                if header.max_timestamp != scan.max_timestamp:
+                    set_max_timestamp(data, pos, scan.max_timestamp)
+                    assigned[i] = header._replace(max_timestamp=scan.max_timestamp)
+                pos += header.size
         for header in assigned:
             self.producer_state.stage(header, header.base_offset, pending)
         self._write(data, assigned)
@@ -225,12 +239,14 @@ class Partition:
             pos += header.size
         return bytes(out), validate_batches(out)
 
-    def _check_timestamps(self, records: bytes | memoryview, headers: list[BatchHeader], now_ms: int) -> None:
+    def _timestamps_bounded(self) -> bool:
+        return (self.config.message_timestamp_before_max_ms < 2**63 - 1
+                or self.config.message_timestamp_after_max_ms < 2**63 - 1)
+
+    def _check_timestamps(self, scans: list[RecordScan], now_ms: int) -> None:
         """message.timestamp.before/after.max.ms (CreateTime): every record's timestamp must lie within them of
-        the broker's clock (the records are decoded only on topics that set a bound)."""
+        the broker's clock (``scans`` carry the records' timestamps on topics that set a bound)."""
         before, after = self.config.message_timestamp_before_max_ms, self.config.message_timestamp_after_max_ms
-        if before >= 2**63 - 1 and after >= 2**63 - 1:
-            return
 
         def fault(timestamp: int) -> str | None:
             if now_ms - timestamp > before:
@@ -247,7 +263,7 @@ class Partition:
                 return ()
             return tuple((i, why) for i, why in enumerate(map(fault, scan.timestamps)) if why is not None)
 
-        found = _first_faulty_batch(records, headers, faults, timestamps=True)
+        found = _first_faulty_batch(scans, faults)
         if found is not None:
             count, faults = found
             raise InvalidTimestampError(
@@ -375,9 +391,9 @@ class Partition:
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTransaction]:
         return self.transactions.aborted_between(start, end)
 
-    def _require_keys(self, records: bytes | memoryview, headers: list[BatchHeader]) -> None:
+    def _require_keys(self, scans: list[RecordScan]) -> None:
         """Every record of a compacted topic has a key."""
-        found = _first_faulty_batch(records, headers,
+        found = _first_faulty_batch(scans,
                                     lambda scan: tuple((i, "Compacted topic cannot accept message without key")
                                                        for i in scan.keyless))
         if found is not None:
@@ -623,19 +639,26 @@ class Partition:
         os.rmdir(self.directory)
 
 
-def _first_faulty_batch(records: bytes | memoryview, headers: list[BatchHeader], faults,
-                        timestamps: bool = False) -> tuple[int, tuple[tuple[int, str], ...]] | None:
-    """As Kafka's validator: the first batch with records that ``faults`` (a batch's RecordScan -> each wrong
-    record's index in the batch with the reason) finds wrong, as its record count and those faults (None: all are
-    fine). The records are walked, not decoded (scan_records: the same format errors, nothing built per record)."""
+def _scan_batches(records: bytes | memoryview, headers: list[BatchHeader], timestamps: bool) -> list[RecordScan]:
+    """Each batch's records walked and checked, as Kafka's validator walks them before it stores anything
+    (scan_records: MalformedRecordError for records that do not hold together, nothing built per record)."""
     view = memoryview(records)
+    scans = []
     pos = 0
     for header in headers:
-        scan = scan_records(view[pos:pos + header.size], timestamps)
+        scans.append(scan_records(view[pos:pos + header.size], timestamps, header))
+        pos += header.size
+    return scans
+
+
+def _first_faulty_batch(scans: list[RecordScan], faults) -> tuple[int, tuple[tuple[int, str], ...]] | None:
+    """As Kafka's validator: the first batch with records that ``faults`` (a batch's RecordScan -> each wrong
+    record's index in the batch with the reason) finds wrong, as its record count and those faults (None: all are
+    fine)."""
+    for scan in scans:
         found = faults(scan)
         if found:
             return scan.count, found
-        pos += header.size
     return None
 
 

@@ -26,7 +26,13 @@ from kio.serial import entity_writer
 from freshet.broker.wire import protocol
 from freshet.format.errors import FormatError, FrameError
 from freshet.format.framing import read_request_header, request_header, size_prefixed
-from freshet.format.record_batch import HEADER_SIZE, decode_records, encode_batch, validate_batches
+from freshet.format.record_batch import (
+    HEADER_SIZE,
+    decode_records,
+    encode_batch,
+    scan_records,
+    validate_batches,
+)
 
 INTERESTING = [0x00, 0x01, 0x7F, 0x80, 0xFF, 0xFE]
 # DeleteTopics, DeleteRecords, DeleteGroups, OffsetDelete, share offsets, users, ACL and config changes,
@@ -183,18 +189,30 @@ def resealed(batch: bytes | bytearray) -> bytes:
 
 
 def record_level_batches(timestamp_ms: int) -> dict[str, tuple[bytes, int]]:
-    """Batches whose length, magic, counts and CRC-32C hold, so that only decoding their records judges them (a
-    compacted topic's key check, message.timestamp bounds): name -> (batch, the error code Kafka answers)."""
+    """Batches whose length, magic, counts and CRC-32C hold, so that only walking their records judges them (the
+    produce path's scan_records on every topic): name -> (batch, the error code Kafka answers: INVALID_RECORD, as
+    its record iterator refuses records that do not hold together)."""
     def one(header_key: str = "hdr-key", value: bytes = b"VVVV") -> bytes:
         return encode_batch([(b"k", value, timestamp_ms, ((header_key, b"hv"),))])
 
+    def counted(batch: bytes, count: int) -> bytes:  # records_count and last offset delta made to say ``count``
+        out = bytearray(batch)
+        struct.pack_into(">i", out, 23, count - 1)
+        struct.pack_into(">i", out, 57, count)
+        return resealed(out)
+
     plain = one()
+    two = encode_batch([(b"k", b"v", timestamp_ms), (b"k", b"w", timestamp_ms)])
     return {
         # Kafka decodes a header key with Java's UTF-8 decoder, which replaces what is not UTF-8: accepted
         "header key not UTF-8": (one("\udcff\udcfehdr"), 0),
-        "header key of negative size": (resealed(plain.replace(b"\x0ehdr-key", b"\x01hdr-key")), 2),
-        "value longer than its record": (resealed(plain.replace(b"\x08VVVV", b"\x0cVVVV")), 2),
-        "header count past the record": (resealed(plain.replace(b"\x02\x0ehdr-key", b"\x06\x0ehdr-key")), 2),
+        "header key of negative size": (resealed(plain.replace(b"\x0ehdr-key", b"\x01hdr-key")), 87),
+        "value longer than its record": (resealed(plain.replace(b"\x08VVVV", b"\x0cVVVV")), 87),
+        "header count past the record": (resealed(plain.replace(b"\x02\x0ehdr-key", b"\x06\x0ehdr-key")), 87),
+        "key of negative size -2": (resealed(plain.replace(b"\x02k\x08VVVV", b"\x03k\x08VVVV")), 87),
+        "offset delta out of sequence": (resealed(two.replace(b"\x00\x02\x02k\x02w", b"\x00\x04\x02k\x02w")), 87),
+        "records_count below the records present": (counted(two, 1), 87),
+        "records_count above the records present": (counted(two, 3), 87),
     }
 
 
@@ -297,10 +315,12 @@ def fuzz_decoder(frames: int, seed: int = 1) -> FuzzReport:
 
 def fuzz_records(batches: int, seed: int = 1) -> FuzzReport:
     """Mutated records sections in batches whose length and CRC-32C are made to hold again, straight into the
-    records' decoder (what a compacted topic's key check runs on a client's batch): each batch must decode or
-    raise a FormatError (CORRUPT_MESSAGE / INVALID_RECORD to the client), nothing else."""
+    produce path's walk over the records (scan_records, on every produced batch) and the records' decoder: each
+    batch must pass or raise a FormatError (CORRUPT_MESSAGE / INVALID_RECORD to the client), nothing else."""
     seeds = [batch for batch, _code in record_level_batches(1_700_000_000_000).values()]
     seeds.append(encode_batch([(None, b"v" * 40, 1, (("a", None), ("b", b"x"))), (b"k" * 20, None, 2)]))
+    # mostly values: most mutations land inside them and the batch still holds together (the walk checks the rest)
+    seeds.append(encode_batch([(b"k" * 30, b"v" * 600, 1, (("h", b"x" * 200),)), (b"k", b"w" * 300, 2)]))
     corpus = [s[HEADER_SIZE:] for s in seeds]
     rng = random.Random(seed)
     report = FuzzReport()
@@ -314,6 +334,7 @@ def fuzz_records(batches: int, seed: int = 1) -> FuzzReport:
         report.frames += 1
         try:
             validate_batches(batch)
+            scan_records(batch, timestamps=True)
             list(decode_records(batch))
             report.decoded += 1
         except FormatError:

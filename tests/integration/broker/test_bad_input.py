@@ -252,10 +252,11 @@ def test_a_record_too_far_from_the_clock_fails_alone_with_its_record_error(broke
 
 @pytest.fixture
 def record_checking_topics(broker, topic_name):
-    """The topics whose produce path decodes every record: a compacted one (keys) and one with a timestamp bound."""
+    """Every topic's produce path walks every record: a compacted one (keys), one with a timestamp bound, a plain one."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     configs = {f"{topic_name}-compact": {"cleanup.policy": "compact"},
-               f"{topic_name}-bounded": {"message.timestamp.before.max.ms": "3600000"}}
+               f"{topic_name}-bounded": {"message.timestamp.before.max.ms": "3600000"},
+               f"{topic_name}-plain": {}}
     for name, config in configs.items():
         admin.create_topics([NewTopic(name, 1, config=config)])[name].result(10)
     return list(configs)
@@ -272,9 +273,10 @@ def _log_after(broker, start: int) -> str:
         return log.read()
 
 
-def test_records_that_do_not_hold_together_are_corrupt_message_and_nothing_is_stored(broker, record_checking_topics):
-    """A batch whose CRC-32C holds but whose records run past themselves (a header key of negative size, a value or
-    a header count past the record): CORRUPT_MESSAGE, as Kafka; nothing stored; the connection keeps working."""
+def test_records_that_do_not_hold_together_are_invalid_record_and_nothing_is_stored(broker, record_checking_topics):
+    """A batch whose CRC-32C holds but whose records do not hold together (a header key of negative size, a value or
+    a header count past the record, offset deltas out of sequence, a records_count that disagrees with the records):
+    INVALID_RECORD, as Kafka's record iterator; nothing stored; the connection keeps working."""
     from freshet.testing.fuzz import record_level_batches
 
     batches = record_level_batches(int(time.time() * 1000))
@@ -285,7 +287,9 @@ def test_records_that_do_not_hold_together_are_corrupt_message_and_nothing_is_st
                 if code == 0:
                     continue
                 answer = produce(conn, topic, 0, batch)
-                assert (name, answer.error_code) == (name, ErrorCode.corrupt_message)
+                assert (name, answer.error_code) == (name, ErrorCode.invalid_record) == (name, code)
+                if name == "offset delta out of sequence":  # Produce v8+: the record at fault
+                    assert [e.batch_index for e in answer.record_errors] == [1]
             assert fetch(conn, topic, 0, 0).high_watermark == 0
             assert produce(conn, topic, 0, encode_batch([(b"k", b"fine", int(time.time() * 1000))])).error_code == 0
     assert still_serving(broker, record_checking_topics[0])

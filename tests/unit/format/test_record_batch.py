@@ -1,6 +1,6 @@
 import pytest
 
-from freshet.format.compression import compress
+from freshet.format.compression import compress, decompress
 from freshet.format.control import ABORT, COMMIT, marker_batch, marker_type
 from freshet.format.errors import (
     CorruptBatchError,
@@ -100,3 +100,12 @@ def test_transaction_markers():
     not_a_marker = encode_batch([(None, b"v", 1)], attributes=0x30)
     with pytest.raises(InvalidBatchError, match="control record"):
         marker_type(not_a_marker)
+
+
+def test_lz4_is_written_in_independent_blocks_as_kafka_requires():
+    """Kafka's Java consumer refuses an LZ4 frame of linked blocks ("Dependent block stream is unsupported"); a topic
+    with compression.type=lz4 recompresses into what librdkafka and Kafka's producers write."""
+    data = encode_batch([(b"k%d" % i, b"v" * 100, i) for i in range(2000)])[HEADER_SIZE:]  # more than one block
+    frame = compress(3, data)
+    assert frame[:4] == b"\x04\x22\x4d\x18" and frame[4] & 0x20  # FLG: block independence
+    assert bytes(decompress(3, frame)) == data

@@ -243,9 +243,10 @@ def test_a_compacted_partition_names_the_keyless_records_of_the_first_batch_with
     assert p.append(fine).last_offset == 2
 
 
-def test_a_compacted_partition_refuses_a_record_that_runs_past_itself_as_corrupt(tmp_path):
-    """A record whose fields do not add up to its length (the batch's CRC-32C holding) is CORRUPT_MESSAGE, not a
-    keyless record, even when the record before it has no key; nothing is written."""
+def test_a_compacted_partition_refuses_a_record_that_runs_past_itself_as_invalid(tmp_path):
+    """A record whose length runs past the batch (the batch's CRC-32C holding) is INVALID_RECORD for that record,
+    as Kafka's record iterator answers it, not a keyless record, even when the record before it has no key; nothing
+    is written."""
     import struct
 
     import crc32c
@@ -257,6 +258,7 @@ def test_a_compacted_partition_refuses_a_record_that_runs_past_itself_as_corrupt
     second = HEADER_SIZE + 1 + batch[HEADER_SIZE] // 2  # the second record's length varint
     batch[second] += 2  # one byte longer than its fields
     struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[CRC_START:])))
-    with pytest.raises(CorruptBatchError, match="record length does not match its fields"):
+    with pytest.raises(InvalidRecordError, match="record 1: its length 13 overruns the 12 bytes left") as refused:
         p.append(bytes(batch))
+    assert [index for index, _why in refused.value.record_errors] == [1]
     assert p.log_end_offset == 0
