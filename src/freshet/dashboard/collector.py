@@ -17,7 +17,11 @@ from freshet.client.groups import GroupAdmin
 from freshet.client.log_dirs import LogDirSizes
 from freshet.client.share_groups import read_share_groups
 
+from freshet.client.errors import ClientError
+
+from . import registries
 from .cluster import ClusterReader
+from .registries import Registry
 
 HISTORY = 300  # samples kept per series
 SQL_TOPIC = "__freshet_sql"  # freshet sql's catalog (freshet.sql.catalog, a layer above the dashboard)
@@ -34,6 +38,7 @@ class Snapshot:
     ingest: dict = field(default_factory=dict)  # ingest servers: endpoints, policies, counters
     rules: dict = field(default_factory=dict)  # stored CEP rules and search queries: {"rules": {}, "queries": {}}
     sql: dict = field(default_factory=dict)  # ``__freshet_sql``: {"queries": {id: record}, "sources": {name: ...}}
+    undecodable: dict = field(default_factory=dict)  # registry topic -> its records that do not decode (registries.py)
     clients: dict = field(default_factory=dict)  # instance id -> the metrics the client pushed, its traffic
     cluster: dict = field(default_factory=dict)  # brokers, controller, ISRs, reassignments (``cluster.py``)
     error: str | None = None
@@ -53,8 +58,7 @@ class Collector:
         self.cluster = ClusterReader(bootstrap)  # the Cluster tab (DescribeCluster, ListPartitionReassignments)
         self.snapshot = Snapshot()
         self._event_counts: dict[str, EventCounter] = {}
-        self._ingest_view = None
-        self._stored: dict = {}
+        self._registries: dict[str, Registry] = {}
         self.history: dict[str, deque] = {}
         self._previous: dict[str, tuple[float, int]] = {}
         self._offsets: dict[tuple[str, int, str], int] = {}  # the last round's log start and end offsets
@@ -179,21 +183,31 @@ class Collector:
             if topic in snap.topics:
                 snap.topics[topic]["rate_out"] = round(rate, 1)
         try:
-            from freshet.client.pipeline_registry import read_pipelines
+            from freshet.client.pipeline_registry import PIPELINES_TOPIC
 
-            snap.pipelines = read_pipelines(self.bootstrap)
-        except (KafkaException, ImportError):
+            snap.pipelines = self._registry(snap, PIPELINES_TOPIC, registries.pipeline)
+        except (KafkaException, ClientError):
             snap.pipelines = {}
         for name, p in snap.pipelines.items():
             progress = p.get("progress") or {}
             self._record(f"pipeline:{name}", now, progress.get("input_rows_per_second") or 0)
-        snap.applications = self._applications(snap.topics, now)
-        snap.ingest = self._ingest(now)
-        snap.rules = self._rules()
-        snap.sql = self._sql()
+        snap.applications = self._applications(snap, now)
+        snap.ingest = self._ingest(snap, now)
+        snap.rules = self._rules(snap)
+        snap.sql = self._sql(snap)
         with self._lock:
             self.snapshot = snap
         return snap
+
+    def _registry(self, snap: Snapshot, topic: str, shape) -> dict[str, dict]:
+        """A registry topic's entries that decode (by key); those that do not go to ``snap.undecodable``."""
+        registry = self._registries.get(topic)
+        if registry is None:
+            registry = self._registries[topic] = Registry(self.bootstrap, topic, shape)
+        entries, marks = registry.refresh(timeout_s=5.0)
+        if marks:
+            snap.undecodable[topic] = marks
+        return entries
 
     def _collect_share_groups(self, snap: Snapshot, now: float) -> None:
         """Share groups (queues): their state topic read as a Kafka client; the backlog stands in for lag."""
@@ -219,12 +233,20 @@ class Collector:
             }
             self._record(f"lag:{group_id}", now, info.backlog)
 
-    def _applications(self, topics: dict, now: float) -> dict:
+    def _applications(self, snap: Snapshot, now: float) -> dict:
         """Each event-sourced application in ``__freshet_applications``: events per aggregate type (counted
         by reading the events topic's new records each round) and each projection's position and lag."""
-        from freshet.client.application_registry import read_registry
+        from freshet.client.application_registry import REGISTRY_TOPIC
 
-        applications, projections = read_registry(self.bootstrap)
+        topics = snap.topics
+        applications, projections = {}, {}
+        for key, value in self._registry(snap, REGISTRY_TOPIC, registries.application).items():
+            kind, _, rest = key.partition("/")
+            if kind == "application":
+                applications[rest] = value
+            elif kind == "projection":
+                app, _, name = rest.partition("/")
+                projections[(app, name)] = value
         out = {}
         for name, app in sorted(applications.items()):
             events_topic = app["events_topic"]
@@ -252,29 +274,19 @@ class Collector:
             self._event_counts.pop(gone).close()
         return out
 
-    def _rules(self) -> dict:
+    def _rules(self, snap: Snapshot) -> dict:
         """The CEP rules (``__freshet_rules``) and stored search queries (``__freshet_watches``) that running
         ``cep`` and ``watch`` pipelines match, each read by a consumer kept between rounds."""
-        from freshet.client.stored import RULES_TOPIC, WATCHES_TOPIC, StoredDefinitions
+        from freshet.client.stored import RULES_TOPIC, WATCHES_TOPIC
 
-        out = {}
-        for kind, topic in (("rules", RULES_TOPIC), ("queries", WATCHES_TOPIC)):
-            stored = self._stored.get(topic)
-            if stored is None:
-                stored = self._stored[topic] = StoredDefinitions(self.bootstrap, topic)
-            out[kind] = dict(sorted(stored.refresh(timeout_s=5.0).items()))
-        return out
+        return {kind: dict(sorted(self._registry(snap, topic, registries.definition).items()))
+                for kind, topic in (("rules", RULES_TOPIC), ("queries", WATCHES_TOPIC))}
 
-    def _sql(self) -> dict:
+    def _sql(self, snap: Snapshot) -> dict:
         """The SQL catalog (``__freshet_sql``, written by ``freshet sql``): its persistent queries (CSAS/CTAS: the
         statement, the sink and its topic, the status) and its streams and tables (by lower-cased name: kind, name,
         topic), read by a consumer kept between rounds."""
-        from freshet.client.stored import StoredDefinitions
-
-        stored = self._stored.get(SQL_TOPIC)
-        if stored is None:
-            stored = self._stored[SQL_TOPIC] = StoredDefinitions(self.bootstrap, SQL_TOPIC)
-        entries = stored.refresh(timeout_s=5.0)
+        entries = self._registry(snap, SQL_TOPIC, registries.anything)
         queries = {k.partition(":")[2]: v["query"] for k, v in entries.items()
                    if k.startswith("query:") and isinstance(v.get("query"), dict)}
         sources = {}
@@ -285,14 +297,13 @@ class Collector:
                 sources[name] = {"kind": kind, "name": definition.get("name", name), "topic": definition["topic"]}
         return {"queries": dict(sorted(queries.items())), "sources": sources}
 
-    def _ingest(self, now: float) -> dict:
+    def _ingest(self, snap: Snapshot, now: float) -> dict:
         """Ingest servers as they last announced themselves (every 2 s) in ``__freshet_ingest``, read by one
         consumer kept between rounds; each endpoint's records per second from the counters' growth."""
-        from freshet.client.ingest_registry import IngestView
+        from freshet.client.ingest_registry import INGEST_TOPIC
 
-        if self._ingest_view is None:
-            self._ingest_view = IngestView(self.bootstrap)
-        servers = self._ingest_view.refresh()
+        servers = {key.removeprefix("ingest/"): value for key, value in
+                   self._registry(snap, INGEST_TOPIC, registries.ingest_server).items()}
         for name, server in servers.items():
             for endpoint, e in server.get("endpoints", {}).items():
                 key = f"ingest:{name}/{endpoint}"

@@ -56,6 +56,16 @@ async def ingest(request: Request, collector: Source) -> dict:
             for name, server in collector.snapshot.ingest.items()}
 
 
+@router.get("/api/undecodable")
+async def undecodable(request: Request, collector: Source) -> dict:
+    """Per registry topic, its latest records that do not decode (``registries.py``): partition, offset, key, size
+    and why, each shown on its tab while the rest of the tab shows what decodes; a signed-in user gets those of the
+    topics they may READ."""
+    marks = collector.snapshot.undecodable
+    readable = await asyncio.to_thread(readable_to, request, tuple(marks)) if marks else None
+    return {topic: m for topic, m in marks.items() if readable is None or topic in readable}
+
+
 @router.get("/api/clients")
 async def clients(request: Request, collector: Source) -> dict:
     """Clients that push their metrics to the broker (KIP-714): request latency, queue time, fetch latency,
