@@ -7,6 +7,7 @@ import time
 import pytest
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic, ResourceType
+from kio.schema.errors import ErrorCode
 
 from .conftest import DEADLINE, admin
 
@@ -277,6 +278,54 @@ def test_client_quotas_are_cluster_metadata(cluster):
     assert alter(cluster.bootstrap_of(3), None) == 0
     assert cluster.metadata()["quotas"] == []
     wait_for("the quota gone from broker 1", lambda: described(cluster.bootstrap_of(1)) == {})
+
+
+def test_a_share_groups_configs_are_cluster_metadata_and_go_with_the_group(cluster):
+    """IncrementalAlterConfigs of a GROUP through any broker goes to the controller, as Kafka's GROUP configs: every
+    broker describes it (before: only the broker asked had it); DeleteGroups at the group coordinator deletes them
+    on every broker (before: kept by the broker asked)."""
+    from freshet.testing.raw_kafka import RawConnection
+
+    group_resource = 32  # Kafka's ConfigResource.Type.GROUP
+    limit = "share.delivery.count.limit"
+
+    def described(node_id: int) -> tuple[str, int]:
+        with RawConnection(cluster.bootstrap_of(node_id)) as conn:
+            [result] = conn.request(32, 4, {"resources": [{"resource_type": group_resource, "resource_name": "sg",
+                                                           "configuration_keys": [limit]}],
+                                            "include_synonyms": False, "include_documentation": False}).results
+        [entry] = result.configs
+        return entry.value, entry.config_source
+
+    created(admin(cluster.bootstrap), NewTopic("shared-work", 1, 3))
+
+    def group_coordinator() -> int | None:
+        with RawConnection(cluster.bootstrap_of(1)) as conn:
+            [found] = conn.request(10, 4, {"key_type": 0, "coordinator_keys": ["sg"]}).coordinators
+        return found.node_id if found.error_code == ErrorCode.none else None
+
+    coordinator = wait_for("the group coordinator", group_coordinator)
+    asked = next(n for n in (1, 2, 3) if n != coordinator)
+    with RawConnection(cluster.bootstrap_of(asked)) as conn:
+        [altered] = conn.request(44, 1, {"resources": [{"resource_type": group_resource, "resource_name": "sg",
+                                                        "configs": [{"name": limit, "config_operation": 0,
+                                                                     "value": "3"}]}],
+                                         "validate_only": False}).responses
+    assert altered.error_code == ErrorCode.none, altered
+    for node_id in (1, 2, 3):
+        wait_for(f"the group config on broker {node_id}", lambda: described(node_id) == ("3", 8))  # GROUP_CONFIG
+    assert cluster.metadata()["group_configs"] == {"sg": {limit: "3"}}
+
+    with RawConnection(cluster.bootstrap_of(coordinator)) as conn:  # a member joins and leaves: an empty group
+        for epoch in (0, -1):
+            beat = conn.request(76, 1, {"group_id": "sg", "member_id": "m", "member_epoch": epoch, "rack_id": None,
+                                        "subscribed_topic_names": ["shared-work"]})
+            assert beat.error_code == ErrorCode.none, beat
+        [deleted] = conn.request(42, 2, {"groups_names": ["sg"]}).results
+    assert deleted.error_code == ErrorCode.none
+    assert "sg" not in cluster.metadata()["group_configs"]
+    for node_id in (1, 2, 3):
+        wait_for(f"the default on broker {node_id}", lambda: described(node_id) == ("5", 5))  # DEFAULT_CONFIG
 
 
 def test_the_controllers_raft_traffic_is_encrypted_with_a_secret_of_the_cluster(cluster):

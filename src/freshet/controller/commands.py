@@ -146,8 +146,9 @@ class ElectLeaders:
 
 @dataclass(frozen=True)
 class AlterConfigs:
-    """IncrementalAlterConfigs for one resource: ``resource_type`` is "topic" or "broker" (``name`` "" for the
-    cluster-wide broker default); ``set`` values replace, ``delete`` names are removed."""
+    """IncrementalAlterConfigs for one resource: ``resource_type`` is "topic", "broker" (``name`` "" for the
+    cluster-wide broker default) or "group" (a group id: share groups' configs, checked by the broker that asks);
+    ``set`` values replace, ``delete`` names are removed."""
 
     resource_type: str
     name: str

@@ -92,6 +92,7 @@ class ClusterMetadata:
     topics: dict[str, Topic] = field(default_factory=dict)  # by topic id
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # by topic name
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # "" = cluster default
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # by group id (share groups' share.*)
     users: dict[str, dict[str, dict]] = field(default_factory=dict)  # user -> mechanism -> credential
     acls: list[dict[str, str]] = field(default_factory=list)
     quotas: dict[tuple, dict[str, float]] = field(default_factory=dict)
@@ -125,6 +126,7 @@ class ClusterMetadata:
                 for t in sorted(self.topics.values(), key=lambda t: t.name)
             ],
             "broker_configs": copy.deepcopy(self.broker_configs),
+            "group_configs": copy.deepcopy(self.group_configs),
             "users": {u: sorted(m) for u, m in sorted(self.users.items())},
             # the brokers' SCRAM credentials (salted and hashed, never a password), as each broker stores them
             "scram_credentials": copy.deepcopy(self.users),
@@ -428,8 +430,12 @@ class ClusterMetadata:
             if refused := _check_topic_configs({k: v for k, v in cmd.set.items() if k in shared}):
                 return refused
             store = self.broker_configs
+        elif cmd.resource_type == "group":  # a group's configs, whether or not it exists yet (as Kafka's)
+            if not cmd.name:
+                return _refuse("INVALID_GROUP_ID", "the group id must not be empty")
+            store = self.group_configs
         else:
-            return _refuse("INVALID_REQUEST", f"resource type {cmd.resource_type!r} is not topic or broker")
+            return _refuse("INVALID_REQUEST", f"resource type {cmd.resource_type!r} is not topic, broker or group")
         configs = {k: v for k, v in store.get(cmd.name, {}).items() if k not in cmd.delete}
         configs.update(cmd.set)
         if configs:

@@ -40,13 +40,12 @@ def leader_of_ten_records(tmp_path) -> tuple[TopicRegistry, ShareGroupCoordinato
     return registry, ShareGroupCoordinator(registry, clustered=True)
 
 
-def test_a_new_share_coordinator_takes_the_state_and_group_configs_over(tmp_path):
+def test_a_new_share_coordinator_takes_the_state_over(tmp_path):
     registry = TopicRegistry(str(tmp_path))
     first = ShareGroupCoordinator(registry, clustered=True)
     assert first._append([(b'["group","g"]', b'{"configs":{}}')]) == -1  # not the coordinator: nothing written
     assert registry.get("__share_group_state").partitions[0].log_end_offset == 0
     first.follow(0)
-    first.alter_configs("g", {"share.delivery.count.limit": "3"})
     window = from_batches(4, [(4, 5, 2, 1)])
     first._append([first.store.write("g", "t", "id", 0, 1, 0, window)])
     registry.get("__share_group_state").partitions[0].high_watermark = 0  # a follower's: behind its log end
@@ -54,9 +53,25 @@ def test_a_new_share_coordinator_takes_the_state_and_group_configs_over(tmp_path
     second = ShareGroupCoordinator(registry, clustered=True)
     second.follow(1)  # reads to the log end, not the high watermark
     assert second.store.read("g", "t", "id", 0, 1)["start_offset"] == 4
-    assert second.group("g").configs == {"share.delivery.count.limit": "3"}
     second.follow(None)
     assert second.store.values == {}
+    registry.close()
+
+
+def test_a_groups_configs_are_the_cluster_metadatas_on_every_broker(tmp_path):
+    """Cluster mode: a group's configs are what the metadata holds (IncrementalAlterConfigs through any broker goes
+    to the controller), for groups this broker holds and those it creates later; none are written to the topic."""
+    registry = TopicRegistry(str(tmp_path))
+    coordinator = ShareGroupCoordinator(registry, clustered=True)
+    coordinator.follow(0)  # the share coordinator too: it still writes no group record
+    held = coordinator.group("g", create=True)
+    coordinator.take_configs({"g": {"share.delivery.count.limit": "3"}, "later": {"share.auto.offset.reset": "earliest"}})
+    assert held.configs == {"share.delivery.count.limit": "3"} and coordinator.setting(held, "delivery_count_limit") == 3
+    assert coordinator.configs_of("later") == {"share.auto.offset.reset": "earliest"}  # before the group exists
+    assert coordinator.group("later", create=True).configs == {"share.auto.offset.reset": "earliest"}
+    coordinator.take_configs({})  # deleted in the metadata
+    assert held.configs == {} and coordinator.configs_of("g") == {}
+    assert registry.get("__share_group_state").partitions[0].log_end_offset == 0
     registry.close()
 
 

@@ -308,7 +308,13 @@ def test_alter_configs_of_topics_and_brokers():
     refused(m, c.AlterConfigs("broker", "9", {"a": "b"}), "INVALID_REQUEST")
     refused(m, c.AlterConfigs("broker", "", {"min.insync.replicas": "-1"}), "INVALID_CONFIG")
     refused(m, c.AlterConfigs("broker", "", {"unclean.leader.election.enable": "maybe"}), "INVALID_CONFIG")
-    refused(m, c.AlterConfigs("group", "g", {"a": "b"}), "INVALID_REQUEST")
+    refused(m, c.AlterConfigs("client_metrics", "m", {"a": "b"}), "INVALID_REQUEST")
+    # a group's configs (share groups'), whether or not the group exists, as Kafka's controller keeps GROUP configs
+    assert m.apply(c.AlterConfigs("group", "g", {"share.delivery.count.limit": "3"})).ok
+    assert m.snapshot()["group_configs"] == {"g": {"share.delivery.count.limit": "3"}}
+    assert m.apply(c.AlterConfigs("group", "g", {}, ("share.delivery.count.limit",))).ok
+    assert m.group_configs == {}
+    refused(m, c.AlterConfigs("group", "", {"share.delivery.count.limit": "3"}), "INVALID_GROUP_ID")
 
 
 def test_scram_users():

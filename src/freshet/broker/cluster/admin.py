@@ -217,8 +217,21 @@ async def alter_cluster_broker_configs(broker, level: str, changes: dict[str, st
         raise TopicError(ErrorCode.invalid_request, f"broker {level!r} is not registered")
     if validate_only:
         return
+    await _alter_configs(broker, "broker", level, changes)
+
+
+async def alter_group_configs(broker, group_id: str, changes: dict[str, str | None]) -> None:
+    """A group's configs (share groups' share.*, checked by the caller; None: removed) in the cluster metadata, as
+    Kafka's controller keeps GROUP configs: the same on every broker, whichever was asked; returns once this
+    broker's view has them."""
+    await _alter_configs(broker, "group", group_id, changes)
+    await broker.cluster.wait_for(lambda v: all(v.group_configs.get(group_id, {}).get(k) == value
+                                                for k, value in changes.items()), WAIT_FOR_VIEW_S)
+
+
+async def _alter_configs(broker, resource_type: str, name: str, changes: dict[str, str | None]) -> None:
     answer = await broker.cluster.command({
-        "command": "AlterConfigs", "resource_type": "broker", "name": level,
+        "command": "AlterConfigs", "resource_type": resource_type, "name": name,
         "set": {k: v for k, v in changes.items() if v is not None},
         "delete": [k for k, v in changes.items() if v is None]})
     if answer["error"] != "NONE":

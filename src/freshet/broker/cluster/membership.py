@@ -294,6 +294,8 @@ class ClusterMembership:
             self.broker.credentials.replace(scram_credentials(view))
         if view.quotas != before.quotas:
             self.broker.quotas.replace(view.quotas)
+        if view.group_configs != before.group_configs:
+            self.broker.share_groups.take_configs(view.group_configs)
         if self._leads_offsets(view) and not self._leads_offsets(before):
             # this broker is the groups' coordinator now: the commits its log replicated become its own
             self.broker.offsets.reload()

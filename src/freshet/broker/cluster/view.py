@@ -48,6 +48,7 @@ class ClusterView:
     acls: tuple[dict[str, str], ...] = ()  # the cluster's ACL bindings (each field a string)
     scram: dict[str, dict[str, dict]] = field(default_factory=dict)  # user -> mechanism -> credential (base64)
     quotas: dict[tuple, dict[str, float]] = field(default_factory=dict)  # ((type, name), ...) -> key -> value
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # group id -> its configs
 
     @classmethod
     def from_snapshot(cls, snapshot: dict) -> "ClusterView":
@@ -67,7 +68,8 @@ class ClusterView:
         return cls(snapshot.get("offset", -1), snapshot.get("version", -1), snapshot.get("controller_id", -1),
                    brokers, topics, dict(snapshot.get("broker_configs", {})), tuple(snapshot.get("acls", ())),
                    dict(snapshot.get("scram_credentials", {})),
-                   {tuple(tuple(p) for p in q["entity"]): dict(q["values"]) for q in snapshot.get("quotas", [])})
+                   {tuple(tuple(p) for p in q["entity"]): dict(q["values"]) for q in snapshot.get("quotas", [])},
+                   dict(snapshot.get("group_configs", {})))
 
     def live_brokers(self) -> list[BrokerInfo]:
         """The unfenced brokers, by id: those clients are told of."""

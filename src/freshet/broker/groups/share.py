@@ -118,6 +118,7 @@ class ShareGroupCoordinator:
         self.led_epoch = lambda topic, index: None
         self.persister = None
         self.coordinator_epoch: int | None = None  # cluster: the leader epoch in which this broker leads the topic
+        self.cluster_configs: dict[str, dict[str, str]] = {}  # cluster: every group's configs, from the metadata
         self._loading: dict[tuple, asyncio.Future] = {}
         if not clustered:
             self._replay()
@@ -145,8 +146,27 @@ class ShareGroupCoordinator:
         if not ok(parsed):
             raise ShareGroupError(ErrorCode.invalid_config, f"{name}={value!r} is out of range")
 
+    def configs_of(self, group_id: str) -> dict[str, str]:
+        """A group's own configs: in a cluster the metadata's (set through any broker, a group not created yet
+        included, as Kafka's GROUP configs), on one node its own."""
+        if self.clustered:
+            return dict(self.cluster_configs.get(group_id, {}))
+        group = self.groups.get(group_id)
+        return dict(group.configs) if group is not None else {}
+
+    def take_configs(self, configs: dict[str, dict[str, str]]) -> None:
+        """Cluster mode: the groups' configs as the cluster metadata now holds them (``cluster.membership`` on every
+        change), applied to the groups this broker holds (a lower delivery count limit archives what waits)."""
+        self.cluster_configs = {group_id: dict(values) for group_id, values in configs.items()}
+        for group in self.groups.values():
+            wanted = self.cluster_configs.get(group.group_id, {})
+            if group.configs != wanted:
+                group.configs = dict(wanted)
+                self._archive_exhausted(group)
+
     def alter_configs(self, group_id: str, changes: dict[str, str | None]) -> int:
-        """Set (None: remove) group configs; returns the offset to wait on. Validate first."""
+        """One node: set (None: remove) group configs; returns the offset to wait on. Validate first. (A cluster's
+        are its metadata: ``take_configs``.)"""
         group = self.group(group_id, create=True)
         for name, value in changes.items():
             if value is None:
@@ -174,7 +194,7 @@ class ShareGroupCoordinator:
     def group(self, group_id: str, create: bool = False) -> ShareGroup | None:
         g = self.groups.get(group_id)
         if g is None and create:
-            g = self.groups[group_id] = ShareGroup(group_id)
+            g = self.groups[group_id] = ShareGroup(group_id, configs=dict(self.cluster_configs.get(group_id, {})))
         return g
 
     def delete(self, group_id: str) -> int:
@@ -184,6 +204,8 @@ class ShareGroupCoordinator:
         if group.members:
             raise ShareGroupError(ErrorCode.non_empty_group)
         del self.groups[group_id]
+        if self.clustered:  # its state is deleted at the share coordinator, its configs in the cluster metadata
+            return -1
         records = [(_partition_key(group_id, t, p), None) for (t, p) in group.partitions]
         records.append((_group_key(group_id), None))
         return self._append(records)
@@ -408,8 +430,8 @@ class ShareGroupCoordinator:
     def follow(self, leader_epoch: int | None) -> None:
         """Cluster mode, after every metadata change: ``leader_epoch`` is the epoch in which this broker leads
         ``__share_group_state`` (None: another broker does). A broker that becomes its leader is the share
-        coordinator: it reads the topic to its log end (what the ISR replicated from the previous one), and takes
-        the groups' configs stored there for groups it holds none of; one that stops leading it forgets it."""
+        coordinator: it reads the topic to its log end (what the ISR replicated from the previous one); one that
+        stops leading it forgets it. (The groups' configs are the cluster metadata's: ``take_configs``.)"""
         if leader_epoch == self.coordinator_epoch:
             return
         self.coordinator_epoch = leader_epoch
@@ -418,15 +440,6 @@ class ShareGroupCoordinator:
             log.info("no longer the share coordinator")
             return
         self.store.load(self.state, self.state.log_end_offset)
-        for key, value in self.store.values.items():
-            if key.startswith(b'["group"'):
-                try:
-                    group_id, configs = orjson.loads(key)[1], dict(orjson.loads(value).get("configs", {}))
-                except (ValueError, IndexError, TypeError, AttributeError):
-                    continue
-                group = self.group(group_id, create=True)
-                if group is not None and not group.configs:
-                    group.configs = configs
         log.info("share coordinator in epoch %d: %d share-partition states taken over", leader_epoch,
                  sum(1 for key in self.store.values if key.startswith(b'["partition"')))
 
@@ -476,7 +489,10 @@ class ShareGroupCoordinator:
             raise StateError(failed_append_code(exc), str(exc)) from None
 
     def _write_group(self, group: ShareGroup) -> int:
-        """The group's configs and members as they are now (members for tools only: after a restart they rejoin)."""
+        """One node: the group's configs and members as they are now (members for tools only: after a restart they
+        rejoin). A cluster keeps the configs in its metadata and has the members rejoin a new coordinator."""
+        if self.clustered:
+            return -1
         members = [{"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
                     "member_epoch": m.epoch, "subscribed": list(m.subscribed)} for m in group.members.values()]
         return self._append([(_group_key(group.group_id),

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from freshet.log import StorageError
-
+from ..cluster import admin as cluster_admin
 from ..cluster.share_persister import acknowledged
 from ..context import Request, RequestContext, Response
-from ..groups.offsets import failed_append_code
 from ..groups.share import SHARE_STATE_TOPIC, ShareGroupError
 from ..groups.share_state import StateError, from_batches, to_batches
 from ..security.acls import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME
+from ..topics.registry import TopicError
 
 
 def _topic_names(broker) -> dict:
@@ -181,8 +180,8 @@ APIS = {
 async def delete_share_group_in_cluster(ctx: RequestContext, group_id: str) -> ErrorCode:
     """DeleteGroups of a share group in a cluster, as Kafka's group coordinator: refused while it has members
     (NON_EMPTY_GROUP); its state at the share coordinator deleted first, every partition of the cluster's topics
-    (DeleteShareGroupState), then the group; a failed state delete answers the coordinator's error and keeps the
-    group, so that a retry deletes both."""
+    (DeleteShareGroupState), its configs from the cluster metadata, then the group; a failed delete answers its
+    error and keeps the group, so that a retry deletes it all."""
     share_groups = ctx.broker.share_groups
     group = share_groups.groups.get(group_id)
     if group is None:
@@ -195,13 +194,12 @@ async def delete_share_group_in_cluster(ctx: RequestContext, group_id: str) -> E
     try:
         if partitions:
             await share_groups.persister.delete(group_id, partitions)
-        await acknowledged(ctx.broker, share_groups.delete(group_id))  # its configs' record, at the coordinator
-    except StateError as exc:
+        configs = share_groups.configs_of(group_id)
+        if configs:
+            await cluster_admin.alter_group_configs(ctx.broker, group_id, dict.fromkeys(configs))
+        share_groups.delete(group_id)
+    except (StateError, ShareGroupError, TopicError) as exc:
         return exc.error_code
-    except ShareGroupError as exc:
-        return exc.error_code
-    except StorageError as exc:
-        return failed_append_code(exc)
     return ErrorCode.none
 
 

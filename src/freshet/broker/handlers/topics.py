@@ -300,12 +300,12 @@ def describe_configs(ctx: RequestContext, request: Request) -> dict:
 def _group_configs(broker: BrokerServices, group_id: str, keys: set[str] | None) -> list[dict]:
     """A group's configs (share groups' share.*): the group's own value, else the broker's default."""
     coordinator = broker.share_groups
-    group = coordinator.groups.get(group_id)
+    configs = coordinator.configs_of(group_id)
     out = []
     for name, (attr, _, _) in sorted(GROUP_CONFIGS.items()):
         if keys is not None and name not in keys:
             continue
-        own = group.configs.get(name) if group is not None else None
+        own = configs.get(name)
         value = own if own is not None else str(getattr(coordinator.settings, attr))
         source = ConfigSource.GROUP if own is not None else ConfigSource.DEFAULT
         out.append(config_entry(name, [(name, value, source)], ConfigType.STRING, None))
@@ -358,7 +358,11 @@ def incremental_alter_configs(ctx: RequestContext, request: Request) -> Response
         except ShareGroupError as exc:
             entry.update(error_code=exc.error_code, error_message=str(exc))
             continue
-        if not request.validate_only and changes:
+        if request.validate_only or not changes:
+            continue
+        if broker.cluster is not None:  # the cluster's metadata, as Kafka's GROUP configs: the same on every broker
+            in_cluster.append((entry, cluster_admin.alter_group_configs(broker, resource.resource_name, changes)))
+        else:
             waits.append(broker.share_groups.alter_configs(resource.resource_name, changes))
     body = {"throttle_time": 0, "responses": responses}
     if in_cluster:
