@@ -1,8 +1,12 @@
-"""The broker's Prometheus endpoint: per-partition log figures no Kafka API reports (segment count).
+r"""The broker's Prometheus endpoint: per-partition log figures no Kafka API reports (segment count).
 
 Names follow what the Prometheus JMX exporter makes of Kafka's own ``kafka.log:type=Log`` MBeans
-(``NumLogSegments``, ``Size``, ``LogStartOffset``, ``LogEndOffset``), so a dashboard or alert written
-for Kafka reads ours. Served on the broker's event loop (``GET /metrics``), so the figures are read
+(``NumLogSegments``, ``Size``, ``LogStartOffset``, ``LogEndOffset``; its Kafka config, examples/kafka-2_0_0.yml:
+``kafka.(\w+)<type=(.+), name=(.+), (.+)=(.+), (.+)=(.+)><>Value`` -> ``kafka_$1_$2_$3`` with the topic and
+partition labels), so a dashboard or alert written for Kafka reads ours. Kafka has no MBean of a partition's high
+watermark: ours is named as one of ``kafka.cluster:type=Partition`` would be. The per-client traffic counters
+are Freshet's own (``freshet_``): Kafka's quota metrics (``byte-rate``, ``throttle-time``) are rates and
+averages, not totals. Served on the broker's event loop (``GET /metrics``), so the figures are read
 between requests, never while a partition is half-changed.
 """
 

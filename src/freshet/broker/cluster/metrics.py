@@ -1,4 +1,4 @@
-"""A broker's cluster figures on ``/metrics``, named as the Prometheus JMX exporter names Kafka's MBeans with its
+r"""A broker's cluster figures on ``/metrics``, named as the Prometheus JMX exporter names Kafka's MBeans with its
 own Kafka configuration (prometheus/jmx_exporter examples/kafka-2_0_0.yml, the same rules in kafka-kraft-3_0_0.yml):
 ``kafka.server:type=ReplicaManager`` (UnderReplicatedPartitions, LeaderCount, PartitionCount,
 ReassigningPartitions: ``kafka.(\w+)<type=(.+), name=(.+)><>Value`` -> ``kafka_$1_$2_$3``, lower-cased; a
