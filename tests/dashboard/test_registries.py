@@ -19,8 +19,9 @@ from .test_browser import open_dashboard, page, start_dashboard  # noqa: F401 (p
 
 
 def pipeline(name: str, status: str = "running") -> bytes:
-    return json.dumps({"name": name, "status": status, "progress": {"input_rows_per_second": 5.0},
-                       "dataflow": ["orders", "totals"]}).encode()
+    return json.dumps({"name": name, "status": status, "dataflow": ["orders", "totals"], "progress": {
+        "batch_id": 3, "input_rows_per_second": 5.0, "processed_rows_per_second": 4.5, "batch_duration_ms": 120,
+        "state_rows": 42, "late_rows_dropped": 2}}).encode()
 
 
 def test_a_registry_topic_shows_what_decodes_and_marks_the_rest(own_broker, page, tmp_path):  # noqa: F811
@@ -71,7 +72,12 @@ def test_a_registry_topic_shows_what_decodes_and_marks_the_rest(own_broker, page
 
     # the API: the tabs show what decodes, /api/undecodable marks the rest per record
     client = TestClient(create_app(collector))
-    assert sorted(client.get("/api/pipelines").json()) == ["good", "other"]
+    shown = client.get("/api/pipelines").json()
+    assert sorted(shown) == ["good", "other"]
+    # Spark's progress per pipeline, as charts: rows in and processed per second, batch duration, state, late rows
+    assert [r[1] for r in shown["good"]["rates"]] == [5.0]
+    assert {series: [r[1] for r in samples] for series, samples in shown["good"]["charts"].items()} == {
+        "processed": [4.5], "batch_ms": [120], "state_rows": [42], "late": [2]}
     answer = client.get("/api/undecodable").json()
     assert [m["offset"] for m in answer[PIPELINES_TOPIC]] == [2, 3, 4, 5]
     assert list(client.get("/api/applications").json()) == ["shop"]
@@ -84,6 +90,11 @@ def test_a_registry_topic_shows_what_decodes_and_marks_the_rest(own_broker, page
         page.wait_for_selector("#pipelines ul.undecodable li", timeout=30_000)
         assert sorted(page.locator("#pipeline-list .pipeline").evaluate_all("ps => ps.map(p => p.dataset.name)")) == \
             ["good", "other"]
+        charts = page.locator("#pipeline-list .pipeline[data-name='good'] .spark-charts .chart")
+        assert charts.evaluate_all("cs => cs.map(c => c.querySelector('.u-title').textContent)") == \
+            ["rows/s", "batch duration (ms)", "state rows", "late rows dropped"]
+        points = charts.evaluate_all("cs => cs.map(c => Number(c.dataset.points))")  # a sample a round
+        assert points[0] >= 1 and len(set(points)) == 1, points
         lines = page.locator("#pipelines ul.undecodable li")
         assert lines.evaluate_all("ls => ls.map(l => l.dataset.offset)") == ["2", "3", "4", "5"]
         assert lines.nth(3).inner_text() == (f"{PIPELINES_TOPIC} partition 0, offset 5, key \"\ufffd\ufffd\", "

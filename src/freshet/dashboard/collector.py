@@ -24,6 +24,8 @@ from .cluster import ClusterReader
 from .registries import Registry
 
 HISTORY = 300  # samples kept per series
+SPARK_SERIES = {"processed": "processed_rows_per_second", "batch_ms": "batch_duration_ms", "state_rows": "state_rows",
+                "late": "late_rows_dropped"}  # chart -> the field of a pipeline's progress (spark/registry.py)
 SQL_TOPIC = "__freshet_sql"  # freshet sql's catalog (freshet.sql.catalog, a layer above the dashboard)
 
 
@@ -191,6 +193,10 @@ class Collector:
         for name, p in snap.pipelines.items():
             progress = p.get("progress") or {}
             self._record(f"pipeline:{name}", now, progress.get("input_rows_per_second") or 0)
+            for series, figure in SPARK_SERIES.items():  # Spark's progress per pipeline, charted on its tab
+                x = progress.get(figure)
+                self._record(f"spark:{series}:{name}", now,
+                             x if isinstance(x, (int, float)) and not isinstance(x, bool) else None)
         snap.applications = self._applications(snap, now)
         snap.ingest = self._ingest(snap, now)
         snap.rules = self._rules(snap)

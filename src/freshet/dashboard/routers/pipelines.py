@@ -15,6 +15,7 @@ from fastapi import APIRouter, HTTPException, Request
 
 from freshet.client.pipeline_registry import PIPELINES_TOPIC
 
+from ..collector import SPARK_SERIES
 from ..refusals import refusal
 from . import Credentials, Source, history, one, readable_to, unreadable
 
@@ -35,7 +36,8 @@ def registered(collector, name: str) -> dict:
 @router.get("/api/pipelines")
 async def pipelines(request: Request, collector: Source) -> dict:
     await shown_to(request)
-    return {name: {**p, "rates": history(collector, f"pipeline:{name}")}
+    return {name: {**p, "rates": history(collector, f"pipeline:{name}"),
+                   "charts": {series: history(collector, f"spark:{series}:{name}") for series in SPARK_SERIES}}
             for name, p in collector.snapshot.pipelines.items()}
 
 
