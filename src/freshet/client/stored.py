@@ -24,9 +24,10 @@ WATCHES_TOPIC = "__freshet_watches"
 class StoredDefinitions:
     """The definitions as last written, read by one consumer that reads only what is new at each refresh."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, overrides: dict | None = None) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
+        self.overrides = overrides or {}  # another user's SASL settings to read and write as (the dashboard's sign-in)
         self.definitions: dict[str, dict] = {}
         self._consumer = None
         self._position = -2
@@ -40,7 +41,7 @@ class StoredDefinitions:
             if self.topic not in TopicAdmin(self.bootstrap).list_topics():
                 self.refreshed_at = time.monotonic()
                 return {}
-            self._consumer = reader(self.bootstrap)
+            self._consumer = reader(self.bootstrap, self.overrides)
 
         def handle(m) -> None:
             name = m.key().decode()
@@ -56,7 +57,7 @@ class StoredDefinitions:
 
     def _write(self, records: list[tuple[str, bytes | None]]) -> None:
         self.ensure_topic()
-        producer = Producer(producer_config(self.bootstrap, {"log_level": 0}))
+        producer = Producer(producer_config(self.bootstrap, {"log_level": 0, **self.overrides}))
         failures: list[str] = []
         for key, value in records:
             producer.produce(self.topic, value, key.encode(),
