@@ -1,7 +1,8 @@
 """`freshet sql --remote sc://...`: push queries over Spark Connect, where the query runs on the server (its rows
 come back through Spark's memory sink), with LIMIT, UNTIL and one row per change; and a persistent query (CREATE
 TABLE ... AS SELECT) run by `--serve` on the server: its sink (the transactional topic writer and the table's
-queryable copy) travels to the server's Python worker, pull queries read the copy, the registry lists it and
+queryable copy) travels to the server's Python worker, pull queries read the copy, the registry lists it, the
+client killed -9 stops it on the server and the next --serve starts it again (each row counted once), and
 TERMINATE from another client stops it; a join of two tables is refused in one line there too. The server is the
 shared Spark cluster's (tests/spark/conftest.py), so the test runs beside the other scenarios on it."""
 
@@ -14,7 +15,9 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import Producer
 
+from freshet.client.groups import GroupAdmin
 from freshet.client.pipeline_registry import read_pipelines
+from freshet.sql.queries import owner_gone
 from freshet.sql.table_store import pull
 from freshet.testing.cli import freshet, freshet_argv, one_line_error
 from freshet.testing.crash import read_everything
@@ -72,17 +75,37 @@ def test_push_and_persistent_queries_run_over_spark_connect(broker, topic_name, 
             return {user: (pull(where, f"SELECT n FROM {table} WHERE user_id = '{user}'").rows or [(None,)])[0][0]
                     for user in ("u0", "u1", "u2")}
 
+        def in_topic() -> dict:
+            return {row["user_id"]: row["n"] for row in map(json.loads, read_everything(broker.bootstrap, table, 1)[0])}
+
         wait_for(lambda: pulled() == {"u0": 10, "u1": 10, "u2": 10}, timeout=300, what="the counts in the copy")
         # the runner's registry lists it (polled over Connect, where no listener runs in the client)
         wait_for(lambda: read_pipelines(broker.bootstrap).get(query_id, {}).get("status") == "running",
                  timeout=120, what="the query in the pipeline registry")
         _clicks(broker, topic_name, 30)  # the query keeps running: the next counts come
         wait_for(lambda: pulled() == {"u0": 20, "u1": 20, "u2": 20}, timeout=300, what="the new counts in the copy")
-        latest = {}
-        for value in read_everything(broker.bootstrap, table, 1)[0]:
-            row = json.loads(value)
-            latest[row["user_id"]] = row["n"]
-        assert latest == {"u0": 20, "u1": 20, "u2": 20}  # the compacted topic, read_committed
+        assert in_topic() == {"u0": 20, "u1": 20, "u2": 20}  # the compacted topic, read_committed
+
+        # the serving client killed -9: its query on the server stops at its next batch (the client's owner group
+        # emptied), announced in the registry; the next --serve starts it again from its checkpoint, each row once
+        (owner,) = [g for g, _, _ in GroupAdmin(broker.bootstrap).list_groups()
+                    if g.startswith(f"__freshet_sql_owner-{serving.pid}-")]
+        serving.send_signal(signal.SIGKILL)
+        serving.wait(timeout=60)
+        wait_for(lambda: owner_gone(broker.bootstrap, owner), timeout=120, what="the killed client's group emptied")
+        _clicks(broker, topic_name, 30)  # the query's next batch: refused on the server
+        wait_for(lambda: "freshet sql --serve" in read_pipelines(broker.bootstrap).get(query_id, {}).get("reason", ""),
+                 timeout=300, what="the killed client's query stopped on the server")
+        with open(out_path, "w") as out, open(tmp_path / "serve.err", "w") as err:
+            serving = subprocess.Popen(freshet_argv("sql", "--remote", connect_url, "--serve", "--data-dir", data_dir,
+                                                    "--bootstrap", broker.bootstrap), stdout=out, stderr=err)
+        wait_for(lambda: "serving persistent queries" in said() or serving.poll() is not None, timeout=600,
+                 what="the stored query started again")
+        assert f"1 persistent query running: {query_id}" in said(), said()
+        wait_for(lambda: pulled() == {"u0": 30, "u1": 30, "u2": 30}, timeout=300, what="the counts after the restart")
+        assert in_topic() == {"u0": 30, "u1": 30, "u2": 30}
+        wait_for(lambda: read_pipelines(broker.bootstrap).get(query_id, {}).get("status") == "running",
+                 timeout=120, what="the restarted query in the pipeline registry")
 
         # TERMINATE from another client: the serving process stops the query on the server; then a join of two
         # tables, refused in one line as locally (the plan read from the server's EXPLAIN), ends that script

@@ -63,6 +63,18 @@ def test_until_rows_stops_once_that_many_input_rows_are_read(sql, broker, topic_
     assert not spark.streams.active
 
 
+def test_until_a_duration_stops_the_query_by_itself(sql, broker, topic_name, spark):
+    clicks(broker.bootstrap, topic_name, 3)
+    name = f"d_{id(sql)}"
+    _, push = list(sql.execute(f"""
+        CREATE STREAM {name} (user_id STRING, url STRING, ts BIGINT) WITH (topic='{topic_name}', format='json');
+        SELECT user_id, url FROM {name} EMIT CHANGES UNTIL '3 seconds'"""))
+    assert push.info["until_seconds"] == 3 and push.info["limit"] is None
+    rows = list(push.rows)  # ends by itself, with no LIMIT and no rows counted: its time is up
+    assert set(rows) <= {("u0", "/p0"), ("u1", "/p1"), ("u2", "/p2")}
+    assert not spark.streams.active
+
+
 @pytest.mark.parametrize("pipeline, select, key_width", [
     (al.requests_per_minute,
      "SELECT window.start AS window_start, window.end AS window_end, count(*) AS requests, sum(size) AS bytes, "

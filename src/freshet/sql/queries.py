@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 
 from . import parser as p
 from .catalog import Definition
@@ -122,20 +123,136 @@ def _query_id(session, kind: str, name: str) -> str:
     return f"{prefix}{max(taken, default=0) + 1}"
 
 
+class Owner:
+    """This process as the one serving its persistent queries, seen from elsewhere: a member of a consumer group of
+    its own (``__freshet_sql_owner-<id>``), which the broker empties ``SESSION_TIMEOUT_MS`` after the process is
+    gone, however it ended (kill -9 too). Over Spark Connect a query runs on the server, which no end of the client
+    stops; its sink asks the group each microbatch (``owner_gone``) and stops the query when the group is empty."""
+
+    SESSION_TIMEOUT_MS = 10_000
+
+    def __init__(self, bootstrap: str, timeout_s: float = 60.0) -> None:
+        from confluent_kafka import Consumer
+
+        from freshet.client import consumer_config
+        from freshet.client.admin import TopicAdmin
+
+        from .catalog import SQL_TOPIC
+
+        TopicAdmin(bootstrap).ensure_topic(SQL_TOPIC, 1, {"cleanup.policy": "compact"})  # a group joins over a topic
+        self.group = f"__freshet_sql_owner-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._consumer = Consumer(consumer_config(bootstrap, self.group, {
+            "log_level": 0, "session.timeout.ms": self.SESSION_TIMEOUT_MS, "heartbeat.interval.ms": 1000}))
+        joined = threading.Event()
+        self._consumer.subscribe([SQL_TOPIC], on_assign=lambda *_: joined.set())
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True, name="freshet-sql-owner")
+        self._thread.start()
+        if not joined.wait(timeout_s):
+            self.close()
+            raise SqlError(f"cannot join the consumer group that marks this process as the queries' owner in "
+                           f"{timeout_s:g} s (is the broker at {bootstrap} up?)")
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._consumer.poll(0.5)  # the records of __freshet_sql are not wanted: the membership is
+            except Exception:  # noqa: BLE001 (closing)
+                return
+
+    def close(self) -> None:
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join(5)
+        self._consumer.close()
+
+
+_OWNER: dict[str, Owner] = {}
+_OWNER_LOCK = threading.Lock()
+
+
+def _owner_group(session) -> str | None:
+    """The consumer group that marks this process as the owner of the queries it starts over Spark Connect (made
+    once per process and broker); None locally, where a query runs in this process and ends with it."""
+    from freshet.spark.session import is_connect
+
+    if not is_connect(session.spark):
+        return None
+    with _OWNER_LOCK:
+        owner = _OWNER.get(session.bootstrap)
+        if owner is None:
+            import atexit
+
+            owner = _OWNER[session.bootstrap] = Owner(session.bootstrap)
+            atexit.register(owner.close)  # leaves the group at once: the queries stop at their next batch
+    return owner.group
+
+
+_ADMINS: dict[str, object] = {}
+
+
+def owner_gone(bootstrap: str, group: str) -> bool:
+    """Whether the owner group ``group`` has no member: the process serving the query is gone. False when the broker
+    cannot say (the topic write then fails on its own, and the batch is tried again)."""
+    from confluent_kafka.admin import AdminClient
+
+    from freshet.client import admin_config
+
+    admin = _ADMINS.get(bootstrap)
+    if admin is None:
+        admin = _ADMINS[bootstrap] = AdminClient(admin_config(bootstrap, {"log_level": 0}))
+    try:
+        described = admin.describe_consumer_groups([group], request_timeout=10)[group].result(15)
+    except Exception:  # noqa: BLE001 (no answer is no evidence)
+        return False
+    return not described.members
+
+
+class OwnerGone(RuntimeError):
+    """Raised in a sink whose serving process is gone: the query stops, its batch not written."""
+
+
+def _announce_stopped(bootstrap: str, query_id: str, reason: str) -> None:
+    """The query stopped, in the pipeline registry (the dashboard's list), said from the sink."""
+    import json
+    import socket
+
+    from confluent_kafka import Producer
+
+    from freshet.client import producer_config
+    from freshet.client.pipeline_registry import PIPELINES_TOPIC, ensure_topics
+
+    ensure_topics(bootstrap)
+    producer = Producer(producer_config(bootstrap, {"log_level": 0}))
+    producer.produce(PIPELINES_TOPIC, json.dumps({
+        "name": query_id, "status": "stopped", "host": socket.gethostname(), "updated_ms": int(time.time() * 1000),
+        "progress": {}, "dataflow": [], "command": None, "engine": "freshet sql", "reason": reason}).encode(),
+        query_id.encode())
+    producer.flush(10)
+
+
 class SqlSink:
     """``foreachBatch``: a microbatch's rows to the topic, exactly once (the transactional sink), then (tables) to
-    the queryable copy."""
+    the queryable copy. ``owner``: over Spark Connect, the group of the process serving the query (``Owner``):
+    the batch is refused, which stops the query, when that process is gone."""
 
     def __init__(self, bootstrap: str, topic: str, sink_id: str, keys: list[str], table: str | None,
-                 store=None) -> None:
+                 store=None, owner: str | None = None, query_id: str | None = None) -> None:
         from freshet.pipelines.runner import TopicBatchWriter
 
         self.writer = TopicBatchWriter(bootstrap, topic, sink_id)
         self.keys, self.table, self.store = keys, table, store
+        self.bootstrap, self.owner, self.query_id = bootstrap, owner, query_id
 
     def __call__(self, df, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
+        if self.owner is not None and owner_gone(self.bootstrap, self.owner):
+            reason = ("the process serving it is gone: it stays RUNNING in __freshet_sql, and the next "
+                      "freshet sql --serve (or the dashboard) starts it again from its checkpoint")
+            _announce_stopped(self.bootstrap, self.query_id or "", reason)
+            raise OwnerGone(f"query {self.query_id} stopped: {reason}")
         df = df.persist()
         try:
             value = F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns])).alias("value")
@@ -207,7 +324,8 @@ def _start(session, record: dict, df):
 
     table = record["sink"] if record["kind"] == "table" else None
     store = store_for(session) if table else None
-    sink = SqlSink(session.bootstrap, record["topic"], f"sql|{record['id']}", record["keys"], table, store)
+    sink = SqlSink(session.bootstrap, record["topic"], f"sql|{record['id']}", record["keys"], table, store,
+                   owner=_owner_group(session), query_id=record["id"])
     modes = ["update", "append"] if record["kind"] == "table" else ["append"]
     _reporter(session)
     last = None
