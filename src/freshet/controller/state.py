@@ -101,6 +101,11 @@ class ClusterMetadata:
     controller_epoch: int = 0  # its Raft term
     next_producer_id: int = 0  # the first producer id no broker has been given (AllocateProducerIds)
 
+    def __setstate__(self, state: dict) -> None:
+        """Unpickled from a Raft snapshot (pysyncobj pickles the metadata): one written by an older version lacks
+        the fields added since (``group_configs``), which start at their defaults rather than fail every read."""
+        self.__dict__.update({**ClusterMetadata().__dict__, **state})
+
     # -- reading -------------------------------------------------------------------------------------------
     def topic_by_name(self, name: str) -> Topic | None:
         return next((t for t in self.topics.values() if t.name == name), None)

@@ -317,6 +317,18 @@ def test_alter_configs_of_topics_and_brokers():
     refused(m, c.AlterConfigs("group", "", {"share.delivery.count.limit": "3"}), "INVALID_GROUP_ID")
 
 
+def test_a_raft_snapshot_of_an_older_version_gets_the_fields_added_since():
+    import pickle
+
+    m, _ = cluster(2)
+    old = pickle.loads(pickle.dumps(m))
+    del old.__dict__["group_configs"]  # as pickled before group configs were cluster metadata
+    restored = pickle.loads(pickle.dumps(old))
+    assert restored.group_configs == {} and restored.snapshot()["group_configs"] == {}
+    assert restored.apply(c.AlterConfigs("group", "g", {"share.delivery.count.limit": "3"})).ok
+    assert sorted(restored.brokers) == sorted(m.brokers)
+
+
 def test_scram_users():
     m = ClusterMetadata()
     cred = dict(iterations=4096, salt="c2FsdA==", stored_key="a2V5", server_key="c2Vy")
