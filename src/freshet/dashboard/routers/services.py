@@ -10,13 +10,17 @@ from __future__ import annotations
 import asyncio
 import copy
 
+from confluent_kafka import KafkaException
 from fastapi import APIRouter, HTTPException, Request
+from pydantic import BaseModel
 
 from freshet.client.application_registry import REGISTRY_TOPIC as APPLICATIONS_TOPIC
+from freshet.client.errors import ClientError
 from freshet.client.ingest_registry import INGEST_TOPIC
 from freshet.client.stored import RULES_TOPIC, WATCHES_TOPIC
 
-from . import Source, history, readable_to, sees_cluster, unreadable, visible_to
+from ..refusals import refusal
+from . import Credentials, Source, history, readable_to, sees_cluster, unreadable, visible_to
 
 router = APIRouter()
 
@@ -54,6 +58,94 @@ async def ingest(request: Request, collector: Source) -> dict:
     return {name: {**server, "endpoints": {e: x for e, x in server.get("endpoints", {}).items()
                                            if x.get("topic") is None or x["topic"] in topics}}
             for name, server in collector.snapshot.ingest.items()}
+
+
+class NewRules(BaseModel):
+    text: str  # one rule or several, each from its RULE line (a rules file's text)
+
+
+class NewQuery(BaseModel):
+    text: str  # a stored search query: words, "phrases", field:word, field = value, <, >, IN, AND, OR, NOT
+    id: str | None = None  # default: q- and 8 hex digits of the query's SHA-1, as `freshet watch add` names it
+
+
+def stored(request: Request, topic: str, credentials: dict | None):
+    """The stored definitions of ``topic`` read and written as the signed-in user (else the dashboard)."""
+    from freshet.client.stored import StoredDefinitions
+
+    return StoredDefinitions(request.app.state.collector.bootstrap, topic, credentials)
+
+
+def written(request: Request, topic: str, credentials: dict | None, change) -> None:
+    """Runs ``change(definitions)`` (a write); the cluster's refusal is one line (403 when it is its ACLs)."""
+    definitions = stored(request, topic, credentials)
+    try:
+        change(definitions)
+    except ClientError as exc:
+        status = 404 if str(exc).startswith("no ") else 403 if "authorization" in str(exc).lower() else 503
+        raise HTTPException(status, str(exc)) from None
+    except KafkaException as exc:
+        raise refusal(exc, f"cannot write to {topic}") from None
+    finally:
+        definitions.close()
+
+
+@router.post("/api/rules", status_code=201)
+async def add_rules(body: NewRules, request: Request, credentials: Credentials) -> dict:
+    """Store the CEP rules of ``text`` as ``freshet rules add`` does: every rule is parsed first, and if one is wrong
+    none is stored (400: its RULE line and why); a rule of the same name is replaced."""
+    from freshet.cep.rules import parse_rule
+    from freshet.cep.rulesets import split_rules
+
+    texts = split_rules(body.text)
+    if not texts:
+        raise HTTPException(400, "no rule (each starts with RULE name)")
+    rules = []
+    for text in texts:
+        try:
+            rules.append(parse_rule(text))
+        except ValueError as exc:
+            raise HTTPException(400, f"{text.split(chr(10), 1)[0]}: {exc}") from None
+    names = [r.name for r in rules]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise HTTPException(400, f"rule {twice[0]} is given twice")
+    await asyncio.to_thread(written, request, RULES_TOPIC, credentials,
+                            lambda d: d.put_many([(r.name, r.text) for r in rules]))
+    return {"added": {r.name: r.describe() for r in rules}}
+
+
+@router.delete("/api/rules/{name}")
+async def remove_rule(name: str, request: Request, credentials: Credentials) -> dict:
+    """Remove a stored rule (404 when there is none); running ``cep`` pipelines drop its partial matches."""
+    await asyncio.to_thread(written, request, RULES_TOPIC, credentials, lambda d: d.remove(name))
+    return {"removed": name}
+
+
+@router.post("/api/queries", status_code=201)
+async def add_query(body: NewQuery, request: Request, credentials: Credentials) -> dict:
+    """Store a search query as ``freshet watch add`` does (400 when it does not parse or its id is not letters,
+    digits, '-', '_' and '.'); a query of the same id is replaced."""
+    import hashlib
+
+    from freshet.cep.search import parse_query
+
+    try:
+        parse_query(body.text)
+    except ValueError as exc:
+        raise HTTPException(400, f"query: {exc}") from None
+    query_id = body.id or "q-" + hashlib.sha1(body.text.encode()).hexdigest()[:8]
+    if not query_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise HTTPException(400, f"id {query_id!r}: letters, digits, '-', '_' and '.' only")
+    await asyncio.to_thread(written, request, WATCHES_TOPIC, credentials, lambda d: d.put(query_id, body.text))
+    return {"added": query_id}
+
+
+@router.delete("/api/queries/{query_id}")
+async def remove_query(query_id: str, request: Request, credentials: Credentials) -> dict:
+    """Remove a stored search query (404 when there is none)."""
+    await asyncio.to_thread(written, request, WATCHES_TOPIC, credentials, lambda d: d.remove(query_id))
+    return {"removed": query_id}
 
 
 @router.get("/api/undecodable")
