@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -50,8 +51,12 @@ class ClusterView:
     """Metadata and offsets of the subscribed topic-partitions, from the driver."""
 
     def __init__(self, bootstrap: str, kind: str, subscription: object, timeout: float = 10.0,
-                 client_options: dict | None = None) -> None:
+                 client_options: dict | None = None, retries: int = 3, retry_interval_s: float = 1.0) -> None:
         self.bootstrap = bootstrap
+        # as Spark's Kafka source (fetchOffset.numRetries, fetchOffset.retryIntervalMs): offsets that cannot be
+        # right are asked again this many times, this long apart
+        self.retries = retries
+        self.retry_interval_s = retry_interval_s
         self._admin: AdminClient | None = None
         self.kind = kind
         self.subscription = subscription
@@ -105,19 +110,54 @@ class ClusterView:
                 raise SourceError(f"topic(s) {', '.join(sorted(missing))} do not exist")
         return sorted(found)
 
-    def offsets(self, spec: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    def offsets(self, spec: str, partitions: list[tuple[str, int]],
+                at_least: dict[tuple[str, int], int] | None = None) -> dict[tuple[str, int], int]:
+        """Each partition's earliest or latest offset. Asked again (``retries`` times, ``retry_interval_s`` apart,
+        the metadata refreshed) while librdkafka fails, does not answer in time or answers no offset (-1001): the
+        leader it knew was just killed, and, for ``at_least`` (where a query stands), while a latest offset lies below it: a new leader
+        tells its high watermark as it knew it as a follower until its followers' next fetches, and Kafka's
+        answer in that moment (KIP-207's OFFSET_NOT_AVAILABLE) is retried likewise. Spark's Kafka source retries
+        offsets below the known ones in the same way; what is still below after the retries is returned (the
+        caller then fails or skips it per failOnDataLoss)."""
         if not partitions:
             return {}
+        attempt = 0
+        while True:
+            problem = None
+            try:
+                found = self._list_offsets(spec, partitions)
+            except KafkaException as exc:
+                found, problem = None, f"cannot list offsets: {exc}"
+            except TimeoutError:  # no answer in time (the request went to a leader just killed)
+                found, problem = None, f"cannot list offsets: no answer in {self.timeout:.0f} s"
+            else:
+                unknown = sorted(tp for tp, offset in found.items() if offset < 0)
+                if unknown:
+                    problem = (f"cannot list offsets: no {spec} offset for "
+                               f"{', '.join(f'{t}-{p}' for t, p in unknown)}")
+            below = found is not None and problem is None and any(
+                offset < at_least.get(tp, offset) for tp, offset in found.items()) if at_least else False
+            if problem is None and not below:
+                return found
+            attempt += 1
+            if attempt > self.retries:
+                if problem is None:
+                    return found
+                raise SourceError(problem)
+            time.sleep(self.retry_interval_s)
+            try:  # the next request goes to the leaders the cluster names now
+                self.admin.list_topics(timeout=self.timeout)
+            except KafkaException:
+                pass
+
+    def _list_offsets(self, spec: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         make = OffsetSpec.earliest if spec == "earliest" else OffsetSpec.latest
         request = {TopicPartition(t, p): make() for t, p in partitions}
         # as Spark's Kafka source: a read_committed query ends its batches at the last stable offset
         committed = str(self.client_options.get("isolation.level", "")).lower() == "read_committed"
         isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
-        try:
-            futures = self.admin.list_offsets(request, isolation_level=isolation, request_timeout=self.timeout)
-            return {(tp.topic, tp.partition): f.result(self.timeout).offset for tp, f in futures.items()}
-        except KafkaException as exc:
-            raise SourceError(f"cannot list offsets: {exc}") from None
+        futures = self.admin.list_offsets(request, isolation_level=isolation, request_timeout=self.timeout)
+        return {(tp.topic, tp.partition): f.result(self.timeout).offset for tp, f in futures.items()}
 
 
 def to_json(offsets: dict[tuple[str, int], int]) -> Offsets:

@@ -15,7 +15,10 @@ restarted query resumes where it stopped; partitions added later are read from t
 Batch reads (``spark.read``) take ``startingOffsets`` (default earliest) and ``endingOffsets``
 (default latest); as in Spark's Kafka source a batch cannot start at latest or end at earliest,
 a stream takes no ``endingOffsets``, and offset JSON may name only partitions the source reads
-(those it leaves out take the default).
+(those it leaves out take the default). ``kafka.bootstrap.servers`` is a list; through a leader change the
+driver asks again for offsets it could not get, or that lie below where the query stands (a new leader tells
+its high watermark as it knew it as a follower until its followers fetch again), ``fetchOffset.numRetries``
+times (default 3) ``fetchOffset.retryIntervalMs`` apart (default 1000), as Spark's Kafka source does.
 
 Each microbatch is split into topic-partition ranges, read in the executors and handed to Spark as
 Arrow record batches. The ``reader`` option picks how: ``columnar`` (the default where it covers the
@@ -395,17 +398,20 @@ class _Common:
         # the driver's metadata and offset requests go with the same settings as the executors'
         # consumers (security.protocol, sasl.*, ssl.*), and a property librdkafka does not know is
         # refused here, before any task starts
-        self.view = ClusterView(self.bootstrap, kind, subscription, client_options=self.consumer_options)
+        retries = self._whole("fetchOffset.numRetries", 3, "(0: never ask again)")
+        interval_ms = self._whole("fetchOffset.retryIntervalMs", 1000, "of milliseconds")
+        self.view = ClusterView(self.bootstrap, kind, subscription, client_options=self.consumer_options,
+                                retries=retries, retry_interval_s=interval_ms / 1000)
         self.view.admin  # noqa: B018 (builds the client: librdkafka checks the properties)
-        value = self.options.get("minrecordsperpartition", str(MIN_RECORDS_PER_PARTITION))
-        if not value.isdigit():
-            raise SourceError(f"minRecordsPerPartition must be a whole number (0: never pack), got {value!r}")
-        self.min_records = int(value)
-        value = self.options.get("maxpartitions", str(default_max_partitions()))
-        if not value.isdigit():
-            raise SourceError(f"maxPartitions must be a whole number (0: no limit), got {value!r}")
-        self.max_partitions = int(value)
+        self.min_records = self._whole("minRecordsPerPartition", MIN_RECORDS_PER_PARTITION, "(0: never pack)")
+        self.max_partitions = self._whole("maxPartitions", default_max_partitions(), "(0: no limit)")
         self.reader = choose_reader(self.options.get("reader", "auto"), self.consumer_options)
+
+    def _whole(self, option: str, default: int, meaning: str) -> int:
+        value = str(self.options.get(option.lower(), default)).strip()
+        if not value.isdigit():
+            raise SourceError(f"{option} must be a whole number {meaning}, got {value!r}")
+        return int(value)
 
     def _ranges(self, start: dict[tuple[str, int], int], end: dict[tuple[str, int], int]) -> list:
         ranges = []
@@ -539,7 +545,7 @@ class FreshetStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvaila
         if self.available_now_target is not None:
             return dict(self.available_now_target)
         partitions = self.view.partitions()
-        latest = self.view.offsets("latest", partitions)
+        latest = self.view.offsets("latest", partitions, at_least=start)
         new = [tp for tp in partitions if tp not in start]
         if new:  # partitions created after the query started: read them from their beginning
             earliest = self.view.offsets("earliest", new)
