@@ -1,5 +1,6 @@
 """The console's Messages view in a real browser (Chromium driven by Playwright) against a real broker: a record
-produced from the form, read back with confluent-kafka, then found among others with a value filter."""
+produced from the form, read back with confluent-kafka, then found among others with a value filter, its key and
+JSON paths."""
 
 import json
 import time
@@ -65,6 +66,22 @@ def test_produce_from_the_form_then_find_it_with_a_value_filter(broker, page, tm
         download = page.get_attribute("#download", "href")
         assert "format=jsonl" in download and "value=o-planted-42" in download
         page.screenshot(path=str(tmp_path / "console-found.png"))
+
+        # the same record by its key, then by a JSON path compared with a number (the number scan), and with a string
+        page.fill("#search input[name=value]", "")
+        for field, wanted, found in (("key", "planted", "1 match"), ("json_path", "$.total == 99", "2 matches"),
+                                     ("json_path", '$.order == "o-planted-4242"', "1 match")):
+            page.fill("#search input[name=key]", wanted if field == "key" else "")
+            page.fill("#search input[name=json_path]", wanted if field == "json_path" else "")
+            page.evaluate("document.getElementById('progress').textContent = ''")
+            page.click("#search button")
+            page.wait_for_function("/match(es)?$/.test(document.getElementById('progress').textContent)",
+                                   timeout=30_000)
+            assert page.locator("#progress").inner_text() == f"scanned 301 of 301, {found}", (field, wanted)
+            rows = page.locator("#record-list tbody tr")  # o-99 has a total of 99 too
+            assert [(r.get_attribute("data-partition"), r.get_attribute("data-offset")) for r in rows.all()
+                    if "o-planted-4242" in r.inner_text()] == [(str(partition), str(offset))]
+        page.fill("#search input[name=json_path]", "")
 
         # paging: 301 records, 120 a page, oldest first; Next twice, then Previous shows page 2 again
         page.fill("#search input[name=value]", "")
