@@ -49,7 +49,7 @@ from freshet.client.stored import RULES_TOPIC, WATCHES_TOPIC, StoredDefinitions
 from freshet.gen.listings import CITIES, FEATURES, KINDS, STREETS, listings
 from freshet.gen.security_events import security_events
 from freshet.local import BrokerProcess
-from freshet.pipelines.cep import REFRESH_S
+from freshet.pipelines.cep import REFRESH_S, STEP_CONF, STEPS
 from freshet.testing.topics import create_topic, read_to_end
 
 
@@ -389,10 +389,15 @@ def main() -> None:
     parser.add_argument("--parts", default=",".join(PARTS), help=f"which to measure, of {','.join(PARTS)}")
     parser.add_argument("--jvm-options", default="", help="options for the Spark JVM (JAVA_TOOL_OPTIONS), e.g. "
                         "-XX:TieredStopAtLevel=1 to compare JIT settings")
+    parser.add_argument("--steps", default="", help="the CEP stateful operators to alternate in the dense part, "
+                        "of applyInPandasWithState,transformWithState (default: the pipeline's own)")
     parser.add_argument("--python-only", action="store_true", help="the pure-Python matchers only (no broker, "
                         "no Spark)")
     args = parser.parse_args()
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    steps = [s.strip() for s in args.steps.split(",") if s.strip()] or [""]
+    if any(s and s not in STEPS for s in steps):
+        raise SystemExit(f"--steps takes some of {','.join(STEPS)}")
     if not parts or any(p not in PARTS for p in parts):
         raise SystemExit(f"--parts takes some of {','.join(PARTS)}")
 
@@ -478,17 +483,24 @@ def main() -> None:
                 results.setdefault("rules_spark_per_cpu_s", []).append(cep["events_per_spark_cpu_s"])
             if "dense" in parts:
                 stored(rules, [(r.name, r.rule.text) for r in dense_compiled])
-                cep = run_pipeline(spark, "cep", "dense-events", bootstrap, workdir, runs := runs + 1,
-                                   args.max_offsets, broker.proc.pid)
-                # a stream that does not end leaves its last matches pending (the watermark 30 s behind, WITHIN
-                # up to 10 minutes): every alert must be one the whole input gives, with the same values
-                alerts = {_alert_id(a): a for a in cep.pop("output")}
-                record("dense_rules_spark", cep.pop("events_per_s"), **cep, alerts=len(alerts),
-                       alerts_of_python=len(alerts.keys() & dense_expected.keys()),
-                       same_values=sum(json.dumps(a, sort_keys=True)
-                                       == json.dumps(dense_expected.get(i), sort_keys=True) for i, a in alerts.items()))
-                results.setdefault("dense_rules_spark_steady", []).append(cep["steady_events_per_s"])
-                results.setdefault("dense_rules_spark_per_cpu_s", []).append(cep["events_per_spark_cpu_s"])
+                # each step in turn, the order swapped every round (a run after another is warmer)
+                for step in (steps if round_no % 2 == 0 else steps[::-1]):
+                    if step:
+                        spark.conf.set(STEP_CONF, step)
+                    cep = run_pipeline(spark, "cep", "dense-events", bootstrap, workdir, runs := runs + 1,
+                                       args.max_offsets, broker.proc.pid)
+                    # a stream that does not end leaves its last matches pending (the watermark 30 s behind,
+                    # WITHIN up to 10 minutes): every alert must be one the whole input gives, with the same values
+                    alerts = {_alert_id(a): a for a in cep.pop("output")}
+                    name = "dense_rules_spark" + (f"[{step}]" if len(steps) > 1 else "")
+                    record(name, cep.pop("events_per_s"), **cep, step=step or "default", alerts=len(alerts),
+                           alerts_of_python=len(alerts.keys() & dense_expected.keys()),
+                           same_values=sum(json.dumps(a, sort_keys=True) == json.dumps(dense_expected.get(i),
+                                           sort_keys=True) for i, a in alerts.items()))
+                    results.setdefault(name + "_steady", []).append(cep["steady_events_per_s"])
+                    results.setdefault(name + "_per_cpu_s", []).append(cep["events_per_spark_cpu_s"])
+                    results.setdefault(name + "_spark_cpu_s", []).append(cep["spark_cpu_s"])
+                    results.setdefault(name + "_python_cpu_s", []).append(cep["python_workers_cpu_s"])
             for part, texts in (("queries", searches), ("dense-queries", broad)):
                 if part not in parts:
                     continue
@@ -507,7 +519,7 @@ def main() -> None:
 
 
 def summarize(results: dict[str, list[float]]) -> None:
-    summary = {name: {"median": round(statistics.median(v)), "min": round(min(v)), "max": round(max(v))}
+    summary = {name: {"median": round(statistics.median(v), 2), "min": round(min(v), 2), "max": round(max(v), 2)}
                for name, v in results.items()}
     print(json.dumps({"summary": summary, "targets": {"rules_spark": 100_000, "dense_rules_spark": 50_000,
                                                       "queries_spark": 10_000, "dense_queries_spark": 10_000}}))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+from operator import itemgetter
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -28,6 +29,7 @@ from .expressions import Frame, compile_expression, compile_row_expression, fiel
 from .rules import Alt, Repeat, Rule, Seq, Var
 
 MATCH, NO_MATCH, PENDING = "match", "no match", "pending"
+_TIME, _TIME_ORDER = itemgetter(0), itemgetter(0, 1)  # of a buffered (time, order, event)
 
 
 def compile_pattern(node) -> list[tuple]:
@@ -496,7 +498,13 @@ class PartitionMatcher:
                 self.buffer = [e for e in self.buffer if e[0] > watermark]
         if watermark is not None and (self.watermark is None or watermark > self.watermark):
             self.watermark = watermark
-        ready.sort(key=lambda e: (e[0], e[1]))
+        horizon = None if self.watermark is None else self.watermark + 1
+        if not ready and not closed:
+            # no new row: a pending attempt's verdict changes only once the horizon reaches its time limit
+            within, start = self.compiled.within, self.start
+            if start >= len(self.times) or within is None or horizon is None or horizon < self.times[start] + within:
+                return []
+        ready.sort(key=_TIME_ORDER)
         rows, texts, times = self.rows, self.texts, self.times
         for when, _order, event in ready:
             if type(event) is str:
@@ -506,7 +514,6 @@ class PartitionMatcher:
                 texts.append(None)
             rows.append(event)
             times.append(when)
-        horizon = None if self.watermark is None else self.watermark + 1
         found, self.start = self.compiled.match_rows(self.rows, self.times, self.key, self.start, closed, horizon)
         self._let_go()
         return found
@@ -527,7 +534,7 @@ class PartitionMatcher:
     def next_deadline(self) -> int | None:
         """The earliest watermark at which ``advance`` can make progress: the oldest buffered event, or the
         time limit of the pending attempt."""
-        candidates = [min(e[0] for e in self.buffer)] if self.buffer else []
+        candidates = [min(map(_TIME, self.buffer))] if self.buffer else []
         if self.start < len(self.rows) and self.compiled.within is not None:
             candidates.append(self.times[self.start] + self.compiled.within - 1)
         return min(candidates) if candidates else None

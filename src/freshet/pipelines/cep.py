@@ -46,6 +46,8 @@ ROUTED = "rule string, bucket int, event_time timestamp, pkeys string, times str
 BUCKETS = 16  # state groups per rule (see _match_step)
 WATCH_OUTPUT = "topic string, partition int, offset long, query_ids array<string>, event string"
 REFRESH_S = 1.0
+STEP_CONF = "spark.freshet.cep.step"  # the stateful operator, one of STEPS
+STEPS = ("applyInPandasWithState", "transformWithState")
 
 
 class RuleSource:
@@ -355,6 +357,39 @@ def load_group(compiled: CompiledRule, text: str) -> dict[str, PartitionMatcher]
     return matchers
 
 
+def _feed(compiled: CompiledRule, matchers: dict[str, PartitionMatcher], batches: Iterator[pd.DataFrame],
+          floor: int | None) -> None:
+    """A group's packs (pandas frames of ROUTED rows) into its matchers, one per partition key; an event at or
+    behind ``floor`` (the watermark) is late and dropped, as Spark drops a late row."""
+    for pdf in batches:
+        for packed in zip(pdf["pkeys"].tolist(), pdf["times"].tolist(), pdf["ords"].tolist(),
+                          pdf["events"].tolist()):
+            for pkey, when, order, event in unpack(*packed):
+                if floor is not None and when <= floor:
+                    continue
+                matcher = matchers.get(pkey)
+                if matcher is None:
+                    matcher = matchers[pkey] = PartitionMatcher(compiled, tuple(orjson.loads(pkey)))
+                if matcher.watermark is None or when > matcher.watermark:  # PartitionMatcher.add_text, inline
+                    matcher.buffer.append((when, order, event))
+                else:
+                    matcher.late += 1
+
+
+def _settle(matchers: dict[str, PartitionMatcher], watermark: int | None, closed: bool) -> list:
+    """The matches the watermark lets out, partition key by partition key."""
+    found = []
+    for pkey in sorted(matchers):
+        found.extend(matchers[pkey].advance(watermark, closed=closed))
+    return found
+
+
+def _deadline(live: dict[str, PartitionMatcher], watermark: int) -> int | None:
+    """When a group's matchers can next make progress without new events: the watermark to wake them at."""
+    deadlines = [d for d in (m.next_deadline() for m in live.values()) if d is not None]
+    return max(min(deadlines) - 1, watermark + 1) if deadlines else None
+
+
 def _match_step(rules: RuleSource):
     """The stateful step of one (rule, bucket) group: the matchers of every partition key of that bucket,
     kept together in one state value (``dump_group``). A Python call per group costs about a
@@ -372,20 +407,8 @@ def _match_step(rules: RuleSource):
         watermark = state.getCurrentWatermarkMs() if streaming else None
         # an event at or behind the watermark is late (as Spark drops a row): Spark drops the packs whose newest
         # event is, the step the late events of the others
-        floor = watermark if streaming else None
-        for pdf in batches:
-            for packed in zip(pdf["pkeys"].tolist(), pdf["times"].tolist(), pdf["ords"].tolist(),
-                              pdf["events"].tolist()):
-                for pkey, when, order, event in unpack(*packed):
-                    if floor is not None and when <= floor:
-                        continue
-                    matcher = matchers.get(pkey)
-                    if matcher is None:
-                        matcher = matchers[pkey] = PartitionMatcher(compiled, tuple(orjson.loads(pkey)))
-                    matcher.add_text(event, when, order)
-        found = []
-        for pkey in sorted(matchers):
-            found.extend(matchers[pkey].advance(watermark, closed=not streaming))
+        _feed(compiled, matchers, batches, watermark if streaming else None)
+        found = _settle(matchers, watermark, not streaming)
         if streaming:
             live = {pkey: m for pkey, m in matchers.items() if not m.idle}
             if not live:
@@ -393,12 +416,70 @@ def _match_step(rules: RuleSource):
                     state.remove()
             else:
                 state.update((dump_group(live),))
-                deadlines = [d for d in (m.next_deadline() for m in live.values()) if d is not None]
-                if deadlines:
-                    state.setTimeoutTimestamp(max(min(deadlines) - 1, watermark + 1))
+                wake = _deadline(live, watermark)
+                if wake is not None:
+                    state.setTimeoutTimestamp(wake)
         if found:
             yield _matches_frame(found)
     return step
+
+
+def _processor_class():
+    """The stateful step as a ``transformWithStateInPandas`` processor (defined on first use: PySpark's
+    streaming state API is imported only where a stream runs)."""
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    class MatchProcessor(StatefulProcessor):
+        """The step of one (rule, bucket) group on ``transformWithStateInPandas``: the group's matchers in one
+        value state (``dump_group``'s text, and the event-time timer set for it), one timer a group to wake it
+        when a pending attempt's time limit or a waiting event comes due without new events."""
+
+        def __init__(self, rules: RuleSource) -> None:
+            self.rules = rules
+
+        def init(self, handle) -> None:
+            self.handle = handle
+            self.state = handle.getValueState("matchers", "text string, timer long")
+
+        def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
+            return self._run(key[0], rows, timerValues.getCurrentWatermarkInMs())
+
+        def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
+            return self._run(key[0], iter(()), timerValues.getCurrentWatermarkInMs(),
+                             expiredTimerInfo.getExpiryTimeInMs())
+
+        def _run(self, rule_name: str, batches, watermark: int, fired: int | None = None):
+            watermark = max(watermark, 0)  # before the first watermark (-1 here, 0 for applyInPandasWithState)
+            compiled = _Compiled.rules(self.rules).get(rule_name) if rule_name else None
+            stored = self.state.get() if compiled is not None or rule_name else None
+            timer = stored[1] if stored is not None else None
+            if compiled is None:  # a heartbeat, or the rule was removed: its partial matches go with it
+                if stored is not None:
+                    self.state.clear()
+                    if timer is not None and timer != fired:
+                        self.handle.deleteTimer(timer)
+                return
+            matchers = load_group(compiled, stored[0]) if stored is not None else {}
+            _feed(compiled, matchers, batches, watermark)
+            found = _settle(matchers, watermark, False)
+            live = {pkey: m for pkey, m in matchers.items() if not m.idle}
+            wake = _deadline(live, watermark) if live else None
+            if wake != timer:
+                if timer is not None and timer != fired:  # a fired timer is deleted after this call
+                    self.handle.deleteTimer(timer)
+                if wake is not None:
+                    self.handle.registerTimer(wake)
+            if live:
+                self.state.update((dump_group(live), wake))
+            elif stored is not None:
+                self.state.clear()
+            if found:
+                yield _matches_frame(found)
+
+        def close(self) -> None:
+            pass
+
+    return MatchProcessor
 
 
 def _matches_frame(found: list) -> pd.DataFrame:
@@ -437,7 +518,8 @@ def alert_columns(matches: DataFrame) -> DataFrame:
                           F.parse_json("measures").alias("measures"))
 
 
-def match_rules(raw: DataFrame, rules: RuleSource, lateness: str = DEFAULT_LATENESS) -> DataFrame:
+def match_rules(raw: DataFrame, rules: RuleSource, lateness: str = DEFAULT_LATENESS,
+                stateful: str = "applyInPandasWithState") -> DataFrame:
     """Every match (and, for rules that ask, every timed-out partial match) of the rules over the raw
     records of the freshet source, as alert records: ``rule, kind, key, match_start, match_end, rows,
     measures`` (``key`` and ``measures`` JSON values, VARIANT; see ``Match.alert``).
@@ -446,13 +528,17 @@ def match_rules(raw: DataFrame, rules: RuleSource, lateness: str = DEFAULT_LATEN
     its rows and the rule's time limit allows no other outcome. Static: the matches of the whole input."""
     routed = route(raw, rules)
     step = _match_step(rules)
+    stateful = raw.sparkSession.conf.get(STEP_CONF, stateful)
     routed = routed.where(routed.rule != "") if not routed.isStreaming else routed  # heartbeats: streams only
     if routed.isStreaming:
         from pyspark.sql.streaming.state import GroupStateTimeout
 
-        return alert_columns(routed.withWatermark("event_time", lateness).groupBy("rule", "bucket")
-                             .applyInPandasWithState(step, MATCH_OUTPUT, "matcher string", "append",
-                                                     GroupStateTimeout.EventTimeTimeout))
+        grouped = routed.withWatermark("event_time", lateness).groupBy("rule", "bucket")
+        if stateful == "transformWithState":
+            return alert_columns(grouped.transformWithStateInPandas(_processor_class()(rules), MATCH_OUTPUT,
+                                                                    "Append", "EventTime"))
+        return alert_columns(grouped.applyInPandasWithState(step, MATCH_OUTPUT, "matcher string", "append",
+                                                            GroupStateTimeout.EventTimeTimeout))
 
     def once(key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
         frames = list(step(key, iter([pdf]), _FreshState()))
