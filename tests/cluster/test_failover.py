@@ -10,6 +10,7 @@ import pytest
 
 from freshet.local import free_port
 from freshet.local.cluster import LocalCluster
+from freshet.testing.raw_kafka import RawConnection
 
 from .conftest import DEADLINE, admin
 from .test_metadata import created, wait_for
@@ -21,11 +22,36 @@ def client_leader(client, topic: str, index: int = 0):
     return (part.leader, sorted(part.isrs), sorted(md.brokers)) if part else None
 
 
+def answers(cluster, node_id: int) -> dict[str, dict[str, dict]]:
+    """What broker ``node_id`` itself answers of the topics "failover" and "lone", by request (Metadata v12,
+    DescribeTopicPartitions v0 = API 75), topic and partition index: error name, leader, leader epoch, replicas,
+    ISR, offline replicas."""
+    def partitions(topics) -> dict[str, dict]:
+        return {t.name: {p.partition_index: {
+            "error": p.error_code.name, "leader": p.leader_id, "epoch": p.leader_epoch,
+            "replicas": list(p.replica_nodes), "isr": list(p.isr_nodes), "offline": list(p.offline_replicas)}
+            for p in t.partitions} for t in topics}
+
+    with RawConnection(cluster.bootstrap_of(node_id), timeout=30) as conn:
+        metadata = conn.request(3, 12, {"topics": [{"name": n, "topic_id": None} for n in ("failover", "lone")],
+                                        "allow_auto_topic_creation": False,
+                                        "include_topic_authorized_operations": False})
+        described = conn.request(75, 0, {"topics": [{"name": "failover"}, {"name": "lone"}],
+                                         "response_partition_limit": 2000, "cursor": None})
+    return {"metadata": partitions(metadata.topics), "describe": partitions(described.topics)}
+
+
 def test_a_leader_killed_9_is_replaced_by_an_isr_member_and_comes_back_as_a_follower(own_cluster):
+    """... and what a client is told by a surviving broker itself, in Metadata and DescribeTopicPartitions (API
+    75) alike: the new leader with a leader epoch that moved on, the killed broker among the offline replicas; a
+    partition whose only replica was on the killed broker LEADER_NOT_AVAILABLE, leader -1, offline replicas [it],
+    until it is back."""
     from confluent_kafka.admin import NewTopic
 
     client = admin(own_cluster.bootstrap)
-    created(client, NewTopic("failover", 1, 3, config={"min.insync.replicas": "2"}))
+    created(client, NewTopic("failover", 1, 3, config={"min.insync.replicas": "2"}),
+            NewTopic("lone", 3, replica_assignment=[[1], [2], [3]]))  # partition i on broker i + 1 alone
+    last_epoch = -1
     for _ in range(3):  # the same partition, its leader killed over and over
         # every replica in the ISR (a restarted one is taken back by the leader once it has caught up)
         old_leader, isr, _ = wait_for("a leader and all three replicas in the ISR", lambda: (
@@ -40,8 +66,29 @@ def test_a_leader_killed_9_is_replaced_by_an_isr_member_and_comes_back_as_a_foll
         assert new_leader in isr and old_leader not in new_isr and old_leader not in brokers
         part = own_cluster.partition("failover", 0)
         assert part["leader_epoch"] >= 1 and part["leader"] == new_leader
+        seen = wait_for("the survivor's answers caught up with the controller", lambda: (
+            (a := answers(own_cluster, survivors[0]))["describe"]["failover"][0]["epoch"] == part["leader_epoch"]
+            and a["metadata"]["failover"][0]["epoch"] == part["leader_epoch"] and a))
+        for request in ("metadata", "describe"):
+            failover, lone = seen[request]["failover"][0], seen[request]["lone"]
+            assert failover["error"] == "none" and failover["leader"] == new_leader, (request, failover)
+            assert failover["epoch"] > last_epoch and failover["offline"] == [old_leader], (request, failover)
+            assert sorted(failover["replicas"]) == [1, 2, 3] and old_leader not in failover["isr"]
+            offline = lone[old_leader - 1]
+            assert offline["error"] == "leader_not_available" and offline["leader"] == -1, (request, offline)
+            assert offline["replicas"] == [old_leader] and offline["offline"] == [old_leader], (request, offline)
+            for n in survivors:
+                assert lone[n - 1]["error"] == "none" and lone[n - 1]["leader"] == n and not lone[n - 1]["offline"]
+        last_epoch = part["leader_epoch"]
         own_cluster.restart(old_leader)
         wait_for("the restarted broker listed again", lambda: old_leader in client_leader(client, "failover")[2])
+        back = wait_for("the lone partition led again by the restarted broker", lambda: (
+            (a := answers(own_cluster, survivors[0]))["describe"]["lone"][old_leader - 1]["leader"] == old_leader
+            and a["metadata"]["lone"][old_leader - 1]["leader"] == old_leader and a))
+        for request in ("metadata", "describe"):
+            assert back[request]["lone"][old_leader - 1]["error"] == "none"
+            assert back[request]["lone"][old_leader - 1]["offline"] == []
+            assert back[request]["failover"][0]["offline"] == []
 
 
 admin_of = [None]
