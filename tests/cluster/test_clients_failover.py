@@ -355,18 +355,30 @@ def test_ingest_acknowledges_records_through_a_leader_kill_and_every_acknowledge
             else:
                 refused.append((i, answer.status_code, answer.text))
 
+        health: list[int] = []
+        watching = threading.Event()
+
+        def watch() -> None:  # what a load balancer's health check sees, all along
+            with httpx.Client(base_url=server.url, timeout=DEADLINE) as checker:
+                while not watching.wait(0.01):
+                    health.append(checker.get("/healthz").status_code)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
         for i in range(60):
             post(i)
         kill_leader(cluster, topic, 0)
         for i in range(60, 140):
             post(i)
-        health = http.get("/healthz")
+        watching.set()
+        watcher.join(DEADLINE)
     assert server.process.returncode == 0
     assert refused == [] and len(acknowledged) == 140  # answered once the new leader had them
     stored = {(p, o): v for p, o, _k, v, _h in read_messages(cluster.bootstrap, topic, 2)}
     assert {k: stored.get(k) for k in acknowledged} == acknowledged
     assert len(set(stored.values())) == len(stored)  # none written twice
-    assert health.status_code == 200, health.text
+    # two brokers of three serve: the log never was unreachable
+    assert health and set(health) == {200}, f"{health.count(503)} of {len(health)} health checks said 503"
 
 
 def test_the_dashboards_cluster_view_with_a_dead_broker_named_first(cluster):

@@ -96,6 +96,7 @@ class LogBuffer:
         self.max_buffered = max_buffered
         self.endpoints: dict[str, EndpointStats] = {}
         self.log_reachable = True
+        self._connection_lost = False  # a broker's connection was lost: the poll thread asks the others
         self._overrides = producer_overrides or {}
         # the shared producer tells when the log is unreachable; HTTP answers wait on its acknowledgements
         self.producer = self._new_producer({"error_cb": self._on_error, "linger.ms": ANSWERED_LINGER_MS})
@@ -154,12 +155,17 @@ class LogBuffer:
         stats.received += 1
 
     def _on_error(self, err: KafkaError) -> None:
-        if err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT):
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
             self.log_reachable = False
+        elif err.code() == KafkaError._TRANSPORT:
+            # one broker's connection lost: the log is unreachable only if no other broker answers (a cluster's
+            # broker killed -9 while the others lead its partitions made /healthz answer 503 until a delivery)
+            self._connection_lost = True
 
     def _poll(self) -> None:
-        """Serve delivery reports; while the log is unreachable, learn it is back from a delivery, or from a
-        metadata request every two seconds (librdkafka reports brokers going down, not coming back)."""
+        """Serve delivery reports; after a broker's connection was lost, ask whether any broker answers a metadata
+        request; while the log is unreachable, learn it is back from a delivery, or from a metadata request every
+        two seconds (librdkafka reports brokers going down, not coming back)."""
         probed = 0.0
         while not self._stop.is_set():
             endpoints = list(self.endpoints.values())
@@ -170,6 +176,13 @@ class LogBuffer:
                 self.producer.poll(0.05)
             for producer in self.producers[1:]:
                 producer.poll(0)
+            if self._connection_lost:
+                self._connection_lost = False
+                try:
+                    self.producer.list_topics(timeout=1)
+                except KafkaException:
+                    self.log_reachable = False
+                    probed = time.monotonic()
             if self.log_reachable:
                 continue
             if _delivered(endpoints) > delivered:
