@@ -8,6 +8,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from freshet.client import consumer_config
+from freshet.testing.topics import create_topic
 
 from .test_browser import open_dashboard, page, start_dashboard  # noqa: F401 (page: the Chromium fixture)
 
@@ -91,6 +92,33 @@ def test_create_a_topic_edit_its_config_and_reset_a_group_with_a_dry_run(broker,
             time.sleep(0.2)
         assert committed(broker.bootstrap, group, topic) == [0, 0]
         page.screenshot(path=str(tmp_path / "console-reset-done.png"))
+
+        # several topics at once (as repeated --topic): one plan naming each row's topic, then one commit
+        other = "browser-admin-other"
+        create_topic(broker.bootstrap, other, 1)
+        producer.produce(other, b"x")
+        producer.flush(10)
+        reader = Consumer(consumer_config(broker.bootstrap, group, overrides={"log_level": 0}))
+        try:
+            reader.commit(offsets=[TopicPartition(other, 0, 1)], asynchronous=False)
+        finally:
+            reader.close()
+        page.wait_for_selector(f"#reset-offsets select[name=topic] option[value='{other}']", state="attached",
+                               timeout=30_000)
+        page.select_option("#reset-offsets select[name=topic]", [topic, other])
+        page.select_option("#reset-offsets select[name=to]", "latest")
+        page.click("#reset-offsets button[value=dry-run]")
+        page.wait_for_selector(f"#reset-plan:not([hidden]) tr[data-plan-topic='{other}']", timeout=30_000)
+        plan = [(r.get_attribute("data-plan-topic"), r.get_attribute("data-partition"), r.locator(".current").inner_text(),
+                 r.locator(".new").inner_text()) for r in page.locator("#reset-plan tbody tr").all()]
+        assert sorted(plan) == [(topic, "0", "0", "10"), (topic, "1", "0", "10"), (other, "0", "1", "1")]
+        page.click("#reset-execute")
+        page.wait_for_selector("#reset-result:has-text('committed:')", timeout=30_000)
+        assert f"{other}-0 → 1" in page.locator("#reset-result").inner_text()
+        deadline = time.monotonic() + 30
+        while committed(broker.bootstrap, group, topic) != [10, 10] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert committed(broker.bootstrap, group, topic) == [10, 10]
     finally:
         dash.terminate()
         dash.wait(30)
