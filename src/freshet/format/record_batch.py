@@ -366,17 +366,35 @@ def scan_records(batch: bytes | memoryview, timestamps: bool = False, header: Ba
     return _walk(data, header, timestamps)
 
 
+def scan_batches(records: bytes | memoryview, headers: list[BatchHeader], timestamps: bool = False) -> list[RecordScan]:
+    """scan_records over every batch of a produce request's records (``headers``: validate_batches' answer), the
+    uncompressed ones handed to the C walk in place (a produce of small batches pays ~1 us a batch for it all)."""
+    view = memoryview(records)
+    check = _scan.check if _scan is not None else None
+    scans = []
+    pos = 0
+    for header in headers:
+        end = pos + header.size
+        walked = None
+        if check is not None and not header.attributes & COMPRESSION_MASK:
+            try:
+                walked = check(view[pos + HEADER_SIZE:end], header.records_count, timestamps)
+            except ValueError as exc:
+                raise MalformedRecordError(*exc.args) from None
+        scans.append(_scanned(header, *walked) if walked is not None else
+                     scan_records(view[pos:end], timestamps, header))
+        pos = end
+    return scans
+
+
 def _scanned(header: BatchHeader, keyless: list[int], deltas: list[int] | None, max_delta: int | None) -> RecordScan:
-    log_append_time = header.attributes & TIMESTAMP_TYPE_FLAG
-    stamps = None
-    if deltas is not None:
-        stamps = ([header.max_timestamp] * len(deltas) if log_append_time
-                  else [header.base_timestamp + delta for delta in deltas])
-    if log_append_time or max_delta is None:
-        max_timestamp = header.max_timestamp
-    else:
-        max_timestamp = header.base_timestamp + max_delta
-    return RecordScan(max(header.records_count, 0), keyless, stamps, max_timestamp)
+    if header.attributes & TIMESTAMP_TYPE_FLAG:  # log-append time: every record has the batch's max timestamp
+        stamps = None if deltas is None else [header.max_timestamp] * len(deltas)
+        return RecordScan(max(header.records_count, 0), keyless, stamps, header.max_timestamp)
+    base = header.base_timestamp
+    stamps = None if deltas is None else [base + delta for delta in deltas]
+    return RecordScan(max(header.records_count, 0), keyless, stamps, header.max_timestamp if max_delta is None
+                      else base + max_delta)
 
 
 def _walk(data: bytes | memoryview, header: BatchHeader, timestamps: bool) -> RecordScan:

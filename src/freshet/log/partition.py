@@ -26,7 +26,7 @@ from freshet.format.record_batch import (
     iter_batches,
     read_header,
     recompress,
-    scan_records,
+    scan_batches,
     set_max_timestamp,
     stamp_log_append_time,
     validate_batches,
@@ -174,7 +174,7 @@ class Partition:
         log_append = self.config.message_timestamp_type == "LogAppendTime"
         bounded = not log_append and self._timestamps_bounded()
         # every batch's records walked once (their structure, and what the key and timestamp checks need)
-        scans = _scan_batches(records, headers, timestamps=bounded)
+        scans = scan_batches(records, headers, timestamps=bounded)
         if self.config.compacted:
             self._require_keys(scans)
         if bounded:
@@ -637,18 +637,6 @@ class Partition:
         for name in os.listdir(self.directory):
             os.unlink(os.path.join(self.directory, name))
         os.rmdir(self.directory)
-
-
-def _scan_batches(records: bytes | memoryview, headers: list[BatchHeader], timestamps: bool) -> list[RecordScan]:
-    """Each batch's records walked and checked, as Kafka's validator walks them before it stores anything
-    (scan_records: MalformedRecordError for records that do not hold together, nothing built per record)."""
-    view = memoryview(records)
-    scans = []
-    pos = 0
-    for header in headers:
-        scans.append(scan_records(view[pos:pos + header.size], timestamps, header))
-        pos += header.size
-    return scans
 
 
 def _first_faulty_batch(scans: list[RecordScan], faults) -> tuple[int, tuple[tuple[int, str], ...]] | None:

@@ -109,3 +109,21 @@ def test_lz4_is_written_in_independent_blocks_as_kafka_requires():
     frame = compress(3, data)
     assert frame[:4] == b"\x04\x22\x4d\x18" and frame[4] & 0x20  # FLG: block independence
     assert bytes(decompress(3, frame)) == data
+
+
+@pytest.mark.parametrize("size", [0, 100, 70_000, 300_000])
+def test_lz4_frames_of_every_kind_decompress_into_a_buffer_sized_from_their_blocks(size):
+    """Independent blocks (Kafka's producers, ours), linked blocks (cramjam's default), one block or several, blocks
+    kept uncompressed (random bytes): all read back as written; a cut frame or a wrong block checksum is
+    CorruptPayloadError."""
+    import random
+
+    import cramjam
+
+    data = random.Random(size).randbytes(size // 2) + b"x" * (size - size // 2)
+    for frame in (compress(3, data), bytes(cramjam.lz4.compress(data))):
+        assert bytes(decompress(3, memoryview(frame))) == data
+    frame = compress(3, data)
+    for bad in (frame[:-3], frame[:10], frame[:-8] + b"\0\0\0\0" + frame[-4:] if size else frame[:-1]):
+        with pytest.raises(CorruptPayloadError):
+            decompress(3, bad)

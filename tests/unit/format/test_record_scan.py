@@ -20,6 +20,7 @@ from freshet.format.record_batch import (
     decode_records,
     encode_batch,
     read_header,
+    scan_batches,
     scan_records,
     validate_batches,
 )
@@ -239,3 +240,16 @@ def test_a_log_append_time_batch_gives_every_record_its_max_timestamp():
     batch = encode_batch([(b"a", b"1", 5), (None, b"2", 9)], log_append_time=1234)
     assert read_header(batch).attributes & TIMESTAMP_TYPE_FLAG
     assert scan_records(batch, timestamps=True) == (2, [1], [1234, 1234], 1234)
+
+
+def test_scan_batches_walks_each_batch_of_a_request_as_scan_records_does():
+    batches = [encode_batch([(b"a", b"1", 5), (None, b"2", 9)]),
+               _with_codec(encode_batch([(None, b"3", 7, (("h", b"x"),))]), 4),
+               _raw_batch([_record(0, ts_delta=4), _record(1, key=None)], max_timestamp=1)]
+    request = b"".join(batches)
+    assert scan_batches(request, validate_batches(request), timestamps=True) == [
+        scan_records(b, timestamps=True) for b in batches]
+    bad = request + MALFORMED["offset deltas out of sequence"][0]
+    with pytest.raises(MalformedRecordError, match="record 1: offset delta 2") as refused:
+        scan_batches(bad, validate_batches(bad))
+    assert refused.value.index == 1
