@@ -153,3 +153,27 @@ def test_the_data_flow_tab_draws_the_graph_and_links_to_each_page(flowing, page,
     finally:
         dash.terminate()
         dash.wait(30)
+
+
+def test_a_webhook_sink_is_drawn_as_one_with_its_dead_letter_topic():
+    """``freshet webhook``'s consumer group (its default name) is a webhook node: the topic's edge in carries the
+    group's commit rate and lag, an edge out goes to the dead-letter topic with that topic's produce rate."""
+    import inspect
+
+    from freshet.dashboard.collector import Snapshot
+    from freshet.dashboard.dataflow import WEBHOOK_GROUP, graph
+    from freshet.ingest import webhook
+
+    assert f'f"{WEBHOOK_GROUP}{{settings.topic}}"' in inspect.getsource(webhook.WebhookSink)  # the sink's default
+    snap = Snapshot(topics={"orders": {"rate_in": 3.0}, "orders.dead-letter": {"rate_in": 0.5}},
+                    groups={f"{WEBHOOK_GROUP}orders": {"type": "classic", "rates": {"orders": 2.0}, "partitions": [
+                        {"topic": "orders", "partition": 0, "lag": 4}]},
+                            "plain": {"type": "classic", "rates": {}, "partitions": []}})
+    g = graph(snap)
+    nodes = {n["id"]: n for n in g["nodes"]}
+    assert nodes[f"group:{WEBHOOK_GROUP}orders"]["kind"] == "webhook"
+    assert nodes[f"group:{WEBHOOK_GROUP}orders"]["label"] == "webhook of orders"
+    assert nodes["group:plain"]["kind"] == "group"
+    edges = {(e["from"], e["to"]): (e["rate"], e["lag"]) for e in g["edges"]}
+    assert edges[("topic:orders", f"group:{WEBHOOK_GROUP}orders")] == (2.0, 4)
+    assert edges[(f"group:{WEBHOOK_GROUP}orders", "topic:orders.dead-letter")] == (0.5, None)

@@ -2,12 +2,14 @@
 share groups, event-sourced projections), each edge with its live rate (records/s) and, where there is one, its
 lag; built from the collector's snapshot, nothing more.
 
-Nodes: ``{"id", "kind", "label", "link"}`` (kind: topic, ingest, pipeline, sql, group, share-group, projection, sink;
+Nodes: ``{"id", "kind", "label", "link"}`` (kind: topic, ingest, pipeline, sql, group, share-group, webhook, projection, sink;
 ``link``: the page's tab and item). Edges: ``{"from", "to", "rate", "lag"}`` (rate or lag None when not known).
 Where an edge comes from:
 
 - ingest endpoint -> topic: the records/s the endpoint accepted (its announcements);
-- topic -> consumer group: the records/s the group commits on that topic, and its lag there;
+- topic -> consumer group: the records/s the group commits on that topic, and its lag there; a ``freshet webhook``
+  sink's group (``freshet-webhook-TOPIC``, its default) is drawn as a webhook, with an edge on to its dead-letter
+  topic (``TOPIC.dead-letter``) carrying that topic's produce rate;
 - topic -> share group: the backlog (records not yet acknowledged);
 - topic -> pipeline -> topic / table / files: a pipeline's ``--from`` and ``--to`` as ``freshet run`` was started
   (the registry keeps the command); the edge in carries the pipeline's input rows/s, the edge out to a topic that
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import re
 
+WEBHOOK_GROUP = "freshet-webhook-"  # `freshet webhook`'s consumer group, unless --group names another (ingest/webhook.py)
 _SOURCE = re.compile(r"\b(?:FROM|JOIN)\s+([`\"]?)([A-Za-z_]\w*)\1", re.IGNORECASE)
 _LITERAL_OR_COMMENT = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.DOTALL)
 
@@ -71,8 +74,13 @@ def graph(snap) -> dict:
                 edge(source, topic(e["topic"]), e.get("rate"))
     for group_id, g in snap.groups.items():
         share = g.get("type") == "share"
-        reader = node(f"group:{group_id}", "share-group" if share else "group", group_id,
+        webhook = group_id.startswith(WEBHOOK_GROUP) and not share
+        reader = node(f"group:{group_id}", "webhook" if webhook else "share-group" if share else "group",
+                      f"webhook of {group_id[len(WEBHOOK_GROUP):]}" if webhook else group_id,
                       {"tab": "groups", "group": group_id})
+        dead_letter = f"{group_id[len(WEBHOOK_GROUP):]}.dead-letter"
+        if webhook and dead_letter in snap.topics:  # what the receiver refused, or never took
+            edge(reader, topic(dead_letter), snap.topics[dead_letter].get("rate_in"))
         lags: dict[str, int] = {}
         for p in g.get("partitions", []):
             lags[p["topic"]] = lags.get(p["topic"], 0) + (p.get("backlog", 0) if share else max(p.get("lag", 0), 0))
