@@ -75,8 +75,13 @@ class Collector:
     def stop(self) -> None:
         self._stop.set()
         if not self._thread.is_alive():
-            self.log_dirs.close()  # else the collector's thread closes it when its round ends (it may be in use)
-            self.cluster.close()
+            self._close()  # else the collector's thread closes them when its round ends (they may be in use)
+
+    def _close(self) -> None:
+        self.log_dirs.close()
+        self.cluster.close()
+        for registry in self._registries.values():
+            registry.close()
 
     def _rate(self, key: str, now: float, total: int) -> float:
         """Per second since the last round of a total that only grows (0.0 the first time)."""
@@ -103,8 +108,7 @@ class Collector:
                         self.snapshot.error = str(exc)
                 self._stop.wait(self.interval_s)
         finally:
-            self.log_dirs.close()
-            self.cluster.close()
+            self._close()
 
     def collect(self) -> Snapshot:
         now = time.time()
