@@ -73,8 +73,9 @@ def freshet(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
 
 def test_the_cli_with_a_dead_broker_named_first(cluster):
     """The leader of the topic's partition 0, which is also the groups' coordinator (the leader of
-    __consumer_offsets), killed -9; every command is then given the dead broker first, then the live ones."""
-    from confluent_kafka import Consumer, TopicPartition
+    __consumer_offsets), killed -9; every command is then given the dead broker first, then the live ones
+    (``freshet transactions`` goes through kafka-python, the rest through librdkafka)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
 
     topic, group = unique("cli"), unique("cli-group")
     everyone = admin(cluster.bootstrap)
@@ -94,6 +95,11 @@ def test_the_cli_with_a_dead_broker_named_first(cluster):
     committer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "log_level": 0})
     committer.commit(offsets=[TopicPartition(topic, 0, 1), TopicPartition(topic, 1, 2)], asynchronous=False)
     committer.close()
+    transactional = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": group, "log_level": 0})
+    transactional.init_transactions(DEADLINE)
+    transactional.begin_transaction()
+    transactional.produce(topic, b"in-a-transaction", partition=1)
+    transactional.commit_transaction(DEADLINE)
 
     assert kill_leader(cluster, topic, 0) == coordinator
     cluster.wait_until(lambda m: cluster.partition("__consumer_offsets", 0, m)["leader"] not in (-1, coordinator),
@@ -106,14 +112,18 @@ def test_the_cli_with_a_dead_broker_named_first(cluster):
     consumed = freshet("consume", topic, "--from-beginning", "-b", bootstrap)
     assert consumed.returncode == 0, consumed.stderr
     assert sorted(consumed.stdout.split()) == sorted([f"before-{i}" for i in range(10)] +
-                                                     [f"after-{i}" for i in range(10)])
+                                                     [f"after-{i}" for i in range(10)] + ["in-a-transaction"])
+    transactions = freshet("transactions", "list", "-b", bootstrap)
+    assert transactions.returncode == 0 and [line.split()[::2] for line in transactions.stdout.splitlines()
+                                             if line.startswith(group)] == [[group, "CompleteCommit"]], (
+        transactions.stdout + transactions.stderr)
     listed = freshet("topic", "list", "-b", bootstrap)
     assert listed.returncode == 0 and f"{topic}\t2" in listed.stdout.splitlines(), listed.stdout + listed.stderr
     described = freshet("topic", "describe", topic, "-b", bootstrap)
     assert described.returncode == 0, described.stderr
     rows = table_rows(described.stdout)[:2]  # partition, leader, log start offset, high watermark, ...
     assert [row[:2] for row in rows] == [["0", str(cluster.leader(topic, 0))], ["1", str(cluster.leader(topic, 1))]]
-    assert str(coordinator) not in [row[1] for row in rows] and sum(int(row[3]) for row in rows) == 20
+    assert str(coordinator) not in [row[1] for row in rows] and sum(int(row[3]) for row in rows) == 22
     groups = freshet("groups", "list", "-b", bootstrap)
     assert groups.returncode == 0 and group in groups.stdout, groups.stdout + groups.stderr
     before = freshet("groups", "describe", group, "-b", bootstrap)
@@ -127,7 +137,7 @@ def test_the_cli_with_a_dead_broker_named_first(cluster):
         committed = reader.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=30)
     finally:
         reader.close()
-    assert [tp.offset for tp in committed] == ends and sum(ends) == 20
+    assert [tp.offset for tp in committed] == ends and sum(ends) == 22  # 21 records and a commit marker
 
 
 def table_rows(text: str) -> list[list[str]]:
@@ -302,7 +312,7 @@ def test_event_sourcing_appends_and_a_processor_keep_the_invariants_across_a_lea
         for t in first:
             t.start()
         wait_for("some posts answered", lambda: len(outcomes) >= 8)
-        kill_leader(cluster, app.events_topic, app.partition_of(stream))
+        dead = kill_leader(cluster, app.events_topic, app.partition_of(stream))
         for t in first:
             t.join(DEADLINE)
         then = [threading.Thread(target=spending, args=(s, 3)) for s in (3, 4)]  # after the kill: new clients
@@ -328,6 +338,9 @@ def test_event_sourcing_appends_and_a_processor_keep_the_invariants_across_a_lea
         assert len(book) == 5 + sum(1 for o in outcomes if o.accepted)
         assert sum(1 for o in outcomes if not o.accepted) > 0  # the money ran out: later posts refused
         assert store.state(stream).balances == balances
+    shown = freshet("es", "state", "ledger", stream, "--name", app.name, "-b", dead_first(cluster, dead))
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["balances"] == balances
 
 
 def test_ingest_acknowledges_records_through_a_leader_kill_and_every_acknowledged_one_is_in_the_log(cluster,
