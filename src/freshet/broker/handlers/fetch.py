@@ -233,25 +233,39 @@ def list_offsets(ctx: RequestContext, request: Request) -> dict:
             if partition is None:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
                 continue
+            read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+            fetchable = partition.last_stable_offset if read_committed else partition.high_watermark
+            leader = None
             if replicas is not None:
-                code, _ = replicas.check(t.name, p.partition_index, getattr(p, "current_leader_epoch", -1))
+                code, leader = replicas.check(t.name, p.partition_index, getattr(p, "current_leader_epoch", -1))
                 if code is not None:
                     entry["error_code"] = code
                     continue
                 state = replicas.role(t.name, p.partition_index)
                 if state is not None:
                     entry["leader_epoch"] = state.leader_epoch
+            # KIP-207, as Kafka's fetchOffsetForTimestamp: a new leader whose high watermark (known as a follower) is
+            # below its epoch's start offset until its followers fetch answers a client OFFSET_NOT_AVAILABLE
+            # (retriable) where its answer would lie at or past that high watermark, not the stale figure
+            lagging = leader is not None and getattr(request, "replica_id", -1) < 0 \
+                and leader.epoch_start_offset > partition.high_watermark
             if p.timestamp == LATEST:
-                read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
-                entry["offset"] = partition.last_stable_offset if read_committed else partition.high_watermark
+                if lagging:
+                    entry["error_code"] = ErrorCode.offset_not_available
+                    continue
+                entry["offset"] = fetchable
             elif p.timestamp == EARLIEST:
                 entry["offset"] = partition.log_start_offset
             elif p.timestamp == MAX_TIMESTAMP:
                 entry["offset"], entry["timestamp"] = partition.max_timestamp()
             elif p.timestamp >= 0:
                 found = partition.offset_for_timestamp(p.timestamp)
+                if leader is not None and found is not None and found[0] >= fetchable:
+                    found = None  # a leader answers what it can serve (Kafka: below the last fetchable offset)
                 if found is not None:
                     entry["offset"], entry["timestamp"] = found
+                elif lagging:
+                    entry["error_code"] = ErrorCode.offset_not_available
             else:
                 entry["error_code"] = ErrorCode.invalid_request
         topics.append({"name": t.name, "partitions": partitions})

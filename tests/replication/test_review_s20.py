@@ -1,0 +1,46 @@
+"""Review of the broker/cluster work of session 20: leader changes and ListOffsets (KIP-207), share-group configs as
+cluster metadata (group records of the previous version, DeleteGroups), the coordinators' one append wait. Each test
+states Kafka's behaviour and fails (xfail strict) until the code does it; unit-level or in process where possible."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from .conftest import batch
+
+
+def test_a_new_leader_whose_high_watermark_lags_its_epoch_start_answers_offset_not_available(run):
+    """KIP-207 (Kafka's Partition.fetchOffsetForTimestamp): a leader whose high watermark is below the start offset
+    of its leader epoch (it knew the high watermark as a follower; its followers have not fetched from it yet)
+    answers a client's ListOffsets LATEST, or a timestamp lookup past what it can serve, OFFSET_NOT_AVAILABLE
+    (retriable), not the stale high watermark: a consumer resetting to latest, or the Spark source, took 0 right
+    after a leader kill -9 and re-read or lost its place (tests/cluster/test_clients_failover.py retries in the
+    Spark source only). EARLIEST is answered as ever; once the followers have caught up, LATEST is the HW."""
+    async def scenario(cluster):
+        cluster.create_topic("kip207", 1, replicas=(0, 1))
+        log = cluster.partition(0, "kip207")
+        log.append(batch(b"a", b"b", b"c"))  # what broker 0 holds (fsync'd) as the follower it was
+        log.flush()
+        log.high_watermark = 0  # ... the old leader's high watermark it last heard of
+        cluster.set_state("kip207", leader=0, leader_epoch=1, partition_epoch=1)  # broker 1 not fetching yet
+        await cluster.apply()
+        connection = await cluster.connect(0)
+
+        async def list_offsets(timestamp: int, isolation: int = 0):
+            response = await connection.request(2, 7, {"replica_id": -1, "isolation_level": isolation, "topics": [
+                {"name": "kip207", "partitions": [{"partition_index": 0, "current_leader_epoch": 1,
+                                                   "timestamp": timestamp}]}]})
+            p = response.topics[0].partitions[0]
+            return p.error_code, p.offset
+
+        assert (await list_offsets(-2))[0] == ErrorCode.none  # EARLIEST
+        assert (await list_offsets(-1))[0] == ErrorCode.offset_not_available
+        assert (await list_offsets(-1, isolation=1))[0] == ErrorCode.offset_not_available
+        assert (await list_offsets(0))[0] == ErrorCode.offset_not_available  # a timestamp: its record is past HW
+        leader = cluster.brokers[0].replicas.leaders[("kip207", 0)]
+        leader.follower_fetched(1, 3)  # the follower catches up: the high watermark reaches the epoch start
+        assert log.high_watermark == 3
+        assert await list_offsets(-1) == (ErrorCode.none, 3)
+        connection.close()
+
+    run(scenario, count=1)
