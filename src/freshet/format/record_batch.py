@@ -352,6 +352,11 @@ def scan_records(batch: bytes | memoryview, timestamps: bool = False, header: Ba
     if header is None:
         header = read_header(batch)
     if header.attributes & COMPRESSION_MASK:
+        frame = memoryview(batch)[HEADER_SIZE:HEADER_SIZE + 5]
+        if header.compression == 3 and frame[:4] == b"\x04\x22\x4d\x18" and len(frame) == 5 and not frame[4] & 0x20:
+            # Kafka's LZ4 reader refuses a frame of linked blocks ("Dependent block stream is unsupported"): its
+            # Java consumers could not read the batch
+            raise MalformedRecordError("an lz4 frame of linked blocks: Kafka reads only independent blocks")
         data = _records_payload(batch, header)
     else:
         data = memoryview(batch)[HEADER_SIZE:header.size]

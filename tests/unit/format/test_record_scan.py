@@ -253,3 +253,17 @@ def test_scan_batches_walks_each_batch_of_a_request_as_scan_records_does():
     with pytest.raises(MalformedRecordError, match="record 1: offset delta 2") as refused:
         scan_batches(bad, validate_batches(bad))
     assert refused.value.index == 1
+
+
+def test_an_lz4_frame_of_linked_blocks_is_refused_as_kafka_refuses_it():
+    """Kafka's LZ4 reader takes only independent blocks (what librdkafka and Kafka's producers write): a batch in
+    linked blocks would be stored and then break every Java consumer."""
+    import cramjam
+
+    batch = encode_batch([(b"k", b"v" * 100, 5)])
+    linked = bytearray(_with_codec(batch, 3))
+    linked[HEADER_SIZE:] = bytes(cramjam.lz4.compress(batch[HEADER_SIZE:]))  # cramjam's default: linked blocks
+    struct.pack_into(">i", linked, 8, len(linked) - 12)
+    refused = _scanned(_sealed(linked))
+    assert refused[0] is MalformedRecordError and "linked blocks" in refused[1]
+    assert _scanned(_with_codec(batch, 3))[:2] == (1, [])  # independent blocks (compress): accepted
