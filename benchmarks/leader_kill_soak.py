@@ -13,7 +13,7 @@ the partition's end offset, offsets missing or out of order in what the member r
 rewinds without one). Exit status 1 if anything acknowledged was lost, duplicated, out of order, or the group did
 not end committed at the end offset.
 
-usage: python benchmarks/leader_kill_soak.py [--kills 20]
+usage: python benchmarks/leader_kill_soak.py [--kills 20] [--group-protocol classic|consumer]
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ def failed(seen: dict) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kills", type=int, default=20)
+    ap.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic",
+                    help="the group member's protocol (consumer: KIP-848)")
     args = ap.parse_args()
     from freshet.local.cluster import LocalCluster
 
@@ -60,7 +62,7 @@ def main() -> int:
     load = os.getloadavg()[0]
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="freshet-soak-") as tmp, LocalCluster(3, directory=tmp) as cluster:
-        seen = loop(cluster, args.kills)
+        seen = loop(cluster, args.kills, group_protocol=args.group_protocol)
     problems = failed(seen)
     print(json.dumps({**seen, "passed": not problems, "problems": problems,
                       "seconds": round(time.monotonic() - started), "load_average_at_start": round(load, 1),

@@ -80,11 +80,11 @@ class GroupReader(threading.Thread):
     as (offset, value); a rewind (an offset read again) is only allowed right after a new assignment (a rebalance
     restarts from the committed offset, as Kafka's consumers do)."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, group: str, protocol: str = "classic") -> None:
         super().__init__(daemon=True)
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                                   "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-                                  "log_level": 3})
+                                  "group.protocol": protocol, "log_level": 3})
         self.topic = topic
         self.read: dict[int, int] = {}  # offset -> value
         self.mismatched: list[tuple[int, int, int]] = []  # an offset read again with another value
@@ -184,17 +184,19 @@ def coordinator_partition(cluster: LocalCluster, group: str) -> dict:
                               and len(p["isr"]) == 3 and p, DEADLINE, "__consumer_offsets' ISR whole")
 
 
-def kill_the_leader_over_and_over(cluster: LocalCluster, kills: int, topic: str = "kills") -> dict:
+def kill_the_leader_over_and_over(cluster: LocalCluster, kills: int, topic: str = "kills",
+                                  group_protocol: str = "classic") -> dict:
     """The partition's leader killed -9 ``kills`` times under a writer and a group's reader, restarted each time and
     back in the ISR before the next kill. The topic's replicas are in the order of __consumer_offsets' own, so that
     the two partitions have the same leader and move together: each kill also kills the group's coordinator
-    (counted, not assumed). What was seen, as numbers (no assertion here: the test and the soak judge them)."""
+    (counted, not assumed). ``group_protocol``: the member's, classic or consumer (KIP-848). What was seen, as
+    numbers (no assertion here: the test and the soak judge them)."""
     group = f"{topic}-group"
     offsets = coordinator_partition(cluster, group)
     full_isr, part = three_replicas(cluster, topic, offsets["replicas"])
     writer = Writer(cluster.bootstrap, topic)
     writer.start()
-    reader = GroupReader(cluster.bootstrap, topic, group)
+    reader = GroupReader(cluster.bootstrap, topic, group, group_protocol)
     reader.start()
     epochs, failovers, coordinator_kills, leaders = [], [], 0, []
     try:
@@ -240,7 +242,7 @@ def kill_the_leader_over_and_over(cluster: LocalCluster, kills: int, topic: str 
     in_offset_order = [reader.read[o] for o in sorted(reader.read)]
     times = [t for t in failovers if t is not None]
     return {
-        "kills": len(epochs), "records_sent": writer.sent, "records_acknowledged": len(writer.acked),
+        "kills": len(epochs), "group_protocol": group_protocol, "records_sent": writer.sent, "records_acknowledged": len(writer.acked),
         "producer_errors": writer.errors[:3], "lost": len(missing), "lost_examples": sorted(missing)[:5],
         "duplicated": len(got) - len(set(got)),
         "order_violations": sum(1 for a, b in zip(got, got[1:]) if b <= a),
