@@ -237,10 +237,14 @@ class TableStore:
             known = self._tables.get(name.lower()) or self.table(name)
             if known is None or set(given) != {k.lower() for k in known[1]}:
                 return None
+            try:
+                key = key_values(given, known[0], known[1])
+            except LookupError:
+                return None
             m = self.mark
             found = self._read_one(f"SELECT t.columns, t.key_columns, r.row_json FROM {TABLES_TABLE} t LEFT JOIN "
                                    f"{ROWS_TABLE} r ON r.name = t.name AND r.key_json = {m} WHERE t.name = {m}",
-                                   (key_text([given[k.lower()] for k in known[1]]), name.lower()))
+                                   (key_text(key), name.lower()))
             if found is None:
                 self._tables.pop(name.lower(), None)
                 return None
@@ -288,6 +292,36 @@ def _number(text: str):
     if text.isdigit():
         return int(text)
     return float(text)
+
+
+_NUMERIC_TYPES = {"tinyint", "byte", "smallint", "short", "int", "integer", "bigint", "long", "float", "real",
+                  "double", "decimal", "dec", "numeric"}
+_DATE_TEXT = re.compile(r"\s*\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)?\s*")
+
+
+def key_values(given: dict, columns, keys) -> list:
+    """The values of a pull query's key literals (``given``: {key column (lower case): literal}) as the copy keeps
+    its key columns, in ``keys``' order: a string for a timestamp or date column read as the instant or day it
+    names (any spelling of ISO 8601 Spark casts alike: a T or a space, seconds and fractions or not); LookupError
+    where Spark would cast the literal otherwise than the copy can compare it (a quoted number for a numeric
+    column, a number for a string column, a zone): then Spark answers the statement."""
+    types = {c.lower(): str(t).lower().split("(")[0].strip() for c, t in columns}
+    out = []
+    for k in keys:
+        value, kind = given[k.lower()], types.get(k.lower(), "")
+        if kind.startswith("timestamp") or kind == "date":
+            if not isinstance(value, str) or not _DATE_TEXT.fullmatch(value):
+                raise LookupError
+            value = (datetime.date.fromisoformat(value.strip()[:10]) if kind == "date"
+                     else datetime.datetime.fromisoformat(value.strip()))
+        elif kind in ("string", "varchar", "char"):
+            if not isinstance(value, str):
+                raise LookupError
+        elif kind in _NUMERIC_TYPES:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise LookupError
+        out.append(value)
+    return out
 
 
 def _literal(node):
@@ -354,7 +388,11 @@ def pull(session, sql: str) -> Rows | None:
     lowered = [n.lower() for n in names]
     if set(given) != {k.lower() for k in keys}:
         return None
-    row = store.get(found.group(1), [given[k.lower()] for k in keys], columns)
+    try:
+        key = key_values(given, columns, keys)
+    except LookupError:
+        return None  # a literal Spark casts otherwise than the copy can tell: Spark's to answer
+    row = store.get(found.group(1), key, columns)
     wanted = []
     for item in tree.expressions:
         if isinstance(item, exp.Star):

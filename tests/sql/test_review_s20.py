@@ -1,0 +1,59 @@
+"""Review of the SQL work of session 20: pull queries answered from a table's copy (the fast path,
+``table_store.fast_pull``, and the general one, ``table_store.pull``) must answer what Spark answers for the same
+statement, or leave it to Spark. Each test states the behaviour and fails (xfail strict) until the code does it. No
+Spark, no broker: the copy is a SQLite file of the test's own."""
+
+import datetime
+
+import pytest
+
+from freshet.sql import parser as p
+from freshet.sql.session import SqlSession
+from freshet.sql.table_store import fast_pull, pull, store_for
+
+ROW_T = (datetime.datetime(2026, 1, 1, 0, 1), "/page/1", 5)
+
+
+@pytest.fixture
+def session(tmp_path):
+    s = SqlSession("127.0.0.1:9", data_dir=str(tmp_path))  # a pull query never reaches the broker
+    store = store_for(s)
+    store.define("by_minute", [("minute", "timestamp"), ("url", "string"), ("requests", "bigint")], ["minute", "url"])
+    store.upsert("by_minute", [ROW_T])
+    store.define("by_id", [("id", "bigint"), ("name", "string")], ["id"])
+    store.upsert("by_id", [(1, "one")])
+    store.define("by_code", [("code", "string"), ("name", "string")], ["code"])
+    store.upsert("by_code", [("1", "one")])
+    yield s
+    store.close()
+
+
+def _answers(session, text: str) -> list:
+    """The fast path's and the general path's answers (None: left to Spark)."""
+    (stmt,) = p.parse(text)
+    fast, general = fast_pull(session, text), pull(session, stmt.text)
+    return [None if a is None else a.rows for a in (fast, general)]
+
+
+@pytest.mark.parametrize("text, row", [
+    # Spark casts the string to the key column's type: every spelling of the instant finds the row
+    ("SELECT * FROM by_minute WHERE minute = '2026-01-01T00:01:00' AND url = '/page/1'", ROW_T),
+    ("SELECT * FROM by_minute WHERE minute = '2026-01-01 00:01' AND url = '/page/1'", ROW_T),
+    ("SELECT * FROM by_minute WHERE minute = '2026-01-01 00:01:00.000' AND url = '/page/1'", ROW_T),
+    ("SELECT * FROM by_id WHERE id = '1'", (1, "one")),  # bigint = '1': the string cast to bigint
+    ("SELECT * FROM by_code WHERE code = 1", ("1", "one")),  # string = 1: the string cast to a number
+])
+def test_a_key_literal_of_another_type_is_compared_as_spark_compares_it(session, text, row):
+    """A pull query's key literal written in another type than its column (a timestamp in ISO 8601 with a T, a
+    number quoted) is cast by Spark and finds the row; the copy compared its JSON text and answered no row. Either
+    path must answer the row, or leave the statement to Spark (None), never an empty answer Spark would not give."""
+    for answer in _answers(session, text):
+        assert answer is None or answer == [row], text
+
+
+def test_the_copy_still_answers_keys_written_in_their_columns_type(session):
+    assert _answers(session, "SELECT * FROM by_minute WHERE minute = '2026-01-01 00:01:00' AND url = '/page/1'") \
+        == [[ROW_T], [ROW_T]]
+    assert _answers(session, "SELECT name FROM by_id WHERE id = 1") == [[("one",)], [("one",)]]
+    assert _answers(session, "SELECT name FROM by_id WHERE id = 2") == [[], []]
+    assert _answers(session, "SELECT name FROM by_code WHERE code = '1'") == [[("one",)], [("one",)]]
