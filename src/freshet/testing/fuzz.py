@@ -227,6 +227,12 @@ def encode_request(api_key: int, version: int, body: dict, correlation_id: int =
 
 # more requests of an API beside its _seed_body: CreateTopics and CreatePartitions with manual replica assignments
 _MORE_SEED_BODIES = {
+    # Produce with batches whose CRC-32C holds and whose records do not (refused INVALID_RECORD, nothing stored):
+    # their mutations reach the walk over every produced record
+    0: [{"transactional_id": None, "acks": -1, "timeout": 1000,
+         "topic_data": [{"name": "fuzz-target", "topic_id": uuid.UUID(int=1), "partition_data": [
+             {"index": 0, "records": batch}]}]}
+        for batch, code in record_level_batches(1_700_000_000_000).values() if code],
     19: [{"topics": [{"name": "fuzz-assigned", "num_partitions": -1, "replication_factor": -1, "configs": [],
                       "assignments": [{"partition_index": 1, "broker_ids": [1]},
                                       {"partition_index": 0, "broker_ids": [1, 2]}]}],
