@@ -80,7 +80,7 @@ def test_the_fast_path_answers_as_the_general_path_or_leaves_it_the_statement(se
         assert (fast.columns, typed(fast)) == (general.columns, typed(general)), text
         compared += bool(general.rows)
     assert all(fast_pull(session, text) is not None for text in COMMON)
-    assert answered > 300 and compared > 100, (answered, compared)
+    assert answered > 200 and compared > 100, (answered, compared)  # not a vacuous comparison
 
 
 def test_a_fast_answer_is_the_copy_as_it_is_now(session):
