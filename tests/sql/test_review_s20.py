@@ -57,3 +57,12 @@ def test_the_copy_still_answers_keys_written_in_their_columns_type(session):
     assert _answers(session, "SELECT name FROM by_id WHERE id = 1") == [[("one",)], [("one",)]]
     assert _answers(session, "SELECT name FROM by_id WHERE id = 2") == [[], []]
     assert _answers(session, "SELECT name FROM by_code WHERE code = '1'") == [[("one",)], [("one",)]]
+
+
+@pytest.mark.parametrize("text", ["SELECT * FROM by_id WHERE id = 1.00000000000000000001",
+                                  "SELECT * FROM by_id WHERE id = 0.99999999999999999999"])
+def test_a_decimal_literal_is_compared_exactly_with_a_whole_key(session, text):
+    """Spark compares a bigint key with a decimal literal exactly (both cast to a decimal): 1.00000000000000000001
+    is not 1. The copy read the literal as a float (1.0) and answered the row of 1."""
+    for answer in _answers(session, text):
+        assert answer is None or answer == [], text

@@ -287,15 +287,16 @@ def store_for(session=None) -> TableStore:
 
 
 def _number(text: str):
-    """A numeric literal's value: a whole number (digits only) as an exact int, anything else as a float (an
-    integral one written with a point or exponent stays a float; a key compares the two alike)."""
+    """A numeric literal's value: a whole number (digits only) as an exact int, anything else as an exact Decimal
+    (``key_values`` compares it with its column as Spark does: exactly with a whole key, as a double with a double)."""
     if text.isdigit():
         return int(text)
-    return float(text)
+    return decimal.Decimal(text)
 
 
 _NUMERIC_TYPES = {"tinyint", "byte", "smallint", "short", "int", "integer", "bigint", "long", "float", "real",
                   "double", "decimal", "dec", "numeric"}
+_WHOLE_TYPES = {"tinyint", "byte", "smallint", "short", "int", "integer", "bigint", "long"}
 _DATE_TEXT = re.compile(r"\s*\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)?\s*")
 
 
@@ -318,8 +319,13 @@ def key_values(given: dict, columns, keys) -> list:
             if not isinstance(value, str):
                 raise LookupError
         elif kind in _NUMERIC_TYPES:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if isinstance(value, bool) or not isinstance(value, (int, float, decimal.Decimal)):
                 raise LookupError
+            if isinstance(value, decimal.Decimal):  # Spark: exact against a whole key, a double against a double
+                whole = kind in _WHOLE_TYPES and value == value.to_integral_value()
+                if kind in _WHOLE_TYPES and not whole and float(value).is_integer():
+                    raise LookupError  # 1.00000000000000000001: no whole key equals it, its float does
+                value = int(value) if whole else float(value)
         out.append(value)
     return out
 
