@@ -21,9 +21,10 @@ from freshet.local.cluster import LocalCluster
 from .conftest import DEADLINE, admin
 from .test_metadata import created, wait_for
 
-# the tests but the Spark one share this module's cluster on one worker (the Spark one goes where the shared
-# SparkSession is: tests/conftest.py groups it with tests/spark)
-pytestmark = pytest.mark.xdist_group("clients-failover")
+# the tests but the Spark one share this module's cluster on one worker; the Spark one goes where the shared
+# SparkSession is (tests/conftest.py groups it with tests/spark: a second group marker would make xdist put it in
+# a group of both names, with a session of its own)
+one_cluster = pytest.mark.xdist_group("clients-failover")
 
 
 @pytest.fixture(autouse=True)
@@ -71,6 +72,7 @@ def freshet(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
                           text=True, timeout=DEADLINE)
 
 
+@one_cluster
 def test_the_cli_with_a_dead_broker_named_first(cluster):
     """The leader of the topic's partition 0, which is also the groups' coordinator (the leader of
     __consumer_offsets), killed -9; every command is then given the dead broker first, then the live ones
@@ -192,6 +194,7 @@ def test_a_spark_query_through_the_freshet_source_and_exactly_once_sink_across_a
     assert values == sorted(f"v{i}" for i in range(500))
 
 
+@one_cluster
 def test_the_spark_sources_driver_lists_offsets_right_after_a_leader_kill(cluster):
     """The stream reader's driver side (a long-lived admin client: every microbatch lists the partitions, then
     their ends) asked at once after the leader of a partition was killed -9. The new leader tells the high
@@ -223,6 +226,7 @@ def test_the_spark_sources_driver_lists_offsets_right_after_a_leader_kill(cluste
     assert reader.partitions(end, end) == []  # nothing new: no task, no "records were lost"
 
 
+@one_cluster
 def test_the_cdc_connector_streams_every_change_once_and_in_order_across_a_leader_kill(cluster, postgres, db):
     """The connector (an idempotent acks=all producer, LSNs acknowledged to PostgreSQL once the records are in the
     log) streams updates of 5 rows, one transaction each, while the leader of its topic is killed -9: every
@@ -271,6 +275,7 @@ def test_the_cdc_connector_streams_every_change_once_and_in_order_across_a_leade
     assert follower.state == {json.dumps({"id": key}): {"id": key, "n": rounds} for key in range(1, 6)}
 
 
+@one_cluster
 def test_event_sourcing_appends_and_a_processor_keep_the_invariants_across_a_leader_kill(cluster):
     """The ledger example's processor (events, answers and input offsets in one transaction) and two clients
     racing for one account's money, bootstrapped from the three brokers; the leader of the partition holding
@@ -343,6 +348,7 @@ def test_event_sourcing_appends_and_a_processor_keep_the_invariants_across_a_lea
     assert json.loads(shown.stdout)["balances"] == balances
 
 
+@one_cluster
 def test_ingest_acknowledges_records_through_a_leader_kill_and_every_acknowledged_one_is_in_the_log(cluster,
                                                                                                     tmp_path):
     """``freshet ingest serve -b`` all three brokers; a client posts records one request at a time (REST Proxy v3)
@@ -394,6 +400,7 @@ def test_ingest_acknowledges_records_through_a_leader_kill_and_every_acknowledge
     assert health and set(health) == {200}, f"{health.count(503)} of {len(health)} health checks said 503"
 
 
+@one_cluster
 def test_the_dashboards_cluster_view_with_a_dead_broker_named_first(cluster):
     """The dashboard's collector bootstrapped with a killed leader first: /api/cluster shows the broker fenced,
     the partition led by another ISR member, under-replicated without the dead broker in its ISR."""
