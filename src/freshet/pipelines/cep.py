@@ -332,20 +332,137 @@ def _events_of(batch) -> Iterator[tuple[dict, str, int, int]]:
 
 
 COMPACT = "F2\n"  # the state's first line: the compact form (without it, the first form: one JSON object)
+COMPACT_PACKS = "F3\n"  # the compact form with the group's waiting packs
+
+
+class Group:
+    """The state of one (rule, bucket) group: a :class:`PartitionMatcher` per partition key that has rows the
+    watermark released (pending attempts), and the events the watermark has not passed yet, kept as the packs
+    they came in (``waiting``: ``[oldest time, pkeys, times, orders, events]``, the texts of a ROUTED row) and
+    split only once the watermark reaches them: an event waits at no cost per batch (as its pack's text, not
+    parsed, not given to a matcher, written out as it came), however many batches the lateness spans."""
+
+    __slots__ = ("compiled", "matchers", "waiting")
+
+    def __init__(self, compiled: CompiledRule, matchers: dict[str, PartitionMatcher] | None = None,
+                 waiting: list | None = None) -> None:
+        self.compiled = compiled
+        self.matchers = matchers if matchers is not None else {}
+        self.waiting = waiting if waiting is not None else []
+
+    def feed(self, batches: Iterator[pd.DataFrame], floor: int | None) -> None:
+        """The packs of a batch (pandas frames of ROUTED rows); an event at or behind ``floor`` (the watermark) is
+        late and dropped, as Spark drops a late row."""
+        waiting = self.waiting
+        for pdf in batches:
+            for pkeys, times, orders, events in zip(pdf["pkeys"].tolist(), pdf["times"].tolist(),
+                                                    pdf["ords"].tolist(), pdf["events"].tolist()):
+                when = orjson.loads(times)
+                oldest = min(when)
+                if floor is None or oldest > floor:
+                    waiting.append([oldest, pkeys, times, orders, events])
+                else:
+                    kept = [e for e in unpack(pkeys, times, orders, events) if e[1] > floor]
+                    if kept:
+                        waiting.append([min(e[1] for e in kept), *pack(kept)[1:]])
+
+    def release(self, watermark: int | None, closed: bool) -> None:
+        """The waiting events at or behind ``watermark`` (all of them if ``closed``) to their keys' matchers."""
+        keep = []
+        matchers, compiled = self.matchers, self.compiled
+        for entry in self.waiting:
+            if not closed and (watermark is None or entry[0] > watermark):
+                keep.append(entry)
+                continue
+            rest = []
+            for pkey, when, order, event in unpack(*entry[1:]):
+                if closed or when <= watermark:
+                    matcher = matchers.get(pkey)
+                    if matcher is None:
+                        matcher = matchers[pkey] = PartitionMatcher(compiled, tuple(orjson.loads(pkey)))
+                    # PartitionMatcher.add_text: never late here (each watermark so far was behind it)
+                    matcher.buffer.append((when, order, event))
+                else:
+                    rest.append((pkey, when, order, event))
+            if rest:
+                keep.append([min(e[1] for e in rest), *pack(rest)[1:]])
+        self.waiting = keep
+
+    def settle(self, watermark: int | None, closed: bool) -> list:
+        """Release what the watermark passed and match: the matches it lets out, partition key by key."""
+        self.release(watermark, closed)
+        found = []
+        matchers = self.matchers
+        for pkey in sorted(matchers):
+            found.extend(matchers[pkey].advance(watermark, closed=closed))
+        self.matchers = {pkey: m for pkey, m in matchers.items() if not m.idle}
+        return found
+
+    @property
+    def idle(self) -> bool:
+        return not self.matchers and not self.waiting
+
+    def wake_at(self, watermark: int) -> int | None:
+        """The watermark to wake the group at when no event comes: the oldest waiting event's time or a pending
+        attempt's time limit, whichever is first."""
+        deadlines = [d for d in (m.next_deadline() for m in self.matchers.values()) if d is not None]
+        deadlines.extend(entry[0] for entry in self.waiting)
+        return max(min(deadlines) - 1, watermark + 1) if deadlines else None
+
+    def dump(self) -> str:
+        """``F3``, a JSON line (``m``: each key's numbers, ``PartitionMatcher.to_compact``; ``n``: the length of
+        the matchers' lines; ``p``: each waiting pack's oldest time and the lengths of its four texts), the
+        matchers' event texts one a line, then the waiting packs' texts end to end, as they came."""
+        lines: list[str] = []
+        numbers = [[pkey, *m.to_compact(lines)] for pkey, m in self.matchers.items()]
+        body = "\n".join(lines)
+        packs = [[e[0], len(e[1]), len(e[2]), len(e[3]), len(e[4])] for e in self.waiting]
+        header = orjson.dumps({"m": numbers, "n": len(body), "p": packs}).decode()
+        return "".join([COMPACT_PACKS, header, "\n", body, *(t for e in self.waiting for t in e[1:])])
+
+    @classmethod
+    def load(cls, compiled: CompiledRule, text: str) -> Group:
+        """The group ``dump`` wrote; also reads the earlier forms (``F2``: the matchers with their buffered events,
+        and the first form, one JSON object ``{pkey: PartitionMatcher.to_state()}``)."""
+        if not text.startswith(COMPACT_PACKS):
+            return cls(compiled, load_group(compiled, text))
+        end = text.index("\n", len(COMPACT_PACKS))
+        header = orjson.loads(text[len(COMPACT_PACKS):end])
+        at = end + 1
+        body = text[at:at + header["n"]]
+        lines = body.split("\n") if body else []
+        matchers, line = {}, 0
+        for pkey, *numbers in header["m"]:
+            matchers[pkey], line = PartitionMatcher.from_compact(compiled, tuple(orjson.loads(pkey)), numbers, lines,
+                                                                 line)
+        at += header["n"]
+        waiting = []
+        for oldest, *lengths in header["p"]:
+            entry = [oldest]
+            for length in lengths:
+                entry.append(text[at:at + length])
+                at += length
+            waiting.append(entry)
+        return cls(compiled, matchers, waiting)
 
 
 def dump_group(matchers: dict[str, PartitionMatcher]) -> str:
-    """The state of one (rule, bucket) group: ``F2``, a JSON line of each partition key's numbers
-    (``PartitionMatcher.to_compact``), then the events' JSON texts, one a line (JSON text as ``orjson`` writes
-    it holds no line break), so that reading the state back parses no event still waiting for the watermark."""
+    """The ``F2`` state of one (rule, bucket) group (what checkpoints before ``Group.dump`` hold): ``F2``, a
+    JSON line of each partition key's numbers (``PartitionMatcher.to_compact``), then the events' JSON texts, one
+    a line (JSON text as ``orjson`` writes it holds no line break)."""
     lines: list[str] = []
     header = [[pkey, *m.to_compact(lines)] for pkey, m in matchers.items()]
     return COMPACT + orjson.dumps(header).decode() + "\n" + "\n".join(lines)
 
 
 def load_group(compiled: CompiledRule, text: str) -> dict[str, PartitionMatcher]:
-    """The matchers ``dump_group`` wrote; also reads the first form (``{pkey: PartitionMatcher.to_state()}`` as
-    one JSON object), which checkpoints written before the compact form hold."""
+    """The matchers of a group's state in any form, each with its waiting events buffered: ``F3``
+    (``Group.dump``), ``F2`` (``dump_group``) or the first form (``{pkey: PartitionMatcher.to_state()}`` as one
+    JSON object)."""
+    if text.startswith(COMPACT_PACKS):
+        group = Group.load(compiled, text)
+        group.release(None, closed=True)
+        return group.matchers
     if not text.startswith(COMPACT):
         return {pkey: PartitionMatcher.from_state(compiled, tuple(orjson.loads(pkey)), s)
                 for pkey, s in orjson.loads(text).items()}
@@ -357,43 +474,10 @@ def load_group(compiled: CompiledRule, text: str) -> dict[str, PartitionMatcher]
     return matchers
 
 
-def _feed(compiled: CompiledRule, matchers: dict[str, PartitionMatcher], batches: Iterator[pd.DataFrame],
-          floor: int | None) -> None:
-    """A group's packs (pandas frames of ROUTED rows) into its matchers, one per partition key; an event at or
-    behind ``floor`` (the watermark) is late and dropped, as Spark drops a late row."""
-    for pdf in batches:
-        for packed in zip(pdf["pkeys"].tolist(), pdf["times"].tolist(), pdf["ords"].tolist(),
-                          pdf["events"].tolist()):
-            for pkey, when, order, event in unpack(*packed):
-                if floor is not None and when <= floor:
-                    continue
-                matcher = matchers.get(pkey)
-                if matcher is None:
-                    matcher = matchers[pkey] = PartitionMatcher(compiled, tuple(orjson.loads(pkey)))
-                if matcher.watermark is None or when > matcher.watermark:  # PartitionMatcher.add_text, inline
-                    matcher.buffer.append((when, order, event))
-                else:
-                    matcher.late += 1
-
-
-def _settle(matchers: dict[str, PartitionMatcher], watermark: int | None, closed: bool) -> list:
-    """The matches the watermark lets out, partition key by partition key."""
-    found = []
-    for pkey in sorted(matchers):
-        found.extend(matchers[pkey].advance(watermark, closed=closed))
-    return found
-
-
-def _deadline(live: dict[str, PartitionMatcher], watermark: int) -> int | None:
-    """When a group's matchers can next make progress without new events: the watermark to wake them at."""
-    deadlines = [d for d in (m.next_deadline() for m in live.values()) if d is not None]
-    return max(min(deadlines) - 1, watermark + 1) if deadlines else None
-
-
 def _match_step(rules: RuleSource):
-    """The stateful step of one (rule, bucket) group: the matchers of every partition key of that bucket,
-    kept together in one state value (``dump_group``). A Python call per group costs about a
-    millisecond here, so keys are spread over a few buckets instead of each being a group of its own."""
+    """The stateful step of one (rule, bucket) group: the matchers of every partition key of that bucket and
+    their waiting events, kept together in one state value (``Group.dump``). A Python call per group costs
+    about a millisecond here, so keys are spread over a few buckets instead of each being a group of its own."""
 
     def step(group: tuple, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         rule_name = group[0]
@@ -402,21 +486,20 @@ def _match_step(rules: RuleSource):
             if state.exists:
                 state.remove()
             return
-        matchers = load_group(compiled, state.get[0]) if state.exists else {}
+        current = Group.load(compiled, state.get[0]) if state.exists else Group(compiled)
         streaming = not isinstance(state, _FreshState)
         watermark = state.getCurrentWatermarkMs() if streaming else None
         # an event at or behind the watermark is late (as Spark drops a row): Spark drops the packs whose newest
         # event is, the step the late events of the others
-        _feed(compiled, matchers, batches, watermark if streaming else None)
-        found = _settle(matchers, watermark, not streaming)
+        current.feed(batches, watermark if streaming else None)
+        found = current.settle(watermark, not streaming)
         if streaming:
-            live = {pkey: m for pkey, m in matchers.items() if not m.idle}
-            if not live:
+            if current.idle:
                 if state.exists:
                     state.remove()
             else:
-                state.update((dump_group(live),))
-                wake = _deadline(live, watermark)
+                state.update((current.dump(),))
+                wake = current.wake_at(watermark)
                 if wake is not None:
                     state.setTimeoutTimestamp(wake)
         if found:
@@ -430,9 +513,9 @@ def _processor_class():
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
     class MatchProcessor(StatefulProcessor):
-        """The step of one (rule, bucket) group on ``transformWithStateInPandas``: the group's matchers in one
-        value state (``dump_group``'s text, and the event-time timer set for it), one timer a group to wake it
-        when a pending attempt's time limit or a waiting event comes due without new events."""
+        """The step of one (rule, bucket) group on ``transformWithStateInPandas``: the group (``Group.dump``'s
+        text) and the event-time timer set for it in one value state, one timer a group to wake it when a
+        waiting event or a pending attempt's time limit comes due without new events."""
 
         def __init__(self, rules: RuleSource) -> None:
             self.rules = rules
@@ -459,18 +542,17 @@ def _processor_class():
                     if timer is not None and timer != fired:
                         self.handle.deleteTimer(timer)
                 return
-            matchers = load_group(compiled, stored[0]) if stored is not None else {}
-            _feed(compiled, matchers, batches, watermark)
-            found = _settle(matchers, watermark, False)
-            live = {pkey: m for pkey, m in matchers.items() if not m.idle}
-            wake = _deadline(live, watermark) if live else None
+            current = Group.load(compiled, stored[0]) if stored is not None else Group(compiled)
+            current.feed(batches, watermark)
+            found = current.settle(watermark, False)
+            wake = current.wake_at(watermark)
             if wake != timer:
                 if timer is not None and timer != fired:  # a fired timer is deleted after this call
                     self.handle.deleteTimer(timer)
                 if wake is not None:
                     self.handle.registerTimer(wake)
-            if live:
-                self.state.update((dump_group(live), wake))
+            if not current.idle:
+                self.state.update((current.dump(), wake))
             elif stored is not None:
                 self.state.clear()
             if found:

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from freshet.cep.matcher import CompiledRule, Match, iso_utc
 from freshet.cep.rules import parse_rule
 from freshet.cli.cep_cmd import rules
-from freshet.pipelines.cep import COMPACT, FixedRules, _match_step, load_group, pack
+from freshet.pipelines.cep import COMPACT_PACKS, FixedRules, Group, _match_step, dump_group, load_group, pack, unpack
 from freshet.pipelines.stateful import _FreshState
 
 MINUTE = 60_000
@@ -226,9 +226,10 @@ def test_a_postgres_sink_writes_key_and_measures_as_json_objects():
     assert json.loads(held.dumps(held.adapted)) == {"user": "ann", "score": 1.5, "note": None}
 
 
-def test_a_state_in_the_first_form_is_read_as_the_compact_one(tmp_path):
+def test_a_state_in_an_earlier_form_is_read_as_the_current_one(tmp_path):
     """A checkpoint written before the compact state (one JSON object: ``{pkey: PartitionMatcher.to_state()}``)
-    goes on where it stopped: the step reads either form and writes the compact one."""
+    or before the waiting packs (``F2``: each key's matcher with its buffered events) goes on where it stopped:
+    the step reads every form and writes the current one (``F3``)."""
     events = [{"user": u, "device": {"os": "ios"}, "kind": k, "ip": f"10.0.0.{i}", "score": i, "note": "n",
                "city": "Delft", "event_time": i * 1_000}
               for i, (u, k) in enumerate([("ann", "failed"), ("bob", "failed"), ("ann", "failed"), ("bob", "failed"),
@@ -237,25 +238,30 @@ def test_a_state_in_the_first_form_is_read_as_the_compact_one(tmp_path):
     compiled = CompiledRule(parse_rule(TAKEOVER))
     name = compiled.name
 
-    def run(first_form: bool) -> tuple[list[dict], str]:
+    def run(form: str) -> tuple[list[dict], str]:
         step, state = _match_step(FixedRules({name: TAKEOVER})), StreamState()
         state.watermark = -1
         records = topic_records(step((name, 0), iter([routed(TAKEOVER, events[:6])]), state))
         state.watermark = 2_500  # rows of both users released (pending attempts), the later ones buffered
         records += topic_records(step((name, 0), iter([]), state))
         written = state.get[0]
-        if first_form:
-            matchers = load_group(compiled, written)
+        matchers = load_group(compiled, written)
+        if form == "first":
             state.update((orjson.dumps({pkey: m.to_state() for pkey, m in matchers.items()}).decode(),))
+        elif form == "F2":
+            state.update((dump_group(matchers),))
         state.watermark = 5_500
         records += topic_records(step((name, 0), iter([routed(TAKEOVER, events[6:])]), state))
         state.watermark = 60 * MINUTE
         records += topic_records(step((name, 0), iter([]), state))
         return records, written
 
-    compact, written = run(first_form=False)
-    assert written.startswith(COMPACT) and len(load_group(compiled, written)) == 2
-    assert run(first_form=True)[0] == compact == rules_try(tmp_path, TAKEOVER, events)
+    compact, written = run("F3")
+    assert written.startswith(COMPACT_PACKS) and len(load_group(compiled, written)) == 2
+    group = Group.load(compiled, written)
+    assert len(group.matchers) == 2 and sorted(e[1] for w in group.waiting for e in unpack(*w[1:])) == [3_000, 4_000, 5_000]
+    assert Group.load(compiled, group.dump()).dump() == written
+    assert run("F2")[0] == run("first")[0] == compact == rules_try(tmp_path, TAKEOVER, events)
     assert [a["key"]["user"] for a in compact] == ["ann", "bob"]
 
 
@@ -280,7 +286,7 @@ def test_the_router_packs_for_each_rule_the_fields_it_reads():
     and a heartbeat row with the newest time of the chunk, an event no rule wants included."""
     import pyarrow as pa
 
-    from freshet.pipelines.cep import _router, unpack
+    from freshet.pipelines.cep import _router
 
     texts = ["RULE logins WHERE kind = 'login' PARTITION BY user PATTERN (A) DEFINE A AS A.status = 'ok'",
              "RULE pays WHERE kind IN ('payment', 'refund') PARTITION BY user PATTERN (P) DEFINE P AS P.amount > 5",
