@@ -79,6 +79,9 @@ def test_a_leader_killed_9_is_replaced_by_an_isr_member_and_comes_back_as_a_foll
             assert offline["replicas"] == [old_leader] and offline["offline"] == [old_leader], (request, offline)
             for n in survivors:
                 assert lone[n - 1]["error"] == "none" and lone[n - 1]["leader"] == n and not lone[n - 1]["offline"]
+        wait_for("a client's metadata naming the lone partition LEADER_NOT_AVAILABLE", lambda: (
+            (p := admin_of[0].list_topics("lone", timeout=30).topics["lone"].partitions[old_leader - 1]).leader == -1
+            and p.error is not None and p.error.name() == "LEADER_NOT_AVAILABLE"))
         last_epoch = part["leader_epoch"]
         own_cluster.restart(old_leader)
         wait_for("the restarted broker listed again", lambda: old_leader in client_leader(client, "failover")[2])
