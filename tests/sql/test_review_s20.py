@@ -66,3 +66,50 @@ def test_a_decimal_literal_is_compared_exactly_with_a_whole_key(session, text):
     is not 1. The copy read the literal as a float (1.0) and answered the row of 1."""
     for answer in _answers(session, text):
         assert answer is None or answer == [], text
+
+
+def test_a_pull_query_over_http_does_not_hold_the_event_loop_while_the_copy_is_read(tmp_path, monkeypatch):
+    """POST /sql answers a pull query of the common shape from the table's copy (SqlEndpoint.answer_now). The copy
+    is SQLite, or PostgreSQL over a network (FRESHET_SQL_PG_DSN): its read must not run on the dashboard's event
+    loop, which serves every other request (and streams every push query) meanwhile. Here the copy's read waits
+    until the loop has run something else: on the loop itself it never sees that (its wait ends unmet)."""
+    import asyncio
+    import threading
+    from types import SimpleNamespace
+
+    import httpx
+
+    from freshet.dashboard.app import create_app
+    from freshet.dashboard.collector import Collector
+    from freshet.sql.http import SqlEndpoint
+    from freshet.sql.table_store import TableStore
+
+    store = store_for(SimpleNamespace(data_dir=str(tmp_path)))
+    store.define("by_id", [("id", "bigint"), ("name", "string")], ["id"])
+    store.upsert("by_id", [(1, "one")])
+    entered, loop_ran, seen = threading.Event(), threading.Event(), []
+    lookup = TableStore.lookup
+
+    def slow_lookup(self, name, given):  # a copy across a network: the loop should go on meanwhile
+        entered.set()
+        seen.append(loop_ran.wait(5))
+        return lookup(self, name, given)
+
+    monkeypatch.setattr(TableStore, "lookup", slow_lookup)
+    app = create_app(Collector("127.0.0.1:9"), sql_endpoint=SqlEndpoint("127.0.0.1:9", data_dir=str(tmp_path)))
+
+    async def scenario():
+        async def other_work():  # what another request would do on the loop while the copy is read
+            while not entered.is_set():
+                await asyncio.sleep(0.01)
+            loop_ran.set()
+
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://dashboard") as client:
+            answer, _ = await asyncio.gather(client.post("/sql", json={"sql": "SELECT name FROM by_id WHERE id = 1"}),
+                                             other_work())
+        return answer
+
+    answer = asyncio.run(scenario())
+    assert (answer.status_code, answer.text.splitlines()[1:]) == (200, ['["one"]'])
+    assert seen and all(seen), "the copy was read on the event loop"
+    store.close()

@@ -14,6 +14,7 @@ import json
 import threading
 
 from fastapi import APIRouter, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel
 
@@ -63,7 +64,8 @@ async def run_sql(body: SqlRequest, request: Request):
     if not body.sql.strip():
         raise HTTPException(400, "no statement: give {\"sql\": \"...\"}")
     answer_now = getattr(endpoint, "answer_now", None)  # a pull query: one read of a table's copy, no thread
-    answer = answer_now(body.sql, body.properties) if answer_now is not None else None
+    # of its own: the read goes to the server's worker threads, not the event loop (the copy may be PostgreSQL)
+    answer = await run_in_threadpool(answer_now, body.sql, body.properties) if answer_now is not None else None
     if answer is not None:
         return Response("".join(json.dumps(line) + "\n" for line in answer), media_type="application/x-ndjson")
     lines, stop = endpoint(body.sql, body.properties)
