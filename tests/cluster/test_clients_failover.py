@@ -47,6 +47,15 @@ def topics(cluster, *specs: tuple[str, int]) -> None:
             DEADLINE, f"{name}'s leaders")
 
 
+def topics_led_by(cluster, leader: int, *names: str) -> None:
+    """Two-partition topics of replication factor 3 whose partition 0 ``leader`` leads (partition 1: another)."""
+    others = [n for n in sorted(cluster.nodes) if n != leader]
+    created(admin(cluster.bootstrap), *(NewTopic(name, 2, replica_assignment=[[leader, *others], [*others, leader]],
+                                                 config={"min.insync.replicas": "2"}) for name in names))
+    cluster.wait_until(lambda m: cluster.fully_replicated(m) and all(
+        cluster.partition(name, 1, m) for name in names), DEADLINE, "the topics' replicas")
+
+
 def kill_leader(cluster, topic: str, index: int = 0) -> int:
     """kill -9 of the leader of ``topic``-``index``; returns its id once another ISR member leads."""
     leader = cluster.leader(topic, index)
@@ -80,17 +89,12 @@ def test_the_cli_with_a_dead_broker_named_first(cluster):
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     topic, group = unique("cli"), unique("cli-group")
-    everyone = admin(cluster.bootstrap)
     finder = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "log_level": 0})
     finder.committed([TopicPartition(topic, 0)], timeout=30)  # FindCoordinator: __consumer_offsets exists
     finder.close()
     coordinator = cluster.wait_until(lambda m: (p := cluster.partition("__consumer_offsets", 0, m)) and
                                      p["leader"] > 0 and p["leader"], DEADLINE, "the groups' coordinator")
-    others = [n for n in sorted(cluster.nodes) if n != coordinator]
-    created(everyone, NewTopic(topic, 2, replica_assignment=[[coordinator, *others], [*others, coordinator]],
-                               config={"min.insync.replicas": "2"}))
-    cluster.wait_until(lambda m: cluster.fully_replicated(m) and cluster.partition(topic, 1, m), DEADLINE,
-                       "the topic's replicas")
+    topics_led_by(cluster, coordinator, topic)
     produced = freshet("produce", topic, "-K", ":", "-b", cluster.bootstrap, stdin="".join(
         f"k{i}:before-{i}\n" for i in range(10)))
     assert produced.returncode == 0, produced.stderr
@@ -161,13 +165,21 @@ def spark():
 def test_a_spark_query_through_the_freshet_source_and_exactly_once_sink_across_a_leader_kill(cluster, spark,
                                                                                                tmp_path):
     """readStream.format("freshet") into writeStream.format("freshet") with exactlyOnce, bootstrapped from all
-    three brokers; the leader of the input's partition 0 is killed -9 once the query has written some batches,
-    and the input goes on growing: a read_committed reader finds every input record once in the output."""
+    three brokers. One broker is the transaction coordinator (the leader of __transaction_state) and leads the
+    input's and the output's partition 0: it is killed -9 once the query has written some batches, and the input
+    goes on growing: a read_committed reader finds every input record once in the output."""
+    from confluent_kafka import Producer
+
     from freshet.client.produce import produce_records
     from freshet.testing.crash import read_everything
 
     source, sink = unique("spark-in"), unique("spark-out")
-    topics(cluster, (source, 2), (sink, 2))
+    first_transaction = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": unique("first"),
+                                  "log_level": 0})
+    first_transaction.init_transactions(DEADLINE)  # __transaction_state exists: its leader coordinates them all
+    coordinator = cluster.wait_until(lambda m: (p := cluster.partition("__transaction_state", 0, m)) and
+                                     p["leader"] > 0 and p["leader"], DEADLINE, "the transaction coordinator")
+    topics_led_by(cluster, coordinator, source, sink)
     first = [(f"k{i}".encode(), f"v{i}".encode(), None) for i in range(300)]
     produce_records(cluster.bootstrap, source, first)
     query = (spark.readStream.format("freshet").option("kafka.bootstrap.servers", cluster.bootstrap)
@@ -183,7 +195,7 @@ def test_a_spark_query_through_the_freshet_source_and_exactly_once_sink_across_a
             return sum(len(v) for v in read_everything(cluster.bootstrap, sink, 2, timeout_s=30).values())
 
         wait_for("two microbatches in the output", lambda: written() >= 120)
-        kill_leader(cluster, source, 0)
+        assert kill_leader(cluster, source, 0) == coordinator
         produce_records(cluster.bootstrap, source, [(f"k{i}".encode(), f"v{i}".encode(), None)
                                                     for i in range(300, 500)])
         wait_for("every input record in the output", lambda: written() >= 500)
