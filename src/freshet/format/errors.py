@@ -33,6 +33,10 @@ class CorruptPayloadError(CorruptBatchError):
     """A records section that does not decompress with its codec."""
 
 
+class PayloadTooLargeError(FormatError):
+    """A compressed records section that decompresses to more than its reader allows (a decompression bomb)."""
+
+
 class UnknownCodecError(InvalidBatchError):
     """A batch's attributes name a codec Kafka does not have."""
 

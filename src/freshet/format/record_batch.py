@@ -255,14 +255,14 @@ def encode_batch(
     return struct.pack(">qiiBI", base_offset, batch_length, 0, MAGIC, crc) + after_crc
 
 
-def _records_payload(batch: bytes | memoryview, header: BatchHeader) -> bytes | memoryview:
-    """The records section of a batch, decompressed (gzip, snappy, lz4 frame, zstd)."""
+def _records_payload(batch: bytes | memoryview, header: BatchHeader, limit: int | None = None) -> bytes | memoryview:
+    """The records section of a batch, decompressed (gzip, snappy, lz4 frame, zstd); ``limit``: decompress's."""
     payload = memoryview(batch)[HEADER_SIZE : header.size]
     try:
-        out = decompress(header.compression, payload)
+        out = decompress(header.compression, payload, limit)
     except CorruptPayloadError as exc:
         raise CorruptPayloadError(f"batch does not decompress: {exc}") from None
-    return out if isinstance(out, (bytes, memoryview)) else bytes(out)
+    return out if isinstance(out, (bytes, bytearray, memoryview)) else memoryview(out)
 
 
 def recompress(batch: bytes | memoryview, header: BatchHeader, codec: int) -> bytes:
@@ -339,7 +339,8 @@ class RecordScan(NamedTuple):
 _ZIGZAG = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))  # a one-byte varint's value (most of a record's)
 
 
-def scan_records(batch: bytes | memoryview, timestamps: bool = False, header: BatchHeader | None = None) -> RecordScan:
+def scan_records(batch: bytes | memoryview, timestamps: bool = False, header: BatchHeader | None = None,
+                 limit: int | None = None) -> RecordScan:
     """Walk the records of one batch (decompressed with its codec) field by field, keys, values and headers skipped
     by their lengths, nothing built per record, and check their structure as Kafka's leader does before it stores a
     produced batch: every length within the batch and its record, no field of negative size but a null key or
@@ -357,7 +358,7 @@ def scan_records(batch: bytes | memoryview, timestamps: bool = False, header: Ba
             # Kafka's LZ4 reader refuses a frame of linked blocks ("Dependent block stream is unsupported"): its
             # Java consumers could not read the batch
             raise MalformedRecordError("an lz4 frame of linked blocks: Kafka reads only independent blocks")
-        data = _records_payload(batch, header)
+        data = _records_payload(batch, header, limit)
     else:
         data = memoryview(batch)[HEADER_SIZE:header.size]
     if _scan is not None:
@@ -371,9 +372,11 @@ def scan_records(batch: bytes | memoryview, timestamps: bool = False, header: Ba
     return _walk(data, header, timestamps)
 
 
-def scan_batches(records: bytes | memoryview, headers: list[BatchHeader], timestamps: bool = False) -> list[RecordScan]:
+def scan_batches(records: bytes | memoryview, headers: list[BatchHeader], timestamps: bool = False,
+                 limit: int | None = None) -> list[RecordScan]:
     """scan_records over every batch of a produce request's records (``headers``: validate_batches' answer), the
-    uncompressed ones handed to the C walk in place (a produce of small batches pays ~1 us a batch for it all)."""
+    uncompressed ones handed to the C walk in place (a produce of small batches pays ~1 us a batch for it all);
+    ``limit``: the most a compressed batch's records may decompress to (PayloadTooLargeError)."""
     view = memoryview(records)
     check = _scan.check if _scan is not None else None
     scans = []
@@ -387,7 +390,7 @@ def scan_batches(records: bytes | memoryview, headers: list[BatchHeader], timest
             except ValueError as exc:
                 raise MalformedRecordError(*exc.args) from None
         scans.append(_scanned(header, *walked) if walked is not None else
-                     scan_records(view[pos:end], timestamps, header))
+                     scan_records(view[pos:end], timestamps, header, limit))
         pos = end
     return scans
 

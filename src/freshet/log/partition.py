@@ -152,6 +152,8 @@ class Partition:
             return self._append(records)
         except format_errors.MalformedRecordError as exc:
             raise InvalidRecordError(str(exc), () if exc.index is None else ((exc.index, str(exc)),)) from None
+        except format_errors.PayloadTooLargeError as exc:
+            raise RecordTooLargeError(f"a compressed batch too large once decompressed: {exc}") from None
         except format_errors.CorruptBatchError as exc:
             raise CorruptBatchError(str(exc)) from None
         except format_errors.FormatError as exc:
@@ -174,7 +176,7 @@ class Partition:
         log_append = self.config.message_timestamp_type == "LogAppendTime"
         bounded = not log_append and self._timestamps_bounded()
         # every batch's records walked once (their structure, and what the key and timestamp checks need)
-        scans = scan_batches(records, headers, timestamps=bounded)
+        scans = scan_batches(records, headers, timestamps=bounded, limit=self._decompressed_limit())
         if self.config.compacted:
             self._require_keys(scans)
         if bounded:
@@ -238,6 +240,12 @@ class Partition:
             out += batch if header.compression == codec else recompress(batch, header, codec)
             pos += header.size
         return bytes(out), validate_batches(out)
+
+    def _decompressed_limit(self) -> int:
+        """The most a produced compressed batch's records may decompress to: 64 MiB, or 32 times max.message.bytes
+        (a decompression bomb is refused as MESSAGE_TOO_LARGE before it fills the broker's memory; Kafka streams
+        the records through its validator instead)."""
+        return max(64 << 20, 32 * self.config.max_message_bytes)
 
     def _timestamps_bounded(self) -> bool:
         return (self.config.message_timestamp_before_max_ms < 2**63 - 1

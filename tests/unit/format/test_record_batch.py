@@ -127,3 +127,29 @@ def test_lz4_frames_of_every_kind_decompress_into_a_buffer_sized_from_their_bloc
     for bad in (frame[:-3], frame[:10], frame[:-8] + b"\0\0\0\0" + frame[-4:] if size else frame[:-1]):
         with pytest.raises(CorruptPayloadError):
             decompress(3, bad)
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_decompress_refuses_past_its_limit_before_it_builds_the_output_where_it_can(codec):
+    """A decompression bomb: gzip stops at the limit as it decompresses, snappy reads its preamble, lz4 counts its
+    blocks, zstd reads the content size in its frame's header (or, a frame that does not say it, checks after)."""
+    import struct
+
+    import cramjam
+
+    from freshet.format.errors import PayloadTooLargeError
+
+    data = b"\0" * 5000
+    frames = [compress(codec, data)]
+    if codec == 2:  # xerial framing, as Java clients write it: each chunk's preamble counted
+        block = bytes(cramjam.snappy.compress_raw(data))
+        chunk = struct.pack(">i", len(block)) + block
+        frames.append(b"\x82SNAPPY\x00" + b"\0\0\0\x01\0\0\0\x01" + chunk + chunk)
+    if codec == 4:  # a streaming frame: no content size in its header
+        stream = cramjam.zstd.Compressor()
+        stream.compress(data)
+        frames.append(bytes(stream.finish()))
+    for frame in frames:
+        with pytest.raises(PayloadTooLargeError, match="more than 1000 bytes"):
+            decompress(codec, frame, limit=1000)
+        assert bytes(decompress(codec, frame, limit=1 << 16)) in (data, data * 2)

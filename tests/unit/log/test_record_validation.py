@@ -81,3 +81,21 @@ def test_a_max_timestamp_that_is_not_the_records_largest_is_corrected(tmp_path):
     p.flush()
     assert p.offset_for_timestamp(NOW + 1) == (1, NOW + 5)
     assert [r.timestamp for _, b in iter_batches(stored) for r in decode_records(b)] == [NOW - 10, NOW + 5, NOW]
+
+
+@pytest.mark.parametrize("codec", [3, 4])
+def test_a_decompression_bomb_is_refused_as_too_large_and_nothing_is_stored(tmp_path, codec):
+    """A small batch whose records would decompress to 80 MiB (past 64 MiB, and 32 times max.message.bytes) is
+    MESSAGE_TOO_LARGE before its output is built (lz4: its blocks counted; zstd: its frame's content size)."""
+    from freshet.log import RecordTooLargeError
+
+    p = Partition(str(tmp_path / "p0"))
+    body = compress(codec, b"\0" * (80 << 20))
+    head = bytearray(encode_batch([(b"k", b"v", NOW)])[:HEADER_SIZE])
+    struct.pack_into(">i", head, 8, HEADER_SIZE - 12 + len(body))
+    struct.pack_into(">h", head, 21, codec)
+    bomb = resealed(bytes(head) + body)
+    assert len(bomb) < p.config.max_message_bytes
+    with pytest.raises(RecordTooLargeError, match="too large once decompressed"):
+        p.append(bomb)
+    assert (p.log_end_offset, p.size_bytes) == (0, 0)
