@@ -8,7 +8,8 @@ topic's replicas are in the order of __consumer_offsets' own, so the group's coo
 
 Prints one JSON line: kills, records sent and acknowledged, acknowledged records lost, records duplicated, order
 violations (in the log as read back at the end), the failover times (kill -9 to the first acknowledgement of a
-record sent after it: median, max, all), the leader epochs, and the group's figures (committed offset at the end vs
+record sent after it: median, max, all), the election times (kill -9 to the controllers' metadata naming the new
+leader, polled every 50 ms: the cluster's share of the failover; the rest is the client's), the leader epochs, and the group's figures (committed offset at the end vs
 the partition's end offset, offsets missing or out of order in what the member read, re-reads after a rebalance,
 rewinds without one). Exit status 1 if anything acknowledged was lost, duplicated, out of order, or the group did
 not end committed at the end offset.

@@ -198,7 +198,7 @@ def kill_the_leader_over_and_over(cluster: LocalCluster, kills: int, topic: str 
     writer.start()
     reader = GroupReader(cluster.bootstrap, topic, group, group_protocol)
     reader.start()
-    epochs, failovers, coordinator_kills, leaders = [], [], 0, []
+    epochs, failovers, elections, coordinator_kills, leaders = [], [], [], 0, []
     try:
         for _ in range(kills):
             writer.acked_past(len(writer.acked) + 200)  # acknowledged writes under this leader
@@ -214,6 +214,7 @@ def kill_the_leader_over_and_over(cluster: LocalCluster, kills: int, topic: str 
             moved = cluster.wait_until(
                 lambda m: (p := cluster.partition(topic, 0, m))["leader"] not in (-1, part["leader"]) and p,
                 DEADLINE, "a new leader from the ISR")
+            elections.append(time.monotonic() - killed_at)  # as polled from the controllers (every 50 ms)
             leaders.append((part["leader"], moved["leader"], moved["leader"] in part["isr"],
                             moved["leader_epoch"] > part["leader_epoch"]))
             epochs.append(moved["leader_epoch"])
@@ -249,6 +250,8 @@ def kill_the_leader_over_and_over(cluster: LocalCluster, kills: int, topic: str 
         "epochs": epochs, "leaders": leaders, "coordinator_kills": coordinator_kills,
         "failover_s": {"median": round(statistics.median(times), 3) if times else None,
                        "max": round(max(times), 3) if times else None, "all": [round(t, 3) for t in times]},
+        "election_s": {"median": round(statistics.median(elections), 3) if elections else None,
+                       "max": round(max(elections), 3) if elections else None},
         "end_offset": end_offset, "group": {
             "committed": committed, "committed_by_member": reader.committed_at_end,
             "read_offsets": len(reader.read), "read_through": reader.next, "missing_offsets":
