@@ -5,6 +5,7 @@ states Kafka's behaviour and fails (xfail strict) until the code does it; unit-l
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from types import SimpleNamespace
 
@@ -93,3 +94,22 @@ def test_delete_groups_refused_non_empty_leaves_the_share_groups_configs(tmp_pat
             assert "g" in coordinator.groups and commands == [], (code, commands)  # nothing changed
     finally:
         registry.close()
+
+
+def test_a_produce_with_two_batches_for_one_partition_is_invalid_record(broker, topic_name):
+    """Kafka's ProduceRequest.validateRecords: from v3 on, a partition's records are exactly one batch ('Produce
+    requests with version 3 or above are only allowed to contain exactly one record batch per partition':
+    INVALID_RECORD, nothing written). The broker took two, and so (a) answered record_errors whose batch_index names
+    a record of *a* batch, which one unsaid, and (b) stored a retried two-batch request again (its idempotence check
+    treats a multi-batch request as new: partition.py), duplicating acks=all writes."""
+    from freshet.format.record_batch import encode_batch
+    from freshet.testing.raw_kafka import RawConnection, produce
+    from freshet.testing.topics import create_topic
+
+    create_topic(broker.bootstrap, topic_name, 1)
+    now = int(time.time() * 1000)
+    two = encode_batch([(b"k", b"first", now)]) + encode_batch([(b"k", b"second", now)])
+    with RawConnection(broker.bootstrap) as conn:
+        answer = produce(conn, topic_name, 0, two)
+        assert answer.error_code == ErrorCode.invalid_record
+        assert produce(conn, topic_name, 0, encode_batch([(b"k", b"one", now)])).base_offset == 0  # nothing stored

@@ -74,6 +74,11 @@ def produce(ctx: RequestContext, request: Request) -> Response:
                 result["error_code"] = ErrorCode.corrupt_message
                 result["error_message"] = "empty record set"
                 continue
+            if _more_than_one_batch(pd.records):
+                result["error_code"] = ErrorCode.invalid_record
+                result["error_message"] = ("Produce requests with version 3 or above are only allowed to contain "
+                                           "exactly one record batch per partition")
+                continue
             refused = _transactional_refusal(broker, pd.records, name, pd.index)
             if refused is not None:
                 result["error_code"], result["error_message"] = refused
@@ -150,6 +155,16 @@ def _not_leader(result: dict, replicas, topic: str, index: int, code: ErrorCode,
                                f"in leader epoch {current['leader_epoch']}")
     if current["leader_id"] >= 0:
         hinted.add(current["leader_id"])
+
+
+def _more_than_one_batch(records) -> bool:
+    """Kafka's ProduceRequest.validateRecords (v3+, the oldest served): a partition's records are exactly one batch
+    (INVALID_RECORD otherwise: the transactional check, the idempotence check and record_errors' indexes are each
+    of one batch). Bytes after the first batch's length (LOG_OVERHEAD 12 + its size) start another."""
+    if len(records) < 12:
+        return False  # the log refuses it as corrupt
+    first = 12 + int.from_bytes(bytes(records[8:12]), "big", signed=True)
+    return 12 < first and len(records) - first >= 12
 
 
 def _transactional_refusal(broker, records, topic: str, index: int) -> tuple[ErrorCode, str] | None:
