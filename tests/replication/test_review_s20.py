@@ -16,7 +16,7 @@ from freshet.broker.groups.share import ShareGroupCoordinator, ShareMember
 from freshet.broker.handlers.share_state import delete_share_group_in_cluster
 from freshet.broker.topics.registry import TopicRegistry
 
-from .conftest import batch
+from .conftest import batch, wait_until
 
 
 def test_a_new_leader_whose_high_watermark_lags_its_epoch_start_answers_offset_not_available(run):
@@ -113,3 +113,40 @@ def test_a_produce_with_two_batches_for_one_partition_is_invalid_record(broker, 
         answer = produce(conn, topic_name, 0, two)
         assert answer.error_code == ErrorCode.invalid_record
         assert produce(conn, topic_name, 0, encode_batch([(b"k", b"one", now)])).base_offset == 0  # nothing stored
+
+
+def test_the_columnar_readers_end_offsets_waits_out_a_new_leaders_offset_not_available(run, monkeypatch):
+    """freshet.client.columnar.RangeReader.end_offsets (the event-sourcing rebuilds' bulk read: where the inputs end
+    now) asks ListOffsets LATEST. Right after a leader change the new leader answers OFFSET_NOT_AVAILABLE until its
+    high watermark reaches its epoch's start (KIP-207): a retriable error, as librdkafka retries it; the reader must
+    ask again (the metadata refreshed) within its timeout, not fail the rebuild, nor (before KIP-207) read to a
+    stale end and miss committed records."""
+    from freshet.client.columnar import RangeReader
+
+    calls = []
+    original = RangeReader._list_offsets
+
+    def counted(self, *args, **kwargs):
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            calls.append(args)
+
+    monkeypatch.setattr(RangeReader, "_list_offsets", counted)
+
+    async def scenario(cluster):
+        cluster.create_topic("ends", 1, replicas=(0, 1))
+        log = cluster.partition(0, "ends")
+        log.append(batch(b"a", b"b", b"c"))
+        log.flush()
+        log.high_watermark = 0
+        cluster.set_state("ends", leader=0, leader_epoch=1, partition_epoch=1)
+        await cluster.apply()
+        reader = RangeReader(f"127.0.0.1:{cluster.brokers[0].port}", [], None,
+                             options={"isolation.level": "read_uncommitted", "socket.timeout.ms": "30000"})
+        ends = asyncio.ensure_future(asyncio.to_thread(reader.end_offsets, [("ends", 0)]))
+        await wait_until(lambda: calls or ends.done(), "the reader's first ListOffsets")
+        cluster.brokers[0].replicas.leaders[("ends", 0)].follower_fetched(1, 3)  # the follower catches up
+        assert await ends == {("ends", 0): 3}
+
+    run(scenario, count=1)

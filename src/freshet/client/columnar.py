@@ -77,6 +77,11 @@ class ReadError(RuntimeError):
     """A range cannot be read: the broker refused, the records are gone, or they do not decode."""
 
 
+class _Moved(ReadError):
+    """A retriable refusal of a request to a partition's leader (it moved, or a new one does not know its high
+    watermark yet: OFFSET_NOT_AVAILABLE): asked again, the metadata refreshed."""
+
+
 class ColumnarUnavailable(Exception):
     """The settings ask for something this reader does not do (the caller uses librdkafka instead)."""
 
@@ -230,9 +235,20 @@ class RangeReader:
         by_leader: dict[tuple[str, int], list[tuple[str, int]]] = {}
         for tp in partitions:
             by_leader.setdefault(self.leaders[tp], []).append(tp)
+        deadline = time.monotonic() + self.timeout
         try:
-            return {tp: offset for leader, tps in by_leader.items()
-                    for tp, offset in self._list_offsets(leader, tps, LATEST, "end").items()}
+            while True:
+                try:
+                    return {tp: offset for leader, tps in by_leader.items()
+                            for tp, offset in self._list_offsets(leader, tps, LATEST, "end").items()}
+                except _Moved:  # as librdkafka: asked again, of the leaders the metadata names now
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+                    self._find_leaders([ReadRange(t, p, 0, 0) for t, p in partitions])
+                    by_leader = {}
+                    for tp in partitions:
+                        by_leader.setdefault(self.leaders[tp], []).append(tp)
         finally:
             self._close()
 
@@ -253,8 +269,8 @@ class RangeReader:
         for topic in response.topics:
             for part in topic.partitions:
                 if part.error_code != ErrorCode.none:
-                    raise ReadError(f"listing the {what} of {topic.name}-{part.partition_index}: "
-                                    f"{part.error_code.name}")
+                    raise (_Moved if part.error_code in _RETRIABLE else ReadError)(
+                        f"listing the {what} of {topic.name}-{part.partition_index}: {part.error_code.name}")
                 offsets[(topic.name, part.partition_index)] = int(part.offset)
         return offsets
 
