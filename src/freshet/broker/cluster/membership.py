@@ -28,7 +28,7 @@ from typing import Callable
 
 from freshet.controller.client import AsyncControllerClient
 
-from ..groups import group_metadata
+from ..groups import consumer_records, group_metadata
 from ..groups.offsets import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
 from ..groups.share import SHARE_STATE_TOPIC
 from ..replication.metadata import BrokerEndpoint, PartitionState
@@ -134,6 +134,8 @@ class ClusterMembership:
         view shows it unfenced: the broker serves clients from then on, with metadata that lists it."""
         self._changed = asyncio.Condition()
         self.broker.groups.on_change = self._store_group  # a group's membership moves with its coordinator
+        self._consumer_groups = consumer_records.ConsumerGroupStore(self.broker.consumer_groups, self.broker.offsets)
+        self.broker.consumer_groups.on_change = self._store_consumer_group  # a KIP-848 group's too
         await self._register()
         await self.producer_ids.fill()
         await self._apply(await self._poller.request({"op": "metadata"}))
@@ -300,6 +302,8 @@ class ClusterMembership:
             # this broker is the groups' coordinator now: the commits its log replicated become its own
             self.broker.offsets.reload()
             members = group_metadata.restore(self.broker.groups, group_metadata.read(self.broker.offsets.partition))
+            members += consumer_records.restore(self._consumer_groups,
+                                                consumer_records.read(self.broker.offsets.partition))
             log.info("coordinator of the groups: %d committed offsets of %d groups and %d members taken over",
                      sum(len(g) for g in self.broker.offsets.offsets.values()), len(self.broker.offsets.offsets),
                      members)
@@ -315,6 +319,12 @@ class ClusterMembership:
         one takes the group over from it: group_metadata.restore)."""
         if self.coordinates():
             group_metadata.store(self.broker.offsets, group)
+
+    def _store_consumer_group(self, group_id: str) -> None:
+        """What changed of a KIP-848 group into ``__consumer_offsets``, by its coordinator (the next one takes the
+        group over: consumer_records.restore)."""
+        if self.coordinates():
+            self._consumer_groups.changed(group_id)
 
     def leads(self, topic: str, index: int) -> bool:
         info = self.view.topics.get(topic)

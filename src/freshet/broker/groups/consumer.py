@@ -20,8 +20,10 @@ session timeout). A heartbeat from an earlier epoch is FENCED_MEMBER_EPOCH, unle
 epoch and the member owns nothing it should not (a lost response). OffsetCommit names the member and its
 epoch: STALE_MEMBER_EPOCH if that is not the member's current one.
 
-Membership is kept in memory: after a restart members get UNKNOWN_MEMBER_ID and rejoin; committed
-offsets are in ``__consumer_offsets`` as for classic groups.
+Membership is kept in memory and, on a cluster, in ``__consumer_offsets`` as Kafka's ConsumerGroup* records
+(consumer_records.py, through ``on_change``): the next coordinator takes the members over at their epochs. A
+one-node broker restarted forgets them (members get UNKNOWN_MEMBER_ID and rejoin); committed offsets are in
+``__consumer_offsets`` as for classic groups.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -180,6 +183,9 @@ class ConsumerGroupCoordinator:
         self.settings = settings or ConsumerGroupSettings()
         self.groups: dict[str, ConsumerGroup] = {}
         self._reaper = Reaper(self.expire, "consumer-group-sessions")
+        # called with the id of a group that may have changed (a heartbeat, a leave, an expiry, a deletion): a
+        # cluster's coordinator stores what changed (consumer_records.ConsumerGroupStore) for the next one
+        self.on_change: Callable[[str], None] | None = None
 
     def start(self) -> None:
         self._reaper.start()
@@ -202,7 +208,9 @@ class ConsumerGroupCoordinator:
                        subscribed_regex, server_assignor, owned, version)
         group = self.groups.get(group_id)
         if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-            return self._leave(group, group_id, member_id, member_epoch, instance_id)
+            body = self._leave(group, group_id, member_id, member_epoch, instance_id)
+            self._changed(group_id)
+            return body
         now = time.monotonic()
         if member_epoch == JOIN_EPOCH:
             if not member_id:
@@ -242,7 +250,21 @@ class ConsumerGroupCoordinator:
                 owned is not None and owned != member.assigned):
             member.sent = dict(member.assigned)
             body["assignment"] = member.assigned
+        self._changed(group_id)
         return body
+
+    def _changed(self, group_id: str) -> None:
+        if self.on_change is not None:
+            try:
+                self.on_change(group_id)
+            except Exception:  # the group goes on in memory; the next coordinator would make its members rejoin
+                log.exception("consumer group %s: its state was not stored", group_id)
+
+    def taken_over(self) -> None:
+        """Groups restored by a new coordinator (consumer_records.restore): the reaper looks at their deadlines."""
+        deadlines = [self._deadline(m) for g in self.groups.values() for m in g.members.values()]
+        if deadlines:
+            self._reaper.due(min(deadlines))
 
     def _validate(self, group_id, member_id, member_epoch, instance_id, rebalance_timeout_ms, subscribed_names,
                   subscribed_regex, server_assignor, owned, version) -> None:
@@ -417,6 +439,7 @@ class ConsumerGroupCoordinator:
         if group.members:
             raise ConsumerGroupError(ErrorCode.non_empty_group)
         del self.groups[group_id]
+        self._changed(group_id)  # its stored records go (tombstones)
 
     def subscribed_by_group(self, group_id: str) -> set[str]:
         group = self.groups.get(group_id)
@@ -437,6 +460,7 @@ class ConsumerGroupCoordinator:
         session_s = self.settings.session_timeout_ms / 1000
         nearest = None
         for group in list(self.groups.values()):
+            before = len(group.members)
             for member in list(group.members.values()):
                 if now - member.last_seen > session_s:
                     self._remove(group, member.member_id, "timed out (no heartbeat)")
@@ -445,4 +469,6 @@ class ConsumerGroupCoordinator:
                 else:
                     deadline = self._deadline(member)
                     nearest = deadline if nearest is None else min(nearest, deadline)
+            if len(group.members) != before:
+                self._changed(group.group_id)
         return nearest

@@ -77,7 +77,7 @@ def join_group(ctx: RequestContext, request: Request) -> Response:
             return {"throttle_time": 0, "error_code": ErrorCode.inconsistent_group_protocol, "generation_id": -1,
                     "protocol_type": None, "protocol_name": None, "leader": "", "member_id": request.member_id,
                     "members": []}
-        del ctx.broker.consumer_groups.groups[request.group_id]  # an empty one becomes a classic group
+        ctx.broker.consumer_groups.delete(request.group_id)  # an empty one becomes a classic group (its records go)
 
     async def run() -> dict:
         try:
