@@ -127,9 +127,9 @@ def test_the_cli_with_a_dead_broker_named_first(cluster):
     assert listed.returncode == 0 and f"{topic}\t2" in listed.stdout.splitlines(), listed.stdout + listed.stderr
     described = freshet("topic", "describe", topic, "-b", bootstrap)
     assert described.returncode == 0, described.stderr
-    rows = table_rows(described.stdout)[:2]  # partition, leader, log start offset, high watermark, ...
+    rows = table_rows(described.stdout)[:2]  # partition, leader, replicas, isr, log start offset, high watermark
     assert [row[:2] for row in rows] == [["0", str(cluster.leader(topic, 0))], ["1", str(cluster.leader(topic, 1))]]
-    assert str(coordinator) not in [row[1] for row in rows] and sum(int(row[3]) for row in rows) == 22
+    assert str(coordinator) not in [row[1] for row in rows] and sum(int(row[5]) for row in rows) == 22
     groups = freshet("groups", "list", "-b", bootstrap)
     assert groups.returncode == 0 and group in groups.stdout, groups.stdout + groups.stderr
     before = freshet("groups", "describe", group, "-b", bootstrap)

@@ -54,6 +54,8 @@ def dashboard(port: int, host: str, token: str | None, lag_alert: int, group_ale
         if not url.startswith(("http://", "https://")):
             click.echo(f"error: --broker-metrics takes an http(s) URL, got {url!r}", err=True)
             sys.exit(1)
+    listener = _listen(host, port)  # before anything starts or the address is announced
+    port = listener.getsockname()[1]  # --port 0: the one the system chose
     collector = Collector(bootstrap, lag_threshold=lag_alert, group_thresholds=thresholds,
                           broker_metrics=list(broker_metrics)).start()
     url = f"http://{host}:{port}/" + (f"?token={token}" if token else "")
@@ -65,14 +67,31 @@ def dashboard(port: int, host: str, token: str | None, lag_alert: int, group_ale
         from freshet.sql.http import SqlEndpoint  # POST /sql; Spark starts at the first statement that needs it
 
         app = create_app(collector, token, KafkaLogin(bootstrap) if login else None, SqlEndpoint(bootstrap))
-        uvicorn.run(app, host=host, port=port,
-                    log_level="warning",
-                    timeout_graceful_shutdown=3)
+        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                      timeout_graceful_shutdown=3)).run(sockets=[listener])
+    finally:
+        listener.close()
+        collector.stop()
+
+
+def _listen(host: str, port: int):
+    """The dashboard's listening socket, bound here: an address in use is one line and exit 1 (uvicorn binding
+    it itself logs an ERROR after the address was announced and exits 3)."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        listener = socket.socket(family, kind, proto)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listener.bind(address)
+        except OSError:
+            listener.close()
+            raise
     except OSError as exc:
         click.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
         sys.exit(1)
-    finally:
-        collector.stop()
+    return listener
 
 
 @click.group()

@@ -58,15 +58,43 @@ COMMANDS = {
 }
 
 
-@click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+COMMAND_CONFIG_HELP = ("Client security settings for a secured cluster (security.protocol, sasl.*, ssl.*), as "
+                       "Kafka's tools take them; or FRESHET_SECURITY_PROTOCOL, FRESHET_SASL_USERNAME, ... variables.")
+
+
+def _use_command_config(ctx: click.Context, param: click.Parameter, path: str | None) -> None:
+    if path:
+        os.environ["FRESHET_COMMAND_CONFIG"] = os.path.abspath(path)  # every client takes it from here
+
+
+def _command_config_option() -> click.Option:
+    return click.Option(["--command-config"], type=click.Path(dir_okay=False), default=None, expose_value=False,
+                        callback=_use_command_config, help=COMMAND_CONFIG_HELP)
+
+
+def with_command_config(command: click.Command) -> click.Command:
+    """Every command with --bootstrap (a client of the cluster) takes --command-config after its name too, as
+    kafka-topics.sh and the console clients take it (``freshet topic list --command-config client.properties``),
+    besides before it (``freshet --command-config client.properties topic list``)."""
+    for sub in getattr(command, "commands", {}).values():
+        with_command_config(sub)
+    names = {p.name for p in command.params}
+    if "bootstrap" in names and "command_config" not in names:
+        command.params.append(_command_config_option())
+    return command
+
+
+class FreshetGroup(LazyGroup):
+    def load(self, cmd_name: str) -> click.Command:
+        return with_command_config(super().load(cmd_name))
+
+
+@click.group(cls=FreshetGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="freshet")
-@click.option("--command-config", type=click.Path(dir_okay=False), default=None,
-              help="Client security settings for a secured cluster (security.protocol, sasl.*, ssl.*), as Kafka's "
-                   "tools take them; or FRESHET_SECURITY_PROTOCOL, FRESHET_SASL_USERNAME, ... variables.")
-def cli(command_config: str | None) -> None:
+@click.option("--command-config", type=click.Path(dir_okay=False), default=None, expose_value=False,
+              callback=_use_command_config, help=COMMAND_CONFIG_HELP)
+def cli() -> None:
     """Freshet: stream processing on a Kafka-protocol log."""
-    if command_config:
-        os.environ["FRESHET_COMMAND_CONFIG"] = os.path.abspath(command_config)  # every client takes it from here
 
 
 def main() -> None:

@@ -77,18 +77,21 @@ def list_(bootstrap: str) -> None:
 @bootstrap_option
 @one_line_errors
 def describe(name: str, bootstrap: str) -> None:
-    """Partitions (log start offset, high watermark, size on disk) and configs of topic NAME."""
+    """Partitions (leader, replicas and ISR as kafka-topics --describe shows them, log start offset, high
+    watermark, size on disk) and configs of topic NAME."""
     from rich.console import Console  # imported here: the other topic commands start faster without it
     from rich.table import Table
 
     info = TopicAdmin(bootstrap).describe_topic(name)
     console = Console()
+    if not console.is_terminal:  # a pipe or a file: rows whole, not wrapped at rich's default 80 columns
+        console.width = 160
     table = Table(title=f"topic {name}")
-    for col in ("partition", "leader", "log start offset", "high watermark", "records", "size"):
+    for col in ("partition", "leader", "replicas", "isr", "log start offset", "high watermark", "records", "size"):
         table.add_column(col, justify="right")
     for p in info.partitions:
-        table.add_row(str(p.partition), str(p.leader), str(p.log_start_offset), str(p.high_watermark),
-                      str(p.records), _size(p.size_bytes))
+        table.add_row(str(p.partition), str(p.leader), ",".join(map(str, p.replicas)), ",".join(map(str, p.isr)),
+                      str(p.log_start_offset), str(p.high_watermark), str(p.records), _size(p.size_bytes))
     console.print(table)
     configs = Table(title="configs")
     configs.add_column("name")

@@ -18,6 +18,8 @@ class PartitionInfo:
     log_start_offset: int
     high_watermark: int
     size_bytes: int | None = None  # on the leader's disk (DescribeLogDirs); None where the cluster won't say
+    replicas: tuple[int, ...] = ()  # the preferred leader first, as Metadata answers
+    isr: tuple[int, ...] = ()
 
     @property
     def records(self) -> int:
@@ -148,7 +150,8 @@ class TopicAdmin:
         offsets = self.offsets(name, count)
         sizes = self.partition_sizes(name)
         partitions = [
-            PartitionInfo(p, topic.partitions[p].leader, offsets[p][0], offsets[p][1], sizes.get(p))
+            PartitionInfo(p, topic.partitions[p].leader, offsets[p][0], offsets[p][1], sizes.get(p),
+                          tuple(topic.partitions[p].replicas), tuple(topic.partitions[p].isrs))
             for p in range(count)
         ]
         configs: dict[str, tuple[str, bool]] = {}

@@ -1,0 +1,49 @@
+"""What a newcomer following README's first steps ran into: each command as README shows it."""
+
+import socket
+
+from confluent_kafka.admin import AdminClient
+
+from freshet.testing.cli import freshet, one_line_error
+
+
+def test_dashboard_on_a_port_in_use_is_one_line_and_exit_1():
+    """uvicorn bound the port itself: the URL was announced, then an ERROR log line, exit status 3."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        run = freshet("dashboard", "--port", port, "--bootstrap", "127.0.0.1:1", timeout=120)
+    line = one_line_error(run, f"cannot listen on 127.0.0.1:{port}")
+    assert "in use" in line and "freshet dashboard on" not in run.stderr
+
+
+def test_topic_describe_shows_each_partitions_replicas_and_isr(broker, topic_name):
+    """kafka-topics --describe prints Leader, Replicas and Isr per partition; ours printed the leader only."""
+    assert freshet(broker, "topic", "create", topic_name, "--partitions", "2").returncode == 0
+    run = freshet(broker, "topic", "describe", topic_name)
+    assert run.returncode == 0, run.stderr
+    header = next(line for line in run.stdout.splitlines() if line.startswith("┃"))
+    assert [c.strip() for c in header.strip("┃ ").split("┃")][:4] == ["partition", "leader", "replicas", "isr"]
+    metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(topic_name, timeout=30)
+    for index, p in metadata.topics[topic_name].partitions.items():
+        row = next(line for line in run.stdout.splitlines() if line.startswith("│") and
+                   line.strip("│ ").split("│")[0].strip() == str(index))
+        cells = [c.strip() for c in row.strip("│ ").split("│")]
+        assert cells[1:4] == [str(p.leader), ",".join(map(str, p.replicas)), ",".join(map(str, p.isrs))], row
+        assert cells[2]  # a broker holds it
+
+
+def test_every_client_command_takes_command_config_after_its_name(broker, topic_name, tmp_path):
+    """README: 'Every client command takes --bootstrap and --command-config FILE'; only `freshet --command-config
+    FILE topic list` worked, `freshet topic list --command-config FILE` (kafka-topics' place) was 'No such option'."""
+    plaintext = tmp_path / "client.properties"
+    plaintext.write_text("security.protocol=PLAINTEXT\n")
+    assert freshet(broker, "topic", "create", topic_name).returncode == 0
+    for args in (("topic", "list"), ("--command-config", plaintext, "topic", "list")):
+        run = freshet(broker, *args, *(("--command-config", plaintext) if args[0] == "topic" else ()))
+        assert run.returncode == 0 and f"{topic_name}\t1" in run.stdout.splitlines(), run.stderr
+    missing = tmp_path / "missing.properties"
+    for args in (("topic", "list"), ("groups", "describe", "g"), ("consume", topic_name, "--max", "1")):
+        one_line_error(freshet(broker, *args, "--command-config", missing), "cannot read the command config",
+                       str(missing))
