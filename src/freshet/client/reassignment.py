@@ -189,7 +189,8 @@ class ReassignmentAdmin:
     def _metadata(self):
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient(admin_config(self.bootstrap)).list_topics(timeout=self.timeout_ms / 1000)
+        admin = AdminClient(admin_config(self.bootstrap, {"log_level": 0}))  # no librdkafka lines on the terminal
+        return admin.list_topics(timeout=self.timeout_ms / 1000)
 
     def current_replicas(self, keys: list[Key]) -> dict[Key, list[int]]:
         """Each partition's replicas now (Metadata), for the leader side of the throttle; a partition the cluster
@@ -239,7 +240,7 @@ class ReassignmentAdmin:
     def _alter_configs(self, configs: dict[tuple[str, str], dict[str, str | None]]) -> None:
         from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-        admin = AdminClient(admin_config(self.bootstrap))
+        admin = AdminClient(admin_config(self.bootstrap, {"log_level": 0}))  # no librdkafka lines on the terminal
         kinds = {"broker": ResourceType.BROKER, "topic": ResourceType.TOPIC}
         resources = [ConfigResource(kinds[kind], name, incremental_configs=[
             ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET) if value is not None

@@ -130,7 +130,7 @@ def _ingest(demo: Demo) -> None:
         check(counts.delivered == 3 and all(ok for _, ok, _ in received), "three orders delivered, every signature valid")
         reason = dict(dead[0].headers() or []).get("freshet.dead-letter.reason", b"") if dead else b""
         check([d.key() for d in dead] == [b"o4"] and reason.startswith(b"HTTP 422"),
-              f"the order the receiver refused is in orders.dead-letter ({reason.decode()[:40]})")
+              f"the order the receiver refused is in orders.dead-letter ({reason.decode()[:40].removesuffix(': ')})")
 
         console.print("[bold]6. what the server counted[/] (also on /metrics and the dashboard's Ingest tab):")
         for name, e in server.stats()["endpoints"].items():

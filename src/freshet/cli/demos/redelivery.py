@@ -73,6 +73,12 @@ class Worker:
         self._reader.join(5)
 
 
+def span(low: float, high: float, spec: str = "") -> str:
+    """``low-high``, or one figure when both read the same (not "180-180")."""
+    low_text, high_text = format(low, spec), format(high, spec)
+    return low_text if low_text == high_text else f"{low_text}-{high_text}"
+
+
 def _inversions(events: list[tuple[float, int, int]]) -> dict[int, int]:
     """Per partition: records handled after a record with a higher offset of the same partition was."""
     out: dict[int, int] = {}
@@ -146,7 +152,7 @@ def _redelivery(demo: Demo, jobs: int, work_ms: float) -> None:
                           "killed -9" if w is victim else "finished")
         console.print(table)
         console.print(f"   {len(redelivered)} jobs the dead worker held were done by the others "
-                      f"{min(late):.1f}-{max(late):.1f} s after the kill; none was lost. (A job it had finished "
+                      f"{span(min(late), max(late), '.1f')} s after the kill; none was lost. (A job it had finished "
                       "but not yet acknowledged is done twice: at-least-once.)")
 
         queue_order = _inversions([(t, p, o) for t, p, o, _ in done])
@@ -157,7 +163,7 @@ def _redelivery(demo: Demo, jobs: int, work_ms: float) -> None:
                            for t, p, o, d in done if d > 1)
         console.print(f"[bold]4. order[/]: a queue keeps no order: competing workers finish side by side "
                       f"({sum(queue_order.values())} jobs were done after a later job of their partition), and each "
-                      f"redelivered job came after {overtaken[0]}-{overtaken[-1]} later jobs of its partition")
+                      f"redelivered job came after {span(overtaken[0], overtaken[-1])} later jobs of its partition")
         console.print(f"[bold]5. the log[/]: a consumer group read the same {len(ordered)} records meanwhile, every "
                       "partition in strict offset order (0 out of order): one consumer per partition, no redelivery")
         info = describe_share_group(bootstrap, GROUP)
