@@ -150,3 +150,20 @@ def test_an_expired_member_leaves_its_records(registry):
     assert cr.restore(fresh_store, cr.read(store.offsets.partition)) == 1
     assert set(fresh.group("g").members) == {"m-1"}
     assert fresh.group("g").epoch == coordinator.group("g").epoch
+
+
+def test_the_commits_and_classic_groups_replays_pass_over_the_records(registry):
+    """The offsets' replay (a restarted one-node broker's, a new coordinator's) and the classic groups' read see
+    only their own records in a log that holds consumer group records too."""
+    from freshet.broker.groups import group_metadata
+    from freshet.broker.groups.offsets import CommittedOffset
+
+    coordinator, store = coordinator_with_store(registry)
+    store.offsets.append("g", {("orders", 0): CommittedOffset(42, 3, "", 1000)})
+    beat(coordinator, "m-1", 0)
+    settle(coordinator)
+    assert cr.read(store.offsets.partition)  # live records in the log
+    again = OffsetStore(registry)
+    again.reload()
+    assert again.groups() == ["g"] and again.committed("g")[("orders", 0)].offset == 42
+    assert group_metadata.read(store.offsets.partition) == {}
