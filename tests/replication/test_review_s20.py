@@ -150,3 +150,42 @@ def test_the_columnar_readers_end_offsets_waits_out_a_new_leaders_offset_not_ava
         assert await ends == {("ends", 0): 3}
 
     run(scenario, count=1)
+
+
+def test_a_broker_coordinating_again_forgets_a_consumer_group_deleted_meanwhile(tmp_path):
+    """KIP-848 groups on a cluster (groups.consumer_records): broker A coordinates group g, then B does (a leader
+    change of __consumer_offsets), where g's member leaves and g is deleted (tombstones for all its records), then A
+    coordinates again and restores from the log. A still holds g in memory from its first tenure: the restore must
+    drop it, as the classic groups' restore drops a tombstoned group; A kept g with its stale member (DescribeGroups
+    showed it, DeleteGroups answered NON_EMPTY_GROUP)."""
+    from freshet.broker.groups import consumer_records as cr
+    from freshet.broker.groups.consumer import ConsumerGroupCoordinator
+    from freshet.broker.groups.offsets import OffsetStore
+
+    registry = TopicRegistry(str(tmp_path))
+    registry.create("orders", 2)
+    try:
+        def coordinator():
+            c = ConsumerGroupCoordinator(registry)
+            store = cr.ConsumerGroupStore(c, OffsetStore(registry))
+            c.on_change = store.changed
+            return c, store
+
+        def beat(c, epoch, owned=None):
+            return c.heartbeat("g", "m-1", epoch, instance_id=None, rack_id=None,
+                               rebalance_timeout_ms=45000 if epoch == 0 else -1,
+                               subscribed_names=("orders",) if epoch == 0 else None, subscribed_regex=None,
+                               server_assignor=None, owned={} if owned is None else owned, client_id="c",
+                               client_host="/127.0.0.1", version=1)
+
+        a, a_store = coordinator()
+        beat(a, 0)  # A's first tenure: g with member m-1
+        b, b_store = coordinator()
+        cr.restore(b_store, cr.read(b_store.offsets.partition))  # B takes over
+        member = b.group("g").members["m-1"]
+        beat(b, -1)  # m-1 leaves on B ...
+        b.delete("g")  # ... and g is deleted there: tombstones
+        cr.restore(a_store, cr.read(a_store.offsets.partition))  # A coordinates again
+        assert member.member_id and a.group("g") is None
+    finally:
+        registry.close()

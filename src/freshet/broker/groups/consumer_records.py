@@ -262,6 +262,9 @@ def restore(store: ConsumerGroupStore, found: dict[str, dict[bytes, bytes]]) -> 
     now = time.monotonic()
     members = 0
     store.written = dict(found)  # what the log holds: the next change of a group tombstones what it no longer has
+    for group_id in [g for g in coordinator.groups if g not in found]:
+        # held from an earlier tenure, deleted or emptied since by another coordinator: the log is what the group is
+        del coordinator.groups[group_id]
     for group_id, records in found.items():
         parts: dict[int, dict] = {}
         per_member: dict[str, dict[int, dict]] = {}
@@ -273,6 +276,7 @@ def restore(store: ConsumerGroupStore, found: dict[str, dict[bytes, bytes]]) -> 
             else:
                 per_member.setdefault(member_id, {})[kind] = decoded
         if GROUP not in parts:
+            coordinator.groups.pop(group_id, None)
             continue  # a group's record is written last: without it, the group was never complete
         group = ConsumerGroup(group_id, epoch=parts[GROUP]["epoch"],
                               assignment_epoch=parts.get(TARGET, {"assignment_epoch": 0})["assignment_epoch"],
