@@ -86,6 +86,11 @@ def with_command_config(command: click.Command) -> click.Command:
 
 class FreshetGroup(LazyGroup):
     def load(self, cmd_name: str) -> click.Command:
+        # kio (the broker's protocol schemas) registers Hypothesis strategies when Hypothesis is installed (a test
+        # dependency, so in `make demo`'s venv), and Hypothesis then caches Unicode tables in ./.hypothesis of
+        # whatever directory the broker or a demo runs in: in the user's cache instead, set before the import.
+        os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
+                              os.path.join(os.path.expanduser("~"), ".cache", "freshet", "hypothesis"))
         return with_command_config(super().load(cmd_name))
 
 

@@ -1,10 +1,12 @@
 """What a newcomer following README's first steps ran into: each command as README shows it."""
 
+import os
 import socket
+import subprocess
 
 from confluent_kafka.admin import AdminClient
 
-from freshet.testing.cli import freshet, one_line_error
+from freshet.testing.cli import freshet, freshet_argv, one_line_error
 
 
 def test_dashboard_on_a_port_in_use_is_one_line_and_exit_1():
@@ -47,3 +49,19 @@ def test_every_client_command_takes_command_config_after_its_name(broker, topic_
     for args in (("topic", "list"), ("groups", "describe", "g"), ("consume", topic_name, "--max", "1")):
         one_line_error(freshet(broker, *args, "--command-config", missing), "cannot read the command config",
                        str(missing))
+
+
+def test_the_broker_leaves_no_hypothesis_directory_where_it_runs(tmp_path):
+    """With Hypothesis installed (make demo's venv), `freshet broker start` left ./.hypothesis (kio registers
+    Hypothesis strategies; Hypothesis caches Unicode tables in the working directory) in the user's directory."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "HYPOTHESIS_STORAGE_DIRECTORY"}
+    with socket.socket() as busy:  # the broker imports everything, then stops at once: its port is taken
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        run = subprocess.run(freshet_argv("broker", "start", "--data-dir", tmp_path / "data", "--port",
+                                          busy.getsockname()[1]),
+                             cwd=work, env={**env, "HOME": str(home)}, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and "address already in use" in run.stderr, run.stderr
+    assert list(work.iterdir()) == []
