@@ -189,3 +189,35 @@ def test_a_broker_coordinating_again_forgets_a_consumer_group_deleted_meanwhile(
         assert member.member_id and a.group("g") is None
     finally:
         registry.close()
+
+
+_ZSTD_BOMB = """
+import resource, cramjam
+from freshet.format.compression import decompress
+payload = bytes(cramjam.zstd.compress(b"hello")) + bytes(cramjam.zstd.compress(bytes(256 << 20)))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    decompress(4, payload, limit=1 << 20)
+    outcome = "accepted"
+except Exception as exc:
+    outcome = type(exc).__name__
+print(outcome, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="a zstd records section of two frames is bounded by its first frame's "
+                                       "content size only: the rest is decompressed whole (256 MiB from 8 kB here) "
+                                       "before the limit refuses it")
+def test_a_zstd_payload_of_several_frames_is_refused_before_it_fills_the_brokers_memory():
+    """format.compression.decompress(limit=) is the produce path's guard against decompression bombs (a produced
+    batch may decompress to at most 64 MiB, or 32 x max.message.bytes: MESSAGE_TOO_LARGE). A zstd records section
+    may hold several frames, and only the first frame's content size was checked before cramjam decompressed all of
+    them: a first frame of 5 bytes and a second of 256 MiB of zeros (8 kB compressed) took 256 MiB of the broker's
+    memory before the refusal; a 1 MB batch so made takes ~32 GB. Run in a process of its own, to read its peak."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _ZSTD_BOMB], capture_output=True, text=True, timeout=120, check=True)
+    outcome, grew_mb = out.stdout.split()
+    assert outcome == "PayloadTooLargeError"
+    assert int(grew_mb) < 64, f"{grew_mb} MB taken before the refusal"
