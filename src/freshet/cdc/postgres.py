@@ -24,6 +24,7 @@ import psycopg2.extras
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from freshet.client import ClientError, TopicAdmin, consumer_config, producer_config
+from freshet.client.cdc_registry import ANNOUNCE_EVERY_S, CDC_TOPIC, cdc_record
 from freshet.client.postgres import connection
 from freshet.client.produce import produce_waiting
 
@@ -31,7 +32,7 @@ from .pgoutput import Begin, Change, Commit, Decoder, Relation, convert
 
 log = logging.getLogger(__name__)
 
-STATE_TOPIC = "__freshet_cdc_state"
+STATE_TOPIC = CDC_TOPIC  # each slot's snapshot state (key: the slot) and the connectors' announcements (cdc/NAME)
 
 
 class CdcError(Exception):
@@ -49,6 +50,7 @@ class CdcConfig:
     partitions: int = 1
     flush_every_events: int = 5000
     flush_every_ms: int = 100
+    name: str = ""  # how the console lists it (``__freshet_cdc_state``); default: the slot's name
 
 
 @dataclass
@@ -58,6 +60,8 @@ class Stats:
     transactions: int = 0
     acknowledged_lsn: int = 0
     acknowledged_changes: int = 0  # changes durable in the broker and acknowledged to PostgreSQL
+    last_change_ms: int | None = None  # the commit time of the last change streamed
+    slot_lag_bytes: int | None = None  # the slot's lag as last read (pg_current_wal_lsn() - confirmed_flush_lsn)
     tables: dict = field(default_factory=dict)
 
 
@@ -80,7 +84,12 @@ class PostgresConnector:
                                                                      "queue.buffering.max.messages": 1_000_000}))
         self.failures: list = []
         self._stop = False
+        self._lag_read_ms: int | None = None
+        self.error: str | None = None  # why run() stopped, when it failed
         self.streaming = False  # the snapshot is done and the change stream has started
+        self.name = config.name or config.slot
+        self._database: dict = {}  # host, port, dbname, user (never the password): what the announcement names
+        self._announced_at = 0.0
 
     # -- topics and state ---------------------------------------------------------------------
 
@@ -221,6 +230,7 @@ class PostgresConnector:
                         self.stats.snapshot_rows += 1
                         if done % 1000 == 0:
                             self.producer.poll(0)
+                            self._announce()
                             if self.on_progress:
                                 self.on_progress(f"{schema}.{name}", done, total)
                     if self.on_progress:
@@ -229,15 +239,81 @@ class PostgresConnector:
         conn.set_session(isolation_level="READ COMMITTED", readonly=False)
         self._flush()
 
+    # -- announcements (``freshet.client.cdc_registry``) ---------------------------------------
+
+    def announcement(self) -> dict:
+        s = self.stats
+        return {"connector": "postgresql", "database": self._database, "slot": self.config.slot,
+                "publication": self.config.publication, "tables": list(self.config.tables),
+                "topic_prefix": self.config.topic_prefix,
+                "topics": [self.topic_for(*_split(t)) for t in self.config.tables],
+                "status": "failed" if self.error else "streaming" if self.streaming else "snapshot",
+                "error": self.error, "slot_lag_bytes": s.slot_lag_bytes,
+                "lag_read_ms": self._lag_read_ms, "last_change_ms": s.last_change_ms,
+                "snapshot_rows": s.snapshot_rows, "changes": s.changes, "transactions": s.transactions,
+                "acknowledged_lsn": lsn_text(s.acknowledged_lsn) if s.acknowledged_lsn else None,
+                "updated_ms": int(time.time() * 1000)}
+
+    def _read_slot_lag(self, conn) -> None:
+        """The slot's lag in bytes as PostgreSQL users check it; None while it cannot be read (logged)."""
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn) "
+                            "FROM pg_replication_slots WHERE slot_name = %s", (self.config.slot,))
+                row = cur.fetchone()
+            conn.commit()
+            self.stats.slot_lag_bytes = None if row is None or row[0] is None else int(row[0])
+            self._lag_read_ms = int(time.time() * 1000)
+        except psycopg2.Error as exc:
+            log.warning("cannot read the lag of slot %s: %s", self.config.slot, str(exc).strip())
+            conn.rollback()
+            self.stats.slot_lag_bytes = None
+
+    def _announce(self, conn=None, force: bool = False) -> None:
+        """Every ``ANNOUNCE_EVERY_S`` (or now, ``force``): the slot's lag read anew, and the connector announced."""
+        now = time.monotonic()
+        if not force and now - self._announced_at < ANNOUNCE_EVERY_S:
+            return
+        self._announced_at = now
+        if conn is not None:
+            self._read_slot_lag(conn)
+        key, value = cdc_record(self.name, self.announcement())
+        try:
+            self.producer.produce(CDC_TOPIC, value, key)
+            self.producer.poll(0)
+        except BufferError:  # the change events come first; the next round announces
+            pass
+
+    def _withdraw(self) -> None:
+        """A clean stop: the announcement's tombstone."""
+        self.producer.produce(CDC_TOPIC, None, cdc_record(self.name, None)[0])
+        self.producer.flush(10)
+
     # -- run ---------------------------------------------------------------------------------
 
     def stop(self) -> None:
         self._stop = True
 
     def run(self, until: Callable[[], bool] | None = None) -> None:
+        try:
+            self._run(until)
+        except Exception as exc:
+            if self._database:  # announced: the console shows why it stopped (its last record stays)
+                self.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+                try:
+                    self._announce(force=True)
+                    self.producer.flush(5)
+                except Exception as also:  # the broker may be what failed
+                    log.warning("cannot announce that connector %s failed: %s", self.name, also)
+            raise
+
+    def _run(self, until: Callable[[], bool] | None) -> None:
         conn = psycopg2.connect(self.config.dsn)
         keys = self._check_tables(conn)  # refuse bad tables before creating anything
+        info = conn.info
+        self._database = {"host": info.host, "port": info.port, "dbname": info.dbname, "user": info.user}
         self._ensure_topics()
+        self._announce(force=True)
         state = self._read_state()
         repl = psycopg2.connect(self.config.dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
         cur = repl.cursor()
@@ -266,17 +342,20 @@ class PostgresConnector:
         cur.start_replication(slot_name=self.config.slot, decode=False,
                               options={"proto_version": "1", "publication_names": self.config.publication})
         self.streaming = True
-        self._stream(cur, keys, until)
+        self._announce(conn, force=True)
+        self._stream(cur, keys, until, conn)
         repl.close()
         conn.close()
+        self._withdraw()
 
-    def _stream(self, cur, keys: dict, until) -> None:
+    def _stream(self, cur, keys: dict, until, conn=None) -> None:
         pending_lsn = 0
         unflushed = 0
         last_flush = time.monotonic()
         xid = None
         tx: list[Change] = []
         while not self._stop and not (until and until()):
+            self._announce(conn)
             msg = cur.read_message()
             if msg is None:
                 if unflushed and (time.monotonic() - last_flush) * 1000 >= self.config.flush_every_ms:
@@ -297,6 +376,7 @@ class PostgresConnector:
                 unflushed += len(tx)
                 self.stats.changes += len(tx)
                 self.stats.transactions += 1
+                self.stats.last_change_ms = event.commit_ts_ms
                 pending_lsn = event.end_lsn
                 tx = []
                 self.producer.poll(0)

@@ -27,6 +27,7 @@ HISTORY = 300  # samples kept per series
 SPARK_SERIES = {"processed": "processed_rows_per_second", "batch_ms": "batch_duration_ms", "state_rows": "state_rows",
                 "late": "late_rows_dropped"}  # chart -> the field of a pipeline's progress (spark/registry.py)
 SQL_TOPIC = "__freshet_sql"  # freshet sql's catalog (freshet.sql.catalog, a layer above the dashboard)
+CDC_STALE_S = 10.0  # a CDC connector announces itself every 2 s: silent this long, it is shown as stale
 
 
 @dataclass
@@ -38,6 +39,7 @@ class Snapshot:
     pipelines: dict = field(default_factory=dict)
     applications: dict = field(default_factory=dict)  # event-sourced: aggregates' event counts, projections
     ingest: dict = field(default_factory=dict)  # ingest servers: endpoints, policies, counters
+    cdc: dict = field(default_factory=dict)  # CDC connectors (``__freshet_cdc_state``): slot, tables, topics, slot lag
     rules: dict = field(default_factory=dict)  # stored CEP rules and search queries: {"rules": {}, "queries": {}}
     sql: dict = field(default_factory=dict)  # ``__freshet_sql``: {"queries": {id: record}, "sources": {name: ...}}
     undecodable: dict = field(default_factory=dict)  # registry topic -> its records that do not decode (registries.py)
@@ -203,6 +205,7 @@ class Collector:
                              x if isinstance(x, (int, float)) and not isinstance(x, bool) else None)
         snap.applications = self._applications(snap, now)
         snap.ingest = self._ingest(snap, now)
+        snap.cdc = self._cdc(snap, now)
         snap.rules = self._rules(snap)
         snap.sql = self._sql(snap)
         with self._lock:
@@ -306,6 +309,19 @@ class Collector:
             if kind in ("stream", "table") and definition.get("topic"):
                 sources[name] = {"kind": kind, "name": definition.get("name", name), "topic": definition["topic"]}
         return {"queries": dict(sorted(queries.items())), "sources": sources}
+
+    def _cdc(self, snap: Snapshot, now: float) -> dict:
+        """CDC connectors as they last announced themselves (every 2 s) in ``__freshet_cdc_state``: database, slot,
+        publication, tables, topics written, the slot's lag in bytes (charted) and the last change's time; one whose
+        announcement is older than ``CDC_STALE_S`` is marked ``stale`` (killed, or cut off from the broker)."""
+        from freshet.client.cdc_registry import CDC_TOPIC
+
+        connectors = {key.removeprefix("cdc/"): value for key, value in
+                      self._registry(snap, CDC_TOPIC, registries.cdc_connector).items() if key.startswith("cdc/")}
+        for name, c in connectors.items():
+            c["stale"] = now - (c.get("updated_ms") or 0) / 1000 > CDC_STALE_S and c.get("status") != "failed"
+            self._record(f"cdc:{name}", now, c.get("slot_lag_bytes"))
+        return dict(sorted(connectors.items()))
 
     def _ingest(self, snap: Snapshot, now: float) -> dict:
         """Ingest servers as they last announced themselves (every 2 s) in ``__freshet_ingest``, read by one

@@ -2,7 +2,7 @@
 share groups, event-sourced projections), each edge with its live rate (records/s) and, where there is one, its
 lag; built from the collector's snapshot, nothing more.
 
-Nodes: ``{"id", "kind", "label", "link"}`` (kind: topic, ingest, pipeline, sql, group, share-group, webhook, projection, sink;
+Nodes: ``{"id", "kind", "label", "link"}`` (kind: topic, ingest, cdc, pipeline, sql, group, share-group, webhook, projection, sink;
 ``link``: the page's tab and item). Edges: ``{"from", "to", "rate", "lag"}`` (rate or lag None when not known).
 Where an edge comes from:
 
@@ -15,6 +15,8 @@ Where an edge comes from:
   (the registry keeps the command); the edge in carries the pipeline's input rows/s, the edge out to a topic that
   topic's produce rate;
 - events topic -> projection: the projection's lag;
+- CDC connector -> topic: each change topic the connector writes (``__freshet_cdc_state``), with that topic's produce
+  rate; the node's label carries the replication slot's lag in bytes;
 - topic -> SQL query -> topic: a persistent query of ``freshet sql`` (CSAS/CTAS, from the ``__freshet_sql``
   catalog): the topics of the streams and tables its statement reads (FROM and JOIN) in, its sink's topic out; the
   edge in carries the query's input rows/s (the runner's reporter announces it under the query's id), the edge out
@@ -72,6 +74,13 @@ def graph(snap) -> dict:
             if e.get("topic"):
                 source = node(f"ingest:{server}/{endpoint}", "ingest", f"{server} {endpoint}", {"tab": "ingest"})
                 edge(source, topic(e["topic"]), e.get("rate"))
+    for name, c in (getattr(snap, "cdc", None) or {}).items():
+        db = c.get("database") or {}
+        lag = c.get("slot_lag_bytes")
+        source = node(f"cdc:{name}", "cdc", f"{name} {db.get('host') or ''}/{db.get('dbname') or ''}"
+                      + (f" (slot lag {lag} B)" if lag is not None else ""), {"tab": "cdc", "connector": name})
+        for written in c.get("topics") or []:
+            edge(source, topic(written), snap.topics.get(written, {}).get("rate_in"))
     for group_id, g in snap.groups.items():
         share = g.get("type") == "share"
         webhook = group_id.startswith(WEBHOOK_GROUP) and not share

@@ -1,7 +1,7 @@
 """Freshet's registry topics as the dashboard's tabs show them, one record at a time (issue 49).
 
 Pipelines (``__freshet_pipelines``), event-sourced applications (``__freshet_applications``), ingest servers
-(``__freshet_ingest``), stored rules and queries (``__freshet_rules``, ``__freshet_watches``) and the SQL catalog
+(``__freshet_ingest``), CDC connectors (``__freshet_cdc_state``), stored rules and queries (``__freshet_rules``, ``__freshet_watches``) and the SQL catalog
 (``__freshet_sql``) announce themselves in compacted topics, a JSON object per key. A ``Registry`` keeps each key's
 latest record, read by one consumer that reads only what is new at each refresh, and decodes every record on its
 own, as Redpanda Console and AKHQ decode each message of a topic: a record that does not decode (not JSON, not the
@@ -67,6 +67,16 @@ def ingest_server(key: str, value: dict) -> None:
     for name, endpoint in value["endpoints"].items():
         an_object(endpoint, f"endpoint {name!r}")
         has(endpoint, "received", (int, float))
+
+
+def cdc_connector(key: str, value: dict) -> None:
+    """A CDC connector's announcement (key ``cdc/NAME``); the state topic's other keys (a slot's snapshot state)
+    are the connector's own and pass as they are."""
+    if not key.startswith("cdc/"):
+        return
+    has(value, "slot", (str,))
+    has(value, "topics", (list,))
+    has(value, "slot_lag_bytes", (int, type(None)), optional=True)
 
 
 def definition(key: str, value: dict) -> None:

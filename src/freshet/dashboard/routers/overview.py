@@ -9,6 +9,7 @@ import os
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, StreamingResponse
 
+from freshet.client.cdc_registry import CDC_TOPIC
 from freshet.client.application_registry import REGISTRY_TOPIC as APPLICATIONS_TOPIC
 from freshet.client.ingest_registry import INGEST_TOPIC
 from freshet.client.pipeline_registry import PIPELINES_TOPIC
@@ -19,7 +20,8 @@ from . import Source, Visible, readable_to, visible_to
 router = APIRouter()
 STATIC = os.path.join(os.path.dirname(os.path.dirname(__file__)), "static")
 # the data-flow graph's nodes that come from a registry topic: a signed-in user sees them if they may READ it
-REGISTRIES = {"pipeline": PIPELINES_TOPIC, "projection": APPLICATIONS_TOPIC, "ingest": INGEST_TOPIC, "sql": SQL_TOPIC}
+REGISTRIES = {"pipeline": PIPELINES_TOPIC, "projection": APPLICATIONS_TOPIC, "ingest": INGEST_TOPIC, "sql": SQL_TOPIC,
+              "cdc": CDC_TOPIC}
 TOPIC_FIELDS = ("messages", "size_bytes", "rate_in", "rate_out", "internal", "retention_ms", "retention_bytes",
                 "cleanup_policy")
 
@@ -77,7 +79,7 @@ async def events(request: Request, collector: Source) -> StreamingResponse:
 async def dataflow(request: Request, collector: Source, visible: Visible) -> dict:
     """Topics and what writes and reads them, each edge with its rate and lag (see ``dataflow.py``); a signed-in
     user's graph leaves out the topics and groups their own Metadata and ListGroups do not name, and the
-    pipelines, projections, ingest endpoints and SQL queries of registries they may not READ (with the sinks
+    pipelines, projections, ingest endpoints, CDC connectors and SQL queries of registries they may not READ (with the sinks
     only those wrote)."""
     from ..dataflow import graph
 

@@ -1,5 +1,5 @@
 """What runs around the log and announces itself in compacted topics: event-sourced applications and their
-projections, ingest servers, stored CEP rules and search queries, and clients pushing their metrics (KIP-714).
+projections, ingest servers, CDC connectors, stored CEP rules and search queries, and clients pushing their metrics (KIP-714).
 
 A signed-in user sees a tab only when they may READ the topic it is made from (``readable_to``, asked as them),
 else the tab's one line says so (403); its entries on topics their Metadata does not name are left out. The
@@ -14,6 +14,7 @@ from confluent_kafka import KafkaException
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel
 
+from freshet.client.cdc_registry import CDC_TOPIC
 from freshet.client.application_registry import REGISTRY_TOPIC as APPLICATIONS_TOPIC
 from freshet.client.errors import ClientError
 from freshet.client.ingest_registry import INGEST_TOPIC
@@ -58,6 +59,19 @@ async def ingest(request: Request, collector: Source) -> dict:
     return {name: {**server, "endpoints": {e: x for e, x in server.get("endpoints", {}).items()
                                            if x.get("topic") is None or x["topic"] in topics}}
             for name, server in collector.snapshot.ingest.items()}
+
+
+@router.get("/api/cdc")
+async def cdc(request: Request, collector: Source) -> dict:
+    """CDC connectors: database (no password), slot, publication, tables, the topics each writes, the slot's lag in
+    bytes (with its history) and the last change's time; a signed-in user sees the topics their Metadata names."""
+    topics = await asyncio.to_thread(topics_for, request, CDC_TOPIC, "the CDC connectors")
+    out = copy.deepcopy(collector.snapshot.cdc)
+    for name, c in out.items():
+        if topics is not None:
+            c["topics"] = [t for t in c.get("topics") or [] if t in topics]
+        c["lag_history"] = history(collector, f"cdc:{name}")
+    return out
 
 
 class NewRules(BaseModel):
