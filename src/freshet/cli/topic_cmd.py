@@ -41,25 +41,34 @@ def _parse_replica_assignment(text: str) -> list[list[int]]:
 @topic.command("create")
 @click.argument("name")
 @click.option("--partitions", "-p", type=int, help="Number of partitions.  [default: 1]")
+@click.option("--replication-factor", "-r", type=int,
+              help="How many brokers hold each partition, as kafka-topics takes it.  [default: the cluster's "
+                   "default.replication.factor]")
 @click.option("--replica-assignment", metavar="B:B,B:B",
               help="The brokers of each partition, as kafka-topics takes them: partitions separated by commas, "
-                   "each one's broker ids by colons, the first one leading (1:2,2:3). Not with --partitions.")
+                   "each one's broker ids by colons, the first one leading (1:2,2:3). Not with --partitions or "
+                   "--replication-factor.")
 @click.option("--config", "-c", "configs", multiple=True, metavar="NAME=VALUE",
               help="Topic config, e.g. retention.ms=60000 or cleanup.policy=compact (repeatable).")
 @bootstrap_option
 @one_line_errors
-def create(name: str, partitions: int | None, replica_assignment: str | None, configs: tuple[str, ...],
-           bootstrap: str) -> None:
+def create(name: str, partitions: int | None, replication_factor: int | None, replica_assignment: str | None,
+           configs: tuple[str, ...], bootstrap: str) -> None:
     """Create topic NAME."""
     assignment = None
     if replica_assignment is not None:
-        if partitions is not None:
-            raise ClientError("--replica-assignment gives the partitions: it cannot be used with --partitions")
+        if partitions is not None or replication_factor is not None:
+            given = "--partitions" if partitions is not None else "--replication-factor"
+            raise ClientError(f"--replica-assignment gives the partitions and their replicas: it cannot be used "
+                              f"with {given}")
         assignment = _parse_replica_assignment(replica_assignment)
         partitions = len(assignment)
     elif partitions is None:
         partitions = 1
-    TopicAdmin(bootstrap).create_topic(name, partitions, _parse_configs(configs), replica_assignment=assignment)
+    if replication_factor is not None and replication_factor < 1:
+        raise ClientError(f"--replication-factor must be 1 or more, got {replication_factor}")
+    TopicAdmin(bootstrap).create_topic(name, partitions, _parse_configs(configs), replica_assignment=assignment,
+                                       replication_factor=-1 if replication_factor is None else replication_factor)
     click.echo(f"created topic {name} with {partitions} partition{'s' if partitions != 1 else ''}")
 
 

@@ -57,13 +57,14 @@ class TopicAdmin:
         return len(md.topics[topic].partitions)
 
     def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None,
-                     replica_assignment: list[list[int]] | None = None) -> None:
-        """``replica_assignment``: the brokers of each partition (the first leads), instead of ``partitions``."""
+                     replica_assignment: list[list[int]] | None = None, replication_factor: int = -1) -> None:
+        """``replica_assignment``: the brokers of each partition (the first leads), instead of ``partitions`` and
+        ``replication_factor`` (-1: the cluster's default.replication.factor)."""
         _check_broker_ids(replica_assignment)
         self._metadata()  # a clear error when no broker answers
         new = (NewTopic(name, len(replica_assignment), replica_assignment=replica_assignment,
                         config=configs or {}) if replica_assignment
-               else NewTopic(name, partitions, -1, config=configs or {}))
+               else NewTopic(name, partitions, replication_factor, config=configs or {}))
         future = self._admin.create_topics([new], operation_timeout=self.timeout)[name]
         try:
             future.result(self.timeout)

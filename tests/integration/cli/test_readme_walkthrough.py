@@ -65,3 +65,15 @@ def test_the_broker_leaves_no_hypothesis_directory_where_it_runs(tmp_path):
                              cwd=work, env={**env, "HOME": str(home)}, capture_output=True, text=True, timeout=120)
     assert run.returncode == 1 and "address already in use" in run.stderr, run.stderr
     assert list(work.iterdir()) == []
+
+
+def test_topic_create_takes_a_replication_factor_as_kafka_topics_does(broker, topic_name):
+    """kafka-topics --create --replication-factor N; ours had only --replica-assignment ('No such option')."""
+    assert freshet(broker, "topic", "create", topic_name, "-p", "2", "--replication-factor", "1").returncode == 0
+    metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(topic_name, timeout=30)
+    assert [len(p.replicas) for p in metadata.topics[topic_name].partitions.values()] == [1, 1]
+    for args, said in ((("--replication-factor", "2"), "replication factor 2"),
+                       (("-r", "0"), "--replication-factor must be 1 or more"),
+                       (("-r", "1", "--replica-assignment", "0"), "cannot be used with --replication-factor")):
+        one_line_error(freshet(broker, "topic", "create", f"{topic_name}-x", *args), said)
+    assert f"{topic_name}-x" not in freshet(broker, "topic", "list").stdout
