@@ -31,6 +31,9 @@ def produce_access_logs(bootstrap: str, topic: str, rate: float, count: int | No
     """
     if time_scale <= 0:
         raise ClientError("--time-scale must be positive")
+    for option, value in (("--count", count), ("--seconds", seconds)):
+        if value is not None and value < 0:  # it produced nothing and exited 0
+            raise ClientError(f"{option} must be 0 or more, got {value:g}")
     try:
         generator = AccessLogGenerator(seed=seed, rate_per_s=rate / time_scale, out_of_order=out_of_order,
                                        late=late, start_ms=start_ms)

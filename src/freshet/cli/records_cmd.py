@@ -90,6 +90,8 @@ def consume(topic: str, from_beginning: bool, offset: int | None, from_time: str
         follow = True
     if offset is not None and offset < 0:
         raise ClientError("--offset must be 0 or more")
+    if max_records is not None and max_records < 0:  # it printed nothing and exited 0
+        raise ClientError(f"--max must be 0 or more (leave it out for no limit), got {max_records}")
     admin = TopicAdmin(bootstrap)
     count = admin.partition_count(topic)
     if partition is not None and not 0 <= partition < count:

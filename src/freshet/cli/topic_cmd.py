@@ -9,6 +9,9 @@ from freshet.client import ClientError, TopicAdmin
 from .common import bootstrap_option, one_line_errors
 
 
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__share_group_state")  # Kafka's Topic.isInternal
+
+
 def _parse_configs(pairs: tuple[str, ...]) -> dict[str, str]:
     configs = {}
     for pair in pairs:
@@ -130,6 +133,8 @@ def _size(size_bytes: int | None) -> str:
 @one_line_errors
 def delete(name: str, bootstrap: str) -> None:
     """Delete topic NAME and all its records."""
+    if name in INTERNAL_TOPICS:  # as kafka-topics.sh checks it (the broker's answer reads "Invalid request")
+        raise ClientError(f"topic {name} is an internal topic and is not allowed to be deleted")
     TopicAdmin(bootstrap).delete_topic(name)
     click.echo(f"deleted topic {name}")
 

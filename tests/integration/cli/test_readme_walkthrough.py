@@ -77,3 +77,16 @@ def test_topic_create_takes_a_replication_factor_as_kafka_topics_does(broker, to
                        (("-r", "1", "--replica-assignment", "0"), "cannot be used with --replication-factor")):
         one_line_error(freshet(broker, "topic", "create", f"{topic_name}-x", *args), said)
     assert f"{topic_name}-x" not in freshet(broker, "topic", "list").stdout
+
+
+def test_negative_counts_and_internal_topics_are_refused_in_one_line(broker, topic_name):
+    """consume --max -1 and gen --seconds -1 / --count -1 printed or produced nothing and exited 0; deleting an
+    internal topic said only 'Broker: Invalid request' (kafka-topics.sh names the internal topic)."""
+    assert freshet(broker, "topic", "create", topic_name).returncode == 0
+    one_line_error(freshet(broker, "consume", topic_name, "--from-beginning", "--max", "-1"), "--max must be 0")
+    for args, said in ((("--seconds", "-1"), "--seconds must be 0 or more"),
+                       (("--count", "-1"), "--count must be 0 or more")):
+        one_line_error(freshet(broker, "gen", "access-logs", topic_name, *args), said)
+    one_line_error(freshet(broker, "topic", "delete", "__consumer_offsets"), "__consumer_offsets is an internal topic")
+    assert "__consumer_offsets\t1" in freshet(broker, "topic", "list").stdout.splitlines()
+    assert freshet(broker, "consume", topic_name, "--from-beginning", "--max", "0").returncode == 0  # as Kafka's
