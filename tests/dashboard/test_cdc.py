@@ -22,6 +22,7 @@ from freshet.testing.polling import wait_for
 
 from .secured import add_users, sasl
 from .test_acting_user import signed_in
+from .test_browser import page  # noqa: F401 (the Chromium fixture)
 
 
 def test_a_running_connector_is_listed_with_its_slot_lag_and_drawn_into_its_topics(broker, postgres, db):
@@ -123,3 +124,45 @@ def test_a_signed_in_user_sees_connectors_only_with_read_on_the_registry(tmp_pat
         assert json.dumps(everything["shop"]["topics"]) == '["pg.public.orders", "pg.public.payroll"]'
         assert by_token.get("/api/undecodable").json() == {}
         collector.stop()
+
+
+def test_the_cdc_tab_and_the_data_flow_graph_in_a_browser(broker, page, tmp_path):  # noqa: F811
+    """Chromium: the CDC tab lists a connector (as one announces itself) with its slot lag; the data-flow graph draws
+    it -> its topic; its tombstone takes it off the page."""
+    from freshet.client.admin import TopicAdmin
+    from freshet.testing.topics import create_topic
+
+    from .test_browser import open_dashboard, start_dashboard
+
+    name = unique("browser_slot")
+    topic = f"{name}.public.orders"
+    create_topic(broker.bootstrap, topic, 1)
+    TopicAdmin(broker.bootstrap).ensure_topic(CDC_TOPIC, 1, {"cleanup.policy": "compact"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(CDC_TOPIC, *reversed(cdc_record(name, {
+        "connector": "postgresql", "database": {"host": "db.example", "port": 5432, "dbname": "shop", "user": "cdc"},
+        "slot": name, "publication": "pub", "tables": ["public.orders"], "topic_prefix": name, "topics": [topic],
+        "status": "streaming", "slot_lag_bytes": 4096, "last_change_ms": int(time.time() * 1000), "changes": 3,
+        "snapshot_rows": 10, "updated_ms": int(time.time() * 1000)})))
+    assert producer.flush(30) == 0
+    dash, port = start_dashboard(broker.bootstrap)
+    try:
+        open_dashboard(page, port)
+        page.click("nav a[data-tab='cdc']")
+        row = f"#cdc-list tr.cdc-connector[data-name='{name}']"
+        page.wait_for_selector(row, timeout=30_000)
+        assert page.inner_text(f"{row} td.slot-lag") == "4.0 KiB"
+        text = page.inner_text(row)
+        assert "cdc@db.example:5432/shop" in text and topic in text and "streaming" in text
+        page.screenshot(path=str(tmp_path / "dashboard-cdc.png"))
+        page.click("nav a[data-tab='dataflow']")
+        page.wait_for_selector(f".flow-node.cdc[data-id='cdc:{name}']", timeout=30_000)
+        page.wait_for_selector(f".flow-edge[data-from='cdc:{name}'][data-to='topic:{topic}']", timeout=30_000)
+        page.screenshot(path=str(tmp_path / "dashboard-dataflow-cdc.png"))
+        page.click("nav a[data-tab='cdc']")
+        producer.produce(CDC_TOPIC, None, cdc_record(name, None)[0])  # a clean stop's tombstone
+        assert producer.flush(30) == 0
+        page.wait_for_selector(row, state="detached", timeout=30_000)
+    finally:
+        dash.terminate()
+        dash.wait(30)

@@ -77,8 +77,8 @@ def graph(snap) -> dict:
     for name, c in (getattr(snap, "cdc", None) or {}).items():
         db = c.get("database") or {}
         lag = c.get("slot_lag_bytes")
-        source = node(f"cdc:{name}", "cdc", f"{name} {db.get('host') or ''}/{db.get('dbname') or ''}"
-                      + (f" (slot lag {lag} B)" if lag is not None else ""), {"tab": "cdc", "connector": name})
+        source = node(f"cdc:{name}", "cdc", f"{name}" + (f" slot lag {lag} B" if lag is not None else "")
+                      + f" @ {db.get('host') or ''}/{db.get('dbname') or ''}", {"tab": "cdc", "connector": name})
         for written in c.get("topics") or []:
             edge(source, topic(written), snap.topics.get(written, {}).get("rate_in"))
     for group_id, g in snap.groups.items():
