@@ -126,3 +126,36 @@ class postgres_admin:
 
     def __exit__(self, *exc) -> None:
         self.conn.close()
+
+
+def test_freshet_cdc_postgres_withdraws_its_announcement_on_ctrl_c_and_sigterm(broker, postgres, db, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    conn, schema = db
+    conn.cursor().execute(f"CREATE TABLE {schema}.items (id int PRIMARY KEY)")
+    slot = unique("slot")
+    cmd = [sys.executable, "-m", "freshet.cli.main", "cdc", "postgres", "--dsn", postgres.dsn,
+           "--tables", f"{schema}.items", "--topic-prefix", unique("p"), "--slot", slot,
+           "--publication", unique("pub"), "--bootstrap", broker.bootstrap]
+    registry = Registry(broker.bootstrap, CDC_TOPIC, cdc_connector)
+    key = f"cdc/{slot}"
+    try:
+        for stop in (signal.SIGINT, signal.SIGTERM):
+            with open(tmp_path / f"connector-{stop.name}.log", "wb") as log:
+                proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+                try:
+                    wait_for(lambda: (registry.refresh()[0].get(key) or {}).get("status") == "streaming"
+                             or proc.poll() is not None, 120, "the connector streaming")
+                    assert proc.poll() is None, (tmp_path / f"connector-{stop.name}.log").read_text()
+                    proc.send_signal(stop)
+                    proc.wait(60)
+                finally:
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
+            wait_for(lambda: key not in registry.refresh()[0], 60, f"the tombstone after {stop.name}")
+    finally:
+        registry.close()
+        drop_replication_slot(postgres.dsn, slot)

@@ -297,6 +297,12 @@ class PostgresConnector:
     def run(self, until: Callable[[], bool] | None = None) -> None:
         try:
             self._run(until)
+        except KeyboardInterrupt:  # Ctrl-C: a stop the user asked for, as clean as stop()
+            try:
+                self._withdraw()
+            except Exception as also:
+                log.warning("cannot withdraw the announcement of connector %s: %s", self.name, also)
+            raise
         except Exception as exc:
             if self._database:  # announced: the console shows why it stopped (its last record stays)
                 self.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
