@@ -240,6 +240,9 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
         if b.metrics:
             print(f"freshet broker metrics on http://{b.config.host}:{b.metrics.port}/metrics", flush=True)
 
+    if taken := _address_in_use(config.effective_listeners()):
+        click.echo(f"error: cannot start the broker: {taken}", err=True)  # before the data directory is opened
+        sys.exit(1)
     try:
         asyncio.run(run_broker(config, ready))
     except OSError as exc:
@@ -248,3 +251,25 @@ def start(data_dir: str, port: int, host: str, advertised_host: str | None, auto
     except cluster_errors as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
+
+
+def _address_in_use(listeners) -> str | None:
+    """A listener's address another process holds, tried as the broker binds it (SO_REUSEADDR, every address its
+    host resolves to), before the broker opens its data directory and logs its internal topics: a port in use is
+    one line then, and nothing is created. (A port taken between this check and the bind still fails the start.)"""
+    import socket
+
+    for listener in listeners:
+        if not listener.port:
+            continue
+        try:
+            for family, kind, proto, _, address in socket.getaddrinfo(listener.host or None, listener.port,
+                                                                      type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE):
+                with socket.socket(family, kind, proto) as probe:
+                    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    if family == socket.AF_INET6:
+                        probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                    probe.bind(address)
+        except OSError as exc:
+            return f"{listener.host}:{listener.port}: {exc.strerror or exc}"
+    return None
