@@ -80,7 +80,9 @@ class Operations:
         for key in sorted(plan):
             if parts[key]["leader"] != plan[key][0]:
                 answer = self.command({"command": "ElectLeaders", "topic": key[0], "partition": key[1]})
-                progress(f"{key[0]}-{key[1]}: preferred leader {plan[key][0]}: {answer.get('error')}")
+                error = answer.get("error")
+                progress(f"{key[0]}-{key[1]}: preferred leader {plan[key][0]} " + (
+                    "elected" if error == "NONE" else f"not elected: {error} {answer.get('message') or ''}".rstrip()))
 
     def rebalance(self) -> tuple[dict, Plan]:
         snapshot = self.metadata()
