@@ -320,11 +320,10 @@ class ClusterMembership:
         if self.coordinates():
             group_metadata.store(self.broker.offsets, group)
 
-    def _store_consumer_group(self, group_id: str) -> None:
+    def _store_consumer_group(self, group_id: str) -> int | None:
         """What changed of a KIP-848 group into ``__consumer_offsets``, by its coordinator (the next one takes the
-        group over: consumer_records.restore)."""
-        if self.coordinates():
-            self._consumer_groups.changed(group_id)
+        group over: consumer_records.restore); the last offset written."""
+        return self._consumer_groups.changed(group_id) if self.coordinates() else None
 
     def leads(self, topic: str, index: int) -> bool:
         info = self.view.topics.get(topic)

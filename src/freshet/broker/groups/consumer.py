@@ -184,8 +184,9 @@ class ConsumerGroupCoordinator:
         self.groups: dict[str, ConsumerGroup] = {}
         self._reaper = Reaper(self.expire, "consumer-group-sessions")
         # called with the id of a group that may have changed (a heartbeat, a leave, an expiry, a deletion): a
-        # cluster's coordinator stores what changed (consumer_records.ConsumerGroupStore) for the next one
-        self.on_change: Callable[[str], None] | None = None
+        # cluster's coordinator stores what changed (consumer_records.ConsumerGroupStore) for the next one; returns
+        # the last offset written (a heartbeat's answer waits until the ISR has it), None if nothing was
+        self.on_change: Callable[[str], int | None] | None = None
 
     def start(self) -> None:
         self._reaper.start()
@@ -209,7 +210,7 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(group_id)
         if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             body = self._leave(group, group_id, member_id, member_epoch, instance_id)
-            self._changed(group_id)
+            body["written"] = self._changed(group_id)
             return body
         now = time.monotonic()
         if member_epoch == JOIN_EPOCH:
@@ -250,15 +251,18 @@ class ConsumerGroupCoordinator:
                 owned is not None and owned != member.assigned):
             member.sent = dict(member.assigned)
             body["assignment"] = member.assigned
-        self._changed(group_id)
+        body["written"] = self._changed(group_id)
         return body
 
-    def _changed(self, group_id: str) -> None:
+    def _changed(self, group_id: str) -> int | None:
+        """``on_change``'s answer: the last offset it wrote (to be durable before the member is answered), or
+        None (nothing written)."""
         if self.on_change is not None:
             try:
-                self.on_change(group_id)
+                return self.on_change(group_id)
             except Exception:  # the group goes on in memory; the next coordinator would make its members rejoin
                 log.exception("consumer group %s: its state was not stored", group_id)
+        return None
 
     def taken_over(self) -> None:
         """Groups restored by a new coordinator (consumer_records.restore): the reaper looks at their deadlines."""

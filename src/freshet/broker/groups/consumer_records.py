@@ -185,7 +185,9 @@ def decode_value(kind: int, value: bytes) -> dict:
 
 def group_records(coordinator: ConsumerGroupCoordinator, group: ConsumerGroup) -> dict[bytes, bytes]:
     """Every record (key -> value) that describes ``group`` now."""
-    ids = {name: topic.topic_id for name, topic in coordinator.registry.topics.items()}
+    named = {t for t, _ in group.topics_seen} | {t for a in group.target.values() for t in a} | {
+        t for m in group.members.values() for t in (*m.assigned, *m.pending_revocation)}
+    ids = {t: topic.topic_id for t in named if (topic := coordinator.registry.get(t)) is not None}
     gid = group.group_id
     records = {
         _key(GROUP, gid): _value(struct.pack(">i", group.epoch)),
@@ -215,21 +217,23 @@ class ConsumerGroupStore:
         self.coordinator, self.offsets = coordinator, offsets
         self.written: dict[str, dict[bytes, bytes]] = {}  # group id -> its records in the log
 
-    def changed(self, group_id: str) -> None:
+    def changed(self, group_id: str) -> int | None:
+        """Writes the records of ``group_id`` that changed; the last offset written (None: nothing changed)."""
         group = self.coordinator.groups.get(group_id)
         now = group_records(self.coordinator, group) if group is not None else {}
         before = self.written.get(group_id, {})
         changes = [(k, v) for k, v in now.items() if before.get(k) != v]
         changes += [(k, None) for k in before if k not in now]
         if not changes:
-            return
+            return None
         changes.sort(key=lambda kv: -struct.unpack_from(">h", kv[0], 0)[0])  # one batch: written all or none
         ts = int(time.time() * 1000)
-        self.offsets.partition.append(encode_batch([(k, v, ts) for k, v in changes]))
+        result = self.offsets.partition.append(encode_batch([(k, v, ts) for k, v in changes]))
         if now:
             self.written[group_id] = now
         else:
             self.written.pop(group_id, None)
+        return result.last_offset
 
 
 def read(partition) -> dict[str, dict[bytes, bytes]]:

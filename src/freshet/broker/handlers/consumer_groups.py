@@ -6,8 +6,9 @@ from kio.schema.errors import ErrorCode
 
 from ..context import Request, RequestContext
 from ..groups.consumer import ConsumerGroupError
+from ..groups.offsets import OFFSETS_TOPIC, append_failure
 from ..security.acls import DESCRIBE, GROUP, READ
-from .groups import not_coordinator
+from .groups import COMMIT_TIMEOUT_S, not_coordinator
 
 
 def group_kind(broker, group_id: str) -> str | None:
@@ -67,9 +68,21 @@ def consumer_group_heartbeat(ctx: RequestContext, request: Request) -> dict:
         assignment = {"topic_partitions": [
             {"topic_id": registry.get(name).topic_id, "partitions": sorted(parts)}
             for name, parts in sorted(assignment.items()) if registry.get(name) is not None]}
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+    body = {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
             "member_id": result["member_id"], "member_epoch": result["member_epoch"],
             "heartbeat_interval": result["heartbeat_interval_ms"], "assignment": assignment}
+    if result["written"] is None:
+        return body
+    broker.group_commit.written(broker.offsets.partition)  # wakes the followers' fetches of __consumer_offsets
+
+    async def when_replicated() -> dict:
+        # as Kafka's coordinator: the member learns its new epoch or partitions once the group's records are in the
+        # ISR of __consumer_offsets, so that the next coordinator knows them too
+        code = await append_failure(broker, OFFSETS_TOPIC, broker.offsets.partition, result["written"],
+                                    COMMIT_TIMEOUT_S)
+        return body if code is None else _heartbeat_error(code, "the group's state was not replicated")
+
+    return when_replicated()
 
 
 def _described_assignment(registry, assignment) -> dict:
