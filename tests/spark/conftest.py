@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from freshet.testing.cli import freshet
@@ -20,14 +22,21 @@ def spark_cluster(tmp_path_factory):
     core and one 1 GB executor on each; the rest is left for `freshet run --master` drivers. Stopped with
     stop-cluster."""
     from freshet.local.spark_cluster import SparkCluster
+    from freshet.testing import class_archive
 
+    # the cluster's JVMs live for the whole run: on a fresh clone they wait for the class archive the run makes
+    class_archive.wait_while_made(class_archive.archive_path(), timeout=180)
     directory = str(tmp_path_factory.mktemp("spark-cluster"))
     where = ("--dir", directory)
+    # the cluster's JVMs (master, workers, the executors the workers start, the Connect server) run with the
+    # options of the tests' drivers (C1 only, the class archive: tests/conftest.py); spark-submit's variable
+    # does not reach the daemons and executors, the JVM's own does (each says "Picked up..." in its log)
+    jvm = {"JAVA_TOOL_OPTIONS": os.environ.get("SPARK_SUBMIT_OPTS", "")}
     started = freshet("spark", "start-cluster", "--workers", "2", "--cores", "2", "--memory", "3g", "--port", "0",
-                      "--ui-port", "0", *where)
+                      "--ui-port", "0", *where, env=jvm)
     assert started.returncode == 0, started.stderr
     try:
-        connect = freshet("spark", "start-connect", "--port", "0", "--cores", "2", *where)
+        connect = freshet("spark", "start-connect", "--port", "0", "--cores", "2", *where, env=jvm)
         assert connect.returncode == 0, connect.stderr
         cluster = SparkCluster(directory)
         assert cluster.attach()

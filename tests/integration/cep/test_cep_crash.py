@@ -41,7 +41,8 @@ def test_no_alert_lost_or_repeated_after_kill_9(own_broker, tmp_path):
     checkpoint = str(tmp_path / "ck")
     cmd = [sys.executable, "-m", "freshet.cli.main", "run", "cep", "--from", "security-events", "--to",
            "topic:alerts", "--checkpoint", checkpoint, "--lateness", "30 seconds", "--max-offsets-per-trigger",
-           "1600", "--trigger-seconds", "0.5", "--spark-log", str(tmp_path / "spark.log"), "--bootstrap", bootstrap]
+           "1600", "--trigger-seconds", "0.5", "--spark-log", str(tmp_path / "spark.log"), "--bootstrap", bootstrap,
+           "--spark-conf", "spark.sql.shuffle.partitions=2"]  # the tests' sessions' count, half of freshet run's
     assert kill_mid_stream(cmd, checkpoint, targets=(1,)) == 1
     final = subprocess.run(cmd + ["--available-now"], capture_output=True, text=True, timeout=600)
     assert final.returncode == 0, final.stderr[-3000:]
