@@ -93,8 +93,10 @@ def test_timeline_view_in_postgres_survives_kill_9_and_serves_freshet_timeline(b
     run = freshet_argv("run", "timeline", "--from", f"{tweets_topic},{follows_topic}", "--to", f"postgres:{table}",
                   "--pg-dsn", postgres.dsn, "--checkpoint", checkpoint, "--bootstrap", broker.bootstrap)
     # small microbatches until the kill; the restart takes the rest in one (each microbatch of a stateful
-    # query costs seconds on 2 shared cores)
-    cmd = run + ["--trigger-seconds", "0.5", "--max-offsets-per-trigger", "300"]
+    # query costs seconds on 2 shared cores). Two shuffle partitions, as the tests' shared session has: half the
+    # state stores each batch loads and commits of freshet run's four (the restart takes the checkpoint's number)
+    cmd = run + ["--trigger-seconds", "0.5", "--max-offsets-per-trigger", "300",
+                 "--spark-conf", "spark.sql.shuffle.partitions=2"]
     assert kill_mid_stream(cmd, checkpoint, targets=(2,)) == 1
     # the killed query run to the end on its checkpoint (no replay of the events from offset 0 in Spark beside it:
     # the timelines computed in Python are the independent answer)
