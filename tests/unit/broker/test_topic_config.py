@@ -67,14 +67,15 @@ def test_bad_values_are_refused_naming_the_config(name, value, message):
         validate_configs({"retention.ms": "5", name: value})
 
 
-def test_only_cleanup_policy_is_a_list():
-    assert [d.name for d in CONFIG_DEFS.values() if d.is_list] == ["cleanup.policy"]
+def test_the_lists_are_kafkas():
+    assert sorted(d.name for d in CONFIG_DEFS.values() if d.is_list) == [
+        "cleanup.policy", "follower.replication.throttled.replicas", "leader.replication.throttled.replicas"]
     assert dynamic_config.is_list("log.cleanup.policy") and not dynamic_config.is_list("log.retention.ms")
     assert not dynamic_config.is_list("num.partitions")
 
 
 def test_the_broker_synonyms_are_kafkas():
-    assert dynamic_config.TOPIC_DEFAULTS == {
+    assert dynamic_config.TOPIC_DEFAULTS.items() >= {
         "log.cleanup.policy": "cleanup.policy", "log.retention.ms": "retention.ms",
         "log.retention.bytes": "retention.bytes", "log.segment.bytes": "segment.bytes",
         "log.roll.ms": "segment.ms",
@@ -85,7 +86,11 @@ def test_the_broker_synonyms_are_kafkas():
         "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
         "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
         "compression.type": "compression.type",
-    }
+        "log.flush.interval.ms": "flush.ms", "log.flush.interval.messages": "flush.messages",
+        "log.segment.delete.delay.ms": "file.delete.delay.ms", "log.index.size.max.bytes": "segment.index.bytes",
+        "log.roll.jitter.ms": "segment.jitter.ms", "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+        "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio", "log.preallocate": "preallocate",
+    }.items()
     assert dynamic_config.check("log.roll.ms", "0100") == "100"
     with pytest.raises(InvalidConfigError, match="log.segment.bytes: 1 is below the minimum 14"):
         dynamic_config.check("log.segment.bytes", "1")
@@ -155,3 +160,89 @@ def test_synonyms_list_every_level_a_value_could_come_from_first_applying_first(
         ("7200000", 2), ("60000", 3), ("604800000", 5)]
     cluster = {e["name"]: e for e in dynamic.describe(config, dynamic.CLUSTER, synonyms=True)}
     assert [(s["value"], s["source"]) for s in cluster["log.retention.ms"]["synonyms"]] == [("60000", 3)]
+
+
+# Kafka's topic configs Freshet accepts, stores and describes without acting on them (docs/features.md)
+KAFKA_TOPIC_CONFIGS = {
+    "flush.ms": ("12345678", "12345678", ConfigType.LONG, str(2**63 - 1)),
+    "flush.messages": ("1000", "1000", ConfigType.LONG, str(2**63 - 1)),
+    "file.delete.delay.ms": ("0", "0", ConfigType.LONG, "60000"),
+    "segment.index.bytes": ("4096", "4096", ConfigType.INT, str(10 * 1024 * 1024)),
+    "segment.jitter.ms": ("100", "100", ConfigType.LONG, "0"),
+    "max.compaction.lag.ms": ("3600000", "3600000", ConfigType.LONG, str(2**63 - 1)),
+    "min.cleanable.dirty.ratio": ("0.25", "0.25", ConfigType.DOUBLE, "0.5"),
+    "preallocate": ("TRUE", "true", ConfigType.BOOLEAN, "false"),
+    "message.downconversion.enable": ("false", "false", ConfigType.BOOLEAN, "true"),
+    "message.format.version": ("2.8-IV1", "2.8-IV1", ConfigType.STRING, "3.0-IV1"),
+    "message.timestamp.difference.max.ms": ("1000", "1000", ConfigType.LONG, str(2**63 - 1)),
+    "compression.gzip.level": ("9", "9", ConfigType.INT, "-1"),
+    "compression.lz4.level": ("17", "17", ConfigType.INT, "9"),
+    "compression.zstd.level": ("-5", "-5", ConfigType.INT, "3"),
+    "local.retention.ms": ("-2", "-2", ConfigType.LONG, "-2"),
+    "local.retention.bytes": ("1024", "1024", ConfigType.LONG, "-2"),
+    "remote.storage.enable": ("false", "false", ConfigType.BOOLEAN, "false"),
+    "remote.log.copy.disable": ("true", "true", ConfigType.BOOLEAN, "false"),
+    "remote.log.delete.on.disable": ("true", "true", ConfigType.BOOLEAN, "false"),
+    "unclean.leader.election.enable": ("True", "true", ConfigType.BOOLEAN, "false"),
+    "leader.replication.throttled.replicas": ("0:1, 1:2", "0:1,1:2", ConfigType.LIST, ""),
+    "follower.replication.throttled.replicas": ("*", "*", ConfigType.LIST, ""),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KAFKA_TOPIC_CONFIGS))
+def test_kafkas_other_topic_configs_are_accepted_and_described_with_kafkas_type_and_default(name):
+    given, stored, kind, default = KAFKA_TOPIC_CONFIGS[name]
+    assert validate_configs({name: given}) == {name: stored}
+    [own] = describe({name: stored}, keys={name})
+    assert (own["value"], own["config_source"], own["config_type"]) == (stored, ConfigSource.DYNAMIC_TOPIC, kind)
+    [fallback] = describe({}, keys={name})
+    assert (fallback["value"], fallback["config_source"]) == (default, ConfigSource.DEFAULT)
+    assert log_config({name: stored}) == LogConfig()  # the log does not act on them
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("flush.ms", "soon", "flush.ms: 'soon' is not a whole number"),
+    ("flush.ms", "-1", "flush.ms: -1 is below the minimum 0"),
+    ("flush.messages", "0", "below the minimum 1"),
+    ("segment.index.bytes", str(2**31), "larger than an int"),
+    ("max.compaction.lag.ms", "0", "below the minimum 1"),
+    ("min.cleanable.dirty.ratio", "1.5", "out of range"),
+    ("min.cleanable.dirty.ratio", "half", "not a number"),
+    ("min.cleanable.dirty.ratio", "nan", "not a finite number"),
+    ("preallocate", "yes", "expected value to be either true or false"),
+    ("message.format.version", "latest", "expected a Kafka version"),
+    ("compression.gzip.level", "0", "out of range"),
+    ("compression.zstd.level", "23", "out of range"),
+    ("local.retention.ms", "-3", "below the minimum -2"),
+    ("remote.storage.enable", "true", "Tiered Storage functionality is disabled in the broker"),
+    ("unclean.leader.election.enable", "1", "either true or false"),
+    ("leader.replication.throttled.replicas", "all", "partition:broker"),
+])
+def test_a_bad_value_of_kafkas_other_topic_configs_is_refused(name, value, message):
+    with pytest.raises(InvalidConfigError, match=message):
+        validate_configs({"flush.ms": "5", name: value})
+
+
+def test_kafkas_dynamic_broker_configs_freshet_does_not_act_on_are_checked_stored_and_described(tmp_path):
+    assert dynamic_config.check("sasl.kerberos.min.time.before.relogin", "58000") == "58000"
+    assert dynamic_config.check("background.threads", "9") == "9"
+    assert dynamic_config.check("log.flush.interval.ms", "1000") == "1000"  # flush.ms's synonym
+    assert dynamic_config.check("sasl.kerberos.ticket.renew.window.factor", "0.9") == "0.9"
+    for name, value, message in [("sasl.kerberos.min.time.before.relogin", "soon", "not a whole number"),
+                                 ("background.threads", "0", "below the minimum 1"),
+                                 ("sasl.login.refresh.window.factor", "0.2", "out of range"),
+                                 ("sasl.login.refresh.buffer.seconds", str(2**15), "larger than a short")]:
+        with pytest.raises(InvalidConfigError, match=f"{name}: .*{message}"):
+            dynamic_config.check(name, value)
+    configs = DynamicBrokerConfigs(str(tmp_path / "broker-configs.json"), 1)
+    configs.replace("1", {"sasl.kerberos.min.time.before.relogin": "58000"})
+    config = BrokerConfig(data_dir=str(tmp_path))
+    entries = {e["name"]: e for e in configs.describe(config, "1")}
+    relogin = entries["sasl.kerberos.min.time.before.relogin"]
+    assert (relogin["value"], relogin["config_source"], relogin["read_only"]) == (
+        "58000", ConfigSource.DYNAMIC_BROKER, False)
+    threads = entries["background.threads"]
+    assert (threads["value"], threads["config_source"], threads["config_type"]) == (
+        "10", ConfigSource.STATIC_BROKER, ConfigType.INT)
+    assert (entries["log.flush.interval.ms"]["value"], entries["log.flush.interval.ms"]["config_source"]) == (
+        str(2**63 - 1), ConfigSource.DEFAULT)

@@ -17,7 +17,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..durability import write_json_atomically
-from .topic_config import CONFIG_DEFS, ConfigSource, ConfigType, InvalidConfigError, config_entry
+from .topic_config import (
+    CONFIG_DEFS,
+    NO_EFFECT,
+    ConfigDef,
+    ConfigSource,
+    ConfigType,
+    InvalidConfigError,
+    at_least,
+    between,
+    config_entry,
+)
 
 if TYPE_CHECKING:
     from ..config import BrokerConfig
@@ -83,6 +93,52 @@ BROKER_SETTINGS: dict[str, BrokerSetting] = {
                       "the addresses clients are told (not set: each listener's own)"),
     ]
 }
+
+
+def _accepted(name: str, kind: ConfigType, default: str | None, doc: str,
+              validator=lambda value: value) -> BrokerSetting:
+    """A broker config Kafka lets AlterConfigs change at run time that Freshet accepts, stores and describes but
+    does not act on (Kafka's type, default and validator)."""
+    parse = ConfigDef(name, kind, default or "", doc, validator).parse
+    return BrokerSetting(name, kind, lambda c: default, f"{doc}; {NO_EFFECT}", parse)
+
+
+_INT, _LONG, _DOUBLE, _STRING, _LIST = (ConfigType.INT, ConfigType.LONG, ConfigType.DOUBLE, ConfigType.STRING,
+                                        ConfigType.LIST)
+# Kafka's DynamicBrokerConfig reconfigurables that Freshet has no counterpart of
+BROKER_SETTINGS.update((s.name, s) for s in [
+    _accepted("sasl.kerberos.min.time.before.relogin", _LONG, "60000", "login thread sleep between refreshes"),
+    _accepted("sasl.kerberos.kinit.cmd", _STRING, "/usr/bin/kinit", "Kerberos kinit command path"),
+    _accepted("sasl.kerberos.service.name", _STRING, None, "the Kerberos principal name Kafka runs as"),
+    _accepted("sasl.kerberos.ticket.renew.jitter", _DOUBLE, "0.05", "random jitter added to the renewal time"),
+    _accepted("sasl.kerberos.ticket.renew.window.factor", _DOUBLE, "0.8", "share of the ticket's life before "
+              "renewal"),
+    _accepted("sasl.kerberos.principal.to.local.rules", _LIST, "DEFAULT", "principal name to short name rules"),
+    _accepted("sasl.login.refresh.window.factor", _DOUBLE, "0.8", "OAUTHBEARER: share of the token's life before "
+              "refresh", between(0.5, 1.0)),
+    _accepted("sasl.login.refresh.window.jitter", _DOUBLE, "0.05", "OAUTHBEARER: random refresh jitter",
+              between(0.0, 0.25)),
+    _accepted("sasl.login.refresh.min.period.seconds", ConfigType.SHORT, "60", "OAUTHBEARER: least wait "
+              "between refreshes", between(0, 900)),
+    _accepted("sasl.login.refresh.buffer.seconds", ConfigType.SHORT, "300", "OAUTHBEARER: time kept before "
+              "expiry", between(0, 3600)),
+    _accepted("background.threads", _INT, "10", "threads of background tasks", at_least(1)),
+    _accepted("num.io.threads", _INT, "8", "threads processing requests", at_least(1)),
+    _accepted("num.network.threads", _INT, "3", "threads on the network", at_least(1)),
+    _accepted("num.replica.fetchers", _INT, "1", "follower fetcher threads per source broker", at_least(1)),
+    _accepted("num.recovery.threads.per.data.dir", _INT, "2", "log recovery threads", at_least(1)),
+    _accepted("log.cleaner.threads", _INT, "1", "log cleaner threads", at_least(0)),
+    _accepted("log.cleaner.io.max.bytes.per.second", _DOUBLE, str(float(2**63 - 1)), "cleaner I/O rate limit"),
+    _accepted("log.cleaner.dedupe.buffer.size", _LONG, str(128 * 1024 * 1024), "cleaner dedupe memory"),
+    _accepted("log.cleaner.io.buffer.size", _INT, str(512 * 1024), "cleaner I/O buffer memory", at_least(0)),
+    _accepted("log.cleaner.io.buffer.load.factor", _DOUBLE, "0.9", "cleaner dedupe buffer load factor"),
+    _accepted("max.connections", _INT, str(2**31 - 1), "connections allowed at once", at_least(0)),
+    _accepted("max.connections.per.ip", _INT, str(2**31 - 1), "connections allowed per address", at_least(0)),
+    _accepted("max.connection.creation.rate", _INT, str(2**31 - 1), "new connections per second", at_least(0)),
+    _accepted("producer.id.expiration.ms", _INT, "86400000", "idle producer ids expire after this long",
+              at_least(1)),
+    _accepted("metric.reporters", _LIST, "", "metrics reporter classes"),
+])
 DYNAMIC = set(TOPIC_DEFAULTS) | {name for name, s in BROKER_SETTINGS.items() if s.parse is not None}
 # read at start-up only (DescribeConfigs shows them read-only)
 STATIC = {name for name, s in BROKER_SETTINGS.items() if s.parse is None}

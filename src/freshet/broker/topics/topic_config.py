@@ -9,6 +9,7 @@ Adding a topic config is one ``ConfigDef`` here (and its LogConfig field, if the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
@@ -27,7 +28,9 @@ class ConfigType(IntEnum):
     BOOLEAN = 1
     STRING = 2
     INT = 3
+    SHORT = 4
     LONG = 5
+    DOUBLE = 6
     LIST = 7
 
 
@@ -42,7 +45,8 @@ class ConfigSource(IntEnum):
     GROUP = 8  # a group's own config
 
 
-_LARGEST = {ConfigType.INT: (2**31 - 1, "an int"), ConfigType.LONG: (2**63 - 1, "a long")}
+_LARGEST = {ConfigType.SHORT: (2**15 - 1, "a short"), ConfigType.INT: (2**31 - 1, "an int"),
+            ConfigType.LONG: (2**63 - 1, "a long")}
 
 
 def _whole(text: str, kind: ConfigType) -> int:
@@ -61,10 +65,58 @@ def _items(text: str) -> list[str]:
     return list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
 
 
+def _boolean(text: str) -> str:
+    """Kafka's BOOLEAN: true or false in any case, stored lower-case."""
+    if str(text).strip().lower() not in ("true", "false"):
+        raise InvalidConfigError(f"{text!r}: expected value to be either true or false")
+    return str(text).strip().lower()
+
+
+def _double(text: str) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise InvalidConfigError(f"{text!r} is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise InvalidConfigError(f"{text!r} is not a finite number")
+    return value
+
+
 def at_least(minimum: int) -> Callable[[int], int]:
     def check(value: int) -> int:
         if value < minimum:
             raise InvalidConfigError(f"{value} is below the minimum {minimum}")
+        return value
+
+    return check
+
+
+def between(low: float, high: float) -> Callable[[float], float]:
+    def check(value: float) -> float:
+        if not low <= value <= high:
+            raise InvalidConfigError(f"{value} is out of range ({low} to {high})")
+        return value
+
+    return check
+
+
+def matching(pattern: str, expected: str) -> Callable[[str], str]:
+    """A STRING (or a LIST's items joined by commas) that matches ``pattern`` whole."""
+    compiled = re.compile(pattern)
+
+    def check(value) -> str:
+        text = ",".join(value) if isinstance(value, list) else value
+        if not compiled.fullmatch(text):
+            raise InvalidConfigError(f"{text!r}: expected {expected}")
+        return text
+
+    return check
+
+
+def refused_when(bad: str, reason: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value == bad:
+            raise InvalidConfigError(reason)
         return value
 
     return check
@@ -113,6 +165,10 @@ class ConfigDef:
             return str(self.validator(_whole(text, self.type)))
         if self.is_list:
             return str(self.validator(_items(text)))
+        if self.type is ConfigType.BOOLEAN:
+            return str(self.validator(_boolean(text)))
+        if self.type is ConfigType.DOUBLE:
+            return str(self.validator(_double(text)))
         return str(self.validator(text))
 
     def typed(self, text: str) -> int | str:
@@ -122,11 +178,24 @@ class ConfigDef:
 
 _D = LogConfig()
 _STRING, _INT, _LONG, _LIST = ConfigType.STRING, ConfigType.INT, ConfigType.LONG, ConfigType.LIST
+_BOOLEAN, _DOUBLE = ConfigType.BOOLEAN, ConfigType.DOUBLE
+_NEVER = str(2**63 - 1)  # Kafka's Long.MAX_VALUE default: "never"
+# accepted, stored and described, but Freshet's log does not act on it (docs/features.md lists them and why)
+NO_EFFECT = "accepted and described; Freshet does not act on it"
 
 
 def _log(name: str, kind: ConfigType, field: str, doc: str, validator: Callable, synonym: str) -> ConfigDef:
     """A config the log obeys: its default is LogConfig's."""
     return ConfigDef(name, kind, str(getattr(_D, field)), doc, validator, synonym, field)
+
+
+# as the controller checks it (controller/state.py)
+_THROTTLED_REPLICAS = matching(r"\s*(\*|\d+\s*:\s*\d+(\s*,\s*\d+\s*:\s*\d+)*)?\s*",
+                               "* or a list of partition:broker")
+
+
+def _refuse_level(value: int, expected: str) -> int:
+    raise InvalidConfigError(f"{value} is out of range ({expected})")
 
 
 CONFIG_DEFS: dict[str, ConfigDef] = {
@@ -163,6 +232,56 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
              "producer: batches stored as produced; a codec: batches in another codec recompressed on append",
              one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), "compression.type"),
         ConfigDef("min.insync.replicas", _INT, "1", "one replica: always 1", at_least(1)),
+        # Kafka's other topic configs (TopicConfig / LogConfig): Kafka's types, defaults, validators, synonyms
+        ConfigDef("flush.ms", _LONG, _NEVER, f"fsync after this long; {NO_EFFECT} (Freshet fsyncs on its own "
+                  "schedule)", at_least(0), "log.flush.interval.ms"),
+        ConfigDef("flush.messages", _LONG, _NEVER, f"fsync after this many messages; {NO_EFFECT} (Freshet "
+                  "fsyncs on its own schedule)", at_least(1), "log.flush.interval.messages"),
+        ConfigDef("file.delete.delay.ms", _LONG, "60000", f"wait before deleting a file; {NO_EFFECT}",
+                  at_least(0), "log.segment.delete.delay.ms"),
+        ConfigDef("segment.index.bytes", _INT, str(10 * 1024 * 1024), f"the offset index's size; {NO_EFFECT}",
+                  at_least(4), "log.index.size.max.bytes"),
+        ConfigDef("segment.jitter.ms", _LONG, "0", f"random jitter subtracted from segment.ms; {NO_EFFECT}",
+                  at_least(0), "log.roll.jitter.ms"),
+        ConfigDef("max.compaction.lag.ms", _LONG, _NEVER, f"longest a record stays uncompacted; {NO_EFFECT}",
+                  at_least(1), "log.cleaner.max.compaction.lag.ms"),
+        ConfigDef("min.cleanable.dirty.ratio", _DOUBLE, "0.5", f"dirty share of a log before compaction; "
+                  f"{NO_EFFECT}", between(0, 1), "log.cleaner.min.cleanable.ratio"),
+        ConfigDef("preallocate", _BOOLEAN, "false", f"preallocate segment files; {NO_EFFECT}",
+                  synonym="log.preallocate"),
+        ConfigDef("message.downconversion.enable", _BOOLEAN, "true", f"down-convert for old fetchers; {NO_EFFECT}",
+                  synonym="log.message.downconversion.enable"),
+        ConfigDef("message.format.version", _STRING, "3.0-IV1", f"deprecated (ignored since Kafka 3.0); "
+                  f"{NO_EFFECT}", matching(r"\d+\.\d+(\.\d+)?(-IV\d+)?", "a Kafka version such as 3.0-IV1"),
+                  "log.message.format.version"),
+        ConfigDef("message.timestamp.difference.max.ms", _LONG, _NEVER, f"deprecated (Kafka 3.6: "
+                  f"message.timestamp.before/after.max.ms); {NO_EFFECT}", at_least(0),
+                  "log.message.timestamp.difference.max.ms"),
+        ConfigDef("compression.gzip.level", _INT, "-1", f"gzip level of recompressed batches; {NO_EFFECT}",
+                  lambda v: v if v == -1 or 1 <= v <= 9 else _refuse_level(v, "-1 or 1 to 9"),
+                  "compression.gzip.level"),
+        ConfigDef("compression.lz4.level", _INT, "9", f"lz4 level of recompressed batches; {NO_EFFECT}",
+                  lambda v: v if 1 <= v <= 17 else _refuse_level(v, "1 to 17"), "compression.lz4.level"),
+        ConfigDef("compression.zstd.level", _INT, "3", f"zstd level of recompressed batches; {NO_EFFECT}",
+                  lambda v: v if -131072 <= v <= 22 else _refuse_level(v, "-131072 to 22"),
+                  "compression.zstd.level"),
+        ConfigDef("local.retention.ms", _LONG, "-2", f"tiered storage's local retention; {NO_EFFECT}",
+                  at_least(-2), "log.local.retention.ms"),
+        ConfigDef("local.retention.bytes", _LONG, "-2", f"tiered storage's local retention; {NO_EFFECT}",
+                  at_least(-2), "log.local.retention.bytes"),
+        ConfigDef("remote.storage.enable", _BOOLEAN, "false", "tiered storage: Freshet has none, true is refused",
+                  refused_when("true", "Tiered Storage functionality is disabled in the broker. Topic cannot be "
+                               "configured with remote log storage.")),
+        ConfigDef("remote.log.copy.disable", _BOOLEAN, "false", f"tiered storage; {NO_EFFECT}"),
+        ConfigDef("remote.log.delete.on.disable", _BOOLEAN, "false", f"tiered storage; {NO_EFFECT}"),
+        ConfigDef("unclean.leader.election.enable", _BOOLEAN, "false",
+                  "elect a replica outside the ISR when no ISR member is alive (a cluster; one broker: no effect)"),
+        ConfigDef("leader.replication.throttled.replicas", _LIST, "", "replicas whose leader side the replication "
+                  "throttle holds back: * or partition:broker,... (a cluster; one broker: no effect)",
+                  _THROTTLED_REPLICAS),
+        ConfigDef("follower.replication.throttled.replicas", _LIST, "", "replicas whose follower side the "
+                  "replication throttle holds back: * or partition:broker,... (a cluster; one broker: no effect)",
+                  _THROTTLED_REPLICAS),
     ]
 }
 
