@@ -18,10 +18,11 @@ os.environ[CHECKS_VARIABLE] = "1"
 # runs seconds to minutes on small data, where the C2 compiler's work never pays back: C1 alone costs ~45% less
 # CPU (tests/spark/test_stateful.py, the JVM and everything else it starts: 40.7 -> 22.4 s). And each maps the
 # run's archive of Spark's classes (freshet.testing.class_archive, made once per virtualenv by the first run):
-# a JVM's start then costs ~half the CPU (a session and a small job: 11.5 -> 5.5 CPU-s). Pipelines that users
-# run keep the JVM's defaults.
+# a JVM's start then costs ~half the CPU (a session and a small job: 11.5 -> 5.5 CPU-s). The serial collector
+# suits their small heaps better than G1 with its concurrent threads (the timeline kill -9 test's two drivers:
+# 15.0 -> 13.4 CPU-s). Pipelines that users run keep the JVM's defaults.
 CLASS_ARCHIVE = class_archive.archive_path()
-TEST_JVM_OPTIONS = f"-XX:TieredStopAtLevel=1 {class_archive.java_options(CLASS_ARCHIVE)}"
+TEST_JVM_OPTIONS = f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {class_archive.java_options(CLASS_ARCHIVE)}"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
 
 
