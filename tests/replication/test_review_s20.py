@@ -56,9 +56,6 @@ def test_a_new_leader_whose_high_watermark_lags_its_epoch_start_answers_offset_n
     run(scenario, count=1)
 
 
-@pytest.mark.xfail(strict=True, reason="DeleteGroups of a share group in a cluster deletes the group's configs from "
-                                       "the metadata, then answers NON_EMPTY_GROUP when a member joined while it "
-                                       "awaited: the live group keeps going without its configs")
 def test_delete_groups_refused_non_empty_leaves_the_share_groups_configs(tmp_path):
     """DeleteGroups of a share group checks it has no members, then awaits DeleteShareGroupState and the controller
     (its configs), then deletes the group, which a member that joined meanwhile refuses (NON_EMPTY_GROUP). A

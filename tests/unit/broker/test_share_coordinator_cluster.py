@@ -191,3 +191,52 @@ def test_a_partition_leader_holding_a_deleted_window_is_fenced_and_starts_afresh
         registry.close()
 
     asyncio.run(scenario())
+
+
+def test_a_member_joining_a_share_group_being_deleted_is_refused_until_the_delete_ends(tmp_path):
+    """DeleteGroups of a share group in a cluster awaits DeleteShareGroupState and the controller (its configs). Kafka's
+    coordinator deletes a group at once (a Dead group answers a join COORDINATOR_NOT_AVAILABLE: the member finds its
+    coordinator and rejoins); here a ShareGroupHeartbeat joining meanwhile is refused the same way, the delete deletes
+    it all (state, configs, group), and the member's retry afterwards makes a new group without the old configs."""
+    from types import SimpleNamespace
+
+    from freshet.broker.groups.share import ShareGroupError
+    from freshet.broker.handlers.share_state import delete_share_group_in_cluster
+
+    registry = TopicRegistry(str(tmp_path))
+    coordinator = ShareGroupCoordinator(registry, clustered=True)
+    coordinator.group("g", create=True)
+    coordinator.take_configs({"g": {"share.delivery.count.limit": "3"}})
+    commands, refusals = [], []
+
+    def join():
+        return coordinator.heartbeat("g", "m1", 0, ("t",), None, "consumer", "/127.0.0.1")
+
+    class Deleting:
+        async def delete(self, group_id, partitions):  # while the share coordinator deletes, a consumer joins
+            await asyncio.sleep(0)
+            try:
+                join()
+            except ShareGroupError as exc:
+                refusals.append(exc.error_code)
+
+    async def command(cmd, timeout_s=30.0):
+        commands.append(cmd)
+        coordinator.take_configs({})  # the controller's record reaches this broker
+        return {"error": "NONE", "error_code": 0, "message": "", "value": None}
+
+    async def wait_for(predicate, timeout_s=30.0):
+        return True
+
+    coordinator.persister = Deleting()
+    view = SimpleNamespace(topics={"t": SimpleNamespace(topic_id="id", partitions=(0,))})
+    broker = SimpleNamespace(share_groups=coordinator, cluster=SimpleNamespace(view=view, command=command,
+                                                                              wait_for=wait_for))
+    try:
+        assert asyncio.run(delete_share_group_in_cluster(SimpleNamespace(broker=broker), "g")) == ErrorCode.none
+        assert refusals == [ErrorCode.coordinator_not_available]
+        assert "g" not in coordinator.groups and len(commands) == 1
+        assert join()["member_epoch"] == 1  # the retry: a new, empty group of that name
+        assert coordinator.configs_of("g") == {}
+    finally:
+        registry.close()

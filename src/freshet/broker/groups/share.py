@@ -95,6 +95,7 @@ class ShareGroup:
     sessions: dict[str, ShareSession] = field(default_factory=dict)
     partitions: dict[tuple[str, int], SharePartition] = field(default_factory=dict)
     configs: dict[str, str] = field(default_factory=dict)
+    deleting: bool = False  # DeleteGroups awaits its state and configs deleted in a cluster: no member joins meanwhile
 
     @property
     def state(self) -> str:
@@ -228,6 +229,8 @@ class ShareGroupCoordinator:
                 raise ShareGroupError(ErrorCode.invalid_request, "a joining member must subscribe to topics")
             group = self.group(group_id, create=True)
             assert group is not None
+            if group.deleting:  # as Kafka's Dead group: the member finds its coordinator again and rejoins
+                raise ShareGroupError(ErrorCode.coordinator_not_available, f"the group {group_id} is being deleted")
             if member_id not in group.members and len(group.members) >= self.settings.max_size:
                 raise ShareGroupError(ErrorCode.group_max_size_reached)
             group.epoch += 1

@@ -188,18 +188,25 @@ async def delete_share_group_in_cluster(ctx: RequestContext, group_id: str) -> E
         return ErrorCode.group_id_not_found
     if group.members:
         return ErrorCode.non_empty_group
+    if group.deleting:  # another DeleteGroups of it is under way: Kafka's coordinator runs them one after the other
+        return ErrorCode.coordinator_load_in_progress
     view = ctx.broker.cluster.view
     partitions = {(name, t.topic_id): list(range(len(t.partitions))) for name, t in view.topics.items()
                   if not name.startswith("__")}
+    group.deleting = True  # fenced: a joining member is answered COORDINATOR_NOT_AVAILABLE until the delete ends
     try:
         if partitions:
             await share_groups.persister.delete(group_id, partitions)
+        if group.members:  # not through ShareGroupHeartbeat (fenced); checked again before the configs go
+            return ErrorCode.non_empty_group
         configs = share_groups.configs_of(group_id)
         if configs:
             await cluster_admin.alter_group_configs(ctx.broker, group_id, dict.fromkeys(configs))
         share_groups.delete(group_id)
     except (StateError, ShareGroupError, TopicError) as exc:
         return exc.error_code
+    finally:
+        group.deleting = False
     return ErrorCode.none
 
 
