@@ -44,3 +44,21 @@ def test_cluster_commands_refuse_bad_input_in_one_line(tmp_path):
         assert r.returncode == 1, (args, r)
         assert r.stderr.startswith("error: ") and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, (
             args, r.stderr)
+
+
+def test_run_refuses_a_bad_master_remote_or_setting_before_it_imports_pyspark(tmp_path):
+    """The engine's options are checked before the pipelines' imports (PySpark and pandas: seconds on a busy
+    machine); here a PySpark that cannot be imported shows that none was imported."""
+    fake = tmp_path / "pyspark"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('pyspark was imported')\n")
+    env = {"PYTHONPATH": str(tmp_path)}
+    for flags, needle in ((("--master", "spark//x"), "--master must be"),
+                          (("--remote", "http://x:1"), "--remote must be"),
+                          (("--remote", "sc://127.0.0.1:1"), "cannot reach the Spark Connect server"),
+                          (("--spark-conf", "cores=2"), "spark.KEY=VALUE")):
+        r = freshet("run", "requests-per-minute", "--from", "t", "--to", "console", *flags, env=env, timeout=60)
+        assert r.returncode == 1 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, (flags, r.stderr)
+    # and the fake stands in the way of a run that gets past them
+    r = freshet("run", "requests-per-minute", "--from", "t", "--to", "console", env=env, timeout=60)
+    assert r.returncode != 0 and "pyspark was imported" in r.stderr, r.stderr

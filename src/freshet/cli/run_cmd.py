@@ -58,13 +58,13 @@ def run(pipeline: str, source_topic: str, sink: str, checkpoint: str | None, sta
     """Run PIPELINE from a topic to a sink until stopped (Ctrl-C stops it cleanly).
 
     `freshet run --list` names every pipeline, what it reads and what it computes."""
+    engine = _engine(master, remote, spark_conf)  # before the pipelines' imports: they import PySpark and pandas
     from freshet.client import TopicAdmin
     from freshet.client.errors import ClientError
     from freshet.pipelines.runner import PipelineError, PipelineSpec, check
     from freshet.pipelines.runner import pipeline as catalog_entry
 
     kind, _, target = sink.partition(":")
-    engine = _engine(master, remote, spark_conf)
     checkpoint = checkpoint or os.path.join("checkpoints", f"{pipeline}-{sink.replace(':', '-').replace('/', '_')}")
     spec = PipelineSpec(pipeline, source_topic, sink, bootstrap, checkpoint, starting_offsets, lateness,
                         trigger_seconds, available_now, max_offsets_per_trigger, pg_dsn)
