@@ -206,9 +206,6 @@ print(outcome, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 
 """
 
 
-@pytest.mark.xfail(strict=True, reason="the decompression limit is checked before decompressing only where the "
-                                       "first zstd frame / a whole lz4 frame says its size: a second zstd frame, or "
-                                       "an lz4 frame without its end mark, is decompressed whole, then refused")
 @pytest.mark.parametrize("bomb", list(_BOMBS))
 def test_a_compressed_records_section_is_refused_before_it_fills_the_brokers_memory(bomb):
     """format.compression.decompress(limit=) is the produce path's guard against decompression bombs (a produced

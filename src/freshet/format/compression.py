@@ -21,8 +21,8 @@ def decompress(codec: int, payload: bytes | memoryview, limit: int | None = None
     """The records section of a batch, decompressed (a bytes-like object; ``payload`` itself for codec 0).
 
     ``limit``: the most it may decompress to, else PayloadTooLargeError, checked before the output is built where
-    the codec says its size (snappy's preamble, an lz4 frame's blocks, a zstd frame that carries its content size),
-    as it is built for gzip, and after for a zstd frame that does not say its size."""
+    the codec says its size (snappy's preamble, an lz4 frame's blocks, the content sizes of all of zstd's frames),
+    and as it is built otherwise (gzip; lz4 and zstd decompress into a buffer of at most ``limit`` + 1 bytes)."""
     if codec == 0:
         return payload
     try:
@@ -40,12 +40,13 @@ def decompress(codec: int, payload: bytes | memoryview, limit: int | None = None
         if codec == 3:
             return _lz4(payload, limit)  # the LZ4 frame format
         if codec == 4:
-            if limit is not None:
-                _bounded(_zstd_content_size(memoryview(payload)), limit)
-            out = cramjam.zstd.decompress(payload)
-            if limit is not None:
-                _bounded(len(out), limit)
-            return out
+            if limit is None:
+                return cramjam.zstd.decompress(payload)
+            size = _zstd_content_size(memoryview(payload))
+            _bounded(size, limit)
+            if size is not None:  # every frame says its size: one buffer of that size
+                return _into(cramjam.zstd, payload, size, size, limit)
+            return _into(cramjam.zstd, payload, 8 * len(payload), limit + 1, limit)
     except FormatError:
         raise
     except (zlib.error, ValueError, cramjam.DecompressionError) as exc:
@@ -82,18 +83,66 @@ def _bounded(size: int | None, limit: int | None) -> None:
         raise PayloadTooLargeError(f"the records decompress to more than {limit} bytes")
 
 
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _into(codec, payload: bytes | memoryview, first: int, most: int, limit: int | None):
+    """``payload`` decompressed by cramjam's ``codec`` (lz4 or zstd) into a buffer of ``first`` bytes, redone into
+    one 4 times larger while it does not fit, up to ``most`` bytes: what does not fit in ``most`` is refused,
+    PayloadTooLargeError past ``limit``, else CorruptPayloadError (more than the frames said), so no more than
+    ``most`` bytes are ever allocated."""
+    size = max(min(first, most), 1 << 16) if most > 1 << 16 else most
+    while True:
+        out = bytearray(size)
+        try:
+            done = codec.decompress_into(payload, out)
+            _bounded(done, limit)  # filled ``most`` = ``limit`` + 1 bytes
+            del out[done:]
+            return out
+        except cramjam.DecompressionError as exc:
+            if "failed to write whole buffer" not in str(exc):  # cramjam's words for a full output buffer
+                raise
+        if size >= most:
+            _bounded(size, limit)
+            raise CorruptPayloadError("the records decompress to more than their frames say")
+        size = min(size * 4, most)
+
+
 def _zstd_content_size(view: memoryview) -> int | None:
-    """The content size a zstd frame's header says (None: it does not say)."""
-    if len(view) < 6 or view[:4] != b"\x28\xb5\x2f\xfd":
-        return None
-    fhd = view[4]
-    single = (fhd >> 5) & 1
-    size_bytes = (1 if single else 0, 2, 4, 8)[fhd >> 6]
-    at = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
-    if size_bytes == 0 or len(view) < at + size_bytes:
-        return None
-    size = int.from_bytes(view[at:at + size_bytes], "little")
-    return size + 256 if size_bytes == 2 else size
+    """The sum of the content sizes the headers of the zstd frames in ``view`` say, found by walking each frame's
+    block headers (None: a frame does not say its size, or is not one this reads: cramjam decides)."""
+    total = pos = 0
+    end = len(view)
+    while pos < end:
+        if end - pos < 8:
+            return None
+        magic = view[pos:pos + 4]
+        if magic[1:] == b"\x2a\x4d\x18" and magic[0] & 0xF0 == 0x50:  # a skippable frame
+            pos += 8 + int.from_bytes(view[pos + 4:pos + 8], "little")
+            continue
+        if magic != _ZSTD_MAGIC:
+            return None
+        fhd = view[pos + 4]
+        single = (fhd >> 5) & 1
+        size_bytes = (1 if single else 0, 2, 4, 8)[fhd >> 6]
+        at = pos + 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
+        if size_bytes == 0 or end < at + size_bytes:
+            return None
+        size = int.from_bytes(view[at:at + size_bytes], "little")
+        total += size + 256 if size_bytes == 2 else size
+        pos = at + size_bytes
+        while True:  # the blocks: 3-byte headers (last flag, type, size); an RLE block carries 1 byte
+            if end < pos + 3:
+                return None
+            block = int.from_bytes(view[pos:pos + 3], "little")
+            kind = (block >> 1) & 3
+            if kind == 3:
+                return None
+            pos += 3 + (1 if kind == 1 else block >> 3)
+            if block & 1:
+                break
+        pos += 4 if fhd & 0x04 else 0  # the content checksum
+    return total if pos == end else None
 
 
 def _lz4(payload: bytes | memoryview, limit: int | None = None):
@@ -102,13 +151,11 @@ def _lz4(payload: bytes | memoryview, limit: int | None = None):
     16 us into a buffer of the right size (benchmarks/produce_validation.py)."""
     bound = _lz4_bound(memoryview(payload))
     _bounded(bound, limit)
-    if bound is None or bound > _LZ4_MOST:
-        out = cramjam.lz4.decompress(payload)
-        _bounded(len(out), limit)
-        return out
-    out = bytearray(bound)
-    del out[cramjam.lz4.decompress_into(payload, out):]
-    return out
+    if bound is not None and bound <= _LZ4_MOST:
+        return _into(cramjam.lz4, payload, bound, bound, limit)
+    if limit is None:
+        return cramjam.lz4.decompress(payload)
+    return _into(cramjam.lz4, payload, 8 * len(payload), limit + 1, limit)  # no end mark: bounded as it is built
 
 
 def _lz4_bound(view: memoryview) -> int | None:

@@ -132,7 +132,8 @@ def test_lz4_frames_of_every_kind_decompress_into_a_buffer_sized_from_their_bloc
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])
 def test_decompress_refuses_past_its_limit_before_it_builds_the_output_where_it_can(codec):
     """A decompression bomb: gzip stops at the limit as it decompresses, snappy reads its preamble, lz4 counts its
-    blocks, zstd reads the content size in its frame's header (or, a frame that does not say it, checks after)."""
+    blocks, zstd reads the content sizes in its frames' headers (or, a frame that does not say it, decompresses
+    into a buffer of at most the limit + 1 bytes)."""
     import struct
 
     import cramjam
@@ -153,3 +154,35 @@ def test_decompress_refuses_past_its_limit_before_it_builds_the_output_where_it_
         with pytest.raises(PayloadTooLargeError, match="more than 1000 bytes"):
             decompress(codec, frame, limit=1000)
         assert bytes(decompress(codec, frame, limit=1 << 16)) in (data, data * 2)
+
+
+def test_zstd_and_lz4_sections_decompress_whole_and_exactly_up_to_the_limit():
+    """Every zstd frame's size counts (frames with and without a content size, raw, RLE and compressed blocks, a
+    skippable frame between them), an lz4 frame without its end mark is refused under the limit (cut) and past it
+    (too large), and a section of exactly the limit is accepted, one byte more refused."""
+    import random
+
+    import cramjam
+
+    from freshet.format.errors import PayloadTooLargeError
+
+    def streamed(data: bytes) -> bytes:  # no content size in its header, as Kafka's Java producer writes it
+        stream = cramjam.zstd.Compressor()
+        stream.compress(data)
+        return bytes(stream.finish())
+
+    parts = [random.Random(1).randbytes(200_000), b"\0" * 300_000, b"abc" * 50_000, b"hello"]
+    skippable = b"\x50\x2a\x4d\x18" + (3).to_bytes(4, "little") + b"xyz"
+    whole = b"".join(parts)
+    for section in (b"".join(compress(4, part) for part in parts),
+                    b"".join(streamed(part) for part in parts),
+                    compress(4, parts[0]) + skippable + streamed(parts[1]) + compress(4, parts[2] + parts[3])):
+        assert bytes(decompress(4, section, limit=len(whole))) == whole
+        with pytest.raises(PayloadTooLargeError):
+            decompress(4, section, limit=len(whole) - 1)
+    lz4 = compress(3, whole)
+    assert bytes(decompress(3, lz4, limit=len(whole) + 70_000)) == whole
+    with pytest.raises(CorruptPayloadError):
+        decompress(3, lz4[:-4], limit=len(whole))  # no end mark
+    with pytest.raises(PayloadTooLargeError):
+        decompress(3, lz4[:-4], limit=len(whole) // 2)
