@@ -338,3 +338,56 @@ def test_the_controllers_raft_traffic_is_encrypted_with_a_secret_of_the_cluster(
     assert mode == 0o600 and len(open(cluster.password_file).readline().strip()) >= 16
     for address in cluster.controller_addresses:
         assert ask_controller(address, {"op": "status"}, password=cluster.password)["raft_encrypted"] is True
+
+
+def test_a_consumer_groups_configs_are_cluster_metadata_and_its_coordinator_honours_them(cluster):
+    """Kafka 4.0's consumer.session.timeout.ms / consumer.heartbeat.interval.ms (KIP-848 groups) set through any
+    broker: in the controller's metadata, described by every broker, the group's coordinator answers heartbeats
+    with the group's interval; out of the brokers' bounds: INVALID_CONFIG, nothing stored."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    from freshet.testing.raw_kafka import RawConnection
+
+    group, interval = "cg-meta", "consumer.heartbeat.interval.ms"
+    client = admin(cluster.bootstrap)
+
+    def resource(configs):
+        return ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None
+                        else AlterConfigOpType.DELETE) for k, v in configs.items()])
+
+    bad = resource({interval: "15001"})  # above group.consumer.max.heartbeat.interval.ms
+    assert error_of(client.incremental_alter_configs([bad])[bad])[0] == "INVALID_CONFIG"
+    assert group not in cluster.metadata().get("group_configs", {})
+    good = resource({"consumer.session.timeout.ms": "50000", interval: "7000"})
+    client.incremental_alter_configs([good])[good].result(60)
+    assert cluster.metadata()["group_configs"][group] == {"consumer.session.timeout.ms": "50000", interval: "7000"}
+
+    def described(node_id: int) -> str:
+        with RawConnection(cluster.bootstrap_of(node_id)) as conn:
+            [result] = conn.request(32, 4, {"resources": [{"resource_type": 32, "resource_name": group,
+                                                           "configuration_keys": [interval]}],
+                                            "include_synonyms": False, "include_documentation": False}).results
+        return result.configs[0].value
+
+    for node_id in (1, 2, 3):
+        wait_for(f"the group config on broker {node_id}", lambda: described(node_id) == "7000")
+    created(client, NewTopic("cg-meta-topic", 1, 3))
+
+    def coordinator() -> int | None:
+        with RawConnection(cluster.bootstrap_of(1)) as conn:
+            [found] = conn.request(10, 4, {"key_type": 0, "coordinator_keys": [group]}).coordinators
+        return found.node_id if found.error_code == ErrorCode.none else None
+
+    with RawConnection(cluster.bootstrap_of(wait_for("the group coordinator", coordinator))) as conn:
+        beat = conn.request(68, 1, {"group_id": group, "member_id": "m-1", "member_epoch": 0, "instance_id": None,
+                                    "rack_id": None, "rebalance_timeout": 30000,
+                                    "subscribed_topic_names": ["cg-meta-topic"], "subscribed_topic_regex": None,
+                                    "server_assignor": None, "topic_partitions": []})
+        assert beat.error_code == ErrorCode.none and beat.heartbeat_interval.total_seconds() == 7.0
+        conn.request(68, 1, {"group_id": group, "member_id": "m-1", "member_epoch": -1, "instance_id": None,
+                             "rack_id": None, "rebalance_timeout": -1, "subscribed_topic_names": None,
+                             "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": None})
+    gone = resource({"consumer.session.timeout.ms": None, interval: None})  # the module's other tests' metadata
+    client.incremental_alter_configs([gone])[gone].result(60)
+    assert group not in cluster.metadata().get("group_configs", {})

@@ -14,6 +14,12 @@ class ConsumerGroupSettings:
     session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
     max_size: int = 1_000  # group.consumer.max.size
+    # the bounds of a group's own consumer.session.timeout.ms / consumer.heartbeat.interval.ms (Kafka's defaults;
+    # widened to take in the broker's own values when those are set outside them)
+    min_session_timeout_ms: int = 45_000  # group.consumer.min.session.timeout.ms
+    max_session_timeout_ms: int = 60_000  # group.consumer.max.session.timeout.ms
+    min_heartbeat_interval_ms: int = 5_000  # group.consumer.min.heartbeat.interval.ms
+    max_heartbeat_interval_ms: int = 15_000  # group.consumer.max.heartbeat.interval.ms
     default_assignor: str = "uniform"  # the first of group.consumer.assignors
 
 

@@ -298,6 +298,7 @@ class ClusterMembership:
             self.broker.quotas.replace(view.quotas)
         if view.group_configs != before.group_configs:
             self.broker.share_groups.take_configs(view.group_configs)
+            self.broker.consumer_groups.take_configs(view.group_configs)
         if self._leads_offsets(view) and not self._leads_offsets(before):
             # this broker is the groups' coordinator now: the commits its log replicated become its own
             self.broker.offsets.reload()

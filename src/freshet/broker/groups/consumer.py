@@ -58,6 +58,12 @@ class ConsumerGroupError(Exception):
         self.error_code = error_code
 
 
+# Kafka 4.0's consumer-group configs (GroupConfig, KIP-848): a group's own value overrides the broker's
+# group.consumer.* setting of that name for that group
+CONSUMER_GROUP_CONFIGS = {"consumer.session.timeout.ms": "session_timeout_ms",
+                          "consumer.heartbeat.interval.ms": "heartbeat_interval_ms"}
+
+
 @dataclass
 class ConsumerMember:
     member_id: str
@@ -182,6 +188,7 @@ class ConsumerGroupCoordinator:
         self.registry = registry
         self.settings = settings or ConsumerGroupSettings()
         self.groups: dict[str, ConsumerGroup] = {}
+        self.configs: dict[str, dict[str, str]] = {}  # group id -> its own consumer.* configs (GROUP resource)
         self._reaper = Reaper(self.expire, "consumer-group-sessions")
         # called with the id of a group that may have changed (a heartbeat, a leave, an expiry, a deletion): a
         # cluster's coordinator stores what changed (consumer_records.ConsumerGroupStore) for the next one; returns
@@ -196,6 +203,63 @@ class ConsumerGroupCoordinator:
 
     def group(self, group_id: str) -> ConsumerGroup | None:
         return self.groups.get(group_id)
+
+    # -- group configs (consumer.session.timeout.ms, consumer.heartbeat.interval.ms) -------------
+
+    def setting(self, group_id: str, name: str) -> int:
+        """``session_timeout_ms`` / ``heartbeat_interval_ms`` for ``group_id``: its own config, else the broker's."""
+        for key, attr in CONSUMER_GROUP_CONFIGS.items():
+            if attr == name and key in self.configs.get(group_id, {}):
+                return int(self.configs[group_id][key])
+        return getattr(self.settings, name)
+
+    def bounds(self, name: str) -> tuple[int, int]:
+        """Kafka's group.consumer.min/max.* bounds of a group config (taking in the broker's own default)."""
+        s = self.settings
+        if name == "consumer.session.timeout.ms":
+            return (min(s.min_session_timeout_ms, s.session_timeout_ms),
+                    max(s.max_session_timeout_ms, s.session_timeout_ms))
+        return (min(s.min_heartbeat_interval_ms, s.heartbeat_interval_ms),
+                max(s.max_heartbeat_interval_ms, s.heartbeat_interval_ms))
+
+    def validate_configs(self, group_id: str, changes: dict[str, str | None]) -> None:
+        """Kafka's GroupConfig.validate: integers within the broker's bounds, the heartbeat interval below the
+        session timeout (as the group would have them after ``changes``). ConsumerGroupError(INVALID_CONFIG)."""
+        after = {**self.configs.get(group_id, {}), **changes}
+        values = {}
+        for name, attr in CONSUMER_GROUP_CONFIGS.items():
+            value = after.get(name)
+            if value is None:
+                values[name] = getattr(self.settings, attr)
+                continue
+            try:
+                values[name] = int(value)
+            except ValueError:
+                raise ConsumerGroupError(ErrorCode.invalid_config, f"{name}={value!r} is not an integer") from None
+            low, high = self.bounds(name)
+            if name in changes and not low <= values[name] <= high:
+                raise ConsumerGroupError(ErrorCode.invalid_config,
+                                         f"{name}={value} is out of range: it must be between {low} and {high} "
+                                         "(group.consumer.min/max.* of the broker)")
+        if values["consumer.heartbeat.interval.ms"] >= values["consumer.session.timeout.ms"]:
+            raise ConsumerGroupError(ErrorCode.invalid_config,
+                                     "consumer.heartbeat.interval.ms must be less than consumer.session.timeout.ms")
+
+    def alter_configs(self, group_id: str, changes: dict[str, str | None]) -> None:
+        """One node: set (None: remove) a group's consumer.* configs, validated first (``validate_configs``)."""
+        configs = {k: v for k, v in self.configs.get(group_id, {}).items() if k not in changes}
+        configs.update({k: v for k, v in changes.items() if v is not None})
+        if configs:
+            self.configs[group_id] = configs
+        else:
+            self.configs.pop(group_id, None)
+        self._reaper.due(time.monotonic())  # a shorter session timeout applies to the members there now
+
+    def take_configs(self, configs: dict[str, dict[str, str]]) -> None:
+        """Cluster mode: the groups' configs as the cluster metadata holds them (their consumer.* ones)."""
+        self.configs = {gid: own for gid, values in configs.items()
+                        if (own := {k: v for k, v in values.items() if k in CONSUMER_GROUP_CONFIGS})}
+        self._reaper.due(time.monotonic())
 
     # -- ConsumerGroupHeartbeat -----------------------------------------------------------
 
@@ -244,9 +308,9 @@ class ConsumerGroupCoordinator:
         if group.epoch > group.assignment_epoch:
             self._compute_target(group)
         self._reconcile(group, member, owned, now)
-        self._reaper.due(self._deadline(member))  # a new member's, or a revocation's
+        self._reaper.due(self._deadline(member, group_id))  # a new member's, or a revocation's
         body = {"member_id": member_id, "member_epoch": member.epoch, "assignment": None,
-                "heartbeat_interval_ms": self.settings.heartbeat_interval_ms}
+                "heartbeat_interval_ms": self.setting(group_id, "heartbeat_interval_ms")}
         if member_epoch == JOIN_EPOCH or member.assigned != member.sent or (
                 owned is not None and owned != member.assigned):
             member.sent = dict(member.assigned)
@@ -266,7 +330,7 @@ class ConsumerGroupCoordinator:
 
     def taken_over(self) -> None:
         """Groups restored by a new coordinator (consumer_records.restore): the reaper looks at their deadlines."""
-        deadlines = [self._deadline(m) for g in self.groups.values() for m in g.members.values()]
+        deadlines = [self._deadline(m, g.group_id) for g in self.groups.values() for m in g.members.values()]
         if deadlines:
             self._reaper.due(min(deadlines))
 
@@ -453,17 +517,17 @@ class ConsumerGroupCoordinator:
 
     # -- timeouts --------------------------------------------------------------------------
 
-    def _deadline(self, member: ConsumerMember) -> float:
-        """When ``member`` leaves unless it heartbeats (or, revoking, revokes) first."""
-        deadline = member.last_seen + self.settings.session_timeout_ms / 1000
+    def _deadline(self, member: ConsumerMember, group_id: str) -> float:
+        """When ``member`` leaves unless it heartbeats (or, revoking, revokes) first (its group's session timeout)."""
+        deadline = member.last_seen + self.setting(group_id, "session_timeout_ms") / 1000
         return min(deadline, member.revocation_deadline) if member.state == UNREVOKED else deadline
 
     def expire(self, now: float | None = None) -> float | None:
         """Members past their session or revocation deadline leave; the nearest deadline left (None: none)."""
         now = time.monotonic() if now is None else now
-        session_s = self.settings.session_timeout_ms / 1000
         nearest = None
         for group in list(self.groups.values()):
+            session_s = self.setting(group.group_id, "session_timeout_ms") / 1000
             before = len(group.members)
             for member in list(group.members.values()):
                 if now - member.last_seen > session_s:
@@ -471,7 +535,7 @@ class ConsumerGroupCoordinator:
                 elif member.state == UNREVOKED and now > member.revocation_deadline:
                     self._remove(group, member.member_id, "was fenced: it did not revoke within its rebalance timeout")
                 else:
-                    deadline = self._deadline(member)
+                    deadline = self._deadline(member, group.group_id)
                     nearest = deadline if nearest is None else min(nearest, deadline)
             if len(group.members) != before:
                 self._changed(group.group_id)

@@ -26,6 +26,7 @@ from ..security.acls import (
 from ..cluster import admin as cluster_admin
 from ..context import BrokerServices, Request, RequestContext, Response
 from ..errors import error_code_for
+from ..groups.consumer import CONSUMER_GROUP_CONFIGS, ConsumerGroupError
 from ..groups.share import GROUP_CONFIGS, ShareGroupError
 from ..topics import dynamic_config
 from ..topics.registry import TopicError
@@ -298,17 +299,21 @@ def describe_configs(ctx: RequestContext, request: Request) -> dict:
 
 
 def _group_configs(broker: BrokerServices, group_id: str, keys: set[str] | None) -> list[dict]:
-    """A group's configs (share groups' share.*): the group's own value, else the broker's default."""
-    coordinator = broker.share_groups
-    configs = coordinator.configs_of(group_id)
+    """A group's configs (share groups' share.*, Kafka 4.0's consumer.* of KIP-848 groups): the group's own
+    value, else the broker's default."""
+    share, consumer = broker.share_groups, broker.consumer_groups
+    own = {**share.configs_of(group_id), **consumer.configs.get(group_id, {})}
+    known = [(name, str(getattr(share.settings, attr)), ConfigType.STRING)
+             for name, (attr, _, _) in sorted(GROUP_CONFIGS.items())]
+    known += [(name, str(getattr(consumer.settings, attr)), ConfigType.INT)
+              for name, attr in sorted(CONSUMER_GROUP_CONFIGS.items())]
     out = []
-    for name, (attr, _, _) in sorted(GROUP_CONFIGS.items()):
+    for name, default, kind in known:
         if keys is not None and name not in keys:
             continue
-        own = configs.get(name)
-        value = own if own is not None else str(getattr(coordinator.settings, attr))
-        source = ConfigSource.GROUP if own is not None else ConfigSource.DEFAULT
-        out.append(config_entry(name, [(name, value, source)], ConfigType.STRING, None))
+        value = own.get(name)
+        source = ConfigSource.GROUP if value is not None else ConfigSource.DEFAULT
+        out.append(config_entry(name, [(name, value if value is not None else default, source)], kind, None))
     return out
 
 
@@ -353,9 +358,12 @@ def incremental_alter_configs(ctx: RequestContext, request: Request) -> Response
                 value = c.value if c.config_operation == CONFIG_SET else None
                 if c.config_operation == CONFIG_SET and value is None:
                     raise ShareGroupError(ErrorCode.invalid_config, f"{c.name}: SET needs a value")
-                broker.share_groups.validate_config(c.name, value)
+                if c.name not in CONSUMER_GROUP_CONFIGS:
+                    broker.share_groups.validate_config(c.name, value)
                 changes[c.name] = value
-        except ShareGroupError as exc:
+            broker.consumer_groups.validate_configs(
+                resource.resource_name, {k: v for k, v in changes.items() if k in CONSUMER_GROUP_CONFIGS})
+        except (ShareGroupError, ConsumerGroupError) as exc:
             entry.update(error_code=exc.error_code, error_message=str(exc))
             continue
         if request.validate_only or not changes:
@@ -363,7 +371,10 @@ def incremental_alter_configs(ctx: RequestContext, request: Request) -> Response
         if broker.cluster is not None:  # the cluster's metadata, as Kafka's GROUP configs: the same on every broker
             in_cluster.append((entry, cluster_admin.alter_group_configs(broker, resource.resource_name, changes)))
         else:
-            waits.append(broker.share_groups.alter_configs(resource.resource_name, changes))
+            if consumer := {k: v for k, v in changes.items() if k in CONSUMER_GROUP_CONFIGS}:
+                broker.consumer_groups.alter_configs(resource.resource_name, consumer)
+            if share := {k: v for k, v in changes.items() if k not in CONSUMER_GROUP_CONFIGS}:
+                waits.append(broker.share_groups.alter_configs(resource.resource_name, share))
     body = {"throttle_time": 0, "responses": responses}
     if in_cluster:
         return _answer_in_cluster(broker, body, in_cluster, waits)
