@@ -9,7 +9,11 @@ what that version lacks), a deadline per test. Prints one line per test (passed 
 and writes them as JSON.
 
     python benchmarks/librdkafka_cluster.py --source /tmp/librdkafka [--tests 0103,0030,0113] [--brokers 3]
-        [--kafka-version 3.9.0] [--timeout 600] [--out results.json]
+        [--kafka-version 3.9.0] [--timeout 600] [--out results.json] [--no-authorizer]
+
+The brokers run an ACL authorizer with ``User:ANONYMOUS`` (every client of the test runner) as super user, so
+nothing is refused but the admin tests' CreateAcls / DescribeAcls / DeleteAcls (0081) are answered as a secured
+Kafka answers them (without an authorizer: SECURITY_DISABLED); ``--no-authorizer`` starts them without one.
 
 The runner's own output for each test goes to ``<work>/NNNN.log``.
 """
@@ -85,6 +89,8 @@ def main() -> None:
     parser.add_argument("--kafka-version", default="3.9.0", help="the broker version the runner is told")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per test")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
+    parser.add_argument("--authorizer", action=argparse.BooleanOptionalAction, default=True,
+                        help="brokers with an ACL authorizer, User:ANONYMOUS super user (the admin tests' ACLs)")
     args = parser.parse_args()
     source = os.path.abspath(args.source)
     if not os.path.isdir(os.path.join(source, "tests")):
@@ -94,8 +100,10 @@ def main() -> None:
     results = []
     # librdkafka's tests produce to topics they never create (auto.create.topics.enable, Kafka's default; off by
     # default on a Freshet broker) and count on 4 partitions in them (num.partitions of trivup, their test clusters)
-    with LocalCluster(args.brokers, directory=os.path.join(work, "cluster"),
-                      broker_args=["--auto-create-topics", "--default-partitions", "4"]) as cluster:
+    broker_args = ["--auto-create-topics", "--default-partitions", "4"]
+    if args.authorizer:
+        broker_args += ["--authorizer", "--super-user", "User:ANONYMOUS"]
+    with LocalCluster(args.brokers, directory=os.path.join(work, "cluster"), broker_args=broker_args) as cluster:
         for test in filter(None, (t.strip() for t in args.tests.split(","))):
             result = run_test(runner, test, cluster.bootstrap, args.kafka_version, work, args.timeout)
             results.append(result)
