@@ -84,7 +84,9 @@ class Broker:
         self.registry = TopicRegistry(config.data_dir, self.dynamic.topic_defaults())
         self.group_commit: GroupCommit | None = None
         self.groups = GroupCoordinator(config.initial_rebalance_delay_ms)
-        self.consumer_groups = ConsumerGroupCoordinator(self.registry, config.consumer_groups)
+        self.consumer_groups = ConsumerGroupCoordinator(  # a cluster's group configs are its metadata's
+            self.registry, config.consumer_groups,
+            None if config.controllers else os.path.join(config.data_dir, "consumer-group-configs.json"))
         self.telemetry = ClientTelemetry(config.telemetry_push_interval_ms)
         self.quotas = ClientQuotas(os.path.join(config.data_dir, "quotas.json"), config.producer_byte_rate)
         self.offsets = OffsetStore(self.registry)

@@ -69,3 +69,17 @@ def test_bounds_take_in_the_brokers_own_defaults(tmp_path):
                                          "consumer.heartbeat.interval.ms": "6000"})
     finally:
         registry.close()
+
+
+def test_a_one_node_brokers_group_configs_outlive_its_restart(tmp_path):
+    registry = TopicRegistry(str(tmp_path / "data"))
+    path = str(tmp_path / "consumer-group-configs.json")
+    try:
+        first = ConsumerGroupCoordinator(registry, configs_path=path)
+        first.alter_configs("g", {"consumer.session.timeout.ms": "50000"})
+        restarted = ConsumerGroupCoordinator(registry, configs_path=path)
+        assert restarted.setting("g", "session_timeout_ms") == 50000
+        restarted.alter_configs("g", {"consumer.session.timeout.ms": None})
+        assert ConsumerGroupCoordinator(registry, configs_path=path).configs == {}
+    finally:
+        registry.close()

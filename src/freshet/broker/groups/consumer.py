@@ -28,7 +28,9 @@ one-node broker restarted forgets them (members get UNKNOWN_MEMBER_ID and rejoin
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
 import time
 import uuid
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from ..config import ConsumerGroupSettings
+from ..durability import write_json_atomically
 from ..topics.registry import TopicRegistry
 from .reaper import Reaper
 
@@ -184,11 +187,18 @@ ASSIGNOR_FUNCTIONS = {"uniform": uniform_assignment, "range": range_assignment}
 
 
 class ConsumerGroupCoordinator:
-    def __init__(self, registry: TopicRegistry, settings: ConsumerGroupSettings | None = None) -> None:
+    def __init__(self, registry: TopicRegistry, settings: ConsumerGroupSettings | None = None,
+                 configs_path: str | None = None) -> None:
         self.registry = registry
         self.settings = settings or ConsumerGroupSettings()
         self.groups: dict[str, ConsumerGroup] = {}
-        self.configs: dict[str, dict[str, str]] = {}  # group id -> its own consumer.* configs (GROUP resource)
+        # group id -> its own consumer.* configs (GROUP resource): one node, kept in ``configs_path`` (JSON); a
+        # cluster's come from its metadata (take_configs)
+        self.configs_path = configs_path
+        self.configs: dict[str, dict[str, str]] = {}
+        if configs_path is not None and os.path.exists(configs_path):
+            with open(configs_path) as f:
+                self.configs = json.load(f)
         self._reaper = Reaper(self.expire, "consumer-group-sessions")
         # called with the id of a group that may have changed (a heartbeat, a leave, an expiry, a deletion): a
         # cluster's coordinator stores what changed (consumer_records.ConsumerGroupStore) for the next one; returns
@@ -253,6 +263,8 @@ class ConsumerGroupCoordinator:
             self.configs[group_id] = configs
         else:
             self.configs.pop(group_id, None)
+        if self.configs_path is not None:
+            write_json_atomically(self.configs_path, self.configs)
         self._reaper.due(time.monotonic())  # a shorter session timeout applies to the members there now
 
     def take_configs(self, configs: dict[str, dict[str, str]]) -> None:
