@@ -25,10 +25,10 @@ class Writer(threading.Thread):
     """Numbers 0, 1, 2, ... as records, idempotent and acks=all, until stopped; what was acknowledged, and when
     each record was sent and acknowledged (time.monotonic())."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, **config) -> None:
         super().__init__(daemon=True)
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                                  "linger.ms": 5, "log_level": 3})
+                                  "linger.ms": 5, "log_level": 3, **config})
         self.topic = topic
         self.acked: list[int] = []
         self.acked_at: list[float] = []
@@ -341,7 +341,9 @@ def test_a_leader_paused_past_its_session_is_deposed_and_keeps_no_divergent_hist
     moment is cut when it follows. Nothing acknowledged is lost or doubled."""
     with LocalCluster(3, directory=str(tmp_path / "cluster"), session_timeout_ms=3000) as cluster:
         full_isr, part = three_replicas(cluster, "paused")
-        writer = Writer(cluster.bootstrap, "paused")
+        # a paused broker keeps its connections open: what was in flight to it is given up (and sent again to the
+        # new leader, idempotent) only after the client's request timeout, by default 60 s of waiting
+        writer = Writer(cluster.bootstrap, "paused", **{"socket.timeout.ms": 6000, "request.timeout.ms": 5000})
         writer.start()
         try:
             writer.acked_past(500)
