@@ -13,11 +13,12 @@ import time
 import urllib.request
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 from kio.schema.errors import ErrorCode
 
 from freshet.broker.replication.client import BrokerConnection
+from freshet.client.offsets import watermark_offsets
 from freshet.local.cluster import LocalCluster
 from freshet.testing.raw_kafka import RawConnection
 
@@ -97,29 +98,10 @@ def set_topic_config(cluster, topic: str, name: str, value: str | None) -> None:
     client.incremental_alter_configs([resource])[resource].result(DEADLINE)
 
 
-# librdkafka does not mark these retriable when get_watermark_offsets raises them; Kafka's clients retry them
-RETRIABLE_LIST_OFFSETS = (KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.LEADER_NOT_AVAILABLE,
-                          KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.UNKNOWN_LEADER_EPOCH,
-                          KafkaError.FENCED_LEADER_EPOCH, KafkaError._TIMED_OUT)
-
-
 def watermarks(consumer: Consumer, tp: TopicPartition) -> tuple[int, int]:
-    """The partition's (low, high) as its leader answers ListOffsets now, asked again while the answer is a
-    retriable error: a leader elected a moment ago answers OFFSET_NOT_AVAILABLE until its high watermark has
-    caught up with its epoch's start (KIP-207), as a Kafka leader does."""
-    found: list[tuple[int, int]] = []
-
-    def answered() -> bool:
-        try:
-            found.append(consumer.get_watermark_offsets(tp, timeout=30, cached=False))
-        except KafkaException as e:
-            if not (e.args[0].retriable() or e.args[0].code() in RETRIABLE_LIST_OFFSETS):
-                raise
-            return False
-        return True
-
-    wait_for(f"the watermarks of {tp.topic}-{tp.partition}", answered)
-    return found[-1]
+    """The partition's (low, high) as its leader answers ListOffsets now, asked again while a leader elected a
+    moment ago answers OFFSET_NOT_AVAILABLE (KIP-207) or another retriable error (freshet.client.offsets)."""
+    return watermark_offsets(consumer, tp, DEADLINE)
 
 
 def high_watermark(cluster, topic: str, partition: int = 0) -> int:

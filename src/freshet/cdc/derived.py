@@ -18,6 +18,7 @@ from typing import Iterator
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from freshet.client import consumer_config
+from freshet.client.offsets import watermark_offsets
 
 
 @dataclass
@@ -35,7 +36,7 @@ def read_changes(bootstrap: str, topic: str, positions: dict[int, int], until_en
     try:
         md = consumer.list_topics(topic, timeout=10).topics[topic]
         partitions = sorted(md.partitions)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+        ends = {p: watermark_offsets(consumer, TopicPartition(topic, p), 10)[1] for p in partitions}
         consumer.assign([TopicPartition(topic, p, positions.get(p, 0)) for p in partitions])
         done = {p for p in partitions if positions.get(p, 0) >= ends[p]}
         quiet_since = time.monotonic()

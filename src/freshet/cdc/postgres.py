@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from freshet.client import ClientError, TopicAdmin, consumer_config, producer_config
 from freshet.client.cdc_registry import ANNOUNCE_EVERY_S, CDC_TOPIC, cdc_record
+from freshet.client.offsets import watermark_offsets
 from freshet.client.postgres import connection
 from freshet.client.produce import produce_waiting
 
@@ -109,7 +110,7 @@ class PostgresConnector:
     def _read_state(self) -> dict:
         consumer = Consumer(consumer_config(self.config.bootstrap, overrides={"log_level": 0}))
         try:
-            _low, high = consumer.get_watermark_offsets(TopicPartition(STATE_TOPIC, 0), timeout=10)
+            _low, high = watermark_offsets(consumer, TopicPartition(STATE_TOPIC, 0), 10)
             consumer.assign([TopicPartition(STATE_TOPIC, 0, 0)])
             state: dict = {}
             position = 0

@@ -9,6 +9,7 @@ import click
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from freshet.client import ClientError, TopicAdmin, consumer_config, producer_config
+from freshet.client.offsets import watermark_offsets
 from freshet.client.produce import flush_delivered, produce_waiting
 
 from .common import bootstrap_option, one_line_errors
@@ -99,7 +100,7 @@ def consume(topic: str, from_beginning: bool, offset: int | None, from_time: str
     chosen = [partition] if partition is not None else list(range(count))
     consumer = Consumer(consumer_config(bootstrap, {"log_level": 0}))
     try:
-        marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in chosen}
+        marks = {p: watermark_offsets(consumer, TopicPartition(topic, p), 10) for p in chosen}
         ends = {p: high for p, (_low, high) in marks.items()}
         if from_time:
             ts = _parse_time(from_time)

@@ -9,6 +9,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, Ne
 
 from .config import admin_config, consumer_config, resolve_bootstrap, security_config
 from .errors import ClientError, kafka_message
+from .offsets import watermark_offsets
 
 
 @dataclass
@@ -106,7 +107,7 @@ class TopicAdmin:
         """(log start offset, high watermark) per partition."""
         consumer = Consumer(consumer_config(self.bootstrap, {"log_level": 0}))
         try:
-            return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self.timeout)
+            return [watermark_offsets(consumer, TopicPartition(topic, p), self.timeout)
                     for p in range(partitions)]
         except KafkaException as exc:
             raise ClientError(f"cannot read offsets of {topic!r}: {kafka_message(exc)}") from None

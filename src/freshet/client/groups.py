@@ -9,6 +9,7 @@ from confluent_kafka.admin import AdminClient
 
 from .config import admin_config, consumer_config, resolve_bootstrap
 from .errors import ClientError, kafka_message
+from .offsets import watermark_offsets
 
 
 @dataclass
@@ -90,7 +91,7 @@ class GroupAdmin:
         partitions = []
         try:
             for topic, partition in keys:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self.timeout)
+                low, high = watermark_offsets(consumer, TopicPartition(topic, partition), self.timeout)
                 partitions.append(PartitionLag(topic, partition, committed.get((topic, partition), -1), low, high,
                                                owner.get((topic, partition), "")))
         except KafkaException as exc:
@@ -142,7 +143,7 @@ class GroupAdmin:
             current = {tp.partition: tp.offset for tp in offsets.topic_partitions}
         consumer = Consumer(consumer_config(self.bootstrap, overrides={"log_level": 0}))
         try:
-            marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self.timeout)
+            marks = {p: watermark_offsets(consumer, TopicPartition(topic, p), self.timeout)
                      for p in chosen}
             if to_timestamp_ms is not None:
                 found = consumer.offsets_for_times([TopicPartition(topic, p, to_timestamp_ms) for p in chosen],

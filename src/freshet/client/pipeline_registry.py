@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from .admin import TopicAdmin
 from .config import consumer_config, producer_config
 from .errors import ClientError
+from .offsets import watermark_offsets
 from .produce import flush_delivered
 
 PIPELINES_TOPIC = "__freshet_pipelines"
@@ -48,7 +49,7 @@ def read_pipelines(bootstrap: str) -> dict[str, dict]:
     consumer = Consumer(consumer_config(bootstrap, overrides={"log_level": 0}))
     out: dict[str, dict] = {}
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(PIPELINES_TOPIC, 0), timeout=10)
+        low, high = watermark_offsets(consumer, TopicPartition(PIPELINES_TOPIC, 0), 10)
     except Exception:
         consumer.close()
         return out

@@ -18,6 +18,7 @@ from confluent_kafka import TopicPartition
 
 from .admin import TopicAdmin
 from .errors import ClientError
+from .offsets import watermark_offsets
 from .reading import read_to_end, reader
 
 SHARE_STATE_TOPIC = "__share_group_state"
@@ -109,8 +110,8 @@ def read_share_groups(bootstrap: str, timeout_s: float = 10.0) -> dict[str, Shar
             group.partitions.sort(key=lambda p: (p.topic, p.partition))
             for p in group.partitions:
                 try:
-                    _, p.high_watermark = consumer.get_watermark_offsets(TopicPartition(p.topic, p.partition),
-                                                                         timeout=timeout_s)
+                    _, p.high_watermark = watermark_offsets(consumer, TopicPartition(p.topic, p.partition),
+                                                            timeout_s)
                 except Exception:  # the topic was deleted meanwhile: the backlog is what the state says
                     p.high_watermark = -1
         return groups

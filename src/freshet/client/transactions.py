@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from .errors import ClientError
 from .config import consumer_config, resolve_bootstrap
+from .offsets import watermark_offsets
 
 STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort")
 
@@ -85,8 +86,8 @@ def describe_transaction(transactional_id: str, bootstrap: str | None = None,
                                                                      "log_level": 0, **(overrides or {})}))
         try:
             for tp in sorted(described.topic_partitions):
-                lso = committed.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10)[1]
-                hw = uncommitted.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10)[1]
+                lso = watermark_offsets(committed, TopicPartition(tp.topic, tp.partition), 10)[1]
+                hw = watermark_offsets(uncommitted, TopicPartition(tp.topic, tp.partition), 10)[1]
                 info.partitions[(tp.topic, tp.partition)] = (lso, hw)
         finally:
             committed.close()

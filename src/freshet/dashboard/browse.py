@@ -26,6 +26,7 @@ import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from freshet.client import consumer_config
+from freshet.client.offsets import watermark_offsets
 
 from . import json_paths, scan_columns
 
@@ -278,7 +279,7 @@ def ranges(consumer: Consumer, scan: Scan) -> dict[int, tuple[int, int]]:
     """Per partition, the offsets [first, end) the scan may read, from the start asked for."""
     out = {}
     for p in scan.partitions:
-        low, high = consumer.get_watermark_offsets(TopicPartition(scan.topic, p), timeout=10)
+        low, high = watermark_offsets(consumer, TopicPartition(scan.topic, p), 10)
         if scan.cursor is not None:  # a page on: only the partitions with more to read, from where they stopped
             at = min(max(scan.cursor.get(p, low if scan.backward else high), low), high)
             out[p] = (low, at) if scan.backward else (at, high)
@@ -448,7 +449,7 @@ def transaction_states(bootstrap: str, topic: str, records: list,
     states = {}
     try:
         for p, offsets in wanted.items():
-            _, stable = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)  # the LSO
+            _, stable = watermark_offsets(consumer, TopicPartition(topic, p), 10)  # the LSO
             pending = sorted(o for o in offsets if o < stable)
             states.update({(p, o): "open" for o in offsets if o >= stable})
             while pending:

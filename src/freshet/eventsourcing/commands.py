@@ -27,6 +27,7 @@ import orjson
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from freshet.client import ClientError, consumer_config, producer_config
+from freshet.client.offsets import watermark_offsets
 from freshet.client.produce import flush_delivered, produce_waiting
 from freshet.client.reading import drain
 
@@ -72,8 +73,8 @@ class CommandClient:
         self.replies = Consumer(consumer_config(bootstrap, overrides={"isolation.level": "read_committed",
                                                                       "log_level": 0}))
         # answers to commands sent from now on: start each replies partition at its current end
-        starts = [TopicPartition(app.replies_topic, p, self.replies.get_watermark_offsets(
-            TopicPartition(app.replies_topic, p), 10)[1]) for p in range(app.partitions)]
+        starts = [TopicPartition(app.replies_topic, p, watermark_offsets(
+            self.replies, TopicPartition(app.replies_topic, p), 10)[1]) for p in range(app.partitions)]
         self.replies.assign(starts)
         self._answers: dict[str, Answer] = {}
         self._waiting: set[str] = set()

@@ -25,6 +25,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from freshet.client import consumer_config, producer_config
+from freshet.client.offsets import watermark_offsets
 from freshet.client.reading import drain, read_committed_ranges, read_to_end, reader
 
 from .events import b64
@@ -97,7 +98,7 @@ class SubjectKeys:
         consumer = Consumer(consumer_config(self.bootstrap, overrides={"isolation.level": "read_uncommitted",
                                                                        "log_level": 0}))
         try:
-            return consumer.get_watermark_offsets(TopicPartition(self.topic, 0), 30, cached=False)[1]
+            return watermark_offsets(consumer, TopicPartition(self.topic, 0), 30)[1]
         finally:
             consumer.close()
 

@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql.streaming import StreamingQueryListener
 
 from freshet.client import consumer_config, producer_config
+from freshet.client.offsets import watermark_offsets
 from freshet.client.pipeline_registry import CONTROL_TOPIC, PIPELINES_TOPIC, ensure_topics
 
 _READABLE = [("PythonMicroBatchStream", "freshet source"), ("ConsoleTable", "console sink"),
@@ -109,7 +110,7 @@ class PipelineReporter(StreamingQueryListener):
 
     def _watch_control(self) -> None:
         consumer = Consumer(consumer_config(self.bootstrap, overrides={"log_level": 0}))
-        end = consumer.get_watermark_offsets(TopicPartition(CONTROL_TOPIC, 0), timeout=10)[1]
+        end = watermark_offsets(consumer, TopicPartition(CONTROL_TOPIC, 0), 10)[1]
         consumer.assign([TopicPartition(CONTROL_TOPIC, 0, end)])  # only requests made from now on
         while not self._stop.is_set():
             for m in consumer.consume(10, 0.5):

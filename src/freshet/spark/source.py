@@ -374,8 +374,10 @@ def skip_deleted(consumer, progress: RangeProgress) -> None:
     failOnDataLoss=false go on from the partition's new start."""
     from confluent_kafka import TopicPartition
 
+    from freshet.client.offsets import watermark_offsets
+
     split = progress.split
-    low, _high = consumer.get_watermark_offsets(TopicPartition(split.topic, split.partition), timeout=10)
+    low, _high = watermark_offsets(consumer, TopicPartition(split.topic, split.partition), 10)
     if split.fail_on_data_loss:
         raise RuntimeError(
             f"offsets {progress.position}..{low - 1} of {split.topic}-{split.partition} were deleted "

@@ -71,8 +71,10 @@ class ChangeFollower:
         """The partition's high watermark; 0 while the topic does not exist yet."""
         from confluent_kafka import KafkaException, TopicPartition
 
+        from freshet.client.offsets import watermark_offsets
+
         try:
-            return self.consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=10)[1]
+            return watermark_offsets(self.consumer, TopicPartition(self.topic, 0), 10)[1]
         except KafkaException:
             return 0
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from confluent_kafka import Consumer, TopicPartition
 
 from freshet.client import consumer_config
+from freshet.client.offsets import watermark_offsets
 
 
 def read_everything(bootstrap: str, topic: str, partitions: int, timeout_s: float = 120) -> dict[int, list[bytes]]:
@@ -20,7 +21,7 @@ def read_everything(bootstrap: str, topic: str, partitions: int, timeout_s: floa
     the last record's offset) says when a partition is read: a transactional topic ends with a commit marker,
     which no record is delivered for (with the last record's offset, each read waited out ``timeout_s``)."""
     consumer = Consumer(consumer_config(bootstrap, overrides={"log_level": 0}))
-    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+    ends = {p: watermark_offsets(consumer, TopicPartition(topic, p), 10)[1] for p in range(partitions)}
     assigned = [TopicPartition(topic, p, 0) for p in range(partitions)]
     consumer.assign(assigned)
     got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
