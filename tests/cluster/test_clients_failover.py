@@ -16,6 +16,7 @@ import uuid
 import pytest
 from confluent_kafka.admin import NewTopic
 
+from freshet.client.offsets import watermark_offsets
 from freshet.local.cluster import LocalCluster
 
 from .conftest import DEADLINE, admin
@@ -139,7 +140,7 @@ def test_the_cli_with_a_dead_broker_named_first(cluster):
     assert reset.returncode == 0, reset.stdout + reset.stderr
     reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
-        ends = [reader.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in (0, 1)]
+        ends = [watermark_offsets(reader, TopicPartition(topic, p), 30)[1] for p in (0, 1)]
         committed = reader.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=30)
     finally:
         reader.close()

@@ -11,6 +11,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from kio.schema.errors import ErrorCode
 
+from freshet.client.offsets import watermark_offsets
 from freshet.local.cluster import LocalCluster
 
 from .conftest import DEADLINE, admin
@@ -59,7 +60,7 @@ def read_partitions(bootstrap: str, topic: str, partitions: int) -> dict[int, li
     out: dict[int, list[int]] = {}
     try:
         for p in range(partitions):
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            _, high = watermark_offsets(consumer, TopicPartition(topic, p), 30)
             consumer.assign([TopicPartition(topic, p, 0)])
             values: list[int] = []
             end = time.monotonic() + DEADLINE

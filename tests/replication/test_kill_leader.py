@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from freshet.client.offsets import watermark_offsets
 from freshet.local.cluster import LocalCluster
 
 # three kills: leadership moves three times under the writer and the reader, each time to a replica that came back
@@ -227,7 +228,7 @@ def kill_the_leader_over_and_over(cluster: LocalCluster, kills: int, topic: str 
         writer.finish()
     probe = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"{topic}-probe", "log_level": 3})
     try:
-        end_offset = probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1]
+        end_offset = watermark_offsets(probe, TopicPartition(topic, 0), 30)[1]
     finally:
         probe.close()
     reader.until = end_offset
