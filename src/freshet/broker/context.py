@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from freshet.format.framing import RequestHeader
 
+from .security import acls
+
 if TYPE_CHECKING:
     from .cluster import ClusterMembership
     from .config import BrokerConfig
@@ -125,6 +127,11 @@ class RequestContext:
             return True
         return authorizer.authorize(self.connection.principal, self.connection.peer_host, operation,
                                     resource_type, name)
+
+    def authorized_operations(self, resource_type: int, name: str) -> int:
+        """KIP-430: the bit field of the operations this request's principal may do on the resource (all of them
+        without ACLs), for Metadata, DescribeCluster, DescribeTopicPartitions and the group describes."""
+        return acls.authorized_operations(lambda operation: self.allowed(operation, resource_type, name), resource_type)
 
     def allowed_on_some(self, operation: int, resource_type: int) -> bool:
         """Whether this request's principal may do ``operation`` on some resource of the type (existing or not)."""

@@ -9,11 +9,9 @@ from freshet.format.framing import API_VERSIONS_KEY
 
 from ..cluster import admin
 from ..context import Request, RequestContext, Response
-from ..security.acls import ALTER, CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
+from ..security.acls import ALTER, CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, NO_AUTHORIZED_OPERATIONS, TOPIC
 from ..topics.registry import TopicError, check_topic_name
 from ..wire import protocol
-
-NO_AUTHORIZED_OPERATIONS = -(2**31)
 
 
 def api_versions(ctx: RequestContext, request: Request) -> dict:
@@ -125,6 +123,11 @@ def metadata(ctx: RequestContext, request: Request, created: bool = False) -> Re
             topics.append(describe(topic))
         if to_create:
             return _auto_create(ctx, request, to_create)
+    if ctx.version >= 8 and getattr(request, "include_topic_authorized_operations", False):
+        # as Kafka: for each topic the principal may describe, existing or not (not those refused, nor ids unknown)
+        topics = [t if t["name"] is None or t["error_code"] == ErrorCode.topic_authorization_failed
+                  else {**t, "topic_authorized_operations": ctx.authorized_operations(TOPIC, t["name"])}
+                  for t in topics]
     return {
         "throttle_time": 0,
         "error_code": ErrorCode.none,  # v13+
@@ -133,8 +136,15 @@ def metadata(ctx: RequestContext, request: Request, created: bool = False) -> Re
         "controller_id": admin.controller_for_clients(view, broker.config.node_id) if view
         else broker.config.node_id,
         "topics": topics,
-        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        # v8-10 only (v11 left it to DescribeCluster, KIP-700)
+        "cluster_authorized_operations": _cluster_operations(ctx) if 8 <= ctx.version <= 10 and getattr(
+            request, "include_cluster_authorized_operations", False) else NO_AUTHORIZED_OPERATIONS,
     }
+
+
+def _cluster_operations(ctx: RequestContext) -> int:
+    """The cluster's authorized operations as Kafka answers them: none (0) unless the principal may describe it."""
+    return ctx.authorized_operations(CLUSTER, CLUSTER_NAME) if ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME) else 0
 
 
 async def _auto_create(ctx: RequestContext, request: Request, names: list[str]) -> dict:
@@ -147,10 +157,9 @@ async def _auto_create(ctx: RequestContext, request: Request, names: list[str]) 
 
 
 def describe_cluster(ctx: RequestContext, request: Request) -> dict:
+    """DescribeCluster (KIP-700): the brokers and the controller to anyone, as Kafka answers (Metadata tells as
+    much); the cluster's authorized operations when asked (0 to a principal that may not describe it)."""
     broker = ctx.broker
-    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
-        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
-                "endpoint_type": 1, "cluster_id": broker.config.cluster_id, "controller_id": -1, "brokers": []}
     view = broker.cluster.view if broker.cluster is not None else None
     return {
         "throttle_time": 0,
@@ -162,7 +171,8 @@ def describe_cluster(ctx: RequestContext, request: Request) -> dict:
         else broker.config.node_id,
         "brokers": admin.broker_nodes(view, "broker_id", bool(getattr(request, "include_fenced_brokers", False)))
         if view else _broker_nodes(ctx, "broker_id"),
-        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "cluster_authorized_operations": _cluster_operations(ctx) if request.include_cluster_authorized_operations
+        else NO_AUTHORIZED_OPERATIONS,
     }
 
 
@@ -174,7 +184,8 @@ def describe_topic_partitions(ctx: RequestContext, request: Request) -> dict:
     asked for (all those the principal may describe when none are named), by name, their partitions from the
     cursor on, at most ``response_partition_limit`` of them (capped at 2000); ``next_cursor`` says where the
     next page starts. A topic that does not exist answers UNKNOWN_TOPIC_OR_PARTITION, one not to be described
-    TOPIC_AUTHORIZATION_FAILED; neither creates or changes anything."""
+    TOPIC_AUTHORIZATION_FAILED; neither creates or changes anything. Each topic described carries its authorized
+    operations (KIP-430; Kafka's request has no flag for them)."""
     broker = ctx.broker
     view = broker.cluster.view if broker.cluster is not None else None
     topics_by_name = view.topics if view else broker.registry.topics
@@ -194,10 +205,10 @@ def describe_topic_partitions(ctx: RequestContext, request: Request) -> dict:
                            "topic_id": protocol.ZERO_UUID, "partitions": [],
                            "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS})
             continue
-        if topic is None:
+        if topic is None:  # (its operations as Kafka tells them: what the principal could do once it exists)
             topics.append({"error_code": ErrorCode.unknown_topic_or_partition, "name": name,
                            "topic_id": protocol.ZERO_UUID, "partitions": [],
-                           "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS})
+                           "topic_authorized_operations": ctx.authorized_operations(TOPIC, name)})
             continue
         if budget == 0:
             next_cursor = {"topic_name": name, "partition_index": 0}
@@ -209,8 +220,9 @@ def describe_topic_partitions(ctx: RequestContext, request: Request) -> dict:
             next_cursor = {"topic_name": name, "partition_index": partitions[budget]["partition_index"]}
             partitions = partitions[:budget]
         budget -= len(partitions)
-        topics.append({**described, "partitions": [
-            {**p, "eligible_leader_replicas": None, "last_known_elr": None} for p in partitions]})
+        topics.append({**described, "topic_authorized_operations": ctx.authorized_operations(TOPIC, name),
+                       "partitions": [{**p, "eligible_leader_replicas": None, "last_known_elr": None}
+                                      for p in partitions]})
         if next_cursor is not None:
             break
     return {"throttle_time": 0, "topics": topics, "next_cursor": next_cursor}

@@ -8,7 +8,7 @@ from ..context import Request, RequestContext
 from ..groups.consumer import ConsumerGroupError
 from ..groups.offsets import OFFSETS_TOPIC, append_failure
 from ..security.acls import DESCRIBE, GROUP, READ
-from .groups import COMMIT_TIMEOUT_S, not_coordinator
+from .groups import COMMIT_TIMEOUT_S, not_coordinator, with_authorized_operations
 
 
 def group_kind(broker, group_id: str) -> str | None:
@@ -129,7 +129,7 @@ def consumer_group_describe(ctx: RequestContext, request: Request) -> dict:
         out.append({"error_code": ErrorCode.none, "error_message": None, "group_id": group_id,
                     "group_state": group.state, "group_epoch": group.epoch,
                     "assignment_epoch": group.assignment_epoch, "assignor_name": group.assignor, "members": members})
-    return {"throttle_time": 0, "groups": out}
+    return {"throttle_time": 0, "groups": with_authorized_operations(ctx, request, out)}
 
 
 APIS = {

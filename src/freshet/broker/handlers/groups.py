@@ -286,6 +286,15 @@ def _known_groups(broker) -> dict[str, object]:
     return {name: broker.groups.group(name) for name in sorted(names)}
 
 
+def with_authorized_operations(ctx: RequestContext, request: Request, described: list[dict]) -> list[dict]:
+    """The groups described, each answered without error given its authorized operations (KIP-430) when the
+    request asks for them (DescribeGroups v3+, ConsumerGroupDescribe, ShareGroupDescribe), as Kafka does."""
+    if not getattr(request, "include_authorized_operations", False):
+        return described
+    return [{**g, "authorized_operations": ctx.authorized_operations(GROUP, g["group_id"])}
+            if g["error_code"] == ErrorCode.none else g for g in described]
+
+
 def describe_groups(ctx: RequestContext, request: Request) -> dict:
     broker = ctx.broker
     known = _known_groups(broker)
@@ -326,7 +335,7 @@ def describe_groups(ctx: RequestContext, request: Request) -> dict:
         out.append({"error_code": ErrorCode.none, "group_id": group_id, "group_state": state,
                     "protocol_type": (g.protocol_type if g and g.protocol_type else "consumer"),
                     "protocol_data": (g.protocol_name or "") if g else "", "members": members})
-    return {"throttle_time": 0, "groups": out}
+    return {"throttle_time": 0, "groups": with_authorized_operations(ctx, request, out)}
 
 
 def list_groups(ctx: RequestContext, request: Request) -> dict:

@@ -17,7 +17,7 @@ from ..groups.share_partition import AcknowledgeError
 from ..groups.share_state import StateError
 from ..security.acls import DELETE, DESCRIBE, GROUP, READ, TOPIC
 from .consumer_groups import group_kind
-from .groups import not_coordinator
+from .groups import not_coordinator, with_authorized_operations
 
 ASSIGNOR = "simple"
 log = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ def share_group_describe(ctx: RequestContext, request: Request) -> dict:
         out.append({"error_code": ErrorCode.none, "group_id": group_id, "group_state": group.state,
                     "group_epoch": group.epoch, "assignment_epoch": group.epoch, "assignor_name": ASSIGNOR,
                     "members": members})
-    return {"throttle_time": 0, "groups": out}
+    return {"throttle_time": 0, "groups": with_authorized_operations(ctx, request, out)}
 
 
 # -- ShareFetch / ShareAcknowledge ------------------------------------------------------------

@@ -43,6 +43,20 @@ _OPERATIONS_OF = {  # what each resource type can be the object of (CreateAcls r
 }
 
 
+NO_AUTHORIZED_OPERATIONS = -(2**31)  # INT32_MIN: what Kafka answers where the authorized operations were not asked for
+
+
+def authorized_operations(allowed, resource_type: int) -> int:
+    """KIP-430's authorized operations of a resource: a bit field (1 << code) of the operations that apply to its
+    type (Kafka's AclEntry.supportedOperations: those a binding may name, ALL aside) for which ``allowed(op)``
+    says yes, each decided as a request doing it would be (so DESCRIBE comes with READ, WRITE, DELETE or ALTER)."""
+    field = 0
+    for operation in sorted(_OPERATIONS_OF[resource_type] - {ALL}):
+        if allowed(operation):
+            field |= 1 << operation
+    return field
+
+
 class AclError(ValueError):
     pass
 
