@@ -80,3 +80,41 @@ def test_serve_keeps_running_until_ctrl_c(broker, tmp_path):
         child.expect(r"(\d+) persistent quer(y|ies) running")
         child.expect_exact("serving persistent queries; Ctrl-C stops them")
         child.sendintr()
+
+
+def test_a_syntax_error_is_one_line_before_spark_or_the_broker_is_asked(monkeypatch, tmp_path, capfd):
+    """-e, -f and the prompt: a statement Spark cannot parse is found before a SparkSession is asked for (and, for
+    -e and -f, before the broker is: an unreachable one changes nothing); in-process, no JVM."""
+    import subprocess
+
+    from click.testing import CliRunner
+
+    import freshet.spark
+    from freshet.cli.sql_cmd import sql
+
+    asked = []
+
+    def no_spark(*args, **kwargs):
+        asked.append(args)
+        raise RuntimeError("a SparkSession was asked for")
+
+    monkeypatch.setattr(freshet.spark, "session", no_spark)
+    nowhere = ["--bootstrap", "127.0.0.1:1", "--spark-log", str(tmp_path / "spark.log")]
+    script = tmp_path / "typo.sql"
+    script.write_text("SHOW STREAMS;\n\n  SELECT count(*) FROM t;\nSELEC 1;\n")
+    for args, where in ((["-e", "SELEC 1"], "line 1, column 1"), (["-f", str(script)], "line 4, column 1"),
+                        (["-e", "SHOW STREAMS; SELECT count(* FROM t"], "line 1, column 27")):
+        run = CliRunner().invoke(sql, [*args, *nowhere])
+        line = one_line_error(subprocess.CompletedProcess(args, run.exit_code, run.stdout, run.stderr), where)
+        assert run.stdout == ""  # the statements before it did not run either
+        assert ("syntax error at or near 'SELEC': no statement starts with it (did you mean SELECT?)" in line
+                or "the ( opened here is never closed" in line), line
+    capfd.readouterr()
+    run = CliRunner().invoke(sql, nowhere, input="SELEC 1;\nCREATE TABLE t AS\n  SELECT a) FROM s GROUP BY a;\n")
+    assert run.exit_code == 0, run.output
+    said = capfd.readouterr().err.strip().splitlines()  # the prompt writes its errors to the terminal's stderr
+    assert said == ["error: line 1, column 1: syntax error at or near 'SELEC': no statement starts with it "
+                    "(did you mean SELECT?)",
+                    "error: line 2, column 11: syntax error at or near ')': it closes nothing"], said
+    assert run.stdout.count("freshet> ") == 3  # the prompt came back after each
+    assert asked == []

@@ -49,6 +49,14 @@ def sql(script_file: str | None, statements: str | None, master: str | None, rem
             script = f.read()
     elif statements is not None:
         script = statements
+    if script is not None:  # read whole first: a syntax error anywhere is one line, before Spark or the broker
+        from freshet.sql.parser import parse
+
+        try:
+            parse(script)
+        except SqlError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(1)
     if master or remote:  # checked as freshet run checks them: a wrong or unreachable one is one line, exit 1
         from .run_cmd import _engine
 

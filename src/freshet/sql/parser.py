@@ -17,6 +17,7 @@ the script, so an error, Freshet's or Spark's, names the script's line and colum
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 
@@ -139,6 +140,20 @@ class SparkSql(Statement):
     """Spark SQL as written: Spark parses and runs it."""
 
 
+# The words a Spark SQL statement starts with: the first word of every alternative of SqlBaseParser.g4's
+# statement, query (SELECT, FROM, VALUES, TABLE, MAP, REDUCE, WITH, or a parenthesis), DML, cursors, the Hive
+# commands it names to refuse, and SQL scripting's compound statements (a label too: ``name:``). A word outside this set
+# (SELEC, CRATE) is a syntax error without a grammar (tests/sql/test_session.py checks the set against Spark's
+# parser, keyword by keyword).
+SPARK_STARTS = frozenset("""
+    SELECT WITH FROM VALUES TABLE MAP REDUCE INSERT DELETE UPDATE MERGE USE SET RESET CREATE REPLACE ALTER DROP SHOW
+    ANALYZE DECLARE EXPLAIN DESC DESCRIBE COMMENT REFRESH CACHE UNCACHE CLEAR LOAD TRUNCATE MSCK REPAIR ADD LIST
+    GRANT REVOKE EXPORT IMPORT LOCK UNLOCK START COMMIT ROLLBACK DFS EXECUTE CALL OPEN FETCH CLOSE BEGIN IF WHILE
+    REPEAT LOOP FOR CASE LEAVE ITERATE
+""".split())
+QUERY_STARTS = frozenset(("SELECT", "WITH", "FROM", "VALUES", "TABLE", "MAP", "REDUCE"))
+FRESHET_STARTS = frozenset(("TERMINATE",))
+
 # the properties SET takes as Freshet's own (ksqlDB's name); any other SET is Spark's
 FRESHET_PROPERTIES = ("auto.offset.reset",)
 _WORDS = {TokenType.VAR, TokenType.IDENTIFIER}
@@ -206,7 +221,9 @@ def split(script: str) -> list[tuple[list[Token], int, int]]:
 
 def parse(script: str) -> list[Statement]:
     """Every statement of ``script``, in order; SqlError (with line and column) for one of Freshet's statements
-    written wrong. Spark SQL is not checked here: Spark's parser does that when it runs."""
+    written wrong, and for the syntax errors of Spark SQL that need no grammar of it to be certain (a statement
+    no Spark statement starts like, a parenthesis never closed or never opened): they are found before Spark
+    starts. The rest of Spark SQL is checked by Spark's parser when it runs."""
     return [_Reader(script, tokens, start, end).statement() for tokens, start, end in split(script)]
 
 
@@ -270,7 +287,39 @@ class _Reader:
         return {"text": self.script[self.start:self.end], "script": self.script, "start": self.start}
 
     def spark(self) -> SparkSql:
+        self.check_spark(0, SPARK_STARTS)
         return SparkSql(**self.base())
+
+    def check_spark(self, first: int, starts: frozenset) -> None:
+        """The syntax errors of Spark SQL certain without its grammar, in the tokens from ``first`` on: a first
+        word no statement (``starts``) begins with, and parentheses or brackets that do not pair up."""
+        t = self.tokens[first]
+        word = "" if t.token_type in (TokenType.STRING, TokenType.NUMBER) else (t.text.split() or [""])[0].upper()
+        label = t.token_type in _WORDS and first + 1 < len(self.tokens) \
+            and self.tokens[first + 1].token_type == TokenType.COLON  # a label of a compound statement
+        if not (t.token_type == TokenType.L_PAREN or (t.token_type != TokenType.IDENTIFIER and word in starts)
+                or label):
+            near = difflib.get_close_matches(word, sorted(starts | FRESHET_STARTS), n=1) \
+                if word and t.token_type != TokenType.IDENTIFIER else []
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            what = "query" if starts is QUERY_STARTS else "statement"
+            written = self.script[t.start:t.end + 1]
+            self.syntax_error(f"syntax error at or near {written!r}: no {what} starts with it{hint}", t)
+        opened: list[Token] = []
+        pairs = {TokenType.R_PAREN: TokenType.L_PAREN, TokenType.R_BRACKET: TokenType.L_BRACKET}
+        for t in self.tokens[first:]:
+            if t.token_type in (TokenType.L_PAREN, TokenType.L_BRACKET):
+                opened.append(t)
+            elif t.token_type in pairs:
+                if not opened or opened[-1].token_type != pairs[t.token_type]:
+                    self.syntax_error(f"syntax error at or near {t.text!r}: it closes nothing"
+                                      + (f" (the {opened[-1].text} before it is still open)" if opened else ""), t)
+                opened.pop()
+        if opened:
+            self.syntax_error(f"the {opened[-1].text} opened here is never closed", opened[-1])
+
+    def syntax_error(self, message: str, token: Token):
+        raise SqlError(message, *position(self.script, token.start))
 
     # -- statements
     def statement(self) -> Statement:
@@ -324,6 +373,7 @@ class _Reader:
             if self.at_end():
                 self.fail("expected a SELECT after AS")
             first = self.i
+            self.check_spark(first, QUERY_STARTS)
             return CreateAsSelect(**self.base(), kind=kind, name=name, select=self.text(first, len(self.tokens) - 1),
                                   select_start=self.tokens[first].start, options=options, or_replace=or_replace,
                                   if_not_exists=if_not_exists)
@@ -436,6 +486,7 @@ class _Reader:
         if emit == self.i:
             self.fail("expected a SELECT before EMIT")
         first = self.i
+        self.check_spark(first, QUERY_STARTS)
         end = emit - 1
         limit = None
         # ksqlDB writes LIMIT after EMIT CHANGES; a LIMIT n right before it is taken the same way
@@ -515,6 +566,7 @@ class _Reader:
         if emit is not None:
             return self.push_query(emit, Explain, mode=mode)
         first = self.i
+        self.check_spark(first, SPARK_STARTS)
         return Explain(**self.base(), select=self.text(first, len(self.tokens) - 1),
                        select_start=self.tokens[first].start, mode=mode)
 
