@@ -210,3 +210,59 @@ def test_a_persistent_query_killed_and_restarted_writes_each_window_once(broker,
               for v in read_everything(broker.bootstrap, out, 1)[0]}
     assert sorted(counts.values()) == sorted(expected.values())
     assert b"RESTORED ['CSAS_" in (tmp_path / "driver.log").read_bytes()
+
+
+def test_a_tables_copy_in_postgresql_answers_pull_queries_and_terminate_all_stops_every_query(
+        sql, broker, topic_name, spark, data_dir, postgres, db, monkeypatch):
+    """FRESHET_SQL_PG_DSN: the copy of a CREATE TABLE ... AS SELECT is kept in PostgreSQL, and pull queries read
+    the latest values from there. TERMINATE of an unknown id changes nothing; TERMINATE ALL stops every query."""
+    conn, schema = db
+    monkeypatch.setenv("FRESHET_SQL_PG_DSN", f"{postgres.dsn} options=-csearch_path={schema}")
+    suffix = abs(hash(topic_name)) % 10**8
+    clicks, totals, big = f"clicks_{suffix}", f"totals_{suffix}", f"big_{suffix}"
+
+    def send(rows):
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for uid, n in rows:
+            producer.produce(topic_name, json.dumps({"uid": uid, "n": n}).encode())
+        assert producer.flush(30) == 0
+
+    TopicAdmin(broker.bootstrap).create_topic(topic_name, 1)
+    send([("u1", 1), ("u2", 2), ("u1", 3)])
+    one(sql, f"CREATE STREAM {clicks} (uid STRING, n INT) WITH (topic='{topic_name}', format='json')")
+    created = one(sql, f"CREATE TABLE {totals} AS SELECT uid, count(*) AS clicks, sum(n) AS total FROM {clicks} "
+                       "GROUP BY uid")
+    table_query = re.search(r"ID (\S+):", created.text).group(1)
+    stream_query = re.search(r"ID (\S+):", one(sql, f"CREATE STREAM {big} AS SELECT uid, n FROM {clicks} "
+                                                    "WHERE n > 2").text).group(1)
+
+    def pulled(uid):
+        return one(sql, f"SELECT clicks, total FROM {totals} WHERE uid = '{uid}'").rows
+
+    wait_for(lambda: pulled("u1") == [(2, 4)] and pulled("u2") == [(1, 2)], timeout=300, what="the first totals")
+    send([("u2", 5), ("u3", 7)])  # pull queries see the latest values
+    wait_for(lambda: pulled("u2") == [(2, 7)] and pulled("u3") == [(1, 7)], timeout=300, what="the new totals")
+    assert pulled("u9") == []
+    cur = conn.cursor()  # the rows are PostgreSQL's (in the schema of the DSN), not a SQLite file's
+    cur.execute(f"SELECT key_json, row_json FROM {schema}.freshet_sql_rows WHERE name = %s", (totals.lower(),))
+    assert {json.loads(k)[0]: json.loads(r)[1:] for k, r in cur.fetchall()} == {"u1": [2, 4], "u2": [2, 7],
+                                                                                "u3": [1, 7]}
+    assert not (data_dir / "sql" / "tables.sqlite").exists()
+
+    ours = {table_query, stream_query}
+    before = sql.catalog.queries()
+    with pytest.raises(SqlError, match="no query nosuch; SHOW QUERIES lists them") as caught:
+        one(sql, "TERMINATE nosuch")
+    assert "\n" not in str(caught.value)
+    assert sql.catalog.queries() == before and ours <= {q.name for q in spark.streams.active if q.isActive}
+
+    said = one(sql, "TERMINATE ALL").text
+    assert re.fullmatch(r"\d+ queries terminated\.", said), said
+    assert not ours & {q.name for q in spark.streams.active}
+    statuses = {r[0]: r[1] for r in one(sql, "SHOW QUERIES").rows}
+    assert "RUNNING" not in statuses.values() and {statuses[q] for q in ours} == {"TERMINATED"}
+    assert one(sql, "TERMINATE ALL").text == "No query is running: nothing terminated."
+    assert pulled("u3") == [(1, 7)]  # the copy stays until the table is dropped
+    one(sql, f"DROP TABLE {totals}")
+    cur.execute(f"SELECT count(*) FROM {schema}.freshet_sql_rows WHERE name = %s", (totals.lower(),))
+    assert cur.fetchone() == (0,)

@@ -332,3 +332,68 @@ def test_a_stream_joined_to_a_table_meets_each_key_as_it_is_when_the_row_is_proc
             assert producer.flush(30) == 0
     assert sorted(rows[:3]) == [("/a", "ada"), ("/b", "bob"), ("/c", None)]
     assert sorted(rows[3:]) == [("/d", "ada lovelace"), ("/e", "bob")]
+
+
+def test_every_word_spark_starts_a_statement_with_is_one_the_parser_lets_through(spark):
+    """The parser refuses a statement whose first word starts none of Spark's (before Spark starts): checked here
+    against the first tokens Spark's own grammar (its ANTLR parser's ATN) allows a statement, so no statement Spark
+    would parse is refused; and the words refused are refused by Spark's parser too."""
+    from py4j.java_gateway import get_field
+
+    from freshet.sql import parser as p
+    from freshet.sql.session import quiet_query_context_logs
+
+    quiet_query_context_logs()
+    jvm = spark._jvm
+    grammar = jvm.org.apache.spark.sql.catalyst.parser.SqlBaseParser
+    antlr = grammar(jvm.org.antlr.v4.runtime.CommonTokenStream(
+        jvm.org.apache.spark.sql.catalyst.parser.SqlBaseLexer(jvm.org.antlr.v4.runtime.CharStreams.fromString(""))))
+    atn = antlr.getATN()
+    first = atn.nextTokens(get_field(atn, "ruleToStartState")[grammar.RULE_singleStatement])
+    vocabulary = antlr.getVocabulary()
+    starts = {vocabulary.getSymbolicName(t) for t in first.toList()}
+    assert {"SELECT", "WITH", "CREATE", "MSCK", "LEFT_PAREN"} <= starts
+    assert starts - {"LEFT_PAREN"} <= p.SPARK_STARTS, sorted(starts - p.SPARK_STARTS)
+    parse_plan = spark._jsparkSession.sessionState().sqlParser().parsePlan
+    for typo in ("SELEC 1", "CRATE VIEW v AS SELECT 1", "`SELECT` 1", "'x' 1"):
+        with pytest.raises(Exception, match=r"(?s)PARSE_SYNTAX_ERROR.*pos 0\)"):
+            parse_plan(typo)
+        with pytest.raises(SqlError, match=r"line 1, column 1: syntax error at or near"):
+            p.parse(typo)
+
+
+def test_a_table_over_the_cdc_connectors_topic_answers_pull_queries_as_postgresql_changes(sql, broker, postgres, db):
+    """CREATE TABLE ... WITH (format='debezium', key='id') over the topic freshet's PostgreSQL connector writes:
+    a pull query (no EMIT) reads the table as it is now; an insert, an update and a delete (its tombstone: the row
+    gone) in PostgreSQL are seen in it."""
+    from freshet.cdc.postgres import CdcConfig, drop_replication_slot
+    from freshet.testing.cdc import run_connector, unique
+    from freshet.testing.polling import wait_for
+
+    cur, schema = db[0].cursor(), db[1]
+    cur.execute(f"CREATE TABLE {schema}.users (id int PRIMARY KEY, name text, age int); INSERT INTO {schema}.users "
+                "VALUES (1, 'ada', 36), (2, 'bob', 20), (3, 'cy', 50)")
+    config = CdcConfig(postgres.dsn, [f"{schema}.users"], unique("pg"), broker.bootstrap, slot=unique("slot"),
+                       publication=unique("pub"))
+    name = f"users_{schema}"
+
+    def pulled(where: str = "") -> list:
+        (rows,) = run(sql, f"SELECT id, name, age FROM {name} {where}")
+        return sorted(rows.rows)
+
+    def changes():  # the connector streams: its snapshot in the table, then PostgreSQL changes
+        run(sql, f"CREATE TABLE {name} (id INT, name STRING, age INT) WITH (topic='{config.topic_prefix}.{schema}"
+                 f".users', format='debezium', key='id')")
+        wait_for(lambda: pulled() == [(1, "ada", 36), (2, "bob", 20), (3, "cy", 50)], timeout=90,
+                 what="the snapshot's rows")
+        cur.execute(f"INSERT INTO {schema}.users VALUES (4, 'dee', 28)")
+        cur.execute(f"UPDATE {schema}.users SET age = 21 WHERE id = 2")
+        cur.execute(f"DELETE FROM {schema}.users WHERE id = 3")
+
+    try:
+        assert run_connector(config, changes, changes=3).stats.acknowledged_changes >= 3
+    finally:
+        drop_replication_slot(postgres.dsn, config.slot)
+    assert pulled("WHERE id = 3") == []  # the delete's tombstone: the row gone
+    assert pulled() == [(1, "ada", 36), (2, "bob", 21), (4, "dee", 28)]
+    assert pulled("WHERE id = 2") == [(2, "bob", 21)]

@@ -452,6 +452,8 @@ def terminate(session, query_id: str) -> Message:
     stored = session.catalog.queries()
     if query_id.upper() == "ALL":
         ids = [i for i, q in stored.items() if q.get("status") == RUNNING]
+        if not ids:
+            return Message("No query is running: nothing terminated.")
     else:
         match = [i for i in stored if i.lower() == query_id.lower()]
         if not match:

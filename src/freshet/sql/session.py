@@ -77,8 +77,9 @@ class SqlSession:
             quiet_query_context_logs()
         return self._spark
 
-    def register_views(self, text: str) -> list[Definition]:
-        """Make a temporary view of every declared stream or table ``text`` names (a name in backticks too)."""
+    def register_views(self, text: str, batch: bool = False) -> list[Definition]:
+        """Make a temporary view of every declared stream or table ``text`` names (a name in backticks too).
+        ``batch``: a query without EMIT, which reads a table as it is now (its topic read to its end)."""
         try:
             words = {t.text.lower() for t in p.tokenize(text) if t.token_type not in (p.TokenType.STRING,
                                                                                       p.TokenType.NUMBER)}
@@ -89,7 +90,7 @@ class SqlSession:
         # a table named beside a stream is read as a snapshot, planned again each microbatch (a stream-table join)
         beside_a_stream = any(d.kind == "stream" for d in used)
         for defn in used:
-            self._view(defn, snapshot=defn.kind == "table" and beside_a_stream)
+            self._view(defn, snapshot=defn.kind == "table" and (beside_a_stream or batch))
         return used
 
     def _view(self, defn: Definition, snapshot: bool = False) -> None:
@@ -102,10 +103,11 @@ class SqlSession:
         df.createOrReplaceTempView(defn.name)
         self._views[defn.name.lower()] = made_of
 
-    def dataframe(self, select: str, start: int = 0, script: str | None = None):
+    def dataframe(self, select: str, start: int = 0, script: str | None = None, batch: bool = False):
         """The DataFrame of a query (views made for the streams and tables it names); SqlError with the script's
-        line and column when Spark refuses it. ``start``: where ``select`` begins in ``script``."""
-        self.register_views(select)
+        line and column when Spark refuses it. ``start``: where ``select`` begins in ``script``; ``batch``: a
+        query without EMIT (tables read as they are now, see ``register_views``)."""
+        self.register_views(select, batch)
         if re.search(r"\bMATCH_RECOGNIZE\b", select, re.IGNORECASE):
             return _s2("match_recognize", "to_dataframe", "MATCH_RECOGNIZE")(self, select)
         try:
@@ -313,7 +315,8 @@ class SqlSession:
                 answer = pull(self, stmt.text)
                 if answer is not None:
                     return answer
-        df = self.dataframe(stmt.text, stmt.start, stmt.script)
+        # a query over tables alone reads them as they are now: a pull query over a table declared on a topic
+        df = self.dataframe(stmt.text, stmt.start, stmt.script, batch=True)
         if df.isStreaming:
             raise stmt.error("this query reads a stream: add EMIT CHANGES to run it as a push query "
                              "(SELECT ... EMIT CHANGES LIMIT 10)")
