@@ -121,3 +121,27 @@ def test_push_and_persistent_queries_run_over_spark_connect(broker, topic_name, 
         serving.send_signal(signal.SIGTERM)
         code = serving.wait(timeout=120)
     assert code == 0, (tmp_path / "serve.err").read_text()[-3000:]
+
+
+@pytest.mark.timeout(600)  # a driver of its own, its executors on the shared cluster's workers
+def test_sql_with_master_runs_its_queries_on_the_standalone_cluster(broker, topic_name, spark_cluster):
+    """`freshet sql --master spark://...`: the driver is the command's, the source's reads run in executors the
+    cluster's workers start, as for `freshet run --master`; the master lists the application."""
+    create_topic(broker.bootstrap, topic_name, 2)
+    _clicks(broker, topic_name, 30)
+    name = f"master_{abs(hash(topic_name)) % 10**8}"
+
+    def sql_apps() -> list:
+        status = spark_cluster.status()
+        return [a["id"] for a in status.get("activeapps", []) + status.get("completedapps", [])
+                if a.get("name") == "freshet-sql"]
+
+    before = set(sql_apps())
+    ran = freshet(broker, "sql", "--master", spark_cluster.master_url, "-e",
+                  f"CREATE STREAM {name} (user_id STRING, ts BIGINT) WITH (topic='{topic_name}', format='json', "
+                  f"timestamp='ts');\nSELECT user_id, count(*) AS n FROM {name} GROUP BY user_id "
+                  "EMIT CHANGES UNTIL 30 ROWS", timeout=540)
+    assert ran.returncode == 0, ran.stdout + ran.stderr[-3000:]
+    latest = dict(re.findall(r"\|(u\d)\s*\|(\d+)\s*\|", ran.stdout))
+    assert latest == {"u0": "10", "u1": "10", "u2": "10"}, ran.stdout
+    wait_for(lambda: set(sql_apps()) - before, timeout=60, what="the application in the master's list")
