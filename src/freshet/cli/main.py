@@ -84,7 +84,36 @@ def with_command_config(command: click.Command) -> click.Command:
     return command
 
 
+class UsageRefused(click.ClickException):
+    """A usage error (a missing argument, an unknown command or option, a value of the wrong type) as every other
+    refusal of Freshet's commands: one line on stderr, exit 1 (click's own is three lines and exit 2)."""
+
+    exit_code = 1
+
+    def __init__(self, error: click.UsageError):
+        command = error.ctx.command_path if error.ctx else "freshet"
+        message = error.format_message().rstrip(".")
+        if message[1:2].islower():
+            message = message[:1].lower() + message[1:]
+        super().__init__(f"{command}: {message} (see {command} --help)")
+
+    def show(self, file=None) -> None:
+        click.echo(self.message, err=True)
+
+
 class FreshetGroup(LazyGroup):
+    def make_context(self, *args, **kwargs) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as e:
+            raise UsageRefused(e) from None
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)  # the subcommands' own parsing happens in here
+        except click.UsageError as e:
+            raise UsageRefused(e) from None
+
     def load(self, cmd_name: str) -> click.Command:
         # kio (the broker's protocol schemas) registers Hypothesis strategies when Hypothesis is installed (a test
         # dependency, so in `make demo`'s venv), and Hypothesis then caches Unicode tables in ./.hypothesis of
@@ -103,7 +132,7 @@ def cli() -> None:
 
 
 def main() -> None:
-    cli()
+    cli(prog_name="freshet")  # also under `python -m freshet.cli.main`
 
 
 if __name__ == "__main__":

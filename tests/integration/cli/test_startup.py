@@ -4,6 +4,7 @@ Kafka client, never the broker, kio or Spark. (What it costs in seconds: benchma
 
 import subprocess
 import sys
+from unittest import mock
 
 import click
 import pytest
@@ -76,9 +77,27 @@ def test_the_maps_short_help_is_the_commands_own():
     assert seen == len(COMMANDS) + 8  # and the eight demos
 
 
-def test_an_unknown_command_is_refused_as_click_refuses_it():
+def test_an_unknown_command_is_refused_in_one_line():
     r = freshet("topics", "list")
-    assert r.returncode == 2 and "No such command 'topics'" in r.stderr
+    assert (r.returncode, r.stderr) == (1, "freshet: no such command 'topics' (see freshet --help)\n")
+
+
+@pytest.mark.parametrize("args, line", [
+    (["topic", "create"], "freshet topic create: missing argument 'NAME' (see freshet topic create --help)"),
+    (["topic", "create", "t", "--partitions", "x"],
+     "freshet topic create: invalid value for '--partitions' / '-p': 'x' is not a valid integer "
+     "(see freshet topic create --help)"),
+    (["topic", "nosuch"], "freshet topic: no such command 'nosuch' (see freshet topic --help)"),
+    (["--bogus"], "freshet: no such option '--bogus' (see freshet --help)"),
+])
+def test_a_usage_error_is_one_line_and_exit_1(args, line, capsys):
+    from freshet.cli.main import main
+
+    with pytest.raises(SystemExit) as exited:
+        with mock.patch("sys.argv", ["freshet", *args]):
+            main()
+    assert exited.value.code == 1
+    assert capsys.readouterr().err == line + "\n"
 
 
 @pytest.mark.parametrize("args", [
