@@ -70,6 +70,41 @@ def test_groups(client):
     assert client.get("/api/groups/nope").status_code == 404
 
 
+def test_a_groups_lag_per_partition_over_time(client):
+    """The group's page charts each partition's lag a round beside the total (``loaded``'s two rounds: a record
+    more in partition 0 between them)."""
+    g = client.get("/api/groups/dash-group").json()
+    assert [(x["topic"], x["partition"], [lag for _, lag in x["history"]]) for x in g["partition_lag_history"]] == [
+        ("dash-events", 0, [40, 41]), ("dash-events", 1, [30, 30])]
+    assert [at for at, _ in g["partition_lag_history"][0]["history"]] == [at for at, _ in g["lag_history"]]
+
+
+def test_the_partitions_lagging_most_are_charted_and_a_deleted_groups_history_goes(broker, topic_name, monkeypatch):
+    from freshet.dashboard import collector as collecting
+    from freshet.testing.polling import wait_for
+
+    create_topic(broker.bootstrap, topic_name, 10)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(100):
+        producer.produce(topic_name, b"x", partition=i % 10)
+    producer.flush(10)
+    group = f"{topic_name}-readers"
+    consumer = Consumer(consumer_config(broker.bootstrap, group))
+    consumer.commit(offsets=[TopicPartition(topic_name, p, p) for p in range(10)], asynchronous=False)  # lag 10 - p
+    consumer.close()
+    collector = Collector(broker.bootstrap)
+    wait_for(lambda: group in collector.collect().groups, 30, "the group in a round")
+    g = TestClient(create_app(collector)).get(f"/api/groups/{group}").json()
+    assert [(x["partition"], x["history"][-1][1]) for x in g["partition_lag_history"]] == [(p, 10 - p) for p in range(8)]
+    assert g["lag_history"][-1][1] == sum(range(1, 11))
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_consumer_groups([group], request_timeout=10)[group].result(30)
+    monkeypatch.setattr(collecting, "GONE_GROUP_S", 0.0)  # gone for any time at all: its history goes
+    wait_for(lambda: group not in collector.collect().groups, 30, "the deleted group gone from a round")
+    assert collector.partition_lag_history(group) == [] and group not in collector.partition_lag
+    collector.stop()
+
+
 def test_pipelines_and_stop_of_unknown(client):
     assert isinstance(client.get("/api/pipelines").json(), dict)
     assert client.post("/api/pipelines/nope/stop").status_code == 404

@@ -1,6 +1,7 @@
 """The console's administration in a real browser (Chromium driven by Playwright) against a real broker: a topic
 created from the dialog, a bad config value refused with the broker's own message shown inline and a good one
-applied, then a group's offsets reset to earliest: a dry run first (nothing committed), then Execute."""
+applied, then a group's offsets reset to earliest: a dry run first (nothing committed), then Execute; the group's lag
+chart (the total and each partition, a sample a round) goes on across the reset."""
 
 import time
 
@@ -10,7 +11,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from freshet.client import consumer_config
 from freshet.testing.topics import create_topic
 
-from .test_browser import open_dashboard, page, start_dashboard  # noqa: F401 (page: the Chromium fixture)
+from .test_browser import chart_series, open_dashboard, page, start_dashboard, wait_for_series  # noqa: F401 (page)
 
 
 def committed(bootstrap: str, group: str, topic: str) -> list[int]:
@@ -74,6 +75,12 @@ def test_create_a_topic_edit_its_config_and_reset_a_group_with_a_dry_run(broker,
         page.wait_for_selector(f"#group-list a[data-group='{group}']", timeout=30_000)
         page.click(f"#group-list a[data-group='{group}']")
         page.wait_for_selector("#group-admin:not([hidden])", timeout=30_000)
+        # its lag over time, a sample a collector round: the total and each partition (10 - 10 and 10 - 7)
+        wait_for_series(page, "lag-chart", "total", lambda values: values[-1] == 3)
+        drawn = chart_series(page, "lag-chart")
+        assert group in page.inner_text("#lag-chart")
+        assert drawn["labels"] == ["total", f"{topic}-0", f"{topic}-1"]
+        assert [values[-1] for values in drawn["values"]] == [3, 0, 3]
         page.select_option("#reset-offsets select[name=topic]", topic)
         page.select_option("#reset-offsets select[name=to]", "earliest")
         assert page.is_disabled("#reset-execute")
@@ -91,6 +98,10 @@ def test_create_a_topic_edit_its_config_and_reset_a_group_with_a_dry_run(broker,
         while committed(broker.bootstrap, group, topic) != [0, 0] and time.monotonic() < deadline:
             time.sleep(0.2)
         assert committed(broker.bootstrap, group, topic) == [0, 0]
+        # the chart goes on from where it was: 3 behind before the reset, 20 after it
+        wait_for_series(page, "lag-chart", "total", lambda values: values[-1] == 20)
+        drawn = chart_series(page, "lag-chart")
+        assert [values[-1] for values in drawn["values"]] == [20, 10, 10] and 3 in drawn["values"][0]
         page.screenshot(path=str(tmp_path / "console-reset-done.png"))
 
         # several topics at once (as repeated --topic): one plan naming each row's topic, then one commit

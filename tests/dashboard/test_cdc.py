@@ -127,24 +127,35 @@ def test_a_signed_in_user_sees_connectors_only_with_read_on_the_registry(tmp_pat
 
 
 def test_the_cdc_tab_and_the_data_flow_graph_in_a_browser(broker, page, tmp_path):  # noqa: F811
-    """Chromium: the CDC tab lists a connector (as one announces itself) with its slot lag; the data-flow graph draws
-    it -> its topic; its tombstone takes it off the page."""
+    """Chromium: the CDC tab lists a connector (announcing itself every second, as one does every 2 s) with its slot
+    lag, and charts the lag over time from the dashboard's memory (a page opened later sees the earlier samples);
+    the data-flow graph draws it -> its topic; its tombstone takes it off the page."""
     from freshet.client.admin import TopicAdmin
     from freshet.testing.topics import create_topic
 
-    from .test_browser import open_dashboard, start_dashboard
+    from .test_browser import open_dashboard, start_dashboard, wait_for_series
 
     name = unique("browser_slot")
     topic = f"{name}.public.orders"
     create_topic(broker.bootstrap, topic, 1)
     TopicAdmin(broker.bootstrap).ensure_topic(CDC_TOPIC, 1, {"cleanup.policy": "compact"})
     producer = Producer({"bootstrap.servers": broker.bootstrap})
-    producer.produce(CDC_TOPIC, *reversed(cdc_record(name, {
-        "connector": "postgresql", "database": {"host": "db.example", "port": 5432, "dbname": "shop", "user": "cdc"},
-        "slot": name, "publication": "pub", "tables": ["public.orders"], "topic_prefix": name, "topics": [topic],
-        "status": "streaming", "slot_lag_bytes": 4096, "last_change_ms": int(time.time() * 1000), "changes": 3,
-        "snapshot_rows": 10, "updated_ms": int(time.time() * 1000)})))
-    assert producer.flush(30) == 0
+    lag, quiet = [4096], threading.Event()
+
+    def announcing() -> None:
+        while not quiet.is_set():
+            producer.produce(CDC_TOPIC, *reversed(cdc_record(name, {
+                "connector": "postgresql", "database": {"host": "db.example", "port": 5432, "dbname": "shop",
+                                                        "user": "cdc"},
+                "slot": name, "publication": "pub", "tables": ["public.orders"], "topic_prefix": name,
+                "topics": [topic], "status": "streaming", "slot_lag_bytes": lag[0],
+                "last_change_ms": int(time.time() * 1000), "changes": 3, "snapshot_rows": 10,
+                "updated_ms": int(time.time() * 1000)})))
+            producer.flush(30)
+            quiet.wait(1.0)
+
+    announcer = threading.Thread(target=announcing, daemon=True)
+    announcer.start()
     dash, port = start_dashboard(broker.bootstrap)
     try:
         open_dashboard(page, port)
@@ -154,15 +165,26 @@ def test_the_cdc_tab_and_the_data_flow_graph_in_a_browser(broker, page, tmp_path
         assert page.inner_text(f"{row} td.slot-lag") == "4.0 KiB"
         text = page.inner_text(row)
         assert "cdc@db.example:5432/shop" in text and topic in text and "streaming" in text
+        wait_for_series(page, "cdc-chart", name, lambda values: 4096 in values)
+        lag[0] = 8192  # the slot falls behind: the line rises
+        page.wait_for_selector(f"{row} td.slot-lag:text('8.0 KiB')", timeout=30_000)
+        wait_for_series(page, "cdc-chart", name, lambda values: values[-1] == 8192)
         page.screenshot(path=str(tmp_path / "dashboard-cdc.png"))
+        page.reload()  # the history is the dashboard's, not the page's: a page opened now draws it
+        page.click("nav a[data-tab='cdc']")
+        samples = [v for v in wait_for_series(page, "cdc-chart", name, lambda values: 8192 in values) if v is not None]
+        assert 4096 in samples and samples.index(4096) < samples.index(8192)
         page.click("nav a[data-tab='dataflow']")
         page.wait_for_selector(f".flow-node.cdc[data-id='cdc:{name}']", timeout=30_000)
         page.wait_for_selector(f".flow-edge[data-from='cdc:{name}'][data-to='topic:{topic}']", timeout=30_000)
         page.screenshot(path=str(tmp_path / "dashboard-dataflow-cdc.png"))
         page.click("nav a[data-tab='cdc']")
+        quiet.set()
+        announcer.join(30)
         producer.produce(CDC_TOPIC, None, cdc_record(name, None)[0])  # a clean stop's tombstone
         assert producer.flush(30) == 0
         page.wait_for_selector(row, state="detached", timeout=30_000)
     finally:
+        quiet.set()
         dash.terminate()
         dash.wait(30)

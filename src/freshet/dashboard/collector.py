@@ -24,6 +24,8 @@ from .cluster import ClusterReader
 from .registries import Registry
 
 HISTORY = 300  # samples kept per series
+CHARTED_PARTITIONS = 8  # a group's page charts the lag of this many partitions (those lagging most now)
+GONE_GROUP_S = 60.0  # a group not described for this long (deleted, expired) loses its per-partition lag history
 SPARK_SERIES = {"processed": "processed_rows_per_second", "batch_ms": "batch_duration_ms", "state_rows": "state_rows",
                 "late": "late_rows_dropped"}  # chart -> the field of a pipeline's progress (spark/registry.py)
 SQL_TOPIC = "__freshet_sql"  # freshet sql's catalog (freshet.sql.catalog, a layer above the dashboard)
@@ -64,6 +66,9 @@ class Collector:
         self._event_counts: dict[str, EventCounter] = {}
         self._registries: dict[str, Registry] = {}
         self.history: dict[str, deque] = {}
+        # group -> (topic, partition) -> its lag (a share group's backlog) a round; groups and partitions gone pruned
+        self.partition_lag: dict[str, dict[tuple[str, int], deque]] = {}
+        self._lag_seen: dict[str, float] = {}  # group -> when its partitions' lag was last recorded
         self._previous: dict[str, tuple[float, int]] = {}
         self._offsets: dict[tuple[str, int, str], int] = {}  # the last round's log start and end offsets
         self._lock = threading.Lock()
@@ -94,11 +99,31 @@ class Collector:
         return 0.0
 
     def _record(self, series: str, at: float, value: float) -> None:
-        self.history.setdefault(series, deque(maxlen=HISTORY)).append((round(at, 3), value))
+        with self._lock:  # a new series must not change the dict while ``series`` walks it
+            self.history.setdefault(series, deque(maxlen=HISTORY)).append((round(at, 3), value))
 
     def series(self, prefix: str) -> dict[str, list]:
         with self._lock:
             return {k: list(v) for k, v in self.history.items() if k.startswith(prefix)}
+
+    def _record_partition_lag(self, group_id: str, at: float, lags: dict[tuple[str, int], int]) -> None:
+        """One round's lag per partition of a group; partitions it no longer has are dropped."""
+        with self._lock:
+            self._lag_seen[group_id] = at
+            kept = self.partition_lag.setdefault(group_id, {})
+            for gone in set(kept) - set(lags):
+                del kept[gone]
+            for where, lag in lags.items():
+                kept.setdefault(where, deque(maxlen=HISTORY)).append((round(at, 3), lag))
+
+    def partition_lag_history(self, group_id: str, limit: int = CHARTED_PARTITIONS) -> list[dict]:
+        """The lag history of the ``limit`` partitions of a group lagging most in the latest round (then by topic and
+        partition), in topic and partition order: ``[{"topic", "partition", "history": [[at, lag], ...]}]``."""
+        with self._lock:
+            kept = {where: list(samples) for where, samples in self.partition_lag.get(group_id, {}).items()}
+        chosen = sorted(kept, key=lambda where: (-(kept[where][-1][1] if kept[where] else 0), where))[:limit]
+        return [{"topic": topic, "partition": partition, "history": kept[(topic, partition)]}
+                for topic, partition in sorted(chosen)]
 
     def _run(self) -> None:
         try:
@@ -173,6 +198,7 @@ class Collector:
                                 "end_offset": p.end_offset, "lag": p.lag, "member": p.member} for p in info.partitions],
             }
             self._record(f"lag:{group_id}", now, info.total_lag)
+            self._record_partition_lag(group_id, now, {(p.topic, p.partition): p.lag for p in info.partitions})
             by_topic: dict[str, int] = {}
             for p in info.partitions:
                 if p.committed >= 0:
@@ -203,6 +229,9 @@ class Collector:
                 x = progress.get(figure)
                 self._record(f"spark:{series}:{name}", now,
                              x if isinstance(x, (int, float)) and not isinstance(x, bool) else None)
+        with self._lock:  # the per-partition lag of groups gone (deleted, expired), not of one missed round
+            for gone in [g for g, at in self._lag_seen.items() if now - at > GONE_GROUP_S]:
+                del self.partition_lag[gone], self._lag_seen[gone]
         snap.applications = self._applications(snap, now)
         snap.ingest = self._ingest(snap, now)
         snap.cdc = self._cdc(snap, now)
@@ -245,6 +274,7 @@ class Collector:
                                for p in info.partitions],
             }
             self._record(f"lag:{group_id}", now, info.backlog)
+            self._record_partition_lag(group_id, now, {(p.topic, p.partition): p.backlog for p in info.partitions})
 
     def _applications(self, snap: Snapshot, now: float) -> dict:
         """Each event-sourced application in ``__freshet_applications``: events per aggregate type (counted
@@ -320,7 +350,8 @@ class Collector:
                       self._registry(snap, CDC_TOPIC, registries.cdc_connector).items() if key.startswith("cdc/")}
         for name, c in connectors.items():
             c["stale"] = now - (c.get("updated_ms") or 0) / 1000 > CDC_STALE_S and c.get("status") != "failed"
-            self._record(f"cdc:{name}", now, c.get("slot_lag_bytes"))
+            # charted on the CDC tab; a stale connector's last figure is no reading of now: a gap in its line
+            self._record(f"cdc:{name}", now, None if c["stale"] else c.get("slot_lag_bytes"))
         return dict(sorted(connectors.items()))
 
     def _ingest(self, snap: Snapshot, now: float) -> dict:

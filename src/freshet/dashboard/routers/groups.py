@@ -33,7 +33,9 @@ async def group(group_id: str, collector: Source, visible: Visible) -> dict:
     if visible is not None and group_id not in visible[1]:
         raise HTTPException(404, f"group {group_id!r} does not exist")  # as the cluster answers that user
     g = one(collector.snapshot.groups, group_id, f"group {group_id!r} does not exist")
-    return {"group_id": group_id, **g, "lag_history": history(collector, f"lag:{group_id}")}
+    return {"group_id": group_id, **g, "lag_history": history(collector, f"lag:{group_id}"),
+            # the partitions lagging most now (CHARTED_PARTITIONS of them), each with its lag a round
+            "partition_lag_history": collector.partition_lag_history(group_id)}
 
 
 class Reset(BaseModel):
