@@ -2,33 +2,20 @@
 are planted in the registry topic as the Spark listener announces them (no Spark here); the consumer group is
 real and commits while the collector watches."""
 
-import json
-import time
-
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from fastapi.testclient import TestClient
 
 from freshet.client import consumer_config
-from freshet.client.pipeline_registry import PIPELINES_TOPIC, ensure_topics
 from freshet.dashboard.app import create_app
 from freshet.dashboard.collector import Collector
 from freshet.testing.polling import wait_for
 from freshet.testing.topics import create_topic
 
+from .pipelines import announce
 from .test_browser import open_dashboard, page, start_dashboard  # noqa: F401 (page: the Chromium fixture)
 
 SOURCE, OUT, GROUP = "flow-clicks", "flow-sessions-out", "flow-readers"
-
-
-def announce(bootstrap: str, name: str, status: str, command: list[str], progress: dict) -> None:
-    """A pipeline's registry record, as ``freshet.spark.registry.PipelineReporter.publish`` writes it."""
-    ensure_topics(bootstrap)
-    producer = Producer({"bootstrap.servers": bootstrap})
-    value = {"name": name, "status": status, "host": "test", "updated_ms": int(time.time() * 1000),
-             "progress": progress, "dataflow": [], "command": command, "engine": "local", "spark_ui": None}
-    producer.produce(PIPELINES_TOPIC, json.dumps(value).encode(), name.encode())
-    producer.flush(10)
 
 
 def commit(bootstrap: str, offset: int) -> None:
