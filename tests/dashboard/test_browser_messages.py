@@ -1,6 +1,7 @@
 """The console's Messages view in a real browser (Chromium driven by Playwright) against a real broker: a record
 produced from the form, read back with confluent-kafka, then found among others with a value filter, its key and
-JSON paths."""
+JSON paths, shown as hex; records of an aborted and of an open transaction marked, the open one on the Transactions
+tab with what it holds back."""
 
 import json
 import time
@@ -98,6 +99,48 @@ def test_produce_from_the_form_then_find_it_with_a_value_filter(broker, page, tm
         page.click("#previous-page")
         page.wait_for_selector("#page-number:has-text('page 2')", timeout=30_000)
         assert page.locator("#record-list tbody tr").count() == 120 and not page.locator("#next-page").is_disabled()
+
+        # the value as hex: its bytes
+        page.fill("#search input[name=limit]", "50")
+        page.fill("#search input[name=key]", "planted")
+        page.select_option("#search select[name=view]", "hex")
+        page.evaluate("document.getElementById('progress').textContent = ''")
+        page.click("#search button")
+        page.wait_for_selector("#record-list tbody tr:not(.preview) pre.hex", timeout=30_000)
+        assert page.locator("#record-list tbody tr td:nth-child(5) pre.hex").inner_text() == " ".join(
+            f"{b:02x}" for b in b'{"order": "o-planted-4242", "total": 99}')
+        page.select_option("#search select[name=view]", "json")
+        page.fill("#search input[name=key]", "")
+
+        # a transaction aborted, one committed, one left open: the first and the last marked, the open one listed on
+        # the Transactions tab with the records it holds back from read_committed consumers
+        txn = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "browser-console-txn"})
+        txn.init_transactions(30)
+        for value, end in ((b"tx-aborted", txn.abort_transaction), (b"tx-committed", txn.commit_transaction),
+                           (b"tx-open", None)):
+            txn.begin_transaction()
+            txn.produce(topic, value, b"tx", partition=0)
+            txn.flush(10)
+            if end is not None:
+                end(30)
+        try:
+            page.fill("#search input[name=value]", "tx-")
+            page.click("#search button")
+            page.wait_for_selector("#record-list tbody tr:not(.preview) td:has-text('tx-open')", timeout=30_000)
+            marks = {r.locator("td:nth-child(5)").inner_text(): r.locator("td:nth-child(7)").inner_text()
+                     for r in page.locator("#record-list tbody tr").all()}
+            assert marks == {"tx-aborted": "aborted", "tx-committed": "", "tx-open": "open"}
+            page.screenshot(path=str(tmp_path / "console-transactions-marked.png"))
+            page.click("nav a[data-tab='transactions']")
+            row = "#transaction-list tbody tr:has-text('browser-console-txn')"
+            page.wait_for_selector(row, timeout=30_000)
+            cells = page.locator(row).locator("td").all_inner_texts()
+            assert cells[2] == "Ongoing" and cells[3] == f"{topic}-0" and cells[6] == "1", cells
+            page.screenshot(path=str(tmp_path / "console-transactions.png"))
+        finally:
+            txn.commit_transaction(30)
+        page.click("nav a[data-tab='records']")
+        page.fill("#search input[name=value]", "")
 
         page.fill("#search input[name=json_path]", "$.[[")  # a bad filter: one line saying why
         page.click("#search button")
