@@ -12,7 +12,11 @@ matches on screen" stands on it).
 
 Prints one JSON object: per search the records scanned, the wall-clock seconds and records per second (median
 of ``--rounds``), records per CPU second of this process (the console's side alone; steadier on a shared
-machine), and the machine's load average.
+machine), and the machine's load average; then, on stderr, one line for README: each search's records per second
+and how many reach the issue's 500k/s, e.g. ``console search, 1M JSON records (100 B-1 KB, 4 partitions, lz4),
+median of 3, load 0.3-0.5: key 1.10M/s, ...; needing no string: $.amount > 999999 560k/s, ...; first progress line
+after 0.02 s; >= 500k records/s: 8 of 8``. Run it on a quiet machine: on a shared one the wall-clock rate is what
+the other work leaves (see docs/console.md).
 
 ``--baseline REV``: each search also runs with the search's filters (``browse.py``, ``json_paths.py`` and
 ``scan_columns.py`` of ``src/freshet/dashboard``) as they were at git revision REV (the rest of Freshet as it is
@@ -108,6 +112,31 @@ def summary(runs: list[dict]) -> dict:
             "first_progress_s": round(statistics.median(r["first_progress_s"] for r in runs), 3)}
 
 
+def rate(n: float) -> str:
+    """Records per second as README writes them: 1.10M/s, 560k/s."""
+    return f"{n / 1e6:.2f}M/s" if n >= 1e6 else f"{n / 1e3:.0f}k/s"
+
+
+NEED_NO_STRING = {"json path (number)", "json path (descent)", "json path (or)", "json path (regex)"}
+TARGET = 500_000  # records scanned per second (issue 49)
+
+
+def summary_line(out: dict) -> str:
+    """The one-line summary of a run (``main``'s JSON object) for README."""
+    searches = out["searches"]
+    shown = {name: f"{SEARCHES[name][3] or name} {rate(s['records_per_s'])}" for name, s in searches.items()}
+    strings = [shown[n] for n in searches if n not in NEED_NO_STRING]
+    others = [shown[n] for n in searches if n in NEED_NO_STRING]
+    loads = [out["load_average_before"][0], out["load_average"][0]]
+    met = sum(s["records_per_s"] >= TARGET for s in searches.values())
+    first = max(s["first_progress_s"] for s in searches.values())
+    parts = [", ".join(strings)] + ([f"needing no string: {', '.join(others)}"] if others else [])
+    records = f"{out['records'] / 1e6:g}M" if out["records"] >= 1e6 else f"{out['records']:,}"
+    return (f"console search, {records} JSON records (100 B-1 KB, {out['partitions']} partitions, lz4), median of "
+            f"{out['rounds']}, load {min(loads):.1f}-{max(loads):.1f}: {'; '.join(parts)}; first progress line after "
+            f"{first:.2f} s at most; >= 500k records/s: {met} of {len(searches)}")
+
+
 def time_search(bootstrap: str, partitions: int, args: tuple, browse=None) -> dict:
     """One search as ``browse`` (a module: the current browse.py by default, or ``dashboard_at``'s) runs it."""
     if browse is None:
@@ -147,6 +176,7 @@ def main() -> None:
             fill(broker.bootstrap, args.records, args.partitions)
         out: dict = {"records": args.records, "partitions": args.partitions, "fill_s": round(time.monotonic() - began, 1),
                      "python": sys.version.split()[0], "readers": args.readers, "baseline": args.baseline,
+                     "rounds": args.rounds,
                      "load_average_before": os.getloadavg(), "searches": {}}
         for name in args.only or SEARCHES:
             runs: dict[str, list] = {"current": [], "baseline": []}
@@ -161,6 +191,7 @@ def main() -> None:
                                                          zip(runs["current"], runs["baseline"]))
         out["load_average"] = os.getloadavg()
     print(json.dumps(out, indent=2))
+    print(summary_line(out), file=sys.stderr)  # for README (stdout stays one JSON object)
 
 
 if __name__ == "__main__":
