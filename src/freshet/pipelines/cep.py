@@ -22,6 +22,7 @@ running query picks up added and removed definitions without a restart.
 from __future__ import annotations
 
 import json
+import re
 import time
 import zlib
 from collections.abc import Iterator
@@ -171,65 +172,23 @@ def _router(rules: RuleSource):
     def routed(batches):
         import pyarrow as pa
 
+        from .cep_columns import column_routing
+
         for batch in batches:
             router = _Compiled.router(rules)
-            groups: dict[tuple[str, int], list] = {}
-            keys: dict[tuple, tuple[str, int]] = {}  # (type, value) of a one-field key -> (its JSON text, bucket)
-            newest = None
             clock = NewestTime(router.rules[0] if router.rules else None)  # the time of the events no rule wants
             needles = router.needles
             # an event whose text holds none of the values the rules' WHERE clauses ask for goes to no rule: it
             # is neither parsed nor even taken out of Arrow (most events, for rules like the intrusion ones);
             # a text with \u escapes may spell a value otherwise, so it is parsed
             chosen = batch if needles is None else batch.take(_holding_any(batch.column(0), needles))
-            values, topics = chosen.column(0).to_pylist(), chosen.column(1).to_pylist()
-            partitions, offsets = chosen.column(2).to_pylist(), chosen.column(3).to_pylist()
-            rules_for = router.rules_for
-            for value, topic, partition, offset in zip(values, topics, partitions, offsets):
-                event = _parse(value) if value is not None else None
-                if event is None:
-                    continue
-                wanted = False
-                whole = None  # the event's JSON text, for the rules that read every field it has
-                texts = None  # the texts of the event's projections made so far, by the fields projected
-                for rule in rules_for(event, topic):
-                    when = rule.time_of(event)
-                    if when is None:
-                        continue
-                    wanted = True
-                    key = rule.key_of(event)
-                    # a key of one text or integer (most): its JSON text and bucket made once a chunk
-                    one = key[0] if len(key) == 1 else None
-                    known = keys.get((type(one), one)) if type(one) in (str, int) else None
-                    if known is None:
-                        pkey = orjson.dumps(key).decode()
-                        known = (pkey, zlib.crc32(pkey.encode()) % BUCKETS)
-                        if type(one) in (str, int):
-                            keys[(type(one), one)] = known
-                    # the fields the rule reads, not the whole event: less to parse again in the stateful
-                    # step and to keep in its state; made once an event for the rules that read the same
-                    if event.keys() <= rule.field_set:
-                        if whole is None:
-                            whole = orjson.dumps(event).decode()
-                        text = whole
-                    else:
-                        text = texts.get(rule.fields) if texts is not None else None
-                        if text is None:
-                            text = orjson.dumps(rule.project(event)).decode()
-                            if texts is None:
-                                texts = {}
-                            texts[rule.fields] = text
-                    entry = (known[0], when, (partition << 40) | offset, text)
-                    group = (rule.name, known[1])
-                    entries = groups.get(group)
-                    if entries is None:
-                        groups[group] = [entry]
-                    else:
-                        entries.append(entry)
-                    if newest is None or when > newest:
-                        newest = when
-                if not wanted:
-                    clock.see(event)
+            plan = column_routing(router)
+            done = plan.route(chosen, BUCKETS) if plan.wants() else None
+            if done is None:  # event by event
+                groups, newest = _route_events(router, chosen, clock)
+                rows = [(name, bucket, *pack(entries)) for (name, bucket), entries in groups.items()]
+            else:
+                rows, newest = done
             if needles is not None:
                 # the events not parsed tell the time through the newest record of each partition in the chunk
                 # (a partition's last record is its latest, up to the stream's disorder): a watermark from
@@ -241,7 +200,6 @@ def _router(rules: RuleSource):
             seen = clock.newest()
             if seen is not None and (newest is None or seen > newest):
                 newest = seen
-            rows = [(name, bucket, *pack(entries)) for (name, bucket), entries in groups.items()]
             if newest is not None:  # one heartbeat row per chunk, in a group no rule has
                 rows.append(("", 0, newest, "", "", "", ""))
             columns = list(zip(*rows)) or [()] * 7
@@ -252,6 +210,63 @@ def _router(rules: RuleSource):
                 "pkeys": pa.array(columns[3], pa.string()), "times": pa.array(columns[4], pa.string()),
                 "ords": pa.array(columns[5], pa.string()), "events": pa.array(columns[6], pa.string())})
     return routed
+
+
+def _route_events(router: RuleRouter, chosen, clock: NewestTime) -> tuple[dict, int | None]:
+    """The events of an Arrow batch of (value, topic, partition, offset) routed one by one: ``{(rule, bucket):
+    [(pkey, time, order, text)]}`` and their newest time (an event no rule wants goes to ``clock``)."""
+    groups: dict[tuple[str, int], list] = {}
+    keys: dict[tuple, tuple[str, int]] = {}  # (type, value) of a one-field key -> (its JSON text, bucket)
+    newest = None
+    values, topics = chosen.column(0).to_pylist(), chosen.column(1).to_pylist()
+    partitions, offsets = chosen.column(2).to_pylist(), chosen.column(3).to_pylist()
+    rules_for = router.rules_for
+    for value, topic, partition, offset in zip(values, topics, partitions, offsets):
+        event = _parse(value) if value is not None else None
+        if event is None:
+            continue
+        wanted = False
+        whole = None  # the event's JSON text, for the rules that read every field it has
+        texts = None  # the texts of the event's projections made so far, by the fields projected
+        for rule in rules_for(event, topic):
+            when = rule.time_of(event)
+            if when is None:
+                continue
+            wanted = True
+            key = rule.key_of(event)
+            # a key of one text or integer (most): its JSON text and bucket made once a chunk
+            one = key[0] if len(key) == 1 else None
+            known = keys.get((type(one), one)) if type(one) in (str, int) else None
+            if known is None:
+                pkey = orjson.dumps(key).decode()
+                known = (pkey, zlib.crc32(pkey.encode()) % BUCKETS)
+                if type(one) in (str, int):
+                    keys[(type(one), one)] = known
+            # the fields the rule reads, not the whole event: less to parse again in the stateful
+            # step and to keep in its state; made once an event for the rules that read the same
+            if event.keys() <= rule.field_set:
+                if whole is None:
+                    whole = orjson.dumps(event).decode()
+                text = whole
+            else:
+                text = texts.get(rule.fields) if texts is not None else None
+                if text is None:
+                    text = orjson.dumps(rule.project(event)).decode()
+                    if texts is None:
+                        texts = {}
+                    texts[rule.fields] = text
+            entry = (known[0], when, (partition << 40) | offset, text)
+            group = (rule.name, known[1])
+            entries = groups.get(group)
+            if entries is None:
+                groups[group] = [entry]
+            else:
+                entries.append(entry)
+            if newest is None or when > newest:
+                newest = when
+        if not wanted:
+            clock.see(event)
+    return groups, newest
 
 
 class NewestTime:
@@ -298,9 +313,8 @@ def _holding_any(values, needles: tuple[str, ...]):
     """Indices of the texts that hold one of ``needles`` or a \\u escape (Arrow compute, no Python per row)."""
     import pyarrow.compute as pc
 
-    mask = pc.match_substring(values, "\\u")
-    for needle in needles:
-        mask = pc.or_(mask, pc.match_substring(values, needle))
+    # one pass of one regex (needles hold no regex syntax but ".", see SAFE_NEEDLE), not a pass a needle
+    mask = pc.match_substring_regex(values, "|".join(["\\\\u", *(re.escape(n) for n in needles)]))
     return pc.indices_nonzero(pc.fill_null(mask, False))
 
 
