@@ -111,6 +111,7 @@ def test_the_overview_and_searches_read_as_the_signed_in_user(tmp_path, monkeypa
         assert set(alice.get("/api/groups").json()) == {"alice-readers"}
         assert alice.get("/api/groups/payroll-readers").status_code == 404
         assert alice.get("/api/groups/alice-readers").status_code == 200
+        assert set(alice.get("/api/lag-history?limit=50").json()["groups"]) == {"alice-readers"}
         assert [t["name"] for t in alice.get("/api/cluster").json()["topics"]] == ["alice-orders"]
         flow = {n["id"] for n in alice.get("/api/dataflow").json()["nodes"]}
         assert {"topic:alice-orders", "group:alice-readers"} <= flow

@@ -79,6 +79,16 @@ def test_a_groups_lag_per_partition_over_time(client):
     assert [at for at, _ in g["partition_lag_history"][0]["history"]] == [at for at, _ in g["lag_history"]]
 
 
+def test_the_groups_lagging_most_are_charted_over_time(client, loaded):
+    """The Groups tab's chart: each group's total lag a round, the ``limit`` lagging most (then by name)."""
+    charted = client.get("/api/lag-history?limit=50").json()["groups"]
+    assert [lag for _, lag in charted["dash-group"]] == [70, 71]
+    groups = loaded.snapshot.groups
+    most = sorted(groups, key=lambda g: (-groups[g]["total_lag"], g))
+    assert list(client.get("/api/lag-history?limit=1").json()["groups"]) == most[:1]
+    assert client.get("/api/lag-history?limit=0").status_code == 422
+
+
 def test_the_partitions_lagging_most_are_charted_and_a_deleted_groups_history_goes(broker, topic_name, monkeypatch):
     from freshet.dashboard import collector as collecting
     from freshet.testing.polling import wait_for

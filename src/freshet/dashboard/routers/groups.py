@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Literal
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel
 
 from freshet.client.errors import ClientError
@@ -26,6 +26,15 @@ TIMEOUT_S = 30
 async def groups(collector: Source, visible: Visible) -> dict:
     """Every group (a signed-in user: those their ListGroups names)."""
     return {g: x for g, x in collector.snapshot.groups.items() if visible is None or g in visible[1]}
+
+
+@router.get("/api/lag-history")
+async def lag_history(collector: Source, visible: Visible, limit: int = Query(8, ge=1, le=50)) -> dict:
+    """The Groups tab's chart: the total lag (a share group's backlog) of the ``limit`` groups lagging most now
+    (then by name; a signed-in user: of the groups they see), each a sample a collector round."""
+    groups = {g: x for g, x in collector.snapshot.groups.items() if visible is None or g in visible[1]}
+    chosen = sorted(groups, key=lambda g: (-(groups[g].get("total_lag") or 0), g))[:limit]
+    return {"groups": {g: history(collector, f"lag:{g}") for g in sorted(chosen)}}
 
 
 @router.get("/api/groups/{group_id}")
