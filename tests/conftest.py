@@ -33,6 +33,24 @@ def pytest_configure(config):
         class_archive.make_in_background(CLASS_ARCHIVE)
 
 
+# FRESHET_TEST_TIMELINE=FILE: each test's worker, start and end (wall and this worker's CPU) as a JSON line, to see
+# how `make test`'s workers fill their time (which tests run beside which, and what runs alone at the end)
+TIMELINE = os.environ.get("FRESHET_TEST_TIMELINE")
+if TIMELINE:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        import json
+        import time
+
+        start, cpu = time.time(), os.times()
+        yield
+        end, cpu_end = time.time(), os.times()
+        used = sum(cpu_end[:4]) - sum(cpu[:4])  # this worker and the children it waited for
+        with open(TIMELINE, "a") as f:
+            f.write(json.dumps({"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "test": item.nodeid,
+                                "start": round(start, 3), "end": round(end, 3), "cpu": round(used, 2)}) + "\n")
+
+
 @pytest.fixture(scope="session")
 def postgres():
     """One throwaway PostgreSQL (wal_level=logical) on 127.0.0.1 for the whole run."""

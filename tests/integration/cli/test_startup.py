@@ -89,7 +89,7 @@ def test_an_unknown_command_is_refused_in_one_line():
      "(see freshet topic create --help)"),
     (["topic", "nosuch"], "freshet topic: no such command 'nosuch' (see freshet topic --help)"),
     (["--bogus"], "freshet: no such option '--bogus' (see freshet --help)"),
-])
+], ids=["missing-argument", "bad-value", "unknown-subcommand", "unknown-option"])
 def test_a_usage_error_is_one_line_and_exit_1(args, line, capsys):
     from freshet.cli.main import main
 
