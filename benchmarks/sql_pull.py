@@ -21,6 +21,14 @@ process, then ``POST /sql`` on the dashboard's SQL route served by uvicorn in th
 process of its own through one keep-alive HTTP connection. Prints one JSON object: per way p50/p90/p99/max ms, the
 microbatches the query wrote meanwhile and the load average.
 
+``--http-trees OLD_SRC NEW_SRC``: ``POST /sql``'s pull queries served by two source trees (each a ``src`` directory,
+e.g. one ``git archive`` of an older commit), alternated request by request from this process, in ``--rounds``
+rounds of ``--queries`` each per tree, over a SQLite copy of ``--keys`` rows both read. Each server is a process of
+its own (the route served by uvicorn, as ``--live`` serves it); with ``--writes``, each server also upserts that many
+rows/s of random keys into its copy from a thread, as the persistent query's sink does in the dashboard's process
+(the GIL shared with it). Prints per tree the median and the spread (min-max) over the rounds of p50, p99 and the
+server's CPU per request (its utime + stime, the writer's included), with the load average.
+
 ``--compare``: each query alternated with the same one through the general path (the statement parsed, the pull
 query read by sqlglot; over HTTP, the route's lines from a thread of the request's own), the baseline of the fast
 path, in the same run.
@@ -61,7 +69,19 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=2_000, help="--live: records/s into the query's stream")
     parser.add_argument("--compare", action="store_true", help="alternate each query with the same one answered "
                                                                 "through the general path (parsed with sqlglot)")
+    parser.add_argument("--http-trees", nargs=2, metavar=("OLD_SRC", "NEW_SRC"),
+                        help="POST /sql pull queries served by two source trees, alternated (before/after)")
+    parser.add_argument("--rounds", type=int, default=5, help="--http-trees: rounds of --queries per tree")
+    parser.add_argument("--writes", type=int, default=2_000, help="--http-trees: rows/s each server upserts into "
+                                                                   "its copy meanwhile (0: none)")
+    parser.add_argument("--serve", nargs=3, metavar=("DATA_DIR", "PORT_FILE", "RATE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve:
+        serve(*args.serve)
+        return
+    if args.http_trees:
+        trees(args)
+        return
     if args.live:
         live(args)
         return
@@ -271,6 +291,123 @@ def live(args) -> None:
                           "microbatches_meanwhile": batches, "load_avg": os.getloadavg(),
                           "python": sys.version.split()[0]}))
         spark.stop()
+
+
+def serve(data_dir: str, port_file: str, rate: str) -> None:
+    """The dashboard's SQL route over the copy in ``data_dir``, served by uvicorn on a free port (written to
+    ``port_file``), and ``rate`` rows/s upserted into the copy meanwhile; run with PYTHONPATH naming the source tree
+    to serve (``--http-trees``)."""
+    import socket
+    import threading
+
+    import uvicorn
+    from fastapi import FastAPI
+
+    from freshet.dashboard.routers import sql as sql_route
+
+    app = FastAPI()
+    app.include_router(sql_route.router)
+    app.state.sql = SqlEndpoint("127.0.0.1:9", data_dir=data_dir)  # a pull query reaches no broker, no Spark
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+
+    def announce() -> None:
+        while not server.started:
+            time.sleep(0.05)
+        with open(port_file + ".tmp", "w") as f:
+            f.write(str(port))
+        os.replace(port_file + ".tmp", port_file)
+
+    def write() -> None:  # what the sink does with each microbatch's changed rows, once a second
+        from types import SimpleNamespace
+
+        store, rng = store_for(SimpleNamespace(data_dir=data_dir)), random.Random(9)
+        keys = store.count("kt")
+        while int(rate):
+            second = time.monotonic()
+            store.upsert("kt", [(rng.randrange(keys), rng.randrange(100), rng.randrange(1000))
+                                for _ in range(int(rate))])
+            time.sleep(max(0.0, 1 - (time.monotonic() - second)))
+
+    threading.Thread(target=announce, daemon=True).start()
+    threading.Thread(target=write, daemon=True).start()
+    server.run()
+
+
+def _cpu_s(pid: int) -> float:
+    """A process's CPU time so far (utime + stime), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def trees(args) -> None:
+    import subprocess
+
+    import httpx
+
+    rng = random.Random(5)
+    with tempfile.TemporaryDirectory() as data:
+        from types import SimpleNamespace
+
+        names = ["old", "new"]
+        for name in names:  # a copy each: their writers do not wait on each other's locks
+            store = store_for(SimpleNamespace(data_dir=os.path.join(data, name)))
+            store.define("kt", [("k", "bigint"), ("n", "bigint"), ("total", "bigint")], ["k"])
+            for start in range(0, args.keys, 5_000):
+                store.upsert("kt", [(k, rng.randrange(100), rng.randrange(1000))
+                                    for k in range(start, min(args.keys, start + 5_000))])
+            store.close()
+        servers, ports = [], []
+        try:
+            for name, src in zip(names, args.http_trees):
+                port_file = os.path.join(data, f"{name}.port")
+                env = dict(os.environ, PYTHONPATH=os.path.abspath(src))
+                servers.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve",
+                                                 os.path.join(data, name), port_file, str(args.writes)], env=env))
+                while not os.path.exists(port_file):
+                    if servers[-1].poll() is not None:
+                        raise SystemExit(f"the {name} server exited")
+                    time.sleep(0.1)
+                with open(port_file) as f:
+                    ports.append(int(f.read()))
+            clients = [httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) for port in ports]
+            rounds: dict[str, list[dict]] = {name: [] for name in names}
+            for round_ in range(args.rounds + 1):  # the first round warms up
+                timings: dict[str, list[float]] = {name: [] for name in names}
+                cpu = [_cpu_s(s.pid) for s in servers]
+                for n in range(2 * args.queries):
+                    which = n % 2
+                    statement = f"SELECT * FROM kt WHERE k = {rng.randrange(args.keys)}"
+                    began = time.perf_counter()
+                    answer = clients[which].post("/sql", json={"sql": statement})
+                    spent = (time.perf_counter() - began) * 1000
+                    assert answer.status_code == 200 and len(answer.text.splitlines()) == 2, answer.text
+                    timings[names[which]].append(spent)
+                cpu = [_cpu_s(s.pid) - before for s, before in zip(servers, cpu)]
+                if round_ == 0:
+                    continue
+                for which, name in enumerate(names):
+                    figures = percentiles(timings[name])
+                    rounds[name].append({"p50_ms": figures["p50_ms"], "p99_ms": figures["p99_ms"],
+                                         "cpu_ms_per_request": round(cpu[which] * 1000 / args.queries, 3)})
+            for client in clients:
+                client.close()
+        finally:
+            for server in servers:
+                server.terminate()
+                server.wait(30)
+
+    def summary(values: list[float]) -> dict:
+        return {"median": round(statistics.median(values), 3), "min": min(values), "max": max(values)}
+
+    print(json.dumps({"keys": args.keys, "rounds": args.rounds, "queries_per_round": args.queries,
+                      "writes_per_s": args.writes,
+                      **{name: {what: summary([r[what] for r in rounds[name]])
+                                for what in ("p50_ms", "p99_ms", "cpu_ms_per_request")} for name in names},
+                      "load_avg": os.getloadavg(), "python": sys.version.split()[0]}))
 
 
 if __name__ == "__main__":

@@ -80,3 +80,40 @@ def test_a_pull_query_is_answered_at_once_with_the_general_paths_lines(tmp_path)
     assert endpoint.answer_now("SELECT * FROM rpm WHERE minute = '2026-01-01 00:01:00' AND url = '/a'",
                                {"auto.offset.reset": "latest"}) is None  # properties: checked by the general path
     store.close()
+
+
+def test_a_body_the_route_reads_itself_is_refused_as_fastapis_model_refuses_it():
+    """POST /sql reads the common body ({"sql": "...", "properties": {...}}) with json alone; any other body is
+    refused (422) exactly as FastAPI refuses it against the model, and a good one reaches the endpoint as it was."""
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from freshet.dashboard.routers import sql as route
+
+    class Echo:
+        def answer_now(self, text, properties=None):
+            return [{"queryId": None, "columnNames": ["sql", "properties"], "columnTypes": []}, [text, properties]]
+
+    app = FastAPI()
+    app.include_router(route.router)
+    app.state.sql = Echo()
+    model = FastAPI()  # the route as it was: the body a parameter of the model's type, validated by FastAPI
+
+    @model.post("/sql")
+    async def reference(body: route.SqlRequest):
+        return body
+
+    ours, theirs = TestClient(app), TestClient(model)
+    as_json = {"content-type": "application/json"}
+    for body, headers in (({"sql": 1}, {}), ({}, {}), ({"sql": "SELECT 1", "properties": {"a": 1}}, {}),
+                          ({"sql": "x", "properties": [1]}, {}), ([1], {}), ("text", {}), (b"{not json", as_json),
+                          (b"", as_json), (b'{"sql": "x"}', {}),  # no content type: not read as JSON, as FastAPI
+                          (b'{"sql": "x"}', {"content-type": "text/plain"})):  # a form's: no SQL across sites
+        sent = {"content": body, "headers": headers} if isinstance(body, bytes) else {"json": body}
+        answered, expected = ours.post("/sql", **sent), theirs.post("/sql", **sent)
+        assert (answered.status_code, answered.json()) == (422, expected.json()), body
+    answered = ours.post("/sql", content=b'{"sql": "SELECT 1", "properties": {"auto.offset.reset": "latest"}, "x": 2}',
+                         headers={"content-type": "application/vnd.api+json; charset=utf-8"})
+    assert answered.status_code == 200
+    assert json.loads(answered.text.splitlines()[1]) == ["SELECT 1", {"auto.offset.reset": "latest"}]
+    assert ours.post("/sql", json={"sql": "  "}).status_code == 400

@@ -61,8 +61,14 @@ def canonical(value):
     return value
 
 
+# what canonical() gives back as it is: a row's values of these types skip it (the sink upserts every changed row of
+# each microbatch in the process serving pull queries: its Python work holds the GIL their requests wait for)
+_AS_IS = frozenset((int, str, bool, type(None)))
+_KEY_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode  # json.dumps(...) with these, made once
+
+
 def key_text(values) -> str:
-    return json.dumps([canonical(v) for v in values], separators=(",", ":"), sort_keys=True)
+    return _KEY_JSON([v if type(v) in _AS_IS else canonical(v) for v in values])
 
 
 def _restore(value, type_: str):
@@ -212,8 +218,10 @@ class TableStore:
         names = [c for c, _ in columns]
         at = [names.index(k) for k in keys]
         m = self.mark
-        values = [(name.lower(), key_text([row[i] for i in at]), json.dumps([canonical(v) for v in row]))
-                  for row in rows]
+        values = []
+        for row in rows:
+            plain = [v if type(v) in _AS_IS else canonical(v) for v in row]
+            values.append((name.lower(), _KEY_JSON([plain[i] for i in at]), json.dumps(plain)))
         if values:
             with self._cursor() as cur:
                 cur.executemany(f"INSERT INTO {ROWS_TABLE} (name, key_json, row_json) VALUES ({m}, {m}, {m}) "
