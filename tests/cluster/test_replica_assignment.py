@@ -187,3 +187,49 @@ def test_a_one_node_broker_takes_assignments_naming_only_itself(broker, topic_na
     assert len(placed(client, topic_name)) == 2
     client.create_partitions([NewPartitions(topic_name, 3, replica_assignment=[[me]])])[topic_name].result(60)
     assert len(placed(client, topic_name)) == 3
+
+
+def test_the_group_coordinator_takes_offsets_of_topics_it_holds_no_replica_of(cluster):
+    """Offsets are the group coordinator's to keep wherever the partitions live, as Kafka's: OffsetCommit,
+    OffsetDelete and TxnOffsetCommit of topics with their one replica on the other brokers succeed (librdkafka's
+    test 0081 saw UNKNOWN_TOPIC_OR_PARTITION for its replication factor 1 topics)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    client = admin(cluster.bootstrap)
+    group = "elsewhere-offsets-group"
+
+    def find_coordinator():
+        with RawConnection(cluster.bootstrap_of(1), timeout=90) as conn:
+            found = conn.request(10, 4, {"key_type": 0, "coordinator_keys": [group]}).coordinators[0]
+        return found.node_id if found.error_code == ErrorCode.none else None
+
+    coordinator = wait_for("the group coordinator", find_coordinator)
+    names = [f"elsewhere-offsets-{b}" for b in (1, 2, 3) if b != coordinator]
+    created(client, *(NewTopic(n, 1, replica_assignment=[[int(n[-1])]]) for n in names))
+    for name in names:
+        assert wait_for(f"{name} through the coordinator",
+                        lambda: len(placed(admin(cluster.bootstrap_of(coordinator)), name)) == 1)
+    partitions = [TopicPartition(n, 0) for n in names]
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "log_level": 0})
+    try:
+        done = consumer.commit(offsets=[TopicPartition(n, 0, 5) for n in names], asynchronous=False)
+        assert [(p.topic, p.error) for p in done] == [(n, None) for n in names]
+        assert [(p.topic, p.offset) for p in consumer.committed(partitions, timeout=60)] == [(n, 5) for n in names]
+
+        with RawConnection(cluster.bootstrap_of(coordinator), timeout=90) as conn:  # no confluent-kafka call
+            deleted = conn.request(47, 0, {"group_id": group, "topics": [
+                {"name": n, "partitions": [{"partition_index": 0}]} for n in names]})
+        assert [(t.name, t.partitions[0].error_code) for t in deleted.topics] == [(n, ErrorCode.none) for n in names]
+        assert [p.offset for p in consumer.committed(partitions, timeout=60)] == [-1001] * len(names)  # none left
+
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "elsewhere-offsets-txn",
+                             "log_level": 0})
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction([TopicPartition(n, 0, 9) for n in names],
+                                             consumer.consumer_group_metadata(), 60)
+        producer.commit_transaction(60)
+        assert [p.offset for p in consumer.committed(partitions, timeout=60)] == [9] * len(names)
+    finally:
+        consumer.close()

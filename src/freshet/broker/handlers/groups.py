@@ -55,6 +55,16 @@ def not_coordinator(ctx: RequestContext) -> bool:
     return ctx.broker.cluster is not None and not ctx.broker.cluster.coordinates()
 
 
+def partition_exists(broker, topic: str, index: int) -> bool:
+    """Whether the partition exists anywhere in the cluster (Kafka's metadata cache), not only among this broker's
+    replicas: a group coordinator takes commits of topics it holds no replica of (a replication factor 1 topic
+    led elsewhere), as Kafka's does."""
+    if broker.cluster is not None:
+        info = broker.cluster.view.topics.get(topic)
+        return info is not None and 0 <= index < len(info.partitions)
+    return broker.registry.partition(topic, index) is not None
+
+
 def _error_body(body: dict, exc: GroupError) -> dict:
     body["error_code"] = exc.error_code
     return body
@@ -175,7 +185,7 @@ def offset_commit(ctx: RequestContext, request: Request) -> Response:
                 metadata = p.committed_metadata or ""
                 if not ctx.allowed(READ, TOPIC, t.name):
                     code = ErrorCode.topic_authorization_failed
-                elif broker.registry.partition(t.name, p.partition_index) is None:
+                elif not partition_exists(broker, t.name, p.partition_index):
                     code = ErrorCode.unknown_topic_or_partition
                 elif membership_error != ErrorCode.none:
                     code = membership_error
@@ -453,7 +463,7 @@ def offset_delete(ctx: RequestContext, request: Request) -> Response:
                 code = ErrorCode.topic_authorization_failed
             elif t.name in subscribed:
                 code = ErrorCode.group_subscribed_to_topic
-            elif broker.registry.partition(t.name, p.partition_index) is None:
+            elif not partition_exists(broker, t.name, p.partition_index):
                 code = ErrorCode.unknown_topic_or_partition
             elif (t.name, p.partition_index) in committed:
                 deletions[(t.name, p.partition_index)] = None

@@ -19,7 +19,7 @@ from ..security.acls import (CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, DESCRIBE, GR
                              WRITE)
 from ..replication import ReplicationError
 from ..transactions import APPEND_TIMEOUT_S, STATES, TransactionError, write_marker
-from .groups import MAX_METADATA, answer_when_durable, check_commit
+from .groups import MAX_METADATA, answer_when_durable, check_commit, partition_exists
 
 
 def _fenced(ctx: RequestContext, first_version_with_producer_fenced: int = 2) -> ErrorCode:
@@ -121,7 +121,7 @@ def txn_offset_commit(ctx: RequestContext, request: Request) -> Response:
             if part_code == ErrorCode.none:
                 if not ctx.allowed(READ, TOPIC, t.name):
                     part_code = ErrorCode.topic_authorization_failed
-                elif broker.registry.partition(t.name, p.partition_index) is None:
+                elif not partition_exists(broker, t.name, p.partition_index):
                     part_code = ErrorCode.unknown_topic_or_partition
                 elif len(metadata.encode()) > MAX_METADATA:
                     part_code = ErrorCode.offset_metadata_too_large
