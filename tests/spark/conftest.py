@@ -22,6 +22,7 @@ def spark_cluster(tmp_path_factory):
     core and one 1 GB executor on each; the rest is left for `freshet run --master` drivers. Stopped with
     stop-cluster."""
     from freshet.local.spark_cluster import SparkCluster
+    from freshet.spark.session import worker_python
     from freshet.testing import class_archive
 
     # the cluster's JVMs live for the whole run: on a fresh clone they wait for the class archive the run makes
@@ -32,6 +33,10 @@ def spark_cluster(tmp_path_factory):
     # options of the tests' drivers (C1 only, the class archive: tests/conftest.py); spark-submit's variable
     # does not reach the daemons and executors, the JVM's own does (each says "Picked up..." in its log)
     jvm = {"JAVA_TOOL_OPTIONS": os.environ.get("SPARK_SUBMIT_OPTS", "")}
+    # their Python workers start as a local session's do, through the launcher that keeps pip's pyspark.zip off
+    # their path (each worker compiled PySpark from the zip again: freshet.spark.session.worker_python), whether
+    # or not a local session in this process has set PYSPARK_PYTHON before the cluster starts
+    jvm["PYSPARK_PYTHON"] = os.environ.get("PYSPARK_PYTHON") or worker_python()
     started = freshet("spark", "start-cluster", "--workers", "2", "--cores", "2", "--memory", "3g", "--port", "0",
                       "--ui-port", "0", *where, env=jvm)
     assert started.returncode == 0, started.stderr

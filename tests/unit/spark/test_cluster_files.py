@@ -64,6 +64,8 @@ def test_the_connect_server_holds_the_cores_it_is_given_and_says_so_to_its_clien
     conf = connect_server_conf(15002, "127.0.0.1", 3, 4041)
     assert conf["spark.cores.max"] == conf["spark.default.parallelism"] == "3"
     assert conf["spark.connect.grpc.binding.port"] == "15002" and conf["spark.executor.cores"] == "1"
+    # its Python workers fork from Freshet's daemon, which imported what their tasks import, as a local session's
+    assert conf["spark.python.daemon.module"] == "freshet.spark.daemon"
 
 
 def test_paths_every_process_of_a_query_sees():
