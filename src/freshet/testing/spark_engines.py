@@ -21,6 +21,12 @@ from dataclasses import dataclass
 from freshet.pipelines.runner import PipelineSpec, start
 
 
+# the shuffle partitions of a scenario's queries on either engine, as the tests' shared local session has (the
+# cluster's Connect server holds two cores): each stateful microbatch loads and commits a state store a
+# partition, twice as many with freshet run's default of four, for the same answer
+SHUFFLE_PARTITIONS = 2
+
+
 def run_arguments(spec: PipelineSpec) -> list[str]:
     """``freshet run`` arguments that start ``spec``."""
     args = ["run", spec.pipeline, "--from", spec.source_topic, "--to", spec.sink, "--checkpoint", spec.checkpoint,
@@ -75,7 +81,8 @@ class ConnectEngine:
 
     def run(self, spec: PipelineSpec, timeout: float = 600) -> subprocess.CompletedProcess:
         """Run ``spec`` (available-now) to its end through the CLI; its completed process."""
-        out = subprocess.run([sys.executable, "-m", "freshet.cli.main", *run_arguments(spec), "--remote", self.url],
+        out = subprocess.run([sys.executable, "-m", "freshet.cli.main", *run_arguments(spec), "--remote", self.url,
+                              "--spark-conf", f"spark.sql.shuffle.partitions={SHUFFLE_PARTITIONS}"],
                              capture_output=True, text=True, timeout=timeout, check=False,
                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
         assert out.returncode == 0, f"freshet run on {self.url} ended with {out.returncode}:\n{out.stderr[-3000:]}"
@@ -100,8 +107,8 @@ def main(argv: list[str]) -> int:
     from freshet.spark import session
 
     where, listed, timeout = argv
-    spark = session("freshet-tests", remote=where) if where.startswith("sc://") else session("freshet-tests",
-                                                                                            master=where)
+    engine = {"remote": where} if where.startswith("sc://") else {"master": where}
+    spark = session("freshet-tests", shuffle_partitions=SHUFFLE_PARTITIONS, **engine)
     try:
         run_in_turn(spark, [PipelineSpec(**fields) for fields in json.loads(listed)], float(timeout))
     except AssertionError as exc:
