@@ -53,7 +53,11 @@ def test_group_keys_are_the_selected_group_expressions():
 
 
 def test_a_table_as_select_keeps_a_compacted_topic_and_answers_pull_queries(sql, broker, topic_name, spark,
-                                                                           data_dir):
+                                                                           data_dir, postgres, db, monkeypatch):
+    """The table's queryable copy in PostgreSQL (FRESHET_SQL_PG_DSN), pull queries answered from it; TERMINATE of an
+    unknown id changes nothing, TERMINATE ALL stops every query (here two), a DROP takes the copy's rows."""
+    conn, schema = db
+    monkeypatch.setenv("FRESHET_SQL_PG_DSN", f"{postgres.dsn} options=-csearch_path={schema}")
     lines = access_lines(600)
     produce(broker.bootstrap, topic_name, lines)
     expected = expected_per_minute(spark, lines)
@@ -81,6 +85,8 @@ def test_a_table_as_select_keeps_a_compacted_topic_and_answers_pull_queries(sql,
     created = one(sql, f"CREATE TABLE {table} AS {RPM.format(s=stream)}")
     query_id = re.search(r"ID (\S+):", created.text).group(1)
     assert query_id == f"CTAS_{table.upper()}_1"
+    errors = re.search(r"ID (\S+):", one(sql, f"CREATE STREAM errors_{suffix} AS SELECT client_ip, path FROM {stream} "
+                                              "WHERE status >= 500").text).group(1)
     try:
         shown = one(sql, "SHOW QUERIES")
         assert (query_id, "RUNNING", table) in [tuple(r[:3]) for r in shown.rows]
@@ -95,23 +101,34 @@ def test_a_table_as_select_keeps_a_compacted_topic_and_answers_pull_queries(sql,
         wait_for(lambda: all(pulled(m) == n for m, n in expected.items()), timeout=300,
                  what="every minute's final count in the table's copy")
         assert one(sql, f"SELECT requests FROM {table} WHERE minute = '1999-01-01 00:00:00'").rows == []
+        cur = conn.cursor()  # the copy is PostgreSQL's (in the DSN's schema), no SQLite file
+        cur.execute(f"SELECT count(*) FROM {schema}.freshet_sql_rows WHERE name = %s", (table.lower(),))
+        assert cur.fetchone() == (len(expected),)
+        assert not (data_dir / "sql" / "tables.sqlite").exists()
 
         assert admin.describe_topic(table).configs["cleanup.policy"][0] == "compact"
         latest = {}
         for key, value in ((json.loads(r["key"]), json.loads(r["value"])) for r in _keyed(broker, table)):
             latest[key["minute"]] = value["requests"]
         assert sorted(latest.values()) == sorted(expected.values())
+        before = sql.catalog.queries()
+        with pytest.raises(SqlError, match="no query NOPE_1; SHOW QUERIES lists them"):
+            one(sql, "TERMINATE NOPE_1")
+        assert sql.catalog.queries() == before
+        assert {query_id, errors} <= {q.name for q in spark.streams.active if q.isActive}
     finally:
-        terminated = one(sql, f"TERMINATE {query_id}")
-    assert query_id in terminated.text
-    assert not [q for q in spark.streams.active if q.name == query_id]
-    assert ("TERMINATED",) == tuple(r[1] for r in one(sql, "SHOW QUERIES").rows if r[0] == query_id)
-    with pytest.raises(SqlError, match="no query NOPE_1"):
-        one(sql, "TERMINATE NOPE_1")
+        terminated = one(sql, "TERMINATE ALL")
+    assert re.fullmatch(r"\d+ queries terminated\.", terminated.text), terminated.text
+    assert not {query_id, errors} & {q.name for q in spark.streams.active}
+    statuses = {r[0]: r[1] for r in one(sql, "SHOW QUERIES").rows}
+    assert "RUNNING" not in statuses.values() and statuses[query_id] == statuses[errors] == "TERMINATED"
+    assert one(sql, "TERMINATE ALL").text == "No query is running: nothing terminated."
     # dropped, the table's copy goes with it: a pull query no longer answers from it
     some_minute = min(expected).isoformat(sep=" ")
     assert one(sql, f"SELECT requests FROM {table} WHERE minute = '{some_minute}'").rows
     one(sql, f"DROP TABLE {table}")
+    cur.execute(f"SELECT count(*) FROM {schema}.freshet_sql_rows WHERE name = %s", (table.lower(),))
+    assert cur.fetchone() == (0,)
     with pytest.raises(SqlError, match="TABLE_OR_VIEW_NOT_FOUND"):
         one(sql, f"SELECT requests FROM {table} WHERE minute = '{some_minute}'")
 
@@ -211,58 +228,3 @@ def test_a_persistent_query_killed_and_restarted_writes_each_window_once(broker,
     assert sorted(counts.values()) == sorted(expected.values())
     assert b"RESTORED ['CSAS_" in (tmp_path / "driver.log").read_bytes()
 
-
-def test_a_tables_copy_in_postgresql_answers_pull_queries_and_terminate_all_stops_every_query(
-        sql, broker, topic_name, spark, data_dir, postgres, db, monkeypatch):
-    """FRESHET_SQL_PG_DSN: the copy of a CREATE TABLE ... AS SELECT is kept in PostgreSQL, and pull queries read
-    the latest values from there. TERMINATE of an unknown id changes nothing; TERMINATE ALL stops every query."""
-    conn, schema = db
-    monkeypatch.setenv("FRESHET_SQL_PG_DSN", f"{postgres.dsn} options=-csearch_path={schema}")
-    suffix = abs(hash(topic_name)) % 10**8
-    clicks, totals, big = f"clicks_{suffix}", f"totals_{suffix}", f"big_{suffix}"
-
-    def send(rows):
-        producer = Producer({"bootstrap.servers": broker.bootstrap})
-        for uid, n in rows:
-            producer.produce(topic_name, json.dumps({"uid": uid, "n": n}).encode())
-        assert producer.flush(30) == 0
-
-    TopicAdmin(broker.bootstrap).create_topic(topic_name, 1)
-    send([("u1", 1), ("u2", 2), ("u1", 3)])
-    one(sql, f"CREATE STREAM {clicks} (uid STRING, n INT) WITH (topic='{topic_name}', format='json')")
-    created = one(sql, f"CREATE TABLE {totals} AS SELECT uid, count(*) AS clicks, sum(n) AS total FROM {clicks} "
-                       "GROUP BY uid")
-    table_query = re.search(r"ID (\S+):", created.text).group(1)
-    stream_query = re.search(r"ID (\S+):", one(sql, f"CREATE STREAM {big} AS SELECT uid, n FROM {clicks} "
-                                                    "WHERE n > 2").text).group(1)
-
-    def pulled(uid):
-        return one(sql, f"SELECT clicks, total FROM {totals} WHERE uid = '{uid}'").rows
-
-    wait_for(lambda: pulled("u1") == [(2, 4)] and pulled("u2") == [(1, 2)], timeout=300, what="the first totals")
-    send([("u2", 5), ("u3", 7)])  # pull queries see the latest values
-    wait_for(lambda: pulled("u2") == [(2, 7)] and pulled("u3") == [(1, 7)], timeout=300, what="the new totals")
-    assert pulled("u9") == []
-    cur = conn.cursor()  # the rows are PostgreSQL's (in the schema of the DSN), not a SQLite file's
-    cur.execute(f"SELECT key_json, row_json FROM {schema}.freshet_sql_rows WHERE name = %s", (totals.lower(),))
-    assert {json.loads(k)[0]: json.loads(r)[1:] for k, r in cur.fetchall()} == {"u1": [2, 4], "u2": [2, 7],
-                                                                                "u3": [1, 7]}
-    assert not (data_dir / "sql" / "tables.sqlite").exists()
-
-    ours = {table_query, stream_query}
-    before = sql.catalog.queries()
-    with pytest.raises(SqlError, match="no query nosuch; SHOW QUERIES lists them") as caught:
-        one(sql, "TERMINATE nosuch")
-    assert "\n" not in str(caught.value)
-    assert sql.catalog.queries() == before and ours <= {q.name for q in spark.streams.active if q.isActive}
-
-    said = one(sql, "TERMINATE ALL").text
-    assert re.fullmatch(r"\d+ queries terminated\.", said), said
-    assert not ours & {q.name for q in spark.streams.active}
-    statuses = {r[0]: r[1] for r in one(sql, "SHOW QUERIES").rows}
-    assert "RUNNING" not in statuses.values() and {statuses[q] for q in ours} == {"TERMINATED"}
-    assert one(sql, "TERMINATE ALL").text == "No query is running: nothing terminated."
-    assert pulled("u3") == [(1, 7)]  # the copy stays until the table is dropped
-    one(sql, f"DROP TABLE {totals}")
-    cur.execute(f"SELECT count(*) FROM {schema}.freshet_sql_rows WHERE name = %s", (totals.lower(),))
-    assert cur.fetchone() == (0,)
