@@ -259,6 +259,7 @@ class CompiledRule:
         labels: list[str] = []
         partial: list[str] = []
         memo: dict = {}  # the aggregates' partial results, for this start row's frames (see Frame)
+        frame = None  # one Frame for the attempt's tests on frames, its current row and variable set per test
         while stack:
             pc, pos, depth = stack.pop()
             del labels[depth:]
@@ -283,8 +284,13 @@ class CompiledRule:
                         if on_row is not None:
                             if not on_row(rows[pos]):
                                 break
-                        elif not on_frame(Frame(rows, start, labels, pos, var, tables, memo)):
-                            break
+                        else:
+                            if frame is None:
+                                frame = Frame(rows, start, labels, pos, var, tables, memo)
+                            else:
+                                frame.current, frame.var = pos, var
+                            if not on_frame(frame):
+                                break
                     labels.append(var)
                     pos += 1
                     pc += 1

@@ -589,7 +589,7 @@ def _matches_frame(found: list) -> pd.DataFrame:
         plain = all(type(v) in (str, int) for v in key)
         text = keys.get(key) if plain else None
         if text is None:
-            text = json.dumps(m.key_object())
+            text = _json_text(m.key_object())
             if plain:
                 keys[key] = text
         key_texts.append(text)
@@ -604,7 +604,15 @@ def _matches_frame(found: list) -> pd.DataFrame:
         "key": pd.Series(key_texts, dtype=object),
         "match_start": times([m.start_ms for m in found]), "match_end": times([m.end_ms for m in found]),
         "rows": pd.Series([m.rows for m in found], dtype="int32"),
-        "measures": pd.Series([json.dumps(m.measures_object()) for m in found], dtype=object)})
+        "measures": pd.Series([_json_text(m.measures_object()) for m in found], dtype=object)})
+
+
+def _json_text(value) -> str:
+    """JSON text of a key or measures object (``match_rules`` parses it into a VARIANT: only its values count)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # an integer beyond 64 bits (a SUM), which orjson does not write
+        return json.dumps(value)
 
 
 def alert_columns(matches: DataFrame) -> DataFrame:

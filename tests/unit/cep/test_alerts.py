@@ -312,3 +312,14 @@ def test_the_router_packs_for_each_rule_the_fields_it_reads():
                        for i, e in enumerate(events) if c.accepts(e)] for name, c in compiled.items()}
     assert {name: sorted(rows, key=lambda r: r[2]) for name, rows in got.items()} == expected
     assert [r[3] for r in expected["logins"]] == [events[0], {k: v for k, v in events[3].items() if k != "ip"}]
+
+
+def test_a_measure_beyond_64_bits_is_written_whole():
+    """The step writes measures as JSON text through orjson, which writes no integer beyond 64 bits: such a SUM
+    is written by the json module instead, whole."""
+    from freshet.pipelines.cep import _matches_frame
+
+    frame = _matches_frame([Match("r", ("ann",), 0, 1_000, 2, {"total": 2**70, "city": "Zürich"},
+                                  key_names=("user",))])
+    assert json.loads(frame["measures"][0]) == {"total": 2**70, "city": "Zürich"}
+    assert json.loads(frame["key"][0]) == {"user": "ann"}
