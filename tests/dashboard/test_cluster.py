@@ -154,6 +154,20 @@ def test_a_reassignment_in_progress_and_a_killed_broker_on_a_three_broker_cluste
             assert page.locator("#cluster-brokers .state .ok").count() == 3
             page.wait_for_selector("#cluster-unhealthy td.muted", timeout=60_000)  # none under-replicated
             page.screenshot(path=str(tmp_path / "cluster-healthy.png"), full_page=True)
+            # the other pages on a cluster: records produced from the console land on each partition's leader, a
+            # search by key across the leaders finds one, each partition's size comes from its brokers' DescribeLogDirs
+            import httpx
+
+            base = f"http://127.0.0.1:{port}/api/topics/replicated"
+            for p in range(3):
+                landed = httpx.post(f"{base}/messages", json={"partition": p, "key": f"k{p}", "value": f"v{p}"},
+                                    timeout=60)
+                assert landed.status_code == 200 and landed.json()["partition"] == p, landed.text
+            found = httpx.get(f"{base}/messages", params={"key": "k2", "start": "oldest"}, timeout=60).json()
+            assert [(r["partition"], r["value"]["text"]) for r in found["records"]] == [(2, "v2")], found
+            assert found["progress"]["scanned"] == 3
+            wait_for(lambda: all(x["size_bytes"] for x in httpx.get(base, timeout=60).json()["partitions"]), 60,
+                     "each partition's size from DescribeLogDirs", interval=0.5)
             victim = origin  # slow's one replica: slow-0 goes offline, the replicated partitions under-replicated
             cluster.kill(victim)
             page.wait_for_selector(f"#cluster-brokers tr[data-broker='{victim}'] .state .badge", timeout=120_000)
