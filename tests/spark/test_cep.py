@@ -16,7 +16,7 @@ from freshet.client.produce import produce_records
 from freshet.client.stored import StoredDefinitions
 from freshet.gen.listings import listings
 from freshet.gen.security_events import security_events
-from freshet.pipelines.cep import FixedRules, TopicRules, match_queries, match_rules
+from freshet.pipelines.cep import REFRESH_S, FixedRules, TopicRules, match_queries, match_rules
 from freshet.testing.polling import wait_for
 from freshet.testing.topics import create_topic
 
@@ -137,15 +137,44 @@ def test_rules_added_and_removed_while_the_query_runs(spark, broker, topic_name,
         wait_for(lambda: ("p2p", "12.0.0.1") in seen(), 180, "the p2p alert", 1.0)
         # 2. brute_force added while the query runs: the next attack is caught
         stored.put("brute_force", INTRUSION["brute_force"])
-        time.sleep(1.5)  # workers re-read the rules once a second; events produced after that meet the rule
+        # what the pipeline promises: a change is in the rules of every batch that starts REFRESH_S after it was
+        # stored (a worker's last read of the rules topic began before the change, or it reads again first). The
+        # workers' reads are not observable from here (they read only when a batch runs): waiting out the bound is
+        # the condition, and events produced after it meet the rule
+        time.sleep(REFRESH_S)
         produce(_attack("10.2.2.2", t0 + 400_000) + [_clock(t0 + 700_000)])
         wait_for(lambda: ("brute_force", "10.2.2.2") in seen(), 180, "the brute-force alert after the rule was added", 1.0)
         # 3. p2p removed: a p2p event goes unnoticed, while a later attack still alerts
         stored.remove("p2p")
-        time.sleep(1.5)
+        time.sleep(REFRESH_S)  # as above
         produce([_p2p("12.0.0.2", t0 + 800_000)] + _attack("10.3.3.3", t0 + 810_000) + [_clock(t0 + 1_200_000)])
         wait_for(lambda: ("brute_force", "10.3.3.3") in seen(), 180, "the brute-force alert after p2p was removed", 1.0)
         assert seen() == [("brute_force", "10.2.2.2"), ("brute_force", "10.3.3.3"), ("p2p", "12.0.0.1")]
     finally:
         query.stop()
         stored.close()
+
+
+def test_a_rules_refresh_counts_from_when_it_asked_for_the_end(broker, topic_name, monkeypatch):
+    """A running pipeline reads the rules again once its last read is REFRESH_S old (TopicRules), counted from
+    when that read began: a change written while a slow read ran is then read at the next batch, not REFRESH_S
+    after the slow read ended (what lets a writer know that every batch REFRESH_S after its change has it)."""
+    from freshet.client import stored as stored_module
+
+    writer, reader = StoredDefinitions(broker.bootstrap, topic_name), StoredDefinitions(broker.bootstrap, topic_name)
+    writer.put("a", "rule a")
+    read = stored_module.read_to_end
+
+    def slow_read(*args, **kwargs):  # a read on a busy machine: the end asked for, then a while until it returns
+        ends = read(*args, **kwargs)
+        time.sleep(0.5)
+        return ends
+
+    monkeypatch.setattr(stored_module, "read_to_end", slow_read)
+    try:
+        began = time.monotonic()
+        assert set(reader.refresh()) == {"a"}
+        assert began <= reader.refreshed_at < began + 0.5
+    finally:
+        writer.close()
+        reader.close()

@@ -37,9 +37,12 @@ class StoredDefinitions:
         TopicAdmin(self.bootstrap).ensure_topic(self.topic, 1, {"cleanup.policy": "compact"})
 
     def refresh(self, timeout_s: float = 10.0) -> dict[str, dict]:
+        """Read what was written since the last refresh. ``refreshed_at`` is when it started: every definition
+        written before that moment is in ``definitions`` (a slow read does not make older changes look seen)."""
+        asked = time.monotonic()
         if self._consumer is None:
             if self.topic not in TopicAdmin(self.bootstrap).list_topics():
-                self.refreshed_at = time.monotonic()
+                self.refreshed_at = asked
                 return {}
             self._consumer = reader(self.bootstrap, self.overrides)
 
@@ -52,7 +55,7 @@ class StoredDefinitions:
 
         ends = read_to_end(self._consumer, [(self.topic, 0, self._position)], handle, timeout_s)
         self._position = ends[(self.topic, 0)]
-        self.refreshed_at = time.monotonic()
+        self.refreshed_at = asked
         return dict(self.definitions)
 
     def _write(self, records: list[tuple[str, bytes | None]]) -> None:
