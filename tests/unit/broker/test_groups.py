@@ -111,3 +111,23 @@ def test_a_member_may_commit_while_the_group_prepares_a_rebalance_but_not_while_
         assert completing.value.error_code == ErrorCode.rebalance_in_progress
 
     asyncio.run(scenario())
+
+
+def test_deleting_a_group_whose_members_sessions_ended_deletes_it_before_the_reaper_runs():
+    """A DeleteGroups that comes after the last member's session timeout finds the group empty, whether or not the
+    sessions' task has run since (librdkafka's 0081 deletes right after its static members' timeout); one whose
+    member is still within its session is refused NON_EMPTY_GROUP and keeps it."""
+    async def scenario():
+        c = GroupCoordinator(initial_rebalance_delay_ms=0)
+        for group in ("ended", "alive"):
+            first = await join(c, group, instance=f"{group}-instance", require_known=False)
+            assert first["error_code"] == ErrorCode.none
+        with pytest.raises(GroupError) as refused:
+            c.delete("alive")
+        assert refused.value.error_code == ErrorCode.non_empty_group and c.group("alive").members
+        (member,) = c.group("ended").members.values()
+        member.last_heartbeat -= member.session_timeout_ms / 1000 + 0.5  # its session ended half a second ago
+        c.delete("ended")
+        assert c.group("ended") is None and c.group("alive").members  # the live one kept
+
+    asyncio.run(scenario())
