@@ -19,7 +19,8 @@ _DEBUG = {"debug": os.environ["FRESHET_RDKAFKA_DEBUG"]} if os.environ.get("FRESH
 
 class Feeder(threading.Thread):
     """``r-0``, ``r-1``, ... into ``src`` (idempotent, acks=all) until stopped: input keeps arriving while
-    brokers die. ``delivered`` counts what was acknowledged."""
+    brokers die (~50 a second: the property needs a stream, not volume; the job copies the whole of it at the
+    end). ``delivered`` counts what was acknowledged."""
 
     def __init__(self, bootstrap: str, src: str) -> None:
         super().__init__(daemon=True)
@@ -41,11 +42,12 @@ class Feeder(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set():
-            for _ in range(20):
+            for _ in range(5):
                 self.producer.produce(self.src, f"r-{self.sent}".encode(), partition=self.sent % 3,
                                       on_delivery=self._delivered)
                 self.sent += 1
-            self.producer.poll(0.1)
+            self.producer.poll(0)
+            self.stop.wait(0.1)  # poll(0.1) returns at the first delivery report: the pace would be the log's
         self.producer.flush(300)
 
 
