@@ -93,16 +93,20 @@ def metadata(ctx: RequestContext, request: Request, created: bool = False) -> Re
         for wanted in requested:
             name = getattr(wanted, "name", None)
             topic_id = getattr(wanted, "topic_id", None)
-            if name is None and topic_id is not None:
+            by_topic_id = name is None and topic_id is not None
+            if by_topic_id:
                 topic = by_id(topic_id)
-                if topic is None:
-                    topics.append({"error_code": ErrorCode.unknown_topic_or_partition, "name": None,
+                if topic is None:  # as Kafka: UNKNOWN_TOPIC_ID, the id and no name
+                    topics.append({"error_code": ErrorCode.unknown_topic_id, "name": None,
                                    "topic_id": topic_id, "partitions": []})
                     continue
                 name = topic.name
             if not ctx.allowed(DESCRIBE, TOPIC, name):
-                topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name,
-                               "topic_id": protocol.ZERO_UUID, "partitions": []})
+                # asked by id: the id back and no name (Kafka: ids are not secret, a name the caller may not
+                # describe is); asked by name: the name and no id
+                topics.append({"error_code": ErrorCode.topic_authorization_failed,
+                               "name": None if by_topic_id else name,
+                               "topic_id": topic_id if by_topic_id else protocol.ZERO_UUID, "partitions": []})
                 continue
             topic = topics_by_name.get(name)
             if topic is None:
@@ -160,6 +164,14 @@ def describe_cluster(ctx: RequestContext, request: Request) -> dict:
     """DescribeCluster (KIP-700): the brokers and the controller to anyone, as Kafka answers (Metadata tells as
     much); the cluster's authorized operations when asked (0 to a principal that may not describe it)."""
     broker = ctx.broker
+    wanted = getattr(request, "endpoint_type", 1)  # v1+ (KIP-919); v0 asks a broker
+    if wanted != 1:  # as Kafka's computeDescribeClusterResponse: a broker answers for brokers only
+        code = ErrorCode.mismatched_endpoint_type if wanted == 2 else ErrorCode.unsupported_endpoint_type
+        message = ("The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
+                   if wanted == 2 else f"Unsupported endpoint type {wanted}")
+        return {"throttle_time": 0, "error_code": code, "error_message": message, "endpoint_type": 1,
+                "cluster_id": broker.config.cluster_id, "controller_id": -1, "brokers": [],
+                "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS}
     view = broker.cluster.view if broker.cluster is not None else None
     return {
         "throttle_time": 0,
@@ -194,6 +206,11 @@ def describe_topic_partitions(ctx: RequestContext, request: Request) -> dict:
     else:
         names = sorted(name for name in topics_by_name if ctx.allowed(DESCRIBE, TOPIC, name))
     cursor = request.cursor
+    if cursor is not None and ((request.topics and cursor.topic_name not in names) or cursor.partition_index < 0):
+        # as Kafka's handler: an InvalidRequestException, INVALID_REQUEST for each topic asked for
+        return {"throttle_time": 0, "next_cursor": None, "topics": [
+            {"error_code": ErrorCode.invalid_request, "name": t.name, "topic_id": protocol.ZERO_UUID,
+             "partitions": [], "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS} for t in request.topics]}
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
     limit = min(max(int(request.response_partition_limit), 1), MAX_PARTITIONS_PER_DESCRIBE)
