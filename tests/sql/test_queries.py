@@ -194,15 +194,19 @@ def test_a_persistent_query_killed_and_restarted_writes_each_window_once(broker,
     env = dict(os.environ, FRESHET_DATA_DIR=str(data_dir))
     log = open(tmp_path / "driver.log", "ab")
 
+    admin = TopicAdmin(broker.bootstrap)
+
     def windows():
-        if out not in TopicAdmin(broker.bootstrap).list_topics():
+        if out not in admin.list_topics():
             return []
         return [json.loads(v)["minute"] for v in read_everything(broker.bootstrap, out, 1, timeout_s=30)[0]]
 
     first = _driver(broker.bootstrap, env, log,
                     f"{access_stream(stream, topic_name)};\nCREATE STREAM {out} AS {RPM.format(s=stream)}")
     try:
-        wait_for(lambda: len(windows()) >= 2 or first.poll() is not None, timeout=400, what="the first windows")
+        # each look starts a consumer: once a second (a microbatch's trigger) is often enough
+        wait_for(lambda: len(windows()) >= 2 or first.poll() is not None, timeout=400, what="the first windows",
+                 interval=1.0)
         assert first.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
     finally:
         first.send_signal(signal.SIGKILL)
@@ -215,7 +219,7 @@ def test_a_persistent_query_killed_and_restarted_writes_each_window_once(broker,
     second = _driver(broker.bootstrap, env, log)
     try:
         wait_for(lambda: len(set(windows())) >= len(expected) or second.poll() is not None, timeout=400,
-                 what="every window written")
+                 what="every window written", interval=1.0)
         assert second.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
     finally:
         second.send_signal(signal.SIGKILL)
