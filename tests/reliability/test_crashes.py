@@ -63,7 +63,10 @@ def test_three_sigkills_during_idempotent_produce(crash_broker, topic_name):
     done = threading.Event()
 
     def produce():
-        producer = Producer(producer_config(own_broker.bootstrap, {"message.timeout.ms": 120000, "linger.ms": 2}))
+        # reconnect.backoff.max.ms: librdkafka's backoff after the refused connects grows to 10 s; the broker is
+        # back within a second or two, and the property is the log's, not the client's patience
+        producer = Producer(producer_config(own_broker.bootstrap, {"message.timeout.ms": 120000, "linger.ms": 2,
+                                                                   "reconnect.backoff.max.ms": 250}))
 
         def on_delivery(err, msg):
             (failed if err else acked).append(err or msg.value())
