@@ -101,18 +101,26 @@ class UsageRefused(click.ClickException):
         click.echo(self.message, err=True)
 
 
+def _refused(error: click.UsageError) -> click.ClickException:
+    """A usage error as Freshet refuses it; a group run without a command shows its help as it is (exit 1)."""
+    if isinstance(error, click.exceptions.NoArgsIsHelpError):
+        error.exit_code = 1
+        return error
+    return UsageRefused(error)
+
+
 class FreshetGroup(LazyGroup):
     def make_context(self, *args, **kwargs) -> click.Context:
         try:
             return super().make_context(*args, **kwargs)
         except click.UsageError as e:
-            raise UsageRefused(e) from None
+            raise _refused(e) from None
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)  # the subcommands' own parsing happens in here
         except click.UsageError as e:
-            raise UsageRefused(e) from None
+            raise _refused(e) from None
 
     def load(self, cmd_name: str) -> click.Command:
         # kio (the broker's protocol schemas) registers Hypothesis strategies when Hypothesis is installed (a test
