@@ -15,7 +15,10 @@ def main() -> None:
     bootstrap, source, sink, group, transactional_id = sys.argv[1:6]
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
                          "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "log_level": 0})
+                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "log_level": 0,
+                         # static membership (KIP-345), as a restarted service's: the successor takes the killed
+                         # one's place at its JoinGroup, not after its session has run out
+                         "group.instance.id": transactional_id})
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
                          "transaction.timeout.ms": 10000, "linger.ms": 5, "log_level": 0})
     producer.init_transactions(30)  # fences a killed predecessor and aborts what it left open
