@@ -5,6 +5,7 @@ the code does it. Raw requests against the shared broker, or the handler in proc
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -87,3 +88,35 @@ def test_metadata_by_topic_id_tells_no_name_to_a_principal_that_may_not_describe
     assert (DESCRIBE, TOPIC, secret.name) in refused  # decided on the topic's name, as Kafka's authorizer is asked
     assert [(t["error_code"], t["name"], t["topic_id"]) for t in answer["topics"]] == [
         (ErrorCode.topic_authorization_failed, None, topic_id)]
+
+
+@pytest.mark.xfail(strict=True, reason="groups/consumer.py ConsumerGroupCoordinator and handlers/consumer_groups.py "
+                                       "read broker.registry (this broker's replicas), not the cluster's metadata")
+def test_a_kip848_coordinator_assigns_a_topic_it_holds_no_replica_of(tmp_path):
+    """Kafka's group coordinator assigns from the metadata image (every topic of the cluster). Freshet's KIP-848
+    coordinator subscribes, assigns and answers topic ids from its own TopicRegistry, which in a cluster holds only
+    the topics it has a replica of: a ``group.protocol=consumer`` member subscribed to a replication factor 1 topic
+    led by another broker is assigned nothing, every heartbeat (seen on a LocalCluster(3): epoch 1, empty
+    assignment). The classic coordinator's commits were fixed for the same hole (077513a, partition_exists); here the
+    handler runs in process against a broker stand-in whose cluster view holds the topic and whose registry does
+    not, as the coordinator of a three-broker cluster is for a topic placed elsewhere."""
+    from freshet.broker.cluster.view import ClusterView, PartitionInfo, TopicInfo
+    from freshet.broker.groups.consumer import ConsumerGroupCoordinator
+    from freshet.broker.handlers.consumer_groups import consumer_group_heartbeat
+    from freshet.broker.topics.registry import TopicRegistry
+
+    topic_id = uuid.uuid4()
+    view = ClusterView(topics={"elsewhere": TopicInfo("elsewhere", topic_id, (PartitionInfo(0, (2,), (2,), 2, 0, 0),))})
+    registry = TopicRegistry(str(tmp_path))  # this broker (the coordinator, node 1) holds no replica of it
+    broker = SimpleNamespace(registry=registry, consumer_groups=ConsumerGroupCoordinator(registry),
+                             groups=SimpleNamespace(groups={}), offsets=SimpleNamespace(offsets={}),
+                             share_groups=SimpleNamespace(groups={}),
+                             cluster=SimpleNamespace(view=view, coordinates=lambda: True))
+    ctx = SimpleNamespace(broker=broker, version=1, allowed=lambda *_: True, peer_host="/127.0.0.1",
+                          header=SimpleNamespace(client_id="review"))
+    joined = consumer_group_heartbeat(ctx, SimpleNamespace(
+        group_id="g", member_id="m-1", member_epoch=0, instance_id=None, rack_id=None,
+        rebalance_timeout=timedelta(seconds=30), subscribed_topic_names=["elsewhere"],
+        subscribed_topic_regex=None, server_assignor=None, topic_partitions=[]))
+    assert joined["error_code"] == ErrorCode.none
+    assert joined["assignment"] == {"topic_partitions": [{"topic_id": topic_id, "partitions": [0]}]}
