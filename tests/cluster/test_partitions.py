@@ -202,11 +202,14 @@ def test_a_leader_cut_off_stops_acknowledging_loses_leadership_and_keeps_no_dive
             wait_for("every replica in the ISR", lambda: len(cluster.partition("cut", 0)["isr"]) == 3)
             cluster.cut(leader)
             # written straight to the cut-off leader: appended there, never acknowledged
-            codes = [asyncio.run(_produce_directly(cluster.nodes[leader].port, f"divergent-{k}".encode()))
-                     for k in range(3)]
+            async def divergent() -> list[int]:  # at once, each on its own connection: each waits out its timeout
+                return list(await asyncio.gather(*(_produce_directly(cluster.nodes[leader].port, f"divergent-{k}"
+                                                                     .encode()) for k in range(3))))
+
+            codes = asyncio.run(divergent())
             # REQUEST_TIMED_OUT (the ISR never had them; seen here), or NOT_LEADER_OR_FOLLOWER / NOT_ENOUGH_REPLICAS*
             assert set(codes) <= {7, 6, 19, 20}, codes
-            assert b"divergent-2" in on_disk(leader)  # in its log, beyond what the others have
+            assert all(b"divergent-%d" % k in on_disk(leader) for k in range(3))  # in its log, beyond the others'
             moved = cluster.wait_until(lambda m: (p := cluster.partition("cut", 0, m))["leader"] not in (-1, leader)
                                        and p, DEADLINE, "a new leader while the old one is cut off")
             assert moved["leader_epoch"] > before["leader_epoch"] and leader not in moved["isr"]
