@@ -94,7 +94,9 @@ def test_intrusion_rule_as_match_recognize_gives_the_shipped_rule_s_matches(sql,
         def written():
             return [json.loads(v) for v in read_everything(broker.bootstrap, alerts, 1, timeout_s=30)[0]]
 
-        wait_for(lambda: len(written()) >= len(expected), timeout=300, what="the alerts in the stream's topic")
+        # each look starts a consumer: once a second (the query's trigger) is often enough
+        wait_for(lambda: len(written()) >= len(expected), timeout=300, what="the alerts in the stream's topic",
+                 interval=1.0)
         assert sorted((a["dst_ip"], a["attempts"], a["sources"]) for a in written()) == expected
     finally:
         list(sql.execute(f"TERMINATE {query_id}"))
