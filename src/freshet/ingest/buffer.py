@@ -112,6 +112,9 @@ class LogBuffer:
             # librdkafka's own queue holds more than our bound, so the bound (not a BufferError) decides
             "queue.buffering.max.messages": max(self.max_buffered * 2, 100_000),
             "queue.buffering.max.kbytes": 1024 * 1024,
+            # held requests are answered once the log is back: librdkafka's reconnect backoff (doubling to 10 s
+            # while the log refuses connections) would keep them waiting up to 10 s after it returned
+            "reconnect.backoff.max.ms": 1000,
             "log_level": 0, **self._overrides, **(extra or {})}))
 
     def endpoint(self, name: str, protocol: str, address: str, topic: str | None, policy: str,
