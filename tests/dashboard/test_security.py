@@ -2,8 +2,10 @@
 listed, added, changed and removed; bad input refused before anything is sent, the cluster's refusals shown with
 their Kafka error names, and nothing changed by either."""
 
+import time
+
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from fastapi.testclient import TestClient
 
@@ -36,12 +38,24 @@ def scram(bootstrap: str, user: str, password: str) -> dict:
 
 
 def signs_in(bootstrap: str, user: str, password: str) -> bool:
-    try:
-        admin = AdminClient(scram(bootstrap, user, password))
-        admin.list_topics(timeout=5)
-        return True
-    except KafkaException:
-        return False
+    """True once the broker answers the user, False once it refused the user's SASL authentication (librdkafka's
+    _AUTHENTICATION error, as soon as it comes: not a metadata request's timeout run out)."""
+    refused = []
+
+    def on_error(err):
+        if err.code() == KafkaError._AUTHENTICATION:
+            refused.append(err)
+
+    admin = AdminClient({**scram(bootstrap, user, password), "error_cb": on_error})
+    deadline = time.monotonic() + 60
+    while not refused:
+        try:
+            admin.list_topics(timeout=0.5)
+            return True
+        except KafkaException:
+            assert time.monotonic() < deadline, f"{user} neither signed in nor refused"
+            admin.poll(0)
+    return False
 
 
 def write(bootstrap: str, user: str, password: str) -> str | None:
