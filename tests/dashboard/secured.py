@@ -1,18 +1,19 @@
 """A SASL cluster for the dashboard's tests: users made before the broker starts, the dashboard's own user with
 DESCRIBE only (it may look, not change), and the FRESHET_* variables that make the dashboard use that user."""
 
-import subprocess
-import sys
-
+from click.testing import CliRunner
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
                                    ResourceType)
 
 
 def add_users(data, *users: str) -> None:
-    """Each user with the password ``<user>-pw``, written to the broker's data directory before it starts."""
+    """Each user with the password ``<user>-pw``, written to the broker's data directory before it starts by
+    ``freshet users add`` (run in this process: a Python start a user saved)."""
+    from freshet.cli.main import cli
+
     for user in users:
-        subprocess.run([sys.executable, "-m", "freshet.cli.main", "users", "add", user, "--password", f"{user}-pw",
-                        "--data-dir", str(data)], check=True, capture_output=True)
+        result = CliRunner().invoke(cli, ["users", "add", user, "--password", f"{user}-pw", "--data-dir", str(data)])
+        assert result.exit_code == 0, result.output
 
 
 def sasl(bootstrap: str, user: str) -> dict:

@@ -284,15 +284,12 @@ def test_topic_sizes_on_a_secured_cluster(tmp_path, monkeypatch):
     """DescribeLogDirs goes through kafka-python with the dashboard's own SASL settings (FRESHET_* variables, in
     librdkafka's names, translated to kafka-python's); a user the cluster will not answer sees no sizes, not wrong
     ones, and everything else still works."""
-    import subprocess
-    import sys
-
     from freshet.local import BrokerProcess
 
+    from .secured import add_users
+
     data = tmp_path / "data"
-    for user in ("admin", "nobody"):
-        subprocess.run([sys.executable, "-m", "freshet.cli.main", "users", "add", user, "--password", f"{user}-pw",
-                        "--data-dir", str(data)], check=True, capture_output=True)
+    add_users(data, "admin", "nobody")
     with BrokerProcess(data_dir=str(data), listeners=["SASL_PLAINTEXT"], extra_args=["--super-user", "User:admin"]) as b:
         monkeypatch.setenv("FRESHET_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
         monkeypatch.setenv("FRESHET_SASL_MECHANISM", "PLAIN")
