@@ -208,7 +208,9 @@ class TreeCpu:
 
         self.root, self.leave_out, self.every = root, leave_out, every
         self.ticks = os.sysconf("SC_CLK_TCK")
-        self.outside: set[int] = set()  # pids of processes not in the tree
+        # (pid, start time) of processes not in the tree: a pid alone is reused (pid_max 32768 wraps in minutes on a
+        # busy machine), and a Python worker with a pid once another's was left out, its CPU with it
+        self.outside: set[tuple[int, int]] = set()
         # pid -> [start, python, ppid, own counted from, own, reaped] of the processes in the tree
         self.seen: dict[int, list] = {}
         self.total = self.python = 0  # ticks
@@ -239,9 +241,9 @@ class TreeCpu:
     def _sample(self, first: bool = False) -> None:
         now: dict[int, tuple] = {}
         for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) not in self.outside:
+            if entry.isdigit():
                 stat = self._stat(int(entry))
-                if stat is not None:
+                if stat is not None and (int(entry), stat[2]) not in self.outside:
                     now[int(entry)] = stat
         in_tree = {self.root}
         for pid in sorted(now, key=lambda p: (now[p][2], p)):  # parents before their children
@@ -255,7 +257,7 @@ class TreeCpu:
                 self.seen[pid] = [start, name.startswith("python"), ppid, own if first else 0, own,
                                   reaped if first else 0]
             elif pid != self.root:
-                self.outside.add(pid)
+                self.outside.add((pid, start))
         for pid, known in self.seen.items():
             if pid in now and now[pid][0] == "java":
                 self._sample_threads(pid, first)

@@ -64,3 +64,42 @@ def test_counts_processes_that_end_and_puts_python_workers_reaped_by_another_pro
     assert python <= total <= spent + 0.1, shown  # /proc counts 10 ms ticks a process
     # what counting missed is at most the first child's time before it began (0.05 s burnt, its start-up)
     assert total >= spent - 0.05 - 0.5, shown
+
+
+
+def test_a_process_with_the_pid_of_one_outside_the_tree_is_counted(monkeypatch):
+    """A pid is reused (pid_max wraps in minutes on a busy machine): a Python worker born with the pid of a
+    process seen outside the tree is counted (it was left out whole, with every worker forked under it). Here
+    /proc shows one more pid (beyond pid_max): first another's process, then our child with its own start time."""
+    bench = _bench()
+    fake = 4_000_001
+    phase = {"ours": False}
+    real_listdir, real_stat = os.listdir, bench.TreeCpu._stat
+
+    class Proc:  # os for the benchmark's module, /proc listing one more pid
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        @staticmethod
+        def listdir(path):
+            names = real_listdir(path)
+            return [*names, str(fake)] if path == "/proc" else names
+
+    def stat(pid):
+        if pid != fake:
+            return real_stat(pid)
+        if not phase["ours"]:
+            return "python3", 1, 100, 50, 0  # (name, ppid, start, own ticks, reaped ticks): not ours
+        return "python3", os.getpid(), 200, 100, 0  # our worker, 100 ticks of its own
+
+    monkeypatch.setattr(bench, "os", Proc())
+    monkeypatch.setattr(bench.TreeCpu, "_stat", staticmethod(stat))
+    counted = bench.TreeCpu(os.getpid())
+    phase["ours"] = True
+    seen = counted.samples
+    deadline = time.monotonic() + 120
+    while counted.samples < seen + 2:
+        assert time.monotonic() < deadline, "the counter took no sample in 120 s"
+        time.sleep(0.05)
+    total, python = counted.stop()
+    assert python >= 100 / os.sysconf("SC_CLK_TCK") and total >= python
