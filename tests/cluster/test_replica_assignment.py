@@ -233,3 +233,56 @@ def test_the_group_coordinator_takes_offsets_of_topics_it_holds_no_replica_of(cl
         assert [p.offset for p in consumer.committed(partitions, timeout=60)] == [9] * len(names)
     finally:
         consumer.close()
+
+
+def test_a_consumer_protocol_group_is_assigned_topics_its_coordinator_holds_no_replica_of(cluster):
+    """A KIP-848 coordinator assigns from the cluster's metadata, as Kafka's reads the metadata image: a
+    ``group.protocol=consumer`` member subscribed (by name, then by regex) to topics whose every replica is on the
+    other brokers gets all their partitions and reads every record (it was assigned nothing, every heartbeat)."""
+    from confluent_kafka import Consumer, Producer
+
+    client = admin(cluster.bootstrap)
+    groups = {"elsewhere-848-names": None, "elsewhere-848-regex": None}
+
+    def find_coordinator(group):
+        with RawConnection(cluster.bootstrap_of(1), timeout=90) as conn:
+            found = conn.request(10, 4, {"key_type": 0, "coordinator_keys": [group]}).coordinators[0]
+        return found.node_id if found.error_code == ErrorCode.none else None
+
+    for group in groups:
+        groups[group] = wait_for(f"the coordinator of {group}", lambda: find_coordinator(group))
+    topics = {}
+    for group, coordinator in groups.items():  # each group's topic on the two brokers that do not coordinate it
+        elsewhere = [b for b in (1, 2, 3) if b != coordinator]
+        name = f"{group}-topic"
+        topics[group] = name
+        created(client, NewTopic(name, 3, replica_assignment=[[elsewhere[0]], [elsewhere[1]], [elsewhere[0]]]))
+        assert wait_for(f"{name} through the coordinator",
+                        lambda: len(placed(admin(cluster.bootstrap_of(coordinator)), name)) == 3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+    sent = {}
+    for name in topics.values():
+        for p in range(3):
+            for i in range(4):
+                value = f"{name}-{p}-{i}".encode()
+                producer.produce(name, value, partition=p)
+                sent.setdefault(name, set()).add(value)
+    assert producer.flush(60) == 0
+
+    for group, name in topics.items():
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "group.protocol": "consumer",
+                             "auto.offset.reset": "earliest", "log_level": 0})
+        try:
+            consumer.subscribe([name] if group.endswith("names") else [f"^{group}-t.*"])
+            got = set()
+
+            def read_all():
+                message = consumer.poll(1.0)
+                if message is not None and message.error() is None:
+                    got.add(message.value())
+                return got == sent[name]
+
+            assert wait_for(f"every record of {name}", read_all)
+            assert sorted((p.topic, p.partition) for p in consumer.assignment()) == [(name, p) for p in range(3)]
+        finally:
+            consumer.close()

@@ -90,8 +90,6 @@ def test_metadata_by_topic_id_tells_no_name_to_a_principal_that_may_not_describe
         (ErrorCode.topic_authorization_failed, None, topic_id)]
 
 
-@pytest.mark.xfail(strict=True, reason="groups/consumer.py ConsumerGroupCoordinator and handlers/consumer_groups.py "
-                                       "read broker.registry (this broker's replicas), not the cluster's metadata")
 def test_a_kip848_coordinator_assigns_a_topic_it_holds_no_replica_of(tmp_path):
     """Kafka's group coordinator assigns from the metadata image (every topic of the cluster). Freshet's KIP-848
     coordinator subscribes, assigns and answers topic ids from its own TopicRegistry, which in a cluster holds only
@@ -102,13 +100,16 @@ def test_a_kip848_coordinator_assigns_a_topic_it_holds_no_replica_of(tmp_path):
     not, as the coordinator of a three-broker cluster is for a topic placed elsewhere."""
     from freshet.broker.cluster.view import ClusterView, PartitionInfo, TopicInfo
     from freshet.broker.groups.consumer import ConsumerGroupCoordinator
+    from freshet.broker.groups.topics import ClusterTopics
     from freshet.broker.handlers.consumer_groups import consumer_group_heartbeat
     from freshet.broker.topics.registry import TopicRegistry
 
     topic_id = uuid.uuid4()
     view = ClusterView(topics={"elsewhere": TopicInfo("elsewhere", topic_id, (PartitionInfo(0, (2,), (2,), 2, 0, 0),))})
     registry = TopicRegistry(str(tmp_path))  # this broker (the coordinator, node 1) holds no replica of it
-    broker = SimpleNamespace(registry=registry, consumer_groups=ConsumerGroupCoordinator(registry),
+    coordinator = ConsumerGroupCoordinator(registry)
+    coordinator.topics = ClusterTopics(lambda: view)  # as the cluster membership sets it
+    broker = SimpleNamespace(registry=registry, consumer_groups=coordinator,
                              groups=SimpleNamespace(groups={}), offsets=SimpleNamespace(offsets={}),
                              share_groups=SimpleNamespace(groups={}),
                              cluster=SimpleNamespace(view=view, coordinates=lambda: True))

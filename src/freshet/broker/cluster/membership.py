@@ -31,6 +31,7 @@ from freshet.controller.client import AsyncControllerClient
 from ..groups import consumer_records, group_metadata
 from ..groups.offsets import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
 from ..groups.share import SHARE_STATE_TOPIC
+from ..groups.topics import ClusterTopics
 from ..replication.metadata import BrokerEndpoint, PartitionState
 from ..topics.registry import TopicError
 from ..topics.topic_config import CONFIG_DEFS
@@ -136,6 +137,8 @@ class ClusterMembership:
         self.broker.groups.on_change = self._store_group  # a group's membership moves with its coordinator
         self._consumer_groups = consumer_records.ConsumerGroupStore(self.broker.consumer_groups, self.broker.offsets)
         self.broker.consumer_groups.on_change = self._store_consumer_group  # a KIP-848 group's too
+        # a KIP-848 group is assigned every topic of the metadata, not only those this broker holds a replica of
+        self.broker.consumer_groups.topics = ClusterTopics(lambda: self.view)
         await self._register()
         await self.producer_ids.fill()
         await self._apply(await self._poller.request({"op": "metadata"}))

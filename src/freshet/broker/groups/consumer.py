@@ -43,6 +43,7 @@ from ..config import ConsumerGroupSettings
 from ..durability import write_json_atomically
 from ..topics.registry import TopicRegistry
 from .reaper import Reaper
+from .topics import GroupTopics, RegistryTopics
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +191,9 @@ class ConsumerGroupCoordinator:
     def __init__(self, registry: TopicRegistry, settings: ConsumerGroupSettings | None = None,
                  configs_path: str | None = None) -> None:
         self.registry = registry
+        # the topics members subscribe to and are assigned: this broker's own (one node), the cluster's metadata in
+        # a cluster (set by its membership: a topic this broker holds no replica of is assigned too)
+        self.topics: GroupTopics = RegistryTopics(registry)
         self.settings = settings or ConsumerGroupSettings()
         self.groups: dict[str, ConsumerGroup] = {}
         # group id -> its own consumer.* configs (GROUP resource): one node, kept in ``configs_path`` (JSON); a
@@ -432,18 +436,19 @@ class ConsumerGroupCoordinator:
         topics = {t for t in member.subscribed_names if self._subscribable(t)}
         if member.subscribed_regex:
             pattern = re.compile(member.subscribed_regex)
-            topics |= {t for t in self.registry.topics if self._subscribable(t) and pattern.fullmatch(t)}
+            topics |= {t for t in self.topics.names() if self._subscribable(t) and pattern.fullmatch(t)}
         return topics
 
     def _subscribable(self, name: str) -> bool:
-        topic = self.registry.get(name)
+        topic = self.topics.get(name)
         return topic is not None and not topic.internal
 
     def _refresh_topics(self, group: ConsumerGroup) -> bool:
         """Has a subscribed topic been created, deleted or given partitions? That moves the group epoch, as a
         new member does."""
         names = set().union(*(self.subscribed_topics(m) for m in group.members.values())) if group.members else set()
-        seen = tuple(sorted((t, len(self.registry.get(t).partitions)) for t in names))
+        found = {t: self.topics.get(t) for t in names}
+        seen = tuple(sorted((t, topic.partitions) for t, topic in found.items() if topic is not None))
         if seen == group.topics_seen:
             return False
         group.topics_seen = seen

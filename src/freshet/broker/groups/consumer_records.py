@@ -187,7 +187,7 @@ def group_records(coordinator: ConsumerGroupCoordinator, group: ConsumerGroup) -
     """Every record (key -> value) that describes ``group`` now."""
     named = {t for t, _ in group.topics_seen} | {t for a in group.target.values() for t in a} | {
         t for m in group.members.values() for t in (*m.assigned, *m.pending_revocation)}
-    ids = {t: topic.topic_id for t in named if (topic := coordinator.registry.get(t)) is not None}
+    ids = {t: topic.topic_id for t in named if (topic := coordinator.topics.get(t)) is not None}
     gid = group.group_id
     records = {
         _key(GROUP, gid): _value(struct.pack(">i", group.epoch)),
@@ -262,7 +262,8 @@ def restore(store: ConsumerGroupStore, found: dict[str, dict[bytes, bytes]]) -> 
     """Takes over the groups of the records (``read``): epochs, target assignment, members with their epochs and
     partitions, each member's session (and revocation) counting from now. Returns how many members."""
     coordinator = store.coordinator
-    names = {topic.topic_id: name for name, topic in coordinator.registry.topics.items()}
+    names = {topic.topic_id: name for name in coordinator.topics.names()
+             if (topic := coordinator.topics.get(name)) is not None}
     now = time.monotonic()
     members = 0
     store.written = dict(found)  # what the log holds: the next change of a group tombstones what it no longer has

@@ -43,14 +43,14 @@ def consumer_group_heartbeat(ctx: RequestContext, request: Request) -> dict:
         if classic is not None and classic.members:
             return _heartbeat_error(ErrorCode.group_id_not_found,
                                     f"Group {group_id} is a classic group with members, not a consumer group.")
-    registry = broker.registry
+    topics = broker.consumer_groups.topics  # the cluster's metadata in a cluster, not only this broker's replicas
     owned = None
     if request.topic_partitions is not None:
         owned = {}
         for tp in request.topic_partitions:
-            topic = registry.by_id.get(tp.topic_id)
-            if topic is not None and tp.partitions:
-                owned[topic.name] = frozenset(tp.partitions)
+            name = topics.name_of(tp.topic_id)
+            if name is not None and tp.partitions:
+                owned[name] = frozenset(tp.partitions)
     try:
         result = broker.consumer_groups.heartbeat(
             group_id, request.member_id, request.member_epoch, instance_id=request.instance_id,
@@ -65,9 +65,9 @@ def consumer_group_heartbeat(ctx: RequestContext, request: Request) -> dict:
         broker.groups.groups.pop(group_id, None)  # an empty classic group becomes a consumer group
     assignment = result["assignment"]
     if assignment is not None:
-        assignment = {"topic_partitions": [
-            {"topic_id": registry.get(name).topic_id, "partitions": sorted(parts)}
-            for name, parts in sorted(assignment.items()) if registry.get(name) is not None]}
+        found = {name: (topics.get(name), parts) for name, parts in sorted(assignment.items())}
+        assignment = {"topic_partitions": [{"topic_id": topic.topic_id, "partitions": sorted(parts)}
+                                           for topic, parts in found.values() if topic is not None]}
     body = {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
             "member_id": result["member_id"], "member_epoch": result["member_epoch"],
             "heartbeat_interval": result["heartbeat_interval_ms"], "assignment": assignment}
@@ -85,10 +85,10 @@ def consumer_group_heartbeat(ctx: RequestContext, request: Request) -> dict:
     return when_replicated()
 
 
-def _described_assignment(registry, assignment) -> dict:
+def _described_assignment(topics, assignment) -> dict:
     parts = []
     for name, indexes in sorted(assignment.items()):
-        topic = registry.get(name)
+        topic = topics.get(name)
         if topic is not None:
             parts.append({"topic_id": topic.topic_id, "topic_name": name, "partitions": sorted(indexes)})
     return {"topic_partitions": parts}
@@ -96,7 +96,7 @@ def _described_assignment(registry, assignment) -> dict:
 
 def consumer_group_describe(ctx: RequestContext, request: Request) -> dict:
     broker = ctx.broker
-    registry = broker.registry
+    topics = broker.consumer_groups.topics
     out = []
     for group_id in request.group_ids:
         empty = {"group_id": group_id, "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "",
@@ -122,8 +122,8 @@ def consumer_group_describe(ctx: RequestContext, request: Request) -> dict:
                 "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
                 "member_epoch": m.epoch, "client_id": m.client_id, "client_host": m.client_host,
                 "subscribed_topic_names": list(m.subscribed_names), "subscribed_topic_regex": m.subscribed_regex,
-                "assignment": _described_assignment(registry, m.assigned),
-                "target_assignment": _described_assignment(registry, group.target.get(m.member_id, {})),
+                "assignment": _described_assignment(topics, m.assigned),
+                "target_assignment": _described_assignment(topics, group.target.get(m.member_id, {})),
                 "member_type": 1,  # a consumer-protocol member (0 would be a classic one)
             })
         out.append({"error_code": ErrorCode.none, "error_message": None, "group_id": group_id,
