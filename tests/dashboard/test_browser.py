@@ -1,15 +1,14 @@
 """The dashboard in a real browser (Debian's chromium driven by Playwright): pages render, charts update
-as records flow, and stopping a pipeline from the page stops it. Screenshots go to each test's tmp dir."""
+as records flow, and stopping a pipeline from the page stops it. Screenshots go to each test's tmp dir. The
+`page` fixture (a fresh browser context of a Chromium the tests share) is in conftest.py."""
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 
-import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from freshet.cli.gen_cmd import produce_access_logs
@@ -17,24 +16,6 @@ from freshet.local import free_port
 
 from .pipelines import StandInPipeline
 from .scrape import sample
-
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-@pytest.fixture
-def page(tmp_path):
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.fail("chromium is missing: `make test` installs it (scripts/install-test-deps.sh)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=chromium,
-                                                       args=CHROMIUM_FLAGS, viewport={"width": 1280, "height": 1000})
-        page = context.new_page()
-        yield page
-        context.close()
 
 
 def start_dashboard(bootstrap: str, *extra: str) -> tuple[subprocess.Popen, int]:

@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from freshet.client import consumer_config
 from freshet.testing.topics import create_topic
 
-from .test_browser import chart_series, open_dashboard, page, start_dashboard, wait_for_series  # noqa: F401 (page)
+from .test_browser import chart_series, open_dashboard, start_dashboard, wait_for_series
 
 
 def committed(bootstrap: str, group: str, topic: str) -> list[int]:
@@ -22,7 +22,7 @@ def committed(bootstrap: str, group: str, topic: str) -> list[int]:
         consumer.close()
 
 
-def test_create_a_topic_edit_its_config_and_reset_a_group_with_a_dry_run(broker, page, tmp_path):  # noqa: F811
+def test_create_a_topic_edit_its_config_and_reset_a_group_with_a_dry_run(broker, page, tmp_path):
     topic, group = "browser-admin", "browser-admin-readers"
     dash, port = start_dashboard(broker.bootstrap)
     try:

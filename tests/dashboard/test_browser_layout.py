@@ -3,16 +3,16 @@ the page sideways: wide tables scroll inside themselves) and at 1280×800 (Chrom
 
 from freshet.testing.topics import create_topic
 
-from .test_browser import open_dashboard, page, start_dashboard  # noqa: F401 (page: the Chromium fixture)
+from .test_browser import open_dashboard, start_dashboard
 
 TABS = ("overview", "cluster", "records", "groups", "pipelines", "transactions", "security", "dataflow")
 
 
-def background(page) -> str:  # noqa: F811
+def background(page) -> str:
     return page.evaluate("getComputedStyle(document.body).backgroundColor")
 
 
-def test_themes_follow_the_system_and_a_phone_sized_window_does_not_scroll_sideways(broker, page, tmp_path):  # noqa: F811
+def test_themes_follow_the_system_and_a_phone_sized_window_does_not_scroll_sideways(broker, page, tmp_path):
     create_topic(broker.bootstrap, "layout-a-topic-with-a-rather-long-name-to-stretch-tables", 3)
     dash, port = start_dashboard(broker.bootstrap)
     try:

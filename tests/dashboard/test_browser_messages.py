@@ -11,10 +11,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from freshet.client import consumer_config
 from freshet.testing.topics import create_topic
 
-from .test_browser import open_dashboard, page, start_dashboard  # noqa: F401 (page: the Chromium fixture)
+from .test_browser import open_dashboard, start_dashboard
 
 
-def test_produce_from_the_form_then_find_it_with_a_value_filter(broker, page, tmp_path):  # noqa: F811
+def test_produce_from_the_form_then_find_it_with_a_value_filter(broker, page, tmp_path):
     topic = "browser-console"
     create_topic(broker.bootstrap, topic, 3)
     producer = Producer({"bootstrap.servers": broker.bootstrap})

@@ -11,11 +11,11 @@ from freshet.client.quotas import QuotaAdmin
 from freshet.testing.polling import wait_for
 
 from .secured import add_users, sasl
-from .test_browser import open_dashboard, page, start_dashboard  # noqa: F401 (page: the Chromium fixture)
+from .test_browser import open_dashboard, start_dashboard
 from .test_security import write
 
 
-def test_users_acls_and_quotas_from_the_security_tab(page, tmp_path, monkeypatch):  # noqa: F811
+def test_users_acls_and_quotas_from_the_security_tab(page, tmp_path, monkeypatch):
     from freshet.local import BrokerProcess
 
     data = tmp_path / "data"

@@ -22,7 +22,6 @@ from freshet.testing.polling import wait_for
 
 from .secured import add_users, sasl
 from .test_acting_user import signed_in
-from .test_browser import page  # noqa: F401 (the Chromium fixture)
 
 
 def test_a_running_connector_is_listed_with_its_slot_lag_and_drawn_into_its_topics(broker, postgres, db):
@@ -126,7 +125,7 @@ def test_a_signed_in_user_sees_connectors_only_with_read_on_the_registry(tmp_pat
         collector.stop()
 
 
-def test_the_cdc_tab_and_the_data_flow_graph_in_a_browser(broker, page, tmp_path):  # noqa: F811
+def test_the_cdc_tab_and_the_data_flow_graph_in_a_browser(broker, page, tmp_path):
     """Chromium: the CDC tab lists a connector (announcing itself every second, as one does every 2 s) with its slot
     lag, and charts the lag over time from the dashboard's memory (a page opened later sees the earlier samples);
     the data-flow graph draws it -> its topic; its tombstone takes it off the page."""

@@ -15,7 +15,7 @@ from freshet.dashboard.collector import Collector
 from freshet.testing.polling import wait_for
 from freshet.testing.topics import create_topic
 
-from .test_browser import open_dashboard, page, start_dashboard  # noqa: F401 (page: the Chromium fixture)
+from .test_browser import open_dashboard, start_dashboard
 
 
 def metadata(controller: int, brokers: list[int], topics: dict[str, list[tuple[int, list[int], list[int]]]]):
@@ -97,7 +97,7 @@ def scraped(url: str, name: str) -> float:
     return next(float(line.split()[1]) for line in text.splitlines() if line.startswith(name + " "))
 
 
-def test_a_reassignment_in_progress_and_a_killed_broker_on_a_three_broker_cluster(page, tmp_path):  # noqa: F811
+def test_a_reassignment_in_progress_and_a_killed_broker_on_a_three_broker_cluster(page, tmp_path):
     """A throttled move is listed with its progress (and counted by its leader's ReassigningPartitions on
     /metrics) until it is cancelled; then a broker killed -9 shows as fenced, the partitions it shared
     under-replicated and the one it held alone offline (the rest of the dashboard still updating)."""

@@ -13,7 +13,7 @@ from freshet.testing.polling import wait_for
 from freshet.testing.topics import create_topic
 
 from .pipelines import announce
-from .test_browser import open_dashboard, page, start_dashboard  # noqa: F401 (page: the Chromium fixture)
+from .test_browser import open_dashboard, start_dashboard
 
 SOURCE, OUT, GROUP = "flow-clicks", "flow-sessions-out", "flow-readers"
 
@@ -125,7 +125,7 @@ def test_sql_persistent_queries_are_nodes_with_their_input_and_output_topics(own
     collector.stop()
 
 
-def test_the_data_flow_tab_draws_the_graph_and_links_to_each_page(flowing, page, tmp_path):  # noqa: F811
+def test_the_data_flow_tab_draws_the_graph_and_links_to_each_page(flowing, page, tmp_path):
     dash, port = start_dashboard(flowing)
     try:
         open_dashboard(page, port)

@@ -15,7 +15,7 @@ from freshet.dashboard.app import create_app
 from freshet.dashboard.collector import Collector
 from freshet.testing.topics import create_topic
 
-from .test_browser import open_dashboard, page, start_dashboard  # noqa: F401 (page: the Chromium fixture)
+from .test_browser import open_dashboard, start_dashboard
 
 
 def pipeline(name: str, status: str = "running") -> bytes:
@@ -24,7 +24,7 @@ def pipeline(name: str, status: str = "running") -> bytes:
         "state_rows": 42, "late_rows_dropped": 2}}).encode()
 
 
-def test_a_registry_topic_shows_what_decodes_and_marks_the_rest(own_broker, page, tmp_path):  # noqa: F811
+def test_a_registry_topic_shows_what_decodes_and_marks_the_rest(own_broker, page, tmp_path):
     bootstrap = own_broker.bootstrap
     for topic in (PIPELINES_TOPIC, REGISTRY_TOPIC, RULES_TOPIC):
         create_topic(bootstrap, topic, 1, {"cleanup.policy": "compact"})

@@ -9,7 +9,7 @@ from freshet.client.stored import RULES_TOPIC, WATCHES_TOPIC, StoredDefinitions
 from freshet.dashboard.app import create_app
 from freshet.dashboard.collector import Collector
 
-from .test_browser import open_dashboard, page, start_dashboard  # noqa: F401 (page: the Chromium fixture)
+from .test_browser import open_dashboard, start_dashboard
 
 RULE = """RULE many_logins
 PARTITION BY user
@@ -28,7 +28,7 @@ def stored(bootstrap: str, topic: str) -> dict:
         definitions.close()
 
 
-def test_rules_and_queries_are_added_and_removed_from_the_api_and_the_page(own_broker, page, tmp_path):  # noqa: F811
+def test_rules_and_queries_are_added_and_removed_from_the_api_and_the_page(own_broker, page, tmp_path):
     bootstrap = own_broker.bootstrap
     collector = Collector(bootstrap)
     client = TestClient(create_app(collector))
