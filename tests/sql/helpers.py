@@ -2,11 +2,15 @@
 
 import itertools
 import json
+import sys
+from contextlib import contextmanager
 
+import pexpect
 from confluent_kafka import Producer
 
 from freshet.client.admin import TopicAdmin
 from freshet.gen.access_logs import AccessLogGenerator
+from freshet.testing.cli import freshet_argv
 
 # the pipelines' own pattern (freshet.pipelines.access_logs.COMBINED) as a Spark SQL raw string
 COMBINED = r'^(\S+) \S+ \S+ \[([^\]]+)\] "(\S+) (\S+)[^"]*" (\d{3}) (\d+|-) "([^"]*)" "([^"]*)"'
@@ -51,3 +55,17 @@ def latest(rows, key_width: int = 1) -> dict:
     for row in rows:
         out[tuple(row[:key_width])] = tuple(row[key_width:])
     return out
+
+
+@contextmanager
+def sql_in_a_pty(broker, tmp_path, *args):
+    """`freshet sql ARGS` on a terminal of its own; it must end with exit status 0."""
+    argv = freshet_argv("sql", *args, "--bootstrap", broker.bootstrap, "--spark-log", str(tmp_path / "spark.log"))
+    child = pexpect.spawn(argv[0], argv[1:], encoding="utf-8", timeout=300, dimensions=(50, 200))
+    child.logfile_read = sys.stdout
+    try:
+        yield child
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0

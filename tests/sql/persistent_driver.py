@@ -1,8 +1,8 @@
 """A process running freshet sql's persistent queries, for kill -9 tests: runs SCRIPT (CREATE STREAM
-and CREATE ... AS SELECT statements), or without one restarts the stored queries (queries.restore), then keeps them
-running. Its SparkSession has one shuffle partition: one state store for a windowed count, a cheaper start.
+and CREATE ... AS SELECT statements), then keeps them running (`freshet sql --serve` restarts them). Its
+SparkSession has one shuffle partition: one state store for a windowed count, in the checkpoint for good.
 
-usage: persistent_driver.py BOOTSTRAP [SCRIPT]   (FRESHET_DATA_DIR: where checkpoints and table copies go)
+usage: persistent_driver.py BOOTSTRAP SCRIPT   (FRESHET_DATA_DIR: where checkpoints and table copies go)
 """
 
 import sys
@@ -15,11 +15,8 @@ from freshet.sql.session import SqlSession
 def main() -> None:
     bootstrap = sys.argv[1]
     sql = SqlSession(bootstrap, spark_factory=lambda: session("sql-kill-test", shuffle_partitions=1))
-    if len(sys.argv) > 2:
-        for result in sql.execute(sys.argv[2]):
-            print(getattr(result, "text", result), flush=True)
-    else:
-        print("RESTORED", queries.restore(sql), flush=True)
+    for result in sql.execute(sys.argv[2]):
+        print(getattr(result, "text", result), flush=True)
     print("STARTED", flush=True)
     queries.wait(sql)
 

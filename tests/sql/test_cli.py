@@ -1,29 +1,10 @@
 """`freshet sql`: the prompt driven through a pty as a user types, -f and -e, one-line errors and exit 1."""
 
-import sys
-from contextlib import contextmanager
+from freshet.testing.cli import freshet, one_line_error
 
-import pexpect
-
-from freshet.testing.cli import freshet, freshet_argv, one_line_error
-
-from .helpers import produce
+from .helpers import produce, sql_in_a_pty
 
 T0 = 1_767_225_600_000
-
-
-@contextmanager
-def sql_in_a_pty(broker, tmp_path, *args):
-    """`freshet sql ARGS` on a terminal of its own; it must end with exit status 0."""
-    argv = freshet_argv("sql", *args, "--bootstrap", broker.bootstrap, "--spark-log", str(tmp_path / "spark.log"))
-    child = pexpect.spawn(argv[0], argv[1:], encoding="utf-8", timeout=300, dimensions=(50, 200))
-    child.logfile_read = sys.stdout
-    try:
-        yield child
-        child.expect(pexpect.EOF)
-    finally:
-        child.close(force=True)
-    assert child.exitstatus == 0
 
 
 def test_the_prompt_runs_a_push_query_until_its_limit_or_ctrl_c_and_comes_back(broker, topic_name, tmp_path):
@@ -73,13 +54,6 @@ def test_execute_shows_streams_and_refuses_an_unknown_topic(broker, topic_name):
     shown = freshet(broker, "sql", "-e", "SHOW TOPICS")
     assert shown.returncode == 0, shown.stderr
     assert "topic" in shown.stdout and "row" in shown.stdout
-
-
-def test_serve_keeps_running_until_ctrl_c(broker, tmp_path):
-    with sql_in_a_pty(broker, tmp_path, "--serve", "--data-dir", str(tmp_path / "data")) as child:
-        child.expect(r"(\d+) persistent quer(y|ies) running")
-        child.expect_exact("serving persistent queries; Ctrl-C stops them")
-        child.sendintr()
 
 
 def test_a_syntax_error_is_one_line_before_spark_or_the_broker_is_asked(monkeypatch, tmp_path, capfd):

@@ -22,7 +22,7 @@ from freshet.sql.queries import group_keys
 from freshet.testing.crash import read_everything
 from freshet.testing.polling import wait_for
 
-from .helpers import COMBINED, access_lines, access_stream, produce
+from .helpers import COMBINED, access_lines, access_stream, produce, sql_in_a_pty
 
 RPM = ("SELECT window.start AS minute, count(*) AS requests FROM {s} WHERE client_ip <> '' AND event_time IS NOT "
        "NULL GROUP BY window(event_time, '1 minute')")
@@ -149,9 +149,9 @@ def _keyed(broker, topic) -> list[dict]:
     return out
 
 
-def _driver(bootstrap, env, log, script=None):
-    args = [sys.executable, os.path.join(os.path.dirname(__file__), "persistent_driver.py"), bootstrap]
-    return subprocess.Popen(args + ([script] if script else []), env=env, stdout=log, stderr=subprocess.STDOUT)
+def _driver(bootstrap, env, log, script):
+    args = [sys.executable, os.path.join(os.path.dirname(__file__), "persistent_driver.py"), bootstrap, script]
+    return subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def _later(line: str, hours: int) -> str:
@@ -182,7 +182,8 @@ def per_minute_in_python(first: list[str], rest: list[str], late: timedelta) -> 
 def test_a_persistent_query_killed_and_restarted_writes_each_window_once(broker, topic_name, data_dir, tmp_path):
     """Each closed window written once, with the count of a run without the kill (late lines after the restart
     dropped by the watermark the checkpoint keeps). No shared SparkSession, so the test runs beside the Spark
-    tests: the first driver declares the stream, the expected counts are computed in Python."""
+    tests: the first driver declares the stream, the expected counts are computed in Python. The restart is
+    `freshet sql --serve`'s (its restore, its message, Ctrl-C)."""
     lines = access_lines(480, rate_per_s=0.5)  # 16 minutes: windows close (2 minutes late) in each half
     half = len(lines) // 2
     produce(broker.bootstrap, topic_name, lines[:half])
@@ -216,19 +217,21 @@ def test_a_persistent_query_killed_and_restarted_writes_each_window_once(broker,
     for line in lines[half:] + [_later(lines[-1], 1)]:
         producer.produce(topic_name, line.encode())
     assert producer.flush(30) == 0
-    second = _driver(broker.bootstrap, env, log)
-    try:
-        wait_for(lambda: len(set(windows())) >= len(expected) or second.poll() is not None, timeout=400,
+    log.close()
+    # restarted as a user restarts it: `freshet sql --serve` restores the stored query, says so and serves it until
+    # Ctrl-C, which stops it and exits 0
+    with sql_in_a_pty(broker, tmp_path, "--serve", "--data-dir", str(data_dir)) as second:
+        second.expect(r"1 persistent query running: (CSAS_\S+)\r?\n")
+        restored = second.match.group(1)
+        second.expect_exact("serving persistent queries; Ctrl-C stops them")
+        wait_for(lambda: len(set(windows())) >= len(expected) or not second.isalive(), timeout=400,
                  what="every window written", interval=1.0)
-        assert second.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
-    finally:
-        second.send_signal(signal.SIGKILL)
-        second.wait()
-        log.close()
+        assert second.isalive(), (tmp_path / "spark.log").read_text()[-3000:]
+        second.sendintr()
     written = Counter(windows())
     assert all(n == 1 for n in written.values()), [w for w, n in written.items() if n > 1]
     counts = {json.loads(v)["minute"]: json.loads(v)["requests"]
               for v in read_everything(broker.bootstrap, out, 1)[0]}
     assert sorted(counts.values()) == sorted(expected.values())
-    assert b"RESTORED ['CSAS_" in (tmp_path / "driver.log").read_bytes()
+    assert f"Created query with ID {restored}:" in (tmp_path / "driver.log").read_text()
 
