@@ -311,12 +311,14 @@ def test_offset_delete(broker, topic_name, group_protocol):
     assert [(tp.partition, tp.offset) for tp in listed.topic_partitions] == [(1, 7)]
 
     consumer = Consumer(consumer_config(broker.bootstrap, group, protocol_config(group_protocol)))
-    consumer.subscribe([topic_name])
+    missing = f"{topic_name}-missing"  # subscribed to, never created: Kafka answers the unknown topic first
+    consumer.subscribe([topic_name, missing])
     wait_for(lambda: consumer.poll(0.1) is None and bool(consumer.assignment()), what="member assigned")
     with RawConnection(broker.bootstrap) as conn:
         response = conn.request(47, 0, {"group_id": group, "topics": [
-            {"name": topic_name, "partitions": [{"partition_index": 1}]}]})
-        assert response.topics[0].partitions[0].error_code == 86  # GROUP_SUBSCRIBED_TO_TOPIC
+            {"name": topic_name, "partitions": [{"partition_index": 1}]},
+            {"name": missing, "partitions": [{"partition_index": 0}]}]})
+        assert [t.partitions[0].error_code for t in response.topics] == [86, 3]  # GROUP_SUBSCRIBED_TO_TOPIC, UNKNOWN_TOPIC_OR_PARTITION
     consumer.close()
 
 

@@ -461,10 +461,10 @@ def offset_delete(ctx: RequestContext, request: Request) -> Response:
             code = ErrorCode.none
             if not ctx.allowed(READ, TOPIC, t.name):
                 code = ErrorCode.topic_authorization_failed
+            elif not partition_exists(broker, t.name, p.partition_index):  # KafkaApis asks its metadata first
+                code = ErrorCode.unknown_topic_or_partition
             elif t.name in subscribed:
                 code = ErrorCode.group_subscribed_to_topic
-            elif not partition_exists(broker, t.name, p.partition_index):
-                code = ErrorCode.unknown_topic_or_partition
             elif (t.name, p.partition_index) in committed:
                 deletions[(t.name, p.partition_index)] = None
             parts.append({"partition_index": p.partition_index, "error_code": code})
