@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from .config import admin_config, consumer_config, resolve_bootstrap, security_config
@@ -38,13 +39,31 @@ class TopicAdmin:
     def __init__(self, bootstrap: str | None = None, timeout: float = 10.0) -> None:
         self.bootstrap = resolve_bootstrap(bootstrap)
         self.timeout = timeout
-        self._admin = AdminClient(admin_config(self.bootstrap, {"log_level": 0}))
+        self._all_down = False  # librdkafka said every broker it knows (all of the bootstrap's) is down
+        self._admin = AdminClient(admin_config(self.bootstrap, {"log_level": 0, "error_cb": self._on_error}))
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            self._all_down = True
 
     def _metadata(self, topic: str | None = None):
-        try:
-            return self._admin.list_topics(topic=topic, timeout=self.timeout)
-        except KafkaException as exc:
-            raise ClientError(f"cannot reach a broker at {self.bootstrap}: {kafka_message(exc)}") from None
+        """Metadata within ``timeout``, asked in growing slices so that a bootstrap whose every broker refused
+        the connection (librdkafka's _ALL_BROKERS_DOWN, served by poll) fails at once instead of at the
+        timeout; a dead broker named first with a live one after it is not all brokers down."""
+        deadline = time.monotonic() + self.timeout
+        wait = 0.25
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                md = self._admin.list_topics(topic=topic, timeout=max(min(wait, remaining), 0.001))
+            except KafkaException as exc:
+                self._admin.poll(0)
+                if self._all_down or time.monotonic() >= deadline:
+                    raise ClientError(f"cannot reach a broker at {self.bootstrap}: {kafka_message(exc)}") from None
+                wait *= 2
+                continue
+            self._all_down = False
+            return md
 
     def list_topics(self) -> dict[str, int]:
         """Topic name -> partition count (internal topics included, sorted)."""
