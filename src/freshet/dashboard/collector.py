@@ -47,6 +47,7 @@ class Snapshot:
     undecodable: dict = field(default_factory=dict)  # registry topic -> its records that do not decode (registries.py)
     clients: dict = field(default_factory=dict)  # instance id -> the metrics the client pushed, its traffic
     cluster: dict = field(default_factory=dict)  # brokers, controller, ISRs, reassignments (``cluster.py``)
+    topic_names: frozenset = frozenset()  # every topic of the round's metadata (internal ones and errors too)
     error: str | None = None
 
 
@@ -142,6 +143,7 @@ class Collector:
         md = self.admin.list_topics(timeout=5)
         snap = Snapshot(at=now, brokers=[{"id": b.id, "host": b.host, "port": b.port} for b in md.brokers.values()])
         snap.cluster = self.cluster.read(md)
+        snap.topic_names = frozenset(md.topics)  # the registries' topics among them: no metadata request each
         names = sorted(t for t, meta in md.topics.items() if meta.error is None)
         request = {}
         for name in names:
@@ -246,7 +248,7 @@ class Collector:
         registry = self._registries.get(topic)
         if registry is None:
             registry = self._registries[topic] = Registry(self.bootstrap, topic, shape)
-        entries, marks = registry.refresh(timeout_s=5.0)
+        entries, marks = registry.refresh(timeout_s=5.0, topics=snap.topic_names)
         if marks:
             snap.undecodable[topic] = marks
         return entries

@@ -113,12 +113,16 @@ class Registry:
         self._consumer = None
         self._position = -2
 
-    def refresh(self, timeout_s: float = 5.0) -> tuple[dict[str, dict], list[dict]]:
-        """(key -> its latest record's JSON object, the undecodable latest records in offset order)."""
+    def refresh(self, timeout_s: float = 5.0, topics=None) -> tuple[dict[str, dict], list[dict]]:
+        """(key -> its latest record's JSON object, the undecodable latest records in offset order). ``topics``:
+        the cluster's topic names if the caller has just read them (else they are asked for while the registry
+        topic is not yet known to exist)."""
         if self._consumer is None:
-            from freshet.client.admin import TopicAdmin
+            if topics is None:
+                from freshet.client.admin import TopicAdmin
 
-            if self.topic not in TopicAdmin(self.bootstrap).list_topics():
+                topics = TopicAdmin(self.bootstrap).list_topics()
+            if self.topic not in topics:
                 return {}, []
             self._consumer = reader(self.bootstrap)
         ends = read_to_end(self._consumer, [(self.topic, 0, self._position)], self._take, timeout_s)
