@@ -257,11 +257,14 @@ class RoomCheck:
 class TopicCatalog:
     """Which topics exist and how many partitions each has, from cluster metadata (a full listing: asking for
     one topic by name would let a cluster with auto-creation create it). Known topics are re-read every
-    ``ttl_s``."""
+    ``ttl_s``. ``reachable``: whether the log is known to answer (``LogBuffer.log_reachable``); while it is known
+    not to, no metadata is asked (a lookup would wait out its timeout), the poll thread's probes tell when it is
+    back."""
 
-    def __init__(self, producer: Producer, ttl_s: float = 10.0) -> None:
+    def __init__(self, producer: Producer, ttl_s: float = 10.0, reachable=lambda: True) -> None:
         self.producer = producer
         self.ttl_s = ttl_s
+        self.reachable = reachable
         self._partitions: dict[str, int] = {}
         self._read_at = 0.0
         self.cluster_id: str | None = None
@@ -281,6 +284,10 @@ class TopicCatalog:
         count = self._partitions.get(topic)
         if count is not None and asked - self._read_at < self.ttl_s:
             return count
+        if not self.reachable():
+            if count is None:
+                raise KafkaException(KafkaError(KafkaError._ALL_BROKERS_DOWN, "all brokers are down"))
+            return count  # the partitions it last said (records wait in the buffer)
         with self._lock:
             if self._read_at < asked:
                 try:

@@ -111,7 +111,7 @@ class Ingest:
     def __init__(self, buffer: LogBuffer, settings: HttpSettings, address: str) -> None:
         self.buffer = buffer
         self.settings = settings
-        self.catalog = TopicCatalog(buffer.producer)
+        self.catalog = TopicCatalog(buffer.producer, reachable=lambda: buffer.log_reachable)
         self.rest = buffer.endpoint("http", "http", address, None, settings.policy)
         self.beacons = buffer.endpoint("beacon", "http", address, None, "reject")
 

@@ -78,6 +78,7 @@ def test_policy_wait_holds_a_request_until_the_log_makes_room(own_broker, tmp_pa
         unknown = httpx.post(ingest.url + "/v3/clusters/c/topics/never-seen/records", json={"value": {"data": 1}},
                              timeout=30)
         assert unknown.status_code == 503 and "retry-after" in unknown.headers
+        assert "all brokers are down" in unknown.json()["message"], unknown.text
         own_broker.start()
         first.join(90)
         second.join(90)
