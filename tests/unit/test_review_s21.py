@@ -27,8 +27,6 @@ def test_a_group_run_without_a_command_shows_its_help_as_it_is(args, usage, caps
     assert "--help)" not in shown and "Commands:" in shown
 
 
-@pytest.mark.xfail(strict=True, reason="pipelines/cep.py _router casts each pack's newest time to timestamp[us]: an "
-                                       "event time beyond it raises ArrowInvalid and fails the Spark task, every retry")
 @pytest.mark.parametrize("columns", [True, False], ids=["column-routing", "event-by-event"])
 def test_one_event_with_a_time_out_of_range_does_not_stop_the_cep_routing(columns):
     """``freshet run cep``: one event whose ORDER BY time is an integer beyond what a timestamp holds (9.2e15 ms, a

@@ -90,12 +90,19 @@ def compile_pattern(node) -> list[tuple]:
 _SECONDS: dict[tuple[str, str], int] = {}  # ("YYYY-MM-DDTHH:MM:SS", zone) -> epoch seconds
 
 
+# the event times a Spark timestamp (microseconds in 64 bits) holds, in milliseconds: an event whose time is beyond
+# them (a time in nanoseconds by mistake) has no time, as one without the field, instead of failing the query
+MIN_EVENT_TIME_MS, MAX_EVENT_TIME_MS = -(2**63) // 1000 + 1, (2**63 - 1) // 1000
+
+
 def event_time_ms(value) -> int | None:
     """An event time as epoch milliseconds: numbers are milliseconds, strings ISO 8601 (UTC unless they
-    say otherwise)."""
+    say otherwise); None for none, or one beyond what a timestamp holds."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, float)):
+        if not MIN_EVENT_TIME_MS <= value <= MAX_EVENT_TIME_MS:  # NaN too
+            return None
         return int(value)
     if isinstance(value, str):
         # the common shape, 2026-01-01T00:02:23.128Z: the second is parsed once, the fraction here
@@ -237,7 +244,7 @@ class CompiledRule:
     def time_of(self, event: dict) -> int | None:
         path = self.rule.order_by
         value = event.get(path[0]) if len(path) == 1 else get_path(event, path)
-        if type(value) is int:  # epoch milliseconds
+        if type(value) is int and MIN_EVENT_TIME_MS <= value <= MAX_EVENT_TIME_MS:  # epoch milliseconds
             return value
         return event_time_ms(value)
 

@@ -293,8 +293,9 @@ class NewestTime:
                 return
             value = event_time_ms(value)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if self.ms is None or value > self.ms:
-                self.ms = int(value)
+            value = event_time_ms(value)  # None beyond a timestamp's range
+            if value is not None and (self.ms is None or value > self.ms):
+                self.ms = value
 
     def newest(self) -> int | None:
         found = [t for t in (self.ms, event_time_ms(self.text) if self.text is not None else None) if t is not None]

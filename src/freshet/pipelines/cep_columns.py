@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from freshet.cep.matcher import CompiledRule, RuleRouter
+from freshet.cep.matcher import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, CompiledRule, RuleRouter
 
 _REFUSED = r"\n|NaN|Infinity|^\s*$"  # values the reader would take otherwise than orjson, or not one a line
 _ESCAPED = r'[\x00-\x1f"\\]'  # texts JSON writes with escapes
@@ -283,8 +283,9 @@ class _Columns:
         return index, dictionary
 
     def ints(self, name: str):
-        """(values with 0 for null, whether each row has one) of a column of integers; both all-zero/False when
-        no row has a value; None when the column holds another type."""
+        """(values with 0 for null, whether each row has one) of a column of event times (integers, epoch
+        milliseconds; one beyond a timestamp's range counts as none); both all-zero/False when no row has a value;
+        None when the column holds another type."""
         if name not in self._ints:
             self._ints[name] = self._make_ints(name)
         return self._ints[name]
@@ -297,8 +298,11 @@ class _Columns:
             return np.zeros(self.n, np.int64), np.zeros(self.n, bool)
         if column.type != pa.int64():
             return None
-        return (pc.fill_null(column, 0).to_numpy(zero_copy_only=False),
-                pc.is_valid(column).to_numpy(zero_copy_only=False))
+        values = pc.fill_null(column, 0).to_numpy(zero_copy_only=False)
+        # a time beyond a timestamp's range is no time, as in the event-by-event path (CompiledRule.time_of)
+        valid = pc.is_valid(column).to_numpy(zero_copy_only=False) & \
+            (values >= MIN_EVENT_TIME_MS) & (values <= MAX_EVENT_TIME_MS)
+        return np.where(valid, values, 0), valid
 
     def piece(self, name: str):
         """``"name":value`` of each row as JSON writes it (null where the row has no value); None when no row has
