@@ -7,7 +7,7 @@ takes acknowledged records with it: they are never delivered again, and every re
 import threading
 import time
 
-from confluent_kafka import AcknowledgeType, ElectionType, Producer, ShareConsumer, TopicPartition
+from confluent_kafka import AcknowledgeType, Consumer, ElectionType, KafkaException, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from kio.schema.errors import ErrorCode
 
@@ -56,9 +56,11 @@ def accepted(consumer: ShareConsumer, msgs: list) -> set[str]:
     return {m.value().decode() for m in msgs}
 
 
-def drain(bootstrap: str, group: str, topic: str, expected: set[str]) -> list[str]:
-    """A fresh member accepts what it is given until ``expected`` has all come; every delivery, in order."""
-    consumer = share_consumer(bootstrap, group, topic)
+def drain(c: LocalCluster, group: str, topic: str, expected: set[str]) -> list[str]:
+    """A fresh member accepts what it is given until ``expected`` has all come and the share coordinator's start
+    offset of every partition reached its high watermark (``settled``: nothing left to deliver, again or at all);
+    every delivery, in order."""
+    consumer = share_consumer(c.bootstrap, group, topic)
     got: list[str] = []
     end = time.monotonic() + DEADLINE
     try:
@@ -69,11 +71,28 @@ def drain(bootstrap: str, group: str, topic: str, expected: set[str]) -> list[st
                     consumer.acknowledge(m, AcknowledgeType.ACCEPT)
                 consumer.commit_sync(DEADLINE)
                 got.extend(m.value().decode() for m in msgs)
-        got.extend(m.value().decode() for m in consumer.poll(2.0) if m.error() is None)  # nothing more comes
+        wait_for(f"{group}'s start offsets of {topic} at its high watermarks", lambda: settled(c, group, topic))
+        got.extend(m.value().decode() for m in consumer.poll(0) if m.error() is None)  # nothing more came
     finally:
         consumer.close()
     assert expected <= set(got), f"never delivered again: {sorted(expected - set(got))}; delivered {got}"
     return got
+
+
+def settled(c: LocalCluster, group: str, topic: str) -> bool:
+    """Every partition of ``topic`` holding records has ``group``'s start offset (DescribeShareGroupOffsets, from the
+    share coordinator) at its high watermark: every record acknowledged, none the leader may deliver again."""
+    probe = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "settled-probe", "log_level": 0})
+    try:
+        partitions = probe.list_topics(topic, timeout=DEADLINE).topics[topic].partitions
+        highs = {p: probe.get_watermark_offsets(TopicPartition(topic, p), DEADLINE)[1] for p in partitions}
+        starts = {p.partition_index: p.start_offset for t in described_offsets(c, group).topics
+                  if t.topic_name == topic for p in t.partitions}
+    except (KafkaException, OSError):  # a broker just killed or restarted: ask again
+        return False
+    finally:
+        probe.close()
+    return all(starts.get(p, -1) >= high for p, high in highs.items() if high > 0)
 
 
 def close_later(consumer: ShareConsumer) -> threading.Thread:
@@ -101,7 +120,7 @@ def test_acknowledged_records_stay_done_across_the_partition_leader_and_the_shar
         closing = [close_later(a)]
         c.wait_until(lambda m: c.partition("jobs", 0, m)["leader"] not in (-1, leader), DEADLINE, "a new leader")
 
-        got = drain(c.bootstrap, "workers", "jobs", set(first) - done)
+        got = drain(c, "workers", "jobs", set(first) - done)
         assert not done & set(got), "acknowledged records delivered again after the leader's failover"
         assert sorted(got) == sorted(set(first) - done), "a record lost or delivered twice"
         done |= set(got)
@@ -139,7 +158,7 @@ def test_acknowledged_records_stay_done_across_the_partition_leader_and_the_shar
             other.close()
         done |= accepted(b, held[10:20])
         b.close()  # what it still holds comes back
-        got = drain(c.bootstrap, "workers", "jobs", set(second) - done)
+        got = drain(c, "workers", "jobs", set(second) - done)
         assert not done & set(got), "acknowledged records delivered again after the coordinator's failover"
         assert sorted(got) == sorted(set(second) - done), "a record lost or delivered twice"
 
@@ -219,7 +238,7 @@ def offsets_reset_and_deleted_through_the_share_coordinator(c: LocalCluster) -> 
     assert (starts[("tasks", index)], starts[("solo", 0)]) == (3, 5), starts  # tasks' others: where they were
 
     # the partition's leader (not the share coordinator) held the window at 10: the new member reads it at 3
-    got = drain(c.bootstrap, "resetters", "tasks", set(values[3:]))
+    got = drain(c, "resetters", "tasks", set(values[3:]))
     assert sorted(got) == values[3:], got
 
     deleted = wait_for("the group deleted", lambda: (r := to_group_coordinator(DELETE_GROUPS, 2, {
@@ -233,7 +252,7 @@ def offsets_reset_and_deleted_through_the_share_coordinator(c: LocalCluster) -> 
     assert [(p.error_code, p.start_offset) for p in summary.results[0].partitions] == [(ErrorCode.none, -1)] * 3
     assert not described_offsets(c, "resetters").topics  # solo's state gone too
     # on the leader too: a new member of the name starts afresh (the brokers' share.auto.offset.reset, earliest)
-    got = drain(c.bootstrap, "resetters", "tasks", set(values))
+    got = drain(c, "resetters", "tasks", set(values))
     assert sorted(got) == values, got
 
 
