@@ -286,3 +286,62 @@ def test_a_consumer_protocol_group_is_assigned_topics_its_coordinator_holds_no_r
             assert sorted((p.topic, p.partition) for p in consumer.assignment()) == [(name, p) for p in range(3)]
         finally:
             consumer.close()
+
+
+def test_a_share_group_is_assigned_topics_its_coordinator_holds_no_replica_of(cluster):
+    """A KIP-932 share coordinator assigns from the cluster's metadata too: a share consumer subscribed to a topic
+    whose every replica is on the other brokers gets all its partitions (ShareGroupHeartbeat, ShareGroupDescribe) and
+    reads every record from their leaders (it was assigned nothing, every heartbeat)."""
+    from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+
+    from freshet.client.queue import set_group_configs
+
+    group = "elsewhere-share"
+
+    def find_coordinator():
+        with RawConnection(cluster.bootstrap_of(1), timeout=90) as conn:
+            found = conn.request(10, 4, {"key_type": 0, "coordinator_keys": [group]}).coordinators[0]
+        return found.node_id if found.error_code == ErrorCode.none else None
+
+    coordinator = wait_for(f"the coordinator of {group}", find_coordinator)
+    elsewhere = [b for b in (1, 2, 3) if b != coordinator]
+    name = f"{group}-topic"
+    created(admin(cluster.bootstrap), NewTopic(name, 3, replica_assignment=[[elsewhere[0]], [elsewhere[1]],
+                                                                             [elsewhere[0]]]))
+    assert wait_for(f"{name} through the coordinator",
+                    lambda: len(placed(admin(cluster.bootstrap_of(coordinator)), name)) == 3)
+    set_group_configs(cluster.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+    sent = set()
+    for p in range(3):
+        for i in range(4):
+            value = f"{name}-{p}-{i}".encode()
+            producer.produce(name, value, partition=p)
+            sent.add(value)
+    assert producer.flush(60) == 0
+
+    consumer = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "log_level": 0,
+                              "share.acknowledgement.mode": "explicit"})
+    try:
+        consumer.subscribe([name])
+        got = {}
+
+        def read_all():
+            msgs = [m for m in consumer.poll(1.0) if m.error() is None]
+            for m in msgs:
+                consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+                got[m.value()] = m.partition()
+            if msgs:
+                consumer.commit_sync(60)
+            return set(got) == sent
+
+        assert wait_for(f"every record of {name}", read_all)
+        assert sorted(set(got.values())) == [0, 1, 2]
+        with RawConnection(cluster.bootstrap_of(coordinator), timeout=90) as conn:  # ShareGroupDescribe
+            described = conn.request(77, 1, {"group_ids": [group], "include_authorized_operations": False}).groups[0]
+        assert described.error_code == ErrorCode.none
+        assigned = [(tp.topic_name, sorted(tp.partitions)) for m in described.members
+                    for tp in m.assignment.topic_partitions]
+        assert assigned == [(name, [0, 1, 2])]
+    finally:
+        consumer.close()

@@ -139,6 +139,7 @@ class ClusterMembership:
         self.broker.consumer_groups.on_change = self._store_consumer_group  # a KIP-848 group's too
         # a KIP-848 group is assigned every topic of the metadata, not only those this broker holds a replica of
         self.broker.consumer_groups.topics = ClusterTopics(lambda: self.view)
+        self.broker.share_groups.topics = ClusterTopics(lambda: self.view)  # a share group's as well
         await self._register()
         await self.producer_ids.fill()
         await self._apply(await self._poller.request({"op": "metadata"}))

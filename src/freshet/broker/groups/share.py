@@ -38,6 +38,7 @@ from .reaper import Reaper
 from .share_partition import SharePartition
 from .offsets import failed_append_code
 from .share_state import ShareStateStore, StateError, group_key as _group_key, partition_key as _partition_key
+from .topics import GroupTopics, RegistryTopics
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,10 @@ class ShareGroupCoordinator:
     def __init__(self, registry: TopicRegistry, settings: ShareSettings | None = None,
                  clustered: bool = False) -> None:
         self.registry = registry
+        # the topics members subscribe to and are assigned: this broker's own (one node), the cluster's metadata in
+        # a cluster (set by its membership: a topic this broker holds no replica of is assigned too); ShareFetch and
+        # ShareAcknowledge are served by each partition's leader, from its own registry
+        self.topics: GroupTopics = RegistryTopics(registry)
         self.settings = settings or ShareSettings()
         self.groups: dict[str, ShareGroup] = {}
         self.state = registry.internal_topic(SHARE_STATE_TOPIC, SHARE_STATE_TOPIC_CONFIGS).partitions[0]
@@ -269,9 +274,9 @@ class ShareGroupCoordinator:
         """Every partition of every subscribed topic that exists: members share partitions."""
         out = {}
         for name in member.subscribed:
-            topic = self.registry.get(name)
+            topic = self.topics.get(name)
             if topic is not None and not topic.internal:
-                out[name] = tuple(range(len(topic.partitions)))
+                out[name] = tuple(range(topic.partitions))
         return out
 
     def _remove_member(self, group: ShareGroup, member_id: str) -> None:

@@ -75,10 +75,10 @@ def share_group_heartbeat(ctx: RequestContext, request: Request) -> dict:
                 "heartbeat_interval": 0}
     assignment = result["assignment"]
     if assignment is not None:
-        registry = ctx.broker.registry
-        assignment = {"topic_partitions": [
-            {"topic_id": registry.get(name).topic_id, "partitions": list(parts)}
-            for name, parts in assignment.items() if registry.get(name) is not None]}
+        topics = coordinator.topics  # the cluster's metadata in a cluster, not only this broker's replicas
+        found = {name: (topics.get(name), parts) for name, parts in assignment.items()}
+        assignment = {"topic_partitions": [{"topic_id": topic.topic_id, "partitions": list(parts)}
+                                           for topic, parts in found.values() if topic is not None]}
     return {"throttle_time": 0, "error_code": ErrorCode.none, "member_id": result["member_id"],
             "member_epoch": result["member_epoch"],
             "heartbeat_interval": coordinator.heartbeat_interval_ms(request.group_id), "assignment": assignment}
@@ -108,7 +108,7 @@ def share_group_describe(ctx: RequestContext, request: Request) -> dict:
         for m in group.members.values():
             parts = []
             for name, indexes in (m.sent_assignment or {}).items():
-                topic = broker.registry.get(name)
+                topic = broker.share_groups.topics.get(name)
                 if topic is not None:
                     parts.append({"topic_id": topic.topic_id, "topic_name": name, "partitions": list(indexes)})
             members.append({"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.epoch,
