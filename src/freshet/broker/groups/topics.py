@@ -1,6 +1,7 @@
 """The topics a KIP-848 (consumer) or KIP-932 (share) group coordinator subscribes its members to and assigns:
 every topic of the cluster, as Kafka's coordinator reads the metadata image, not only those this broker holds a
-replica of (a replication factor 1 topic placed on another broker is assigned as any other). A one-node broker's are its own registry's.
+replica of (a replication factor 1 topic placed on another broker is assigned as any other).
+A one-node broker's are its own registry's.
 
 ``RegistryTopics`` (one node, the default) and ``ClusterTopics`` (the cluster's metadata, set by the cluster
 membership) answer the same three questions: a topic by name (its id, partition count, whether it is internal),
