@@ -39,18 +39,20 @@ class TopicAdmin:
     def __init__(self, bootstrap: str | None = None, timeout: float = 10.0) -> None:
         self.bootstrap = resolve_bootstrap(bootstrap)
         self.timeout = timeout
-        self._all_down = False  # librdkafka said every broker it knows (all of the bootstrap's) is down
+        self._all_down = 0  # times librdkafka said every broker it knows (all of the bootstrap's) is down
         self._admin = AdminClient(admin_config(self.bootstrap, {"log_level": 0, "error_cb": self._on_error}))
 
     def _on_error(self, err: KafkaError) -> None:
         if err.code() == KafkaError._ALL_BROKERS_DOWN:
-            self._all_down = True
+            self._all_down += 1  # said once per outage (served by poll), not again while it lasts
 
     def _metadata(self, topic: str | None = None):
         """Metadata within ``timeout``, asked in growing slices so that a bootstrap whose every broker refused
         the connection (librdkafka's _ALL_BROKERS_DOWN, served by poll) fails at once instead of at the
-        timeout; a dead broker named first with a live one after it is not all brokers down."""
+        timeout; a dead broker named first with a live one after it is not all brokers down. Only an outage told
+        during this call counts: a long-lived admin asked again later waits for brokers that came back."""
         deadline = time.monotonic() + self.timeout
+        told = self._all_down
         wait = 0.25
         while True:
             remaining = deadline - time.monotonic()
@@ -58,11 +60,10 @@ class TopicAdmin:
                 md = self._admin.list_topics(topic=topic, timeout=max(min(wait, remaining), 0.001))
             except KafkaException as exc:
                 self._admin.poll(0)
-                if self._all_down or time.monotonic() >= deadline:
+                if self._all_down > told or time.monotonic() >= deadline:
                     raise ClientError(f"cannot reach a broker at {self.bootstrap}: {kafka_message(exc)}") from None
                 wait *= 2
                 continue
-            self._all_down = False
             return md
 
     def list_topics(self) -> dict[str, int]:
