@@ -20,6 +20,7 @@ This object owns that ordering guarantee; nothing else writes to the events topi
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -62,14 +63,50 @@ def encode_command(command_id: str, type_name: str, data: dict, expected_version
     return orjson.dumps(doc)
 
 
+_LEGAL_INSTANCE_ID = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def check_instance_id(instance_id: str | None) -> None:
+    """Kafka's rules for a ``group.instance.id`` (a broker refuses the JoinGroup otherwise): not empty, not
+    ``.`` or ``..``, at most 249 characters of ASCII letters, digits, ``.``, ``_`` and ``-``."""
+    if instance_id is None:
+        return
+    if not instance_id:
+        raise ValueError("the instance id must not be empty")
+    if instance_id in (".", ".."):
+        raise ValueError(f"the instance id cannot be {instance_id!r}")
+    if len(instance_id) > 249:
+        raise ValueError(f"the instance id is {len(instance_id)} characters long, at most 249 are allowed")
+    if not _LEGAL_INSTANCE_ID.fullmatch(instance_id):
+        raise ValueError(f"the instance id {instance_id!r} holds a character other than ASCII letters, digits, "
+                         "'.', '_' and '-'")
+
+
+def processor_consumer_config(app: Application, bootstrap: str, instance_id: str | None = None) -> dict:
+    """The consumer of the processors of ``app`` (group ``{app}.processor``). A processor that dies (kill -9)
+    holds its partitions until its session times out: 6 s, not librdkafka's 45 s, so a restarted one takes over
+    quickly. With ``instance_id`` it is a static member (KIP-345, ``group.instance.id``): a restarted processor
+    with the same id takes the dead one's place at its JoinGroup, without waiting out that session; two running
+    with the same id fence each other."""
+    check_instance_id(instance_id)
+    overrides = {"isolation.level": "read_committed", "log_level": 0, "partition.assignment.strategy": "range",
+                 "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+    if instance_id is not None:
+        overrides["group.instance.id"] = instance_id
+    return consumer_config(bootstrap, f"{app.name}.processor", overrides)
+
+
 class CommandProcessor:
     """Decides the commands of the partitions assigned to it (consumer group ``{app}.processor``)."""
 
     def __init__(self, app: Application, bootstrap: str, transactional_id: str | None = None,
-                 max_batch: int = 2000, use_snapshots: bool = True, keys_wait_s: float = 2.0) -> None:
+                 max_batch: int = 2000, use_snapshots: bool = True, keys_wait_s: float = 2.0,
+                 instance_id: str | None = None) -> None:
         """``keys_wait_s``: how long one round waits for the keys a command's personal fields were sealed with
         (a transaction left open on the keys topic hides them until it ends); the command is decided in a later
-        round, and the loop stays free for ``stop()`` meanwhile."""
+        round, and the loop stays free for ``stop()`` meanwhile. ``instance_id``: the consumer's
+        ``group.instance.id`` (static membership, see ``processor_consumer_config``)."""
+        check_instance_id(instance_id)
         self.app, self.bootstrap, self.max_batch, self.use_snapshots = app, bootstrap, max_batch, use_snapshots
         self.keys_wait_s = keys_wait_s
         self.stats = ProcessorStats()
@@ -85,11 +122,7 @@ class CommandProcessor:
             # transaction, and read_committed readers of its partitions, until this timeout aborts it
             "transaction.timeout.ms": 20_000}))
         self.producer.init_transactions(60)
-        # a processor that dies (kill -9) holds its partitions until its session times out: 6 s, not
-        # librdkafka's 45 s, so a restarted one takes over quickly
-        self.consumer = Consumer(consumer_config(bootstrap, f"{app.name}.processor", {
-            "isolation.level": "read_committed", "log_level": 0, "partition.assignment.strategy": "range",
-            "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}))
+        self.consumer = Consumer(processor_consumer_config(app, bootstrap, instance_id))
         self.consumer.subscribe([app.commands_topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
                                 on_lost=self._on_revoke)
 

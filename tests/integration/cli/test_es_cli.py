@@ -8,7 +8,7 @@ import subprocess
 import sys
 import uuid
 
-from freshet.testing.cli import freshet, freshet_argv
+from freshet.testing.cli import freshet, freshet_argv, one_line_error
 
 
 def test_commands_events_state_and_forget_from_the_command_line(broker, tmp_path):
@@ -248,3 +248,14 @@ def test_es_command_file_sends_many_over_one_connection(broker, tmp_path):
         assert piped.returncode == 0 and piped.stdout.startswith("line 1: accepted: course/b2 is at version 1")
     finally:
         processor.stop()
+
+
+def test_es_process_refuses_an_instance_id_kafka_refuses_in_one_line_and_makes_nothing(broker):
+    from confluent_kafka.admin import AdminClient
+
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    for bad, says in (("", "the instance id must not be empty"), ("no spaces", "other than ASCII letters")):
+        r = freshet(broker, "es", "process", "enrollment", "--name", name, "--instance-id", bad, timeout=60)
+        one_line_error(r, "error: ", says)
+    topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=30).topics
+    assert not [t for t in topics if t.startswith(name)], "a refused instance id made the app's topics"

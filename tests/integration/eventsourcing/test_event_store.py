@@ -484,11 +484,11 @@ def test_invariants_hold_across_kill_9_of_the_processors(broker):
         app.create_topics(broker.bootstrap)
     capacity = {f"course/k{c}": 6 for c in range(6)}
 
-    def processors():
+    def processors():  # static members, one id a slot: a restart takes the killed one's place at once
         return [subprocess.Popen([sys.executable, "-m", "freshet.cli.main", "es", "process", name, "--name",
-                                  app.name, "-b", broker.bootstrap], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL) for name, app in (("enrollment", courses),
-                                                                               ("ledger", accounts))]
+                                  app.name, "--instance-id", f"{app.name}-slot-0", "-b", broker.bootstrap],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                for name, app in (("enrollment", courses), ("ledger", accounts))]
 
     answered = [0]
     outcomes: list[tuple] = []
@@ -635,3 +635,18 @@ def test_a_rebuild_worker_that_fails_fails_the_rebuild_and_nothing_is_swapped(br
     assert db.current_generation("roster") == 1
     assert len(db.execute("SELECT * FROM roster_courses")) == 4
     db.close()
+
+
+def test_the_processors_consumer_is_a_static_member_with_its_instance_id():
+    from freshet.eventsourcing.processor import processor_consumer_config
+
+    app = fresh(enrollment.app)
+    config = processor_consumer_config(app, "127.0.0.1:9", "course-slot-1")
+    assert config["group.instance.id"] == "course-slot-1" and config["group.id"] == f"{app.name}.processor"
+    assert "group.instance.id" not in processor_consumer_config(app, "127.0.0.1:9")  # dynamic by default
+    for bad, says in (("", "must not be empty"), ("..", "cannot be"), ("a b", "other than ASCII"),
+                      ("x" * 250, "at most 249")):
+        with pytest.raises(ValueError, match=says):
+            processor_consumer_config(app, "127.0.0.1:9", bad)
+        with pytest.raises(ValueError, match=says):  # before it announces the app or opens anything
+            CommandProcessor(app, "127.0.0.1:9", instance_id=bad)
