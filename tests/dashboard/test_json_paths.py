@@ -219,3 +219,34 @@ def test_the_digit_pattern_never_turns_a_match_away():
                     assert m or not exact._json_match(v), (name, op, literal, t)
                 turned_away += maybe.count(False)
     assert turned_away > len(texts) * len(literals) * 2  # most values are turned away by their digits
+
+
+@pytest.mark.parametrize("path, needed", [
+    ("$.items[?(@.sku =~ '^plan')]", b"plan"), ("$..[?(@.sku =~ 'or.*der-7$')]", b"der-7"),
+    ("$.items[?(@.sku =~ 'x?a\"b')]", b'a\\"b'), ("$.items[?(@.qty > 1 && @.sku =~ 'mm')]", b"mm"),
+    ("$.items[?(@.sku =~ 'a|b')]", None), ("$.items[?(@.sku =~ '(?i)plan')]", None), ("$.items[?(@.sku =~ '[ab]')]", None)])
+def test_a_regex_filter_scans_for_its_literal_and_never_turns_a_match_away(path, needed):
+    """``=~``: the longest run of literals at the pattern's top level is a text every match holds (as JSON writes
+    it), so the columnar scan parses only the values holding it (or a backslash); an alternation, a class or an
+    ignored case needs nothing."""
+    import pyarrow as pa
+
+    from freshet.dashboard import scan_columns
+
+    f = Filters.parse(None, None, None, path)
+    assert f.required == needed, path
+    plain = Filters.parse(None, None, None, path)
+    plain.required = None
+    rng = random.Random(7)
+    docs = [document(rng) for _ in range(300)]
+    for i, doc in enumerate(docs[:60]):  # values that match, near misses, and escapes spelling the literal
+        doc["items"] = [{"sku": ["plan-b", "xplan", "order-7", "or der-7", 'a"b', "mm", "Plan", "pl\u0061n"][i % 8],
+                         "qty": i % 3}]
+    values = [json.dumps(d).encode() for d in docs] + [b'{"items": [{"sku": "\\u0070lan"}]}']
+    expected = [i for i, v in enumerate(values) if plain._json_match(v)]
+    assert [i for i, v in enumerate(values) if f._json_match(v)] == expected, path
+    batch = pa.RecordBatch.from_pylist([{"value": v, "partition": 0, "offset": i, "timestamp": 0, "timestampType": 0}
+                                        for i, v in enumerate(values)], schema=scan_columns.schema())
+    assert [m.offset() for m in scan_columns.select(f, batch)] == expected, path
+    if needed is not None:
+        assert expected, path  # the literal's matches are there to be turned away

@@ -344,12 +344,39 @@ def need_of(condition):
         return None
     if condition.op == "==" and isinstance(condition.value, str):
         return json.dumps(condition.value, ensure_ascii=False).encode()
+    if condition.op == "=~" and isinstance(condition.value, str):
+        text = regex_literal(condition.value)
+        return json.dumps(text, ensure_ascii=False)[1:-1].encode() if text else None
     last = condition.target.right if type(condition.target) in (Child, Descendants) else condition.target
     number = isinstance(condition.value, (int, float)) and not isinstance(condition.value, bool)
     if type(last) is Fields and len(last.fields) == 1 and not getattr(last, "_deprecated_wildcard_use", False) \
             and number and (condition.op == "==" or condition.op in ORDERED):
         return NumberNeed(last.fields[0], condition.op, condition.value)
     return None
+
+
+def regex_literal(pattern: str) -> str | None:
+    """The longest run of characters every match of ``pattern`` (Python's ``re.search``, as ``=~`` runs it) holds
+    in that order: consecutive literals at the pattern's top level (``^plan`` -> ``plan``, ``a.*order-7$`` ->
+    ``order-7``); None when there is none (an alternation at the top, only classes and repeats), or when the
+    pattern ignores case."""
+    import re._parser as parser  # the parser of Python's own re: what a literal is here is what re.search matches
+
+    try:
+        parsed = parser.parse(pattern)
+    except re.error:
+        return None
+    if parsed.state.flags & re.IGNORECASE:
+        return None
+    best, run = "", []
+    for op, arg in (*parsed, (None, None)):
+        if op is parser.LITERAL:
+            run.append(chr(arg))
+            continue
+        if len(run) > len(best):
+            best = "".join(run)
+        run = []
+    return best or None
 
 
 def either_need(expression) -> list | None:
