@@ -24,7 +24,7 @@ def test_log_lands_beside_the_data_and_nothing_is_left_in_the_system_temp_dir(tm
 
 def test_a_broker_that_cannot_start_says_why(tmp_path):
     b = BrokerProcess(data_dir=str(tmp_path / "d"), extra_args=["--no-such-option"])
-    with pytest.raises(RuntimeError, match="broker exited with 2") as failed:
+    with pytest.raises(RuntimeError, match="broker exited with 1") as failed:
         b.start()
     assert "no-such-option" in str(failed.value)  # the log's last lines are in the message
     assert b.proc is None and b._log is None
