@@ -21,11 +21,13 @@ test-deps:
 lint: install
 	$(BIN)/lint-imports
 
-# three workers: tests/spark's tests of a shared SparkSession start on one, tests/sql's on another (a session
-# each), those of the Spark cluster on the third (see tests/conftest.py); everything else fills the workers as
-# they free up; the 25 slowest are listed at the end
+# four workers on two cores: tests/spark's tests of a shared SparkSession start on one, tests/sql's on another (a
+# session each), those of the Spark cluster on a third (see tests/conftest.py); everything else fills the workers
+# as they free up. A fourth worker because the second half of a run (brokers, clusters, kill -9 loops: tests that
+# wait on sessions and restarts more than they compute) left a third of the CPU idle with three (vmstat, 2026-11-26:
+# 14:32 with three). The 25 slowest are listed at the end
 test: install test-deps lint
-	$(BIN)/pytest -q -n 3 --dist loadgroup --durations=25 tests
+	$(BIN)/pytest -q -n 4 --dist loadgroup --durations=25 tests
 
 # the unit tier alone: no JVM, no sockets, seconds
 test-fast: install

@@ -108,7 +108,7 @@ def topic_name(request):
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups (else every worker gets Spark tests)
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`make test` runs three workers), the tests of tests/spark that use a shared SparkSession
+    """Under pytest-xdist (`make test` runs four workers), the tests of tests/spark that use a shared SparkSession
     go to one worker (group "spark"), so one session serves them all, those of tests/sql to another ("spark-sql",
     a session of its own: together they were the longest worker's ~18 minutes under load); every test that uses
     the Spark cluster (directly, or as the `cluster` engine of a scenario) goes to a third ("spark-cluster"), so
