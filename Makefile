@@ -25,7 +25,7 @@ lint: install
 # session each), those of the Spark cluster on a third (see tests/conftest.py); everything else fills the workers
 # as they free up. A fourth worker because the second half of a run (brokers, clusters, kill -9 loops: tests that
 # wait on sessions and restarts more than they compute) left a third of the CPU idle with three (vmstat, 2026-11-26:
-# 14:32 with three). The 25 slowest are listed at the end
+# pytest 14:32 with three, 13:12-13:30 with four; 14:00 at most with the install). The 25 slowest are listed at the end
 test: install test-deps lint
 	$(BIN)/pytest -q -n 4 --dist loadgroup --durations=25 tests
 

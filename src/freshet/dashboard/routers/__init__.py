@@ -84,7 +84,10 @@ def readable_to(request: Request, topics: tuple[str, ...]) -> set[str] | None:
         described = visible_to(request)[0]
         found = may_read(login.bootstrap, credentials, [t for t in stale if t in described])
         known.update({t: (time.monotonic(), t in found) for t in stale})
-    existing = request.app.state.collector.snapshot.topics
+    snapshot = request.app.state.collector.snapshot
+    if not snapshot.at:  # before the collector's first round, whether a registry exists is not known: not shown
+        return {t for t in topics if known[t][1]}
+    existing = snapshot.topic_names or snapshot.topics
     return {t for t in topics if known[t][1] or t not in existing}  # a registry not made yet: nothing to hide
 
 
