@@ -230,7 +230,8 @@ def test_the_spark_sources_driver_lists_offsets_right_after_a_leader_kill(cluste
                                   "startingOffsets": "earliest", "kafka.isolation.level": "read_committed"},
                                  source_schema())
     start = reader.initialOffset()
-    produce_records(cluster.bootstrap, topic, [(None, b"x%d" % i, None) for i in range(90)])
+    # keyed: keyless records go where the sticky partitioner puts a whole batch (all 90 in one partition, once)
+    produce_records(cluster.bootstrap, topic, [(b"k%d" % i, b"x%d" % i, None) for i in range(90)])
     end = reader.latestOffset(start, ReadAllAvailable())
     assert sum(end[topic].values()) == 90 and min(end[topic].values()) > 0
     assert len(reader.partitions(start, end)) >= 1
