@@ -8,8 +8,12 @@ events a microbatch, the watermark ``--lateness-s`` behind the newest event of t
 leaves out is Spark's own part (the JVM, PySpark's conversions, the source and the sink): this is the part of a
 run's Python CPU that is ours, measured without the noise of the rest.
 
+Each measurement also gives the step's CPU seconds rule by rule and a digest of the alerts' content (every
+column of every alert, sorted): two trees that let out the same alerts give the same digest.
+
 ``--compare <tree>`` alternates this tree with another source tree (``<tree>/src``, e.g. a ``git worktree`` of
-an older commit) in separate processes, ``--rounds`` rounds each, and prints medians and ranges.
+an older commit) in separate processes, ``--rounds`` rounds each, and prints medians and ranges, and whether
+every run's alerts were the same.
 """
 
 from __future__ import annotations
@@ -65,6 +69,8 @@ def measure(events: int, batch: int, lateness_ms: int) -> dict:
     states: dict[tuple, GroupState] = {}
     watermark = newest = alerts = 0
     route_s = step_s = 0.0
+    by_rule: dict[str, float] = {}
+    frames = []  # the step's output, for the alerts' digest
     for at in range(0, len(texts), batch):
         chunk = texts[at:at + batch]
         table = pa.table({"value": pa.array(chunk), "topic": pa.array(["dense-events"] * len(chunk)),
@@ -76,16 +82,30 @@ def measure(events: int, batch: int, lateness_ms: int) -> dict:
         frame = pa.Table.from_batches(routed).to_pandas()
         frame = frame[frame["rule"] != ""]
         newest = max(newest, int(frame["event_time"].max().value // 1_000_000))
-        began = time.process_time()
+        began_all = time.process_time()  # the groups' split included, as before
         for key, group in frame.groupby(["rule", "bucket"]):
             state = states.setdefault(key, GroupState())
             state.watermark = watermark
+            began = time.process_time()
             for out in step(key, iter([group]), state):
                 alerts += len(out)
-        step_s += time.process_time() - began
+                frames.append(out)
+            by_rule[key[0]] = by_rule.get(key[0], 0.0) + time.process_time() - began
+        step_s += time.process_time() - began_all
         watermark = newest - lateness_ms
-    return {"events": events, "batch": batch, "alerts": alerts, "route_cpu_s": round(route_s, 2),
-            "step_cpu_s": round(step_s, 2), "events_per_cpu_s": round(events / (route_s + step_s))}
+    return {"events": events, "batch": batch, "alerts": alerts, "alerts_digest": _digest(frames),
+            "route_cpu_s": round(route_s, 2), "step_cpu_s": round(step_s, 2),
+            "events_per_cpu_s": round(events / (route_s + step_s)), "step_events_per_cpu_s": round(events / step_s),
+            "step_cpu_s_by_rule": {rule: round(s, 3) for rule, s in sorted(by_rule.items())}}
+
+
+def _digest(frames: list) -> str:
+    """A digest of the alerts' content (every column of every row, in a sorted order): two trees whose
+    step lets out the same alerts have the same one."""
+    import hashlib
+
+    rows = sorted(tuple(str(value) for value in row) for out in frames for row in out.itertuples(index=False))
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:16]
 
 
 def main() -> None:
@@ -117,8 +137,10 @@ def main() -> None:
             results[name].append(shown)
     print(json.dumps({"summary": {name: {key: {"median": statistics.median(r[key] for r in runs),
                                                "min": min(r[key] for r in runs), "max": max(r[key] for r in runs)}
-                                         for key in ("route_cpu_s", "step_cpu_s", "events_per_cpu_s")}
-                                  for name, runs in results.items()}}))
+                                         for key in ("route_cpu_s", "step_cpu_s", "events_per_cpu_s",
+                                                     "step_events_per_cpu_s")}
+                                  for name, runs in results.items()},
+                      "same_alerts": len({r["alerts_digest"] for runs in results.values() for r in runs}) == 1}))
 
 
 if __name__ == "__main__":
