@@ -25,7 +25,10 @@ from typing import Any
 
 import orjson
 
-from .expressions import Frame, compile_expression, compile_row_expression, fields_used, get_path, holds
+from .expressions import (
+    Aggregate, Binary, Frame, Literal, _hashable, compile_expression, compile_row_expression, fields_used, get_path,
+    holds,
+)
 from .rules import Alt, Repeat, Rule, Seq, Var
 
 MATCH, NO_MATCH, PENDING = "match", "no match", "pending"
@@ -225,6 +228,8 @@ class CompiledRule:
                 used |= fields_used(node)
         self.fields = tuple(sorted(used))
         self.field_set = frozenset(used)
+        # the window scan of ``S*? T`` with T a growing count (see WindowScan), or None
+        self.scan = WindowScan.of(self)
 
     def project(self, event: dict) -> dict:
         """``event`` with only the fields the rule reads (what a stream's matcher keeps in its state)."""
@@ -354,6 +359,8 @@ class CompiledRule:
                    horizon: int | None = None) -> tuple[list[Match], int]:
         """Matches from ``start`` on, in order; returns them and where the next search starts (the first
         pending attempt, or past the end)."""
+        if self.scan is not None:
+            return self.scan.match_rows(rows, times, key, start, closed, horizon)
         found: list[Match] = []
         while start < len(rows):
             verdict, labels = self.attempt(rows, times, start, closed, horizon)
@@ -371,6 +378,154 @@ class CompiledRule:
                     found.append(timeout)
                 start += 1
         return found, start
+
+
+def _conjuncts(node) -> list:
+    """The sides of a top-level AND (nested ANDs flattened), or the node itself."""
+    if isinstance(node, Binary) and node.op == "AND":
+        return _conjuncts(node.left) + _conjuncts(node.right)
+    return [node]
+
+
+class WindowScan:
+    """``PATTERN (S*? T)`` with S undefined (any row) and T's DEFINE made of counts that only grow with the rows:
+    the first row T holds at from each start row, found without going over the window again from each start.
+
+    T's DEFINE is an AND of ``COUNT(DISTINCT f) > n``, ``COUNT(f) > n``, ``COUNT(*) > n`` (or ``>=``, or
+    ``n < COUNT(...)``) over the match's rows (no variable named: the rows from the start row to the current
+    one), and of conditions on the current row alone. Such a count over rows ``s..e`` is no larger over
+    ``s+1..e``, and a condition on row ``e`` alone does not depend on the start, so when T holds at no row
+    before ``e`` from start ``s`` it holds at none of them from a later start either: the scan from the next
+    start carries on where the last one stopped (after a match: at its last row), the counts kept as rows enter
+    and leave the window, each row added and removed once, instead of a frame's count per row and start. What
+    comes out is what :meth:`CompiledRule.attempt` gives from each start row, for rows in event-time order (as
+    :class:`PartitionMatcher` and :func:`match_events` hold them): the preferred match (S reluctant: the first
+    row T holds at before the time limit), else NO_MATCH with its partial match (timeouts) or PENDING."""
+
+    def __init__(self, compiled: CompiledRule, s: str, t: str, parts: list[tuple]) -> None:
+        self.compiled, self.s, self.t = compiled, s, t
+        # (kind, field path or the row's test, op, number): kind "distinct" COUNT(DISTINCT f), "values"
+        # COUNT(f), "rows" COUNT(*), "row" a condition on the current row alone (op and number None)
+        self.parts = parts
+
+    @classmethod
+    def of(cls, compiled: CompiledRule) -> WindowScan | None:
+        rule, program = compiled.rule, compiled.program
+        if rule.absent is not None or len(program) != 5:
+            return None
+        split, s_var, jmp, t_var, done = program
+        if not (split == ("split", 3, 1) and s_var[0] == "var" and jmp == ("jmp", 0) and t_var[0] == "var"
+                and done == ("done",)):
+            return None
+        s, t = s_var[1], t_var[1]
+        if s == t or s in rule.defines or t not in rule.defines:
+            return None
+        parts = []
+        for node in _conjuncts(rule.defines[t]):
+            part = _growing_count(node)
+            if part is None:
+                test = compile_row_expression(node, t, rule.tables)
+                if test is None:
+                    return None
+                part = ("row", test, None, None)
+            parts.append(part)
+        if all(part[0] == "row" for part in parts):
+            return None  # no count: the attempt's own scan stops at the first row T holds at anyway
+        return cls(compiled, s, t, parts)
+
+    def match_rows(self, rows: list, times: list, key: tuple, start: int, closed: bool, horizon: int | None
+                   ) -> tuple[list[Match], int]:
+        compiled, s_label, t_label, parts = self.compiled, self.s, self.t, self.parts
+        within, emit_timeouts = compiled.within, compiled.rule.emit_timeouts
+        n_rows = len(rows)
+        found: list[Match] = []
+        # the counts are over rows[lo:top]; from start lo, T holds at none of the rows lo..known-1
+        lo = top = known = start
+        tallies = self._empty()
+        while lo < n_rows:
+            limit = times[lo] + within if within is not None else None
+            at, hit = known, False
+            while at < n_rows and (limit is None or times[at] < limit):
+                if top == at:
+                    self._enter(tallies, rows[at])
+                    top += 1
+                for (kind, test, op, number), tally in zip(parts, tallies):
+                    if kind == "row":
+                        if not test(rows[at]):
+                            break
+                        continue
+                    value = len(tally) - (None in tally) if kind == "distinct" else tally if kind == "values" \
+                        else top - lo
+                    if not (value > number if op == ">" else value >= number):
+                        break
+                else:
+                    hit = True
+                    break
+                at += 1
+            if hit:
+                labels = [s_label] * (at - lo) + [t_label]
+                found.append(compiled.measure(rows, times, lo, labels, key))
+                following = compiled.next_start(lo, labels)
+            else:
+                if at >= n_rows and not (closed or (limit is not None and horizon is not None and horizon >= limit)):
+                    break  # PENDING: a later row may still come within the time limit
+                if emit_timeouts and limit is not None and at > lo:  # the partial match the time limit cut short
+                    timeout = compiled.measure(rows, times, lo, [s_label] * (at - lo), key)
+                    timeout.kind = "timeout"
+                    found.append(timeout)
+                following = lo + 1
+            known = at  # after a match T is yet to be tried at its last row from the next start
+            if following >= top:  # past the window: it starts anew
+                tallies = self._empty()
+                lo = top = known = following
+            else:
+                while lo < following:
+                    self._leave(tallies, rows[lo])
+                    lo += 1
+                known = max(known, lo)
+        return found, lo
+
+    def _empty(self) -> list:
+        return [{} if kind == "distinct" else 0 for kind, _test, _op, _number in self.parts]
+
+    def _enter(self, tallies: list, row: dict) -> None:
+        for i, (kind, path, _op, _number) in enumerate(self.parts):
+            if kind == "distinct":
+                value = _hashable(row.get(path[0]) if len(path) == 1 else get_path(row, path))
+                tally = tallies[i]
+                tally[value] = tally.get(value, 0) + 1
+            elif kind == "values":
+                tallies[i] += (row.get(path[0]) if len(path) == 1 else get_path(row, path)) is not None
+
+    def _leave(self, tallies: list, row: dict) -> None:
+        for i, (kind, path, _op, _number) in enumerate(self.parts):
+            if kind == "distinct":
+                value = _hashable(row.get(path[0]) if len(path) == 1 else get_path(row, path))
+                tally = tallies[i]
+                left = tally[value] - 1
+                if left:
+                    tally[value] = left
+                else:
+                    del tally[value]
+            elif kind == "values":
+                tallies[i] -= (row.get(path[0]) if len(path) == 1 else get_path(row, path)) is not None
+
+
+def _growing_count(node) -> tuple | None:
+    """``(kind, path, op, number)`` (see :class:`WindowScan`) of ``COUNT(DISTINCT f) > n``, ``COUNT(f) >= n``,
+    ``COUNT(*) > n``, ``n < COUNT(...)``, ... over the match's rows; None for any other condition."""
+    if not isinstance(node, Binary):
+        return None
+    op, count, number = node.op, node.left, node.right
+    if op in ("<", "<="):
+        op, count, number = {"<": ">", "<=": ">="}[op], node.right, node.left
+    if op not in (">", ">=") or not isinstance(count, Aggregate) or not isinstance(number, Literal):
+        return None
+    if count.function != "COUNT" or count.var is not None or type(number.value) not in (int, float):
+        return None
+    if count.field is None:
+        return ("rows", None, op, number.value)
+    return ("distinct" if count.distinct else "values", count.field.path, op, number.value)
 
 
 SAFE_NEEDLE = re.compile(r"[A-Za-z0-9_.:@ -]+")  # characters JSON never escapes
