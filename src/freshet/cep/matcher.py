@@ -228,6 +228,8 @@ class CompiledRule:
                 used |= fields_used(node)
         self.fields = tuple(sorted(used))
         self.field_set = frozenset(used)
+        # row -> whether some match may start at the row (None: any row may): see first_row_test
+        self.first_row = first_row_test(self.program, rule.defines, rule.tables)
         # the window scan of ``S*? T`` with T a growing count (see WindowScan), or None
         self.scan = WindowScan.of(self)
 
@@ -362,7 +364,11 @@ class CompiledRule:
         if self.scan is not None:
             return self.scan.match_rows(rows, times, key, start, closed, horizon)
         found: list[Match] = []
-        while start < len(rows):
+        n_rows, first_row = len(rows), self.first_row
+        while start < n_rows:
+            if first_row is not None and not first_row(rows[start]):
+                start += 1  # no match starts here: the attempt would be NO_MATCH with nothing mapped
+                continue
             verdict, labels = self.attempt(rows, times, start, closed, horizon)
             if verdict == PENDING:
                 break
@@ -378,6 +384,48 @@ class CompiledRule:
                     found.append(timeout)
                 start += 1
         return found, start
+
+
+def first_row_test(program: list[tuple], defines: dict, tables: dict):
+    """``row -> truthy`` that holds for every row a match can start at, or None when every row may start one.
+
+    The pattern's first row is mapped to one of the variables its program can reach without a row (following
+    ``split`` and ``jmp``); a variable's DEFINE holds on a row only if each of its top-level AND's conditions on
+    the current row alone does (an AND is true only when every side is). A row none of them passes begins no
+    match: the attempt from it maps nothing and ends NO_MATCH, so it need not be made. None if a first variable
+    has no such condition (no DEFINE: any row), or if the pattern can end before its first row."""
+    firsts, seen, todo = [], set(), [0]
+    while todo:
+        pc = todo.pop()
+        if pc in seen:
+            continue
+        seen.add(pc)
+        ins = program[pc]
+        if ins[0] == "var":
+            if ins[1] not in firsts:
+                firsts.append(ins[1])
+        elif ins[0] == "split":
+            todo.extend((ins[1], ins[2]))
+        elif ins[0] == "jmp":
+            todo.append(ins[1])
+        else:  # done: an empty match
+            return None
+    checks = []
+    for var in firsts:
+        condition = defines.get(var)
+        if condition is None:
+            return None
+        # the conditions on the row alone, as one AND (the whole DEFINE when it is one)
+        on_row = [part for part in _conjuncts(condition) if compile_row_expression(part, var, tables) is not None]
+        if not on_row:
+            return None
+        both = on_row[0]
+        for part in on_row[1:]:
+            both = Binary("AND", both, part)
+        checks.append(compile_row_expression(both, var, tables))
+    if len(checks) == 1:
+        return checks[0]
+    return lambda row: any(check(row) for check in checks)
 
 
 def _conjuncts(node) -> list:

@@ -1,19 +1,20 @@
-"""The matcher's shortcut against its plain attempts: the window scan of ``S*? T`` with a growing count (the
-port scan: ``COUNT(DISTINCT dst_port) > 7``) must find what an attempt from every start row finds (the same
-matches, timeouts and pending start), in a whole sequence and on a stream, with ties in time, repeated values and
-rows exactly at the time limit."""
+"""The matcher's shortcuts against its plain attempts: the window scan of ``S*? T`` with a growing count (the
+port scan: ``COUNT(DISTINCT dst_port) > 7``) and the start rows no match can begin at, skipped. Each must find what
+an attempt from every start row finds (the same matches, timeouts and pending start), in a whole sequence and on a
+stream, with ties in time, repeated values and rows exactly at the time limit."""
 
 from __future__ import annotations
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from freshet.cep.matcher import CompiledRule, PartitionMatcher, WindowScan, match_events
+from freshet.cep.matcher import CompiledRule, PartitionMatcher, WindowScan, first_row_test, match_events
 from freshet.cep.rules import parse_rule
 
 from .reference import reference_matches
+from .test_matcher import events_strategy, rules
 
 PORT_SCAN = """RULE port_scan PARTITION BY src_ip
     MEASURES FIRST(src_ip) AS src_ip, COUNT(DISTINCT dst_port) AS ports, COUNT(*) AS probes
@@ -21,9 +22,9 @@ PORT_SCAN = """RULE port_scan PARTITION BY src_ip
 
 
 def plain(compiled: CompiledRule) -> CompiledRule:
-    """The same rule run by attempts from every start row: no window scan."""
+    """The same rule run by attempts from every start row: no window scan, no start row skipped."""
     other = CompiledRule(compiled.rule)
-    other.scan = None
+    other.scan = other.first_row = None
     return other
 
 
@@ -158,3 +159,27 @@ def test_the_window_scan_reads_each_row_a_few_times_not_once_per_start():
     CountingRows.reads = 0
     assert plain(compiled).match_rows(rows, times, ("s",))[0] == []
     assert scan_reads <= 4 * n < 30 * n <= CountingRows.reads  # the attempts read a minute's rows from each start
+
+
+def test_a_first_row_test_is_what_every_first_variable_needs_of_its_row():
+    def first(tail):
+        compiled = CompiledRule(parse_rule(f"RULE r {tail}"))
+        return compiled.first_row
+
+    locked_out = first("PATTERN (F) NOT FOLLOWED BY S DEFINE F AS F.status = 'failed' AND PREV(F.status) = 'failed', "
+                       "S AS S.status = 'ok' WITHIN 1 MINUTE")
+    assert locked_out({"status": "failed"}) and not locked_out({"status": "ok"}) and not locked_out({})
+    either = first("PATTERN (A? B C) DEFINE A AS x = 1, B AS x = 2 AND COUNT(*) < 3")
+    assert either({"x": 1}) and either({"x": 2}) and not either({"x": 3})
+    assert first("PATTERN (A X*? B) DEFINE B AS B.country <> A.country") is None  # A: any row
+    assert first("PATTERN (A? B) DEFINE A AS x = 1") is None  # B: any row
+    assert first("PATTERN (A B) DEFINE A AS PREV(x) = 1") is None  # nothing on the row alone
+    assert first_row_test([("done",)], {}, {}) is None  # a program that matches no row
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(rules(), events_strategy, st.integers(1, 4), st.integers(0, 3))
+def test_skipping_start_rows_finds_what_the_attempts_find(rule, events, every, lateness):
+    compiled = CompiledRule(rule)
+    assert found(match_events(compiled, events)) == found(match_events(plain(compiled), events))
+    assert streamed(compiled, events, every, lateness) == streamed(plain(compiled), events, every, lateness)
