@@ -603,6 +603,13 @@ def compile_expression(node, one_row: _OneRow | None = None) -> Evaluator:
                     return row.get(name) if row is not None else None
                 return current_field
             return lambda f: get_path(f.row(), path)
+        if len(path) == 1:
+            name = path[0]
+
+            def var_field(f: Frame):
+                row = f.last_of(var)
+                return row.get(name) if type(row) is dict else get_path(row, path)
+            return var_field
         return lambda f: get_path(f.last_of(var), path)
     if isinstance(node, Prev):
         path, var, steps = node.field.path, node.field.var, node.steps
@@ -651,6 +658,10 @@ def compile_expression(node, one_row: _OneRow | None = None) -> Evaluator:
                 except TypeError:  # a list or object among the values
                     return _aggregate(function, [get_path(r, path) for r in f.rows_of(var)], distinct)
             return count_distinct_any
+        if function == "FIRST":  # the first of the rows' values: read from that row alone
+            return lambda f: get_path(_first_of(f, var), path)
+        if function == "LAST":
+            return lambda f: get_path(f.row() if var is None else f.last_of(var), path)
         return lambda f: _aggregate(function, [get_path(r, path) for r in f.rows_of(var)], distinct)
     if isinstance(node, Unary):
         operand = compile_expression(node.operand, one_row)
@@ -778,6 +789,21 @@ def _compare_to_literal(node: Binary, left: Evaluator, one_row: _OneRow | None) 
         except TypeError:
             return loose(a, value)
     return compare
+
+
+def _first_of(f: Frame, var: str | None):
+    """The first of ``f.rows_of(var)``, without the list; None if there is none."""
+    labels = f.labels
+    if var is None:
+        if labels:
+            return f.rows[f.start]
+    elif var in labels:
+        return f.rows[f.start + labels.index(var)]
+    elif f.current is not None and var == f.var:
+        return f.rows[f.current]
+    if var is None and f.current is not None:
+        return f.rows[f.current]
+    return None
 
 
 def _index_of(f: Frame, var: str) -> int:
