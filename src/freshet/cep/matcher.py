@@ -708,6 +708,8 @@ class PartitionMatcher:
             ready, self.buffer = self.buffer, []
         elif watermark is None:
             ready = []
+        elif self.buffer and max(map(_TIME, self.buffer)) <= watermark:  # all of it (what the Spark step hands over)
+            ready, self.buffer = self.buffer, []
         else:
             ready = [e for e in self.buffer if e[0] <= watermark]
             if ready:
@@ -721,15 +723,20 @@ class PartitionMatcher:
             if start >= len(self.times) or within is None or horizon is None or horizon < self.times[start] + within:
                 return []
         ready.sort(key=_TIME_ORDER)
-        rows, texts, times = self.rows, self.texts, self.times
-        for when, _order, event in ready:
-            if type(event) is str:
-                texts.append(event)
-                event = orjson.loads(event)
-            else:
-                texts.append(None)
-            rows.append(event)
-            times.append(when)
+        rows, texts = self.rows, self.texts
+        if not self.objects:  # every event came as its JSON text
+            added = [e[2] for e in ready]
+            texts.extend(added)
+            rows.extend(map(orjson.loads, added))
+        else:
+            for _when, _order, event in ready:
+                if type(event) is str:
+                    texts.append(event)
+                    event = orjson.loads(event)
+                else:
+                    texts.append(None)
+                rows.append(event)
+        self.times.extend(map(_TIME, ready))
         found, self.start = self.compiled.match_rows(self.rows, self.times, self.key, self.start, closed, horizon)
         self._let_go()
         return found
