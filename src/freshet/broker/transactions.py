@@ -40,6 +40,7 @@ from freshet.format.record_batch import decode_records, encode_batch
 from freshet.log import InvalidProducerEpochError, StorageError
 
 from .groups.offsets import OFFSETS_TOPIC, append_failure, batches_below, failed_append_code
+from .groups.reaper import Reaper
 from .replication import ReplicationError
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ TXN_STATE_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 102
 MAX_TIMEOUT_MS = 900_000  # transaction.max.timeout.ms
 MAX_EPOCH = 32767
 APPEND_TIMEOUT_S = 30.0  # a state change or marker not in the ISR within this: COORDINATOR_NOT_AVAILABLE
+ABORT_RETRY_S = 0.5  # a timed-out transaction whose abort failed (the state log refused it) is tried again after this
 
 EMPTY = "Empty"
 ONGOING = "Ongoing"
@@ -135,7 +137,9 @@ class TransactionCoordinator:
         self.transactions: dict[str, TransactionMetadata] = {}
         self.by_producer: dict[int, TransactionMetadata] = {}
         self._locks: dict[str, asyncio.Lock] = {}
-        self._task: asyncio.Task | None = None
+        # transaction.timeout.ms: checked when the nearest open transaction's timeout comes, not on a tick
+        self._timeouts = Reaper(self._check_timeouts, "transaction-timeouts")
+        self._expiring: set[str] = set()  # transactional ids whose timeout abort is under way
         self._background: set[asyncio.Task] = set()
         # a cluster: the leader epoch of __transaction_state in which this broker coordinates (None: it does not)
         self.coordinator_epoch: int | None = None
@@ -222,14 +226,13 @@ class TransactionCoordinator:
     def start(self) -> None:
         """Finish what a crash interrupted, then watch for transactions that outlive their timeout. (In a
         cluster the broker that leads __transaction_state does the first part: ``follow``.)"""
-        loop = asyncio.get_running_loop()
         if self.broker.cluster is None:
             for meta in list(self.transactions.values()):
                 if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
                     self._spawn(self._complete(meta, meta.state == PREPARE_COMMIT))
                 elif meta.state == ONGOING:
                     self._spawn(self._abort_with_fencing(meta, "the broker restarted"))
-        self._task = loop.create_task(self._expire(), name="transaction-timeouts")
+        self._timeouts.start()
 
     def follow(self, leader_epoch: int | None) -> None:
         """A cluster's metadata changed: ``leader_epoch`` is the epoch in which this broker leads
@@ -243,6 +246,7 @@ class TransactionCoordinator:
         for task in list(self._background):
             task.cancel()
         self._locks.clear()
+        self._expiring.clear()
         self.coordinator_epoch = leader_epoch
         if leader_epoch is None:
             log.info("no longer the transaction coordinator")
@@ -257,6 +261,7 @@ class TransactionCoordinator:
                  sum(1 for m in self.transactions.values() if m.state == ONGOING))
         for meta in completing:
             self._spawn(self._complete_locked(meta, meta.state == PREPARE_COMMIT))
+        self._timeouts.due(time.monotonic())  # the open transactions taken over have their timeouts too
 
     async def _complete_locked(self, meta: TransactionMetadata, commit: bool) -> None:
         async with self.lock(meta.transactional_id):
@@ -273,7 +278,8 @@ class TransactionCoordinator:
                                    "this broker is not the transaction coordinator (FindCoordinator names it)")
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._task, *self._background) if t is not None]
+        await self._timeouts.stop()
+        tasks = list(self._background)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -283,21 +289,47 @@ class TransactionCoordinator:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _expire(self) -> None:
-        while True:
-            await asyncio.sleep(0.5)
-            now = _now_ms()
-            if self.broker.cluster is not None and self.coordinator_epoch is None:
-                continue  # a cluster: only the coordinator's view of the transactions is current
-            for meta in list(self.transactions.values()):
-                if meta.state == ONGOING and now - meta.start_ms > meta.timeout_ms:
-                    async with self.lock(meta.transactional_id):
-                        if meta.state == ONGOING and now - meta.start_ms > meta.timeout_ms:
-                            try:
-                                await self._abort_with_fencing(
-                                    meta, f"it ran past transaction.timeout.ms={meta.timeout_ms}")
-                            except TransactionError as exc:
-                                log.warning("transaction %s not aborted here: %s", meta.transactional_id, exc)
+    def _check_timeouts(self, now: float) -> float | None:
+        """The timeouts' reaper (``now``: time.monotonic()): an abort started for every open transaction past
+        transaction.timeout.ms; the nearest timeout still ahead (None: no transaction open). A transaction that
+        opens tells the reaper its timeout (``_open``), so an idle coordinator is not woken (it was, every 0.5 s)."""
+        if self.broker.cluster is not None and self.coordinator_epoch is None:
+            return None  # a cluster: only the coordinator's view of the transactions is current (``follow`` wakes it)
+        now_ms = _now_ms()
+        nearest = None
+        for meta in list(self.transactions.values()):
+            if meta.state != ONGOING or meta.transactional_id in self._expiring:
+                continue
+            left_ms = meta.start_ms + meta.timeout_ms - now_ms
+            if left_ms < 0:
+                self._expiring.add(meta.transactional_id)
+                self._spawn(self._expire(meta))
+                continue
+            when = now + (left_ms + 1) / 1000
+            if nearest is None or when < nearest:
+                nearest = when
+        return nearest
+
+    async def _expire(self, meta: TransactionMetadata) -> None:
+        """Abort ``meta``'s transaction, past its timeout (unless it ended meanwhile); tried again later if the
+        state log refused the abort."""
+        tid = meta.transactional_id
+        retry = False
+        try:
+            async with self.lock(tid):
+                if meta.state == ONGOING and _now_ms() - meta.start_ms > meta.timeout_ms:
+                    try:
+                        await self._abort_with_fencing(meta, f"it ran past transaction.timeout.ms={meta.timeout_ms}")
+                    except TransactionError as exc:
+                        log.warning("transaction %s not aborted here: %s", tid, exc)
+                        retry = meta.state == ONGOING
+                    except Exception:  # e.g. a marker's fsync failed: tried again while the transaction is open
+                        log.exception("aborting transaction %s at its timeout failed", tid)
+                        retry = meta.state == ONGOING
+        finally:
+            self._expiring.discard(tid)
+        if retry:
+            self._timeouts.due(time.monotonic() + ABORT_RETRY_S)
 
     async def _abort_with_fencing(self, meta: TransactionMetadata, why: str) -> None:
         """Abort an open transaction for the coordinator's own reasons; the producer's epoch is bumped,
@@ -402,6 +434,7 @@ class TransactionCoordinator:
     async def _open(self, meta: TransactionMetadata, partitions: set, groups: set | None = None) -> None:
         if meta.state != ONGOING:
             meta.partitions, meta.groups, meta.start_ms = set(), set(), _now_ms()
+            self._timeouts.due(time.monotonic() + meta.timeout_ms / 1000)
         if partitions <= meta.partitions and (groups or set()) <= meta.groups and meta.state == ONGOING:
             return
         meta.partitions |= partitions
