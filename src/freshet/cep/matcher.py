@@ -208,6 +208,10 @@ class CompiledRule:
         # conditions on the current row alone run on the row itself, without a Frame: (on the row, on a Frame)
         self.tests = {v: (compile_row_expression(c, v, rule.tables), self.conditions[v])
                       for v, c in rule.defines.items()}
+        # the program as the attempt runs it, each instruction four items: a variable's with its tests (the test on a
+        # Frame only where there is none on the row; both None: any row), ("split", preferred, other, None), ...
+        self.code = [("var", ins[1], *self._tests_of(ins[1])) if ins[0] == "var" else (*ins, None, None, None)[:4]
+                     for ins in self.program]
         self.where = None  # row -> whether the event passes WHERE
         if rule.where is not None:
             where = compile_row_expression(rule.where, None, rule.tables)
@@ -232,6 +236,10 @@ class CompiledRule:
         self.first_row = first_row_test(self.program, rule.defines, rule.tables)
         # the window scan of ``S*? T`` with T a growing count (see WindowScan), or None
         self.scan = WindowScan.of(self)
+
+    def _tests_of(self, var: str) -> tuple:
+        on_row, on_frame = self.tests.get(var, (None, None))
+        return (on_row, None) if on_row is not None else (None, on_frame)
 
     def project(self, event: dict) -> dict:
         """``event`` with only the fields the rule reads (what a stream's matcher keeps in its state)."""
@@ -264,7 +272,7 @@ class CompiledRule:
         have. Returns ``(MATCH, labels)``, ``(NO_MATCH, partial)`` (the longest partial match the time
         limit cut short, for timeouts) or ``(PENDING, None)``.
         """
-        program, tests, within, tables = self.program, self.tests, self.within, self.tables
+        code, within = self.code, self.within
         n_rows = len(rows)
         limit = times[start] + within if within is not None else None
         # no later row can belong to a match from here: the time limit is behind the horizon
@@ -272,14 +280,12 @@ class CompiledRule:
         stack = [(0, start, 0)]
         labels: list[str] = []
         partial: list[str] = []
-        memo: dict = {}  # the aggregates' partial results, for this start row's frames (see Frame)
         frame = None  # one Frame for the attempt's tests on frames, its current row and variable set per test
         while stack:
             pc, pos, depth = stack.pop()
             del labels[depth:]
             while True:
-                ins = program[pc]
-                op = ins[0]
+                op, var, on_row, on_frame = ins = code[pc]
                 if op == "var":
                     if pos >= n_rows:
                         if not exhausted:
@@ -291,20 +297,17 @@ class CompiledRule:
                         if len(labels) > len(partial):
                             partial = labels[:]
                         break
-                    var = ins[1]
-                    test = tests.get(var)
-                    if test is not None:
-                        on_row, on_frame = test
-                        if on_row is not None:
-                            if not on_row(rows[pos]):
-                                break
+                    if on_row is not None:
+                        if not on_row(rows[pos]):
+                            break
+                    elif on_frame is not None:
+                        if frame is None:
+                            # memo: the aggregates' partial results, for this start row's frames (see Frame)
+                            frame = Frame(rows, start, labels, pos, var, self.tables, {})
                         else:
-                            if frame is None:
-                                frame = Frame(rows, start, labels, pos, var, tables, memo)
-                            else:
-                                frame.current, frame.var = pos, var
-                            if not on_frame(frame):
-                                break
+                            frame.current, frame.var = pos, var
+                        if not on_frame(frame):
+                            break
                     labels.append(var)
                     pos += 1
                     pc += 1
