@@ -155,6 +155,9 @@ def iso_utc(ms: int) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
+_JSON_AS_IS = frozenset({str, int, bool, type(None)})  # the types json_value gives back as they are
+
+
 def json_value(value):
     """A measure or key value as JSON holds it: a number that is not finite becomes null (JSON has no
     NaN or Infinity), anything that is not a JSON type its text."""
@@ -169,7 +172,7 @@ def json_value(value):
     return str(value)
 
 
-@dataclass
+@dataclass(slots=True)
 class Match:
     rule: str
     key: tuple
@@ -194,7 +197,8 @@ class Match:
 
     def measures_object(self) -> dict:
         """The alert's ``measures``, as JSON values."""
-        return {str(name): json_value(value) for name, value in self.measures.items()}
+        return {str(name): value if type(value) in _JSON_AS_IS else json_value(value)
+                for name, value in self.measures.items()}
 
 
 class CompiledRule:
@@ -677,6 +681,8 @@ class PartitionMatcher:
     (their place in the order is gone). Rows no pending attempt can reach are let go, so the state is
     bounded by the time limit. The whole state is plain data (``to_state`` / ``from_state``).
     """
+
+    __slots__ = ("compiled", "key", "buffer", "rows", "texts", "times", "start", "watermark", "late", "objects")
 
     def __init__(self, compiled: CompiledRule, key: tuple = ()) -> None:
         self.compiled = compiled
