@@ -93,3 +93,56 @@ def test_a_key_no_version_has_is_an_error_under_checks_and_dropped_otherwise(mon
         build(schema, {**body, "tpoics": []})
     monkeypatch.delenv(CHECKS_VARIABLE)
     assert build(schema, {**body, "tpoics": []}).cluster_id == "c"  # without checks nothing is imported for it
+
+
+def _written_by_kio(api_key, version, correlation_id, body):
+    """The frame as kio writes it, without the kept bodies of encode_response."""
+    import io
+
+    from freshet.broker.wire import protocol
+
+    schema = response_schema(api_key, version)
+    buf = io.BytesIO()
+    protocol._writer(schema)(buf, protocol.build(schema, body))
+    header = protocol.response_header(api_key, correlation_id, schema.__flexible__)
+    return struct.pack(">i", len(header) + len(buf.getvalue())) + header + buf.getvalue()
+
+
+@given(answers=st.lists(st.tuples(st.sampled_from([0, 15, 16, 22, 25, 27]), st.integers(0, 3),
+                                  st.integers(-2**31, 2**31 - 1), st.sampled_from(["t", "u", "tt"]),
+                                  st.lists(st.integers(0, 5), max_size=4)), min_size=1, max_size=30))
+@settings(max_examples=50, deadline=None)
+def test_an_answer_given_again_is_the_same_bytes_and_a_changed_one_is_new(answers):
+    # the same answer body again (heartbeats, AddPartitionsToTxn, ApiVersions, Metadata) comes from the bodies
+    # encode_response keeps; each frame must be what kio writes for that body, with the request's correlation id
+    for error, throttle, correlation_id, topic, partitions in answers:
+        heartbeat = {"throttle_time": throttle, "error_code": error}
+        assert encode_response(12, 3, correlation_id, heartbeat) == _written_by_kio(12, 3, correlation_id, heartbeat)
+        added = {"throttle_time": throttle, "results_by_topic_v3_and_below": [
+            {"name": topic, "results_by_partition": [{"partition_index": p, "partition_error_code": error}
+                                                     for p in partitions]}]}
+        for version in (0, 3):
+            assert encode_response(24, version, correlation_id, added) == _written_by_kio(24, version, correlation_id,
+                                                                                          added)
+
+
+def test_answers_alike_but_for_their_shape_are_not_taken_for_each_other():
+    # a topic with no partitions and one with an empty name must not share a kept body with each other
+    first = {"throttle_time": 0, "results_by_topic_v3_and_below": [{"name": "", "results_by_partition": []}]}
+    second = {"throttle_time": 0, "results_by_topic_v3_and_below": []}
+    assert encode_response(24, 3, 1, first) == _written_by_kio(24, 3, 1, first)
+    assert encode_response(24, 3, 1, second) == _written_by_kio(24, 3, 1, second)
+    assert encode_response(24, 3, 1, first) != encode_response(24, 3, 1, second)
+
+
+def test_an_answer_given_again_is_not_written_again(monkeypatch):
+    from freshet.broker.wire import protocol
+
+    built = []
+    build = protocol.build
+    monkeypatch.setattr(protocol, "build", lambda schema, data: built.append(schema) or build(schema, data))
+    body = {"throttle_time": 0, "error_code": 27}  # REBALANCE_IN_PROGRESS, as to every member of a rebalance
+    frames = [encode_response(12, 4, correlation_id, body) for correlation_id in (7, 8, 9)]
+    assert len(built) <= 1  # kio writes it once (none if an earlier test wrote it)
+    assert [struct.unpack_from(">i", f, 4)[0] for f in frames] == [7, 8, 9]
+    assert len({f[8:] for f in frames}) == 1

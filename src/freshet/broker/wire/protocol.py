@@ -219,13 +219,46 @@ def encode_body(api_key: int, version: int, body: dict) -> bytes:
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, body: dict) -> bytes:
-    """A whole response frame: size, header (v0, or v1 for flexible versions), body."""
+    """A whole response frame: size, header (v0, or v1 for flexible versions), body. The bodies of the last
+    answers kio wrote are kept: most answers of this path come again unchanged (ApiVersions, heartbeats, a
+    transaction's AddPartitionsToTxn and EndTxn, Metadata while the topics stay the same), and writing one costs
+    10-200 us of Python where looking it up costs a few."""
     schema = response_schema(api_key, version)
-    entity = build(schema, body)
-    buf = io.BytesIO()
-    buf.write(b"\0\0\0\0")
-    buf.write(response_header(api_key, correlation_id, schema.__flexible__))
-    _writer(schema)(buf, entity)
-    out = buf.getbuffer()
-    SIZE.pack_into(out, 0, len(out) - 4)
-    return bytes(out)
+    key = _body_key(api_key, version, body)
+    encoded = _ENCODED.get(key) if key is not None else None
+    if encoded is None:
+        buf = io.BytesIO()
+        _writer(schema)(buf, build(schema, body))
+        encoded = buf.getvalue()
+        if key is not None and len(encoded) <= _ENCODED_MAX_BYTES:
+            if len(_ENCODED) >= _ENCODED_MAX:
+                del _ENCODED[next(iter(_ENCODED))]  # the oldest
+            _ENCODED[key] = encoded
+    header = response_header(api_key, correlation_id, schema.__flexible__)
+    return SIZE.pack(len(header) + len(encoded)) + header + encoded
+
+
+_ENCODED: dict = {}  # (api key, version, the body frozen) -> the body's bytes, oldest first
+_ENCODED_MAX = 256
+_ENCODED_MAX_BYTES = 16 << 10
+_DICT = object()  # marks a frozen dict (a list of pairs is another value)
+
+
+def _frozen(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        return (_DICT, *((k, _frozen(v)) for k, v in value.items()))
+    if kind is list or kind is tuple:
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _body_key(api_key: int, version: int, body: dict) -> tuple | None:
+    """A handler's answer as a dict key; None when some value cannot be one (nothing is kept then). Values that
+    are equal encode alike in a field (0 and ErrorCode.none, True and 1), so equal keys mean equal bytes."""
+    key = (api_key, version, _frozen(body))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
