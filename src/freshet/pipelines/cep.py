@@ -595,17 +595,27 @@ def _matches_frame(found: list) -> pd.DataFrame:
                 keys[key] = text
         key_texts.append(text)
 
-    def times(ms: list[int]) -> pd.Series:  # the instants the alert's ISO texts name (iso_utc), not parsed back
-        return pd.Series(pd.array(np.array(ms, dtype="int64").astype("datetime64[ms]"),
-                                  dtype=pd.DatetimeTZDtype("ms", "UTC")))
+    def times(ms: list[int]):  # the instants the alert's ISO texts name (iso_utc), not parsed back
+        return pd.array(np.array(ms, dtype="int64").astype("datetime64[ms]"), dtype=_UTC_MS)
 
+    # from arrays, not Series: a frame of Series aligns their indexes (0.47 ms a frame here, 0.11 from arrays, most
+    # of it whatever the matches; a microbatch makes one a group with matches, 128 for 8 rules)
     return pd.DataFrame({
-        "rule": pd.Series([m.rule for m in found], dtype=object),
-        "kind": pd.Series([m.kind for m in found], dtype=object),
-        "key": pd.Series(key_texts, dtype=object),
+        "rule": _objects([m.rule for m in found]), "kind": _objects([m.kind for m in found]),
+        "key": _objects(key_texts),
         "match_start": times([m.start_ms for m in found]), "match_end": times([m.end_ms for m in found]),
-        "rows": pd.Series([m.rows for m in found], dtype="int32"),
-        "measures": pd.Series([_json_text(m.measures_object()) for m in found], dtype=object)})
+        "rows": np.array([m.rows for m in found], dtype="int32"),
+        "measures": _objects([_json_text(m.measures_object()) for m in found])}, copy=False)
+
+
+_UTC_MS = pd.DatetimeTZDtype("ms", "UTC")
+
+
+def _objects(values: list) -> np.ndarray:
+    """A numpy array of objects holding ``values`` as they are (``np.array`` of equal-length tuples would nest)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
 
 
 def _json_text(value) -> str:
