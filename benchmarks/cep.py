@@ -36,6 +36,7 @@ import json
 import os
 import platform
 import random
+import re
 import statistics
 import tempfile
 import time
@@ -275,8 +276,16 @@ class TreeCpu:
             self._count(reaped - known[5] - sum(g[4] + g[5] for g in gone), not gone or any(g[1] for g in gone))
             known[2], known[4], known[5] = ppid, own, reaped
 
+    # a task thread is "Executor task launch worker ..." while it runs a task, "Executor task i..." between tasks
     JVM_THREADS = (("C1 CompilerThre", "jit"), ("C2 CompilerThre", "jit"), ("GC Thread", "gc"), ("G1 ", "gc"),
-                   ("VM Thread", "gc"), ("Executor task l", "tasks"), ("stream executio", "stream thread"))
+                   ("VM Thread", "gc"), ("Executor task", "tasks"), ("stream executio", "stream thread"))
+
+    @classmethod
+    def thread_kind(cls, name: str) -> str:
+        """The kind of a JVM thread by its name as /proc gives it (15 characters): one of JVM_THREADS', or
+        ``other: `` and the name without its digits ("rocksdb:low", "Thread", "shuffle-client")."""
+        kind = next((k for prefix, k in cls.JVM_THREADS if name.startswith(prefix)), None)
+        return kind or "other: " + re.sub(r"[0-9]+", "", name).strip(" -#")
 
     def _sample_threads(self, pid: int, first: bool) -> None:
         """The JVM's CPU by thread: JIT compilers, GC, Spark's task threads, the query's stream thread, the rest."""
@@ -294,18 +303,18 @@ class TreeCpu:
             ticks = int(fields[11]) + int(fields[12])
             known = self.threads.get((pid, int(tid)))
             if known is None:
-                kind = next((k for prefix, k in self.JVM_THREADS if name.startswith(prefix)), "other")
-                self.threads[(pid, int(tid))] = [kind, ticks if first else 0, ticks]
+                self.threads[(pid, int(tid))] = [self.thread_kind(name), ticks if first else 0, ticks]
             else:
                 known[2] = ticks
 
     def jvm_threads(self) -> dict[str, float]:
         """CPU seconds of the JVM's threads by kind since the start (a thread's last 0.25 s before it ended left
-        out)."""
+        out); ``other`` is the sum of the rest, and each of the rest that took 0.1 s or more is given by name."""
         out: dict[str, float] = {}
         for kind, began, ticks in self.threads.values():
             out[kind] = out.get(kind, 0) + (ticks - began) / self.ticks
-        return {kind: round(s, 2) for kind, s in sorted(out.items())}
+        out["other"] = sum(s for kind, s in out.items() if kind.startswith("other: "))
+        return {kind: round(s, 2) for kind, s in sorted(out.items()) if not kind.startswith("other: ") or s >= 0.1}
 
     def _poll(self) -> None:
         while not self._stop.wait(self.every):
@@ -395,6 +404,10 @@ def main() -> None:
                         "of applyInPandasWithState,transformWithState (default: the pipeline's own)")
     parser.add_argument("--python-only", action="store_true", help="the pure-Python matchers only (no broker, "
                         "no Spark)")
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting "
+                        "for the session (repeatable), e.g. spark.sql.execution.arrow.maxRecordsPerBatch=50000")
+    parser.add_argument("--spark-only", action="store_true", help="no pure-Python matcher rounds between the Spark "
+                        "runs (the dense alerts are still checked against the pure-Python matcher's, found once)")
     args = parser.parse_args()
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     steps = [s.strip() for s in args.steps.split(",") if s.strip()] or [""]
@@ -402,6 +415,8 @@ def main() -> None:
         from freshet.pipelines.cep import STEP_CONF, STEPS
     if steps != [""] and any(s not in STEPS for s in steps):
         raise SystemExit(f"--steps takes some of {','.join(STEPS)}")
+    if any("=" not in kv for kv in args.spark_conf):
+        raise SystemExit("--spark-conf takes KEY=VALUE")
     if not parts or any(p not in PARTS for p in parts):
         raise SystemExit(f"--parts takes some of {','.join(PARTS)}")
 
@@ -474,7 +489,8 @@ def main() -> None:
             definitions.put_many(wanted)
             time.sleep(2 * REFRESH_S)
 
-        spark = session("bench-cep", shuffle_partitions=2)
+        extra = dict(kv.split("=", 1) for kv in args.spark_conf)
+        spark = session("bench-cep", shuffle_partitions=2, extra=extra)
         runs = 0
         for round_no in range(args.rounds):
             if "rules" in parts:
@@ -517,7 +533,8 @@ def main() -> None:
                        matches_per_event=round(hits / max(1, watch["rows"]), 1))
                 results.setdefault(name + "_steady", []).append(watch["steady_events_per_s"])
                 results.setdefault(name + "_per_cpu_s", []).append(watch["events_per_spark_cpu_s"])
-            python_round()
+            if not args.spark_only:
+                python_round()
         spark.stop()
     summarize(results)
 
