@@ -104,6 +104,12 @@ class ConsumerGroup:
     target: dict[str, Assignment] = field(default_factory=dict)  # member id -> target assignment
     topics_seen: tuple = ()  # (topic, partition count) of the subscribed topics at the last check
     assignor: str = "uniform"
+    # ids of the members whose stored records may have changed since ``on_change`` last looked (a dict: in order);
+    # the store (consumer_records) encodes only those again. Whatever changes a member's fields touches it.
+    touched: dict[str, None] = field(default_factory=dict, compare=False, repr=False)
+    # the members' distinct subscriptions, (topic names, regex): None once a member joins, leaves or changes its
+    # own, to be listed again. A heartbeat looks the subscribed topics up per subscription, not per member.
+    subscriptions: frozenset | None = field(default=None, compare=False, repr=False)
 
     @property
     def state(self) -> str:
@@ -114,6 +120,14 @@ class ConsumerGroup:
         if any(m.epoch != self.assignment_epoch or m.state != MEMBER_STABLE for m in self.members.values()):
             return RECONCILING
         return STABLE
+
+    def touch(self, member_id: str) -> None:
+        self.touched[member_id] = None
+
+    def distinct_subscriptions(self) -> frozenset[tuple[tuple[str, ...], str | None]]:
+        if self.subscriptions is None:
+            self.subscriptions = frozenset((m.subscribed_names, m.subscribed_regex) for m in self.members.values())
+        return self.subscriptions
 
     def member_by_instance(self, instance_id: str) -> ConsumerMember | None:
         for m in self.members.values():
@@ -319,11 +333,14 @@ class ConsumerGroupCoordinator:
             member.subscribed_regex, changed = subscribed_regex or None, True
         if server_assignor is not None and server_assignor != member.server_assignor:
             member.server_assignor, changed = server_assignor, True
+        if changed:
+            group.subscriptions = None
         if self._refresh_topics(group) or changed or member_epoch == JOIN_EPOCH and member.epoch == JOIN_EPOCH:
             group.epoch += 1  # once per heartbeat, whatever moved
         if group.epoch > group.assignment_epoch:
             self._compute_target(group)
         self._reconcile(group, member, owned, now)
+        group.touch(member_id)  # whatever this heartbeat changed of it (subscription, epoch, partitions)
         self._reaper.due(self._deadline(member, group_id))  # a new member's, or a revocation's
         body = {"member_id": member_id, "member_epoch": member.epoch, "assignment": None,
                 "heartbeat_interval_ms": self.setting(group_id, "heartbeat_interval_ms")}
@@ -337,7 +354,10 @@ class ConsumerGroupCoordinator:
     def _changed(self, group_id: str) -> int | None:
         """``on_change``'s answer: the last offset it wrote (to be durable before the member is answered), or
         None (nothing written)."""
-        if self.on_change is not None:
+        if self.on_change is None:
+            if (group := self.groups.get(group_id)) is not None:
+                group.touched.clear()  # no store to tell
+        else:
             try:
                 return self.on_change(group_id)
             except Exception:  # the group goes on in memory; the next coordinator would make its members rejoin
@@ -395,6 +415,8 @@ class ConsumerGroupCoordinator:
                                          f"{previous.member_id}")
             # the static member is back: it takes up its partitions under its new member id, at its old epoch
             del group.members[previous.member_id]
+            group.touch(previous.member_id)
+            group.subscriptions = None
             fresh.subscribed_names, fresh.subscribed_regex = previous.subscribed_names, previous.subscribed_regex
             fresh.server_assignor = previous.server_assignor
             fresh.epoch, fresh.previous_epoch = group.assignment_epoch, previous.previous_epoch
@@ -409,6 +431,7 @@ class ConsumerGroupCoordinator:
         # a new member, or one that rejoins from scratch: what it owned is released (the group epoch moves
         # once its subscription is taken in)
         group.members[member_id] = fresh
+        group.subscriptions = None
         return group, fresh
 
     def _leave(self, group, group_id, member_id, member_epoch, instance_id) -> dict:
@@ -419,6 +442,7 @@ class ConsumerGroupCoordinator:
             raise ConsumerGroupError(ErrorCode.unknown_member_id, f"{member_id} is not a member of {group_id}")
         if member_epoch == STATIC_LEAVE_EPOCH:
             member.epoch = STATIC_LEAVE_EPOCH  # keeps its partitions until it returns or its session ends
+            group.touch(member.member_id)
         else:
             self._remove(group, member.member_id, "left the group")
         return {"member_id": member_id, "member_epoch": member_epoch, "assignment": None,
@@ -428,16 +452,25 @@ class ConsumerGroupCoordinator:
         log.info("consumer group %s: member %s %s", group.group_id, member_id, why)
         del group.members[member_id]
         group.target.pop(member_id, None)
+        group.touch(member_id)
+        group.subscriptions = None
         group.epoch += 1
 
     # -- the target assignment ------------------------------------------------------------
 
     def subscribed_topics(self, member: ConsumerMember) -> set[str]:
-        topics = {t for t in member.subscribed_names if self._subscribable(t)}
-        if member.subscribed_regex:
-            pattern = re.compile(member.subscribed_regex)
+        return self._subscription_topics(member.subscribed_names, member.subscribed_regex)
+
+    def _subscription_topics(self, names: tuple[str, ...], regex: str | None) -> set[str]:
+        topics = {t for t in names if self._subscribable(t)}
+        if regex:
+            pattern = re.compile(regex)
             topics |= {t for t in self.topics.names() if self._subscribable(t) and pattern.fullmatch(t)}
         return topics
+
+    def _group_subscriptions(self, group: ConsumerGroup) -> dict[tuple[tuple[str, ...], str | None], set[str]]:
+        """Each distinct subscription of the group's members -> the topics it subscribes to now."""
+        return {sub: self._subscription_topics(*sub) for sub in group.distinct_subscriptions()}
 
     def _subscribable(self, name: str) -> bool:
         topic = self.topics.get(name)
@@ -446,7 +479,7 @@ class ConsumerGroupCoordinator:
     def _refresh_topics(self, group: ConsumerGroup) -> bool:
         """Has a subscribed topic been created, deleted or given partitions? That moves the group epoch, as a
         new member does."""
-        names = set().union(*(self.subscribed_topics(m) for m in group.members.values())) if group.members else set()
+        names = set().union(*self._group_subscriptions(group).values())
         found = {t: self.topics.get(t) for t in names}
         seen = tuple(sorted((t, topic.partitions) for t, topic in found.items() if topic is not None))
         if seen == group.topics_seen:
@@ -455,13 +488,15 @@ class ConsumerGroupCoordinator:
         return True
 
     def _compute_target(self, group: ConsumerGroup) -> None:
-        subscriptions = {m.member_id: self.subscribed_topics(m) for m in group.members.values()}
+        topics = self._group_subscriptions(group)
+        subscriptions = {m.member_id: topics[(m.subscribed_names, m.subscribed_regex)] for m in group.members.values()}
         partitions = {t: n for t, n in group.topics_seen}
         # the members' choice when they agree on one (Kafka: the most requested), else the broker's default
         chosen = [m.server_assignor for m in group.members.values() if m.server_assignor]
         group.assignor = max(sorted(set(chosen)), key=chosen.count) if chosen else self.settings.default_assignor
         group.target = ASSIGNOR_FUNCTIONS[group.assignor](subscriptions, partitions, group.target)
         group.assignment_epoch = group.epoch
+        group.touched.update(dict.fromkeys(group.members))  # every member's target may have moved
 
     # -- bringing a member to its target ----------------------------------------------------
 
@@ -530,7 +565,7 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return set()
-        return set().union(*(self.subscribed_topics(m) for m in group.members.values())) if group.members else set()
+        return set().union(*self._group_subscriptions(group).values())
 
     # -- timeouts --------------------------------------------------------------------------
 

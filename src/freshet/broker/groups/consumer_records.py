@@ -81,9 +81,10 @@ def _value(*parts: bytes) -> bytes:
     return struct.pack(">h", VALUE_VERSION) + b"".join(parts) + _NO_TAGS
 
 
-def _topic_partitions(assignment: Assignment, ids: dict[str, uuid.UUID]) -> bytes:
-    return _carray([ids[t].bytes + _carray([struct.pack(">i", p) for p in sorted(ps)]) + _NO_TAGS
-                    for t, ps in sorted(assignment.items()) if t in ids])
+def _topic_partitions(assignment: Assignment, ids: dict[str, uuid.UUID | None]) -> bytes:
+    """A topic with no id (None, or not in ``ids``: gone from the metadata) is left out."""
+    return _carray([topic_id.bytes + _carray([struct.pack(">i", p) for p in sorted(ps)]) + _NO_TAGS
+                    for t, ps in sorted(assignment.items()) if (topic_id := ids.get(t)) is not None])
 
 
 class _Reader:
@@ -183,57 +184,184 @@ def decode_value(kind: int, value: bytes) -> dict:
     return out
 
 
-def group_records(coordinator: ConsumerGroupCoordinator, group: ConsumerGroup) -> dict[bytes, bytes]:
-    """Every record (key -> value) that describes ``group`` now."""
-    named = {t for t, _ in group.topics_seen} | {t for a in group.target.values() for t in a} | {
-        t for m in group.members.values() for t in (*m.assigned, *m.pending_revocation)}
-    ids = {t: topic.topic_id for t in named if (topic := coordinator.topics.get(t)) is not None}
+def _topic_ids(coordinator: ConsumerGroupCoordinator, names) -> dict[str, uuid.UUID | None]:
+    return {t: None if (topic := coordinator.topics.get(t)) is None else topic.topic_id for t in names}
+
+
+def _group_values(group: ConsumerGroup, ids: dict[str, uuid.UUID | None]) -> dict[bytes, bytes]:
+    """The group's own records: its epoch, subscribed topics and assignment epoch."""
     gid = group.group_id
-    records = {
+    return {
         _key(GROUP, gid): _value(struct.pack(">i", group.epoch)),
         _key(PARTITIONS, gid): _value(_carray([
-            ids[t].bytes + _cstring(t) + struct.pack(">i", n) + _carray([]) + _NO_TAGS
-            for t, n in group.topics_seen if t in ids])),
+            topic_id.bytes + _cstring(t) + struct.pack(">i", n) + _carray([]) + _NO_TAGS
+            for t, n in group.topics_seen if (topic_id := ids.get(t)) is not None])),
         _key(TARGET, gid): _value(struct.pack(">i", group.assignment_epoch)),
     }
+
+
+def _member_value(m: ConsumerMember) -> bytes:
+    return _value(_cstring(m.instance_id), _cstring(m.rack_id), _cstring(m.client_id), _cstring(m.client_host),
+                  _carray([_cstring(t) for t in m.subscribed_names]), _cstring(m.subscribed_regex),
+                  struct.pack(">i", m.rebalance_timeout_ms), _cstring(m.server_assignor))
+
+
+def _target_value(target: Assignment, ids: dict[str, uuid.UUID | None]) -> bytes:
+    return _value(_topic_partitions(target, ids))
+
+
+def _current_value(m: ConsumerMember, ids: dict[str, uuid.UUID | None]) -> bytes:
+    return _value(struct.pack(">iib", m.epoch, m.previous_epoch, _STATE_CODES[m.state]),
+                  _topic_partitions(m.assigned, ids), _topic_partitions(m.pending_revocation, ids))
+
+
+def _member_topics(group: ConsumerGroup, m: ConsumerMember) -> set[str]:
+    return {*group.target.get(m.member_id, ()), *m.assigned, *m.pending_revocation}
+
+
+def _group_topics(group: ConsumerGroup) -> set[str]:
+    return {t for t, _ in group.topics_seen}.union(*(_member_topics(group, m) for m in group.members.values()))
+
+
+def _fingerprints(group: ConsumerGroup, m: ConsumerMember) -> tuple:
+    """What each of a member's three records is encoded from (with the topics' ids): equal fingerprints, equal
+    records. The assignments are copied (their sets are frozen): a dict changed in place is not taken for equal."""
+    return ((m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_names, m.subscribed_regex,
+             m.rebalance_timeout_ms, m.server_assignor),
+            dict(group.target.get(m.member_id, {})),
+            (m.epoch, m.previous_epoch, m.state, dict(m.assigned), dict(m.pending_revocation)))
+
+
+def group_records(coordinator: ConsumerGroupCoordinator, group: ConsumerGroup,
+                  ids: dict[str, uuid.UUID | None] | None = None) -> dict[bytes, bytes]:
+    """Every record (key -> value) that describes ``group`` now (``ids``: its topics' ids, if looked up already)."""
+    if ids is None:
+        ids = _topic_ids(coordinator, _group_topics(group))
+    gid = group.group_id
+    records = _group_values(group, ids)
     for m in group.members.values():
         mid = m.member_id
-        records[_key(MEMBER, gid, mid)] = _value(
-            _cstring(m.instance_id), _cstring(m.rack_id), _cstring(m.client_id), _cstring(m.client_host),
-            _carray([_cstring(t) for t in m.subscribed_names]), _cstring(m.subscribed_regex),
-            struct.pack(">i", m.rebalance_timeout_ms), _cstring(m.server_assignor))
-        records[_key(TARGET_MEMBER, gid, mid)] = _value(_topic_partitions(group.target.get(mid, {}), ids))
-        records[_key(CURRENT, gid, mid)] = _value(
-            struct.pack(">iib", m.epoch, m.previous_epoch, _STATE_CODES[m.state]),
-            _topic_partitions(m.assigned, ids), _topic_partitions(m.pending_revocation, ids))
+        records[_key(MEMBER, gid, mid)] = _member_value(m)
+        records[_key(TARGET_MEMBER, gid, mid)] = _target_value(group.target.get(mid, {}), ids)
+        records[_key(CURRENT, gid, mid)] = _current_value(m, ids)
     return records
+
+
+class _Encoded:
+    """What a store last wrote of one group object, to re-encode only what changed: the group's own fingerprint,
+    each member's (``_fingerprints``), and the id of every topic the records name (one changed: all again)."""
+
+    def __init__(self, group: ConsumerGroup, ids: dict[str, uuid.UUID | None]) -> None:
+        self.group = group  # this object: a group deleted and made again, or restored, is encoded whole
+        self.ids = ids
+        self.head = _head(group)
+        self.members = {mid: _fingerprints(group, m) for mid, m in group.members.items()}
+
+
+def _head(group: ConsumerGroup) -> tuple:
+    return group.epoch, group.assignment_epoch, group.topics_seen
 
 
 class ConsumerGroupStore:
     """Writes what changed of a coordinator's consumer groups to ``__consumer_offsets`` (``changed``, its
-    ``on_change``), remembering what the log holds of each group (primed by ``restore``)."""
+    ``on_change``), remembering what the log holds of each group (primed by ``restore``).
+
+    A heartbeat that changes nothing costs no encoding: the coordinator names the members it may have changed
+    (``ConsumerGroup.touched``: the heartbeating member, one that joined, left or expired, every member when the
+    target assignment is computed); of those, only a member whose fingerprint moved is encoded again, and the
+    group's three records when its epochs or subscribed topics did. A group seen for the first time (a takeover,
+    a failed write, a topic's id changed) is encoded whole and diffed against the log, as every group was."""
 
     def __init__(self, coordinator: ConsumerGroupCoordinator, offsets) -> None:
         self.coordinator, self.offsets = coordinator, offsets
         self.written: dict[str, dict[bytes, bytes]] = {}  # group id -> its records in the log
+        self.encoded: dict[str, _Encoded] = {}  # group id -> what was encoded of it (written or already there)
+
+    def forget(self) -> None:
+        """The groups are replaced (a takeover): each is encoded whole next time."""
+        self.encoded.clear()
 
     def changed(self, group_id: str) -> int | None:
         """Writes the records of ``group_id`` that changed; the last offset written (None: nothing changed)."""
         group = self.coordinator.groups.get(group_id)
-        now = group_records(self.coordinator, group) if group is not None else {}
+        touched = group.touched if group is not None else {}
+        if group is not None:
+            group.touched = {}
+        try:
+            return self._write(group_id, group, touched)
+        except Exception:
+            self.encoded.pop(group_id, None)  # not known to be in the log: encoded whole next time
+            raise
+
+    def _write(self, group_id: str, group: ConsumerGroup | None, touched: dict[str, None]) -> int | None:
         before = self.written.get(group_id, {})
-        changes = [(k, v) for k, v in now.items() if before.get(k) != v]
-        changes += [(k, None) for k in before if k not in now]
-        if not changes:
-            return None
-        changes.sort(key=lambda kv: -struct.unpack_from(">h", kv[0], 0)[0])  # one batch: written all or none
-        ts = int(time.time() * 1000)
-        result = self.offsets.partition.append(encode_batch([(k, v, ts) for k, v in changes]))
-        if now:
-            self.written[group_id] = now
+        encoded = self.encoded.get(group_id)
+        if encoded is not None and (encoded.group is not group
+                                    or encoded.ids != _topic_ids(self.coordinator, encoded.ids)):
+            encoded = None  # another group object (restored, made again), or a topic's id changed
+        if group is None:
+            changes = [(k, None) for k in before]
+            after = {}
+        elif encoded is None:
+            ids = _topic_ids(self.coordinator, _group_topics(group))
+            after = group_records(self.coordinator, group, ids)
+            changes = [(k, v) for k, v in after.items() if before.get(k) != v]
+            changes += [(k, None) for k in before if k not in after]
+            encoded = _Encoded(group, ids)
         else:
+            changes, after = self._changes(group, encoded, touched, before), None
+        if changes:
+            changes.sort(key=lambda kv: -struct.unpack_from(">h", kv[0], 0)[0])  # one batch: written all or none
+            ts = int(time.time() * 1000)
+            result = self.offsets.partition.append(encode_batch([(k, v, ts) for k, v in changes]))
+        if group is None:
             self.written.pop(group_id, None)
-        return result.last_offset
+            self.encoded.pop(group_id, None)
+        else:
+            if after is None:  # only what changed: the log's image is brought up to date in place
+                after = before
+                for k, v in changes:
+                    if v is None:
+                        after.pop(k, None)
+                    else:
+                        after[k] = v
+            self.written[group_id] = after
+            self.encoded[group_id] = encoded
+        return result.last_offset if changes else None
+
+    def _changes(self, group: ConsumerGroup, encoded: _Encoded, touched: dict[str, None],
+                 before: dict[bytes, bytes]) -> list[tuple[bytes, bytes | None]]:
+        """The records of ``touched`` members and of the group that differ from the log (``encoded`` brought up to
+        date: called only when they are written, or nothing is to be)."""
+        gid, ids = group.group_id, encoded.ids
+        candidates: list[tuple[bytes, bytes | None]] = []
+        head = _head(group)
+        if head != encoded.head:
+            if group.topics_seen != encoded.head[2]:
+                ids.update(_topic_ids(self.coordinator, [t for t, _ in group.topics_seen if t not in ids]))
+            candidates += _group_values(group, ids).items()
+            encoded.head = head
+        for mid in touched:
+            m = group.members.get(mid)
+            keys = (_key(MEMBER, gid, mid), _key(TARGET_MEMBER, gid, mid), _key(CURRENT, gid, mid))
+            if m is None:
+                encoded.members.pop(mid, None)
+                candidates += [(k, None) for k in keys if k in before]
+                continue
+            now = _fingerprints(group, m)
+            was = encoded.members.get(mid, (None, None, None))
+            if now == was:
+                continue
+            encoded.members[mid] = now
+            if now[1] != was[1] or now[2] != was[2]:
+                ids.update(_topic_ids(self.coordinator, [t for t in _member_topics(group, m) if t not in ids]))
+            if now[0] != was[0]:
+                candidates.append((keys[0], _member_value(m)))
+            if now[1] != was[1]:
+                candidates.append((keys[1], _target_value(group.target.get(mid, {}), ids)))
+            if now[2] != was[2]:
+                candidates.append((keys[2], _current_value(m, ids)))
+        return [(k, v) for k, v in candidates if before.get(k) != v]
 
 
 def read(partition) -> dict[str, dict[bytes, bytes]]:
@@ -266,7 +394,10 @@ def restore(store: ConsumerGroupStore, found: dict[str, dict[bytes, bytes]]) -> 
              if (topic := coordinator.topics.get(name)) is not None}
     now = time.monotonic()
     members = 0
-    store.written = dict(found)  # what the log holds: the next change of a group tombstones what it no longer has
+    # what the log holds (copied: kept up to date in place); the next change of a group tombstones what it no
+    # longer has
+    store.written = {g: dict(records) for g, records in found.items()}
+    store.forget()
     for group_id in [g for g in coordinator.groups if g not in found]:
         # held from an earlier tenure, deleted or emptied since by another coordinator: the log is what the group is
         del coordinator.groups[group_id]
