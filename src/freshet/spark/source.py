@@ -528,6 +528,8 @@ class FreshetStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvaila
             raise SourceError(f"maxOffsetsPerTrigger must be a positive whole number, got {max_offsets!r}")
         self.max_offsets = int(max_offsets) if max_offsets is not None else None
         self.available_now_target: dict[tuple[str, int], int] | None = None
+        # every partition's end offset as the last latestOffset found it, for the reportLatestOffset after it
+        self.latest_seen: dict[tuple[str, int], int] | None = None
 
     def initialOffset(self) -> dict:
         """Driver, once for a new checkpoint: where the query starts (``startingOffsets``, default latest).
@@ -547,7 +549,7 @@ class FreshetStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvaila
         if self.available_now_target is not None:
             return dict(self.available_now_target)
         partitions = self.view.partitions()
-        latest = self.view.offsets("latest", partitions, at_least=start)
+        latest = self.latest_seen = self.view.offsets("latest", partitions, at_least=start)
         new = [tp for tp in partitions if tp not in start]
         if new:  # partitions created after the query started: read them from their beginning
             earliest = self.view.offsets("earliest", new)
@@ -575,9 +577,14 @@ class FreshetStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvaila
         return to_json(end)
 
     def reportLatestOffset(self) -> dict | None:
-        """Driver: every partition's end offset, for the query's progress report (how far behind it is)."""
-        partitions = self.view.partitions()
-        return to_json(self.view.offsets("latest", partitions))
+        """Driver, right after each latestOffset: every partition's end offset, for the query's progress report (how
+        far behind it is). The ends that latestOffset has just asked for, as Spark's Kafka source reports the
+        offsets its latestOffset fetched: asking the cluster again cost each microbatch a metadata and a
+        ListOffsets request more. Asked anew only when latestOffset asked nothing (Trigger.AvailableNow)."""
+        latest, self.latest_seen = self.latest_seen, None
+        if latest is None:
+            latest = self.view.offsets("latest", self.view.partitions())
+        return to_json(latest)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Driver, once under Trigger.AvailableNow: fix the ends the run reads up to, then stop."""
