@@ -72,7 +72,7 @@ def test_later_add_partitions_and_add_offsets_do_not_push_the_timeout_back(tmp_p
     not extend it, and the reaper still aborts it at the first one's deadline."""
     async def scenario(broker, txn):
         broker.registry.create("u", 2)
-        pid, epoch = await _open(txn, "tx", 400)
+        pid, epoch = await _open(txn, "tx", 1500)  # ample: the adds come before it
         start = txn.transactions["tx"].start_ms
         await txn.add_partitions("tx", pid, epoch, [("u", 0)], FENCED)
         await txn.add_offsets("tx", pid, epoch, "g", FENCED)
@@ -89,9 +89,9 @@ def test_a_transaction_ended_before_its_deadline_is_not_aborted_nor_is_the_next_
     """The reaper wakes at the first transaction's deadline (it was told of it): by then that transaction committed
     and the producer's next one (a minute's timeout) is open. Neither is touched."""
     async def scenario(broker, txn):
-        pid, epoch = await txn.init_producer_id("tx", 300, -1, -1)
+        pid, epoch = await txn.init_producer_id("tx", 1500, -1, -1)
         await txn.add_partitions("tx", pid, epoch, [("t", 0)], FENCED)
-        first_deadline = txn.transactions["tx"].start_ms + 300
+        first_deadline = txn.transactions["tx"].start_ms + 1500
         await txn.end_transaction("tx", pid, epoch, True, FENCED)
         checks = _recording_checks(txn)
         # the same producer re-inits with a long timeout (as a client restarting does), then opens its next one
@@ -110,8 +110,8 @@ def test_a_producer_that_reinits_while_a_timeout_is_pending_is_fenced_once(tmp_p
     """InitProducerId over an open transaction aborts it (one epoch bump) and answers CONCURRENT_TRANSACTIONS; the
     retry gets the next epoch. The old transaction's deadline, still pending in the reaper, changes nothing then."""
     async def scenario(broker, txn):
-        _, epoch = await _open(txn, "tx", 300)
-        old_deadline = txn.transactions["tx"].start_ms + 300
+        _, epoch = await _open(txn, "tx", 1500)  # ample: the re-init comes before it
+        old_deadline = txn.transactions["tx"].start_ms + 1500
         checks = _recording_checks(txn)
         with pytest.raises(TransactionError) as concurrent:
             await txn.init_producer_id("tx", 60_000, -1, -1)
@@ -167,7 +167,7 @@ def test_the_timeout_of_a_transaction_taken_over_comes_on_the_new_coordinator_on
                    "tick found it)")
 def test_an_end_txn_refused_by_the_state_log_still_times_out(tmp_path):
     async def scenario(broker, txn):
-        pid, epoch = await _open(txn, "tx", 300)
+        pid, epoch = await _open(txn, "tx", 1500)  # ample: the EndTxn comes before it
         write = txn._write
 
         async def refused_after_a_check(meta):
@@ -465,20 +465,21 @@ def test_the_kept_answers_stay_within_their_count_and_size(kept):
                    "whole body frozen in tuples: ~25x the encoded size (256 Metadata answers of 612 partitions, 4 MB "
                    "encoded, keep ~100 MB); a limit on the key's size (or freezing only small bodies) is missing")
 def test_the_kept_answers_memory_is_near_their_encoded_size(kept):
-    partitions = 600  # just under 16 KiB encoded
+    protocol.encode_response(3, 12, 1, _metadata(-1, 1))  # the schema's writer and plan made before measuring
+    kept.clear()
     gc.collect()
     tracemalloc.start()
     try:
-        before = tracemalloc.get_traced_memory()[0]
         for tag in range(8):
-            protocol.encode_response(3, 12, 1, _metadata(tag, partitions))
+            protocol.encode_response(3, 12, 1, _metadata(tag, 600))  # each just under 16 KiB encoded
         gc.collect()
-        retained = tracemalloc.get_traced_memory()[0] - before
+        # what encode_response allocated and still holds (other threads' allocations are not counted)
+        held = tracemalloc.take_snapshot().filter_traces((tracemalloc.Filter(True, protocol.__file__),))
+        retained = sum(stat.size for stat in held.statistics("filename"))
     finally:
         tracemalloc.stop()
-    encoded = sum(len(v) for v in kept.values())
-    assert len(kept) == 8 and encoded > 8 * 12_000
-    assert retained <= 2 * encoded, f"{retained} bytes kept for {encoded} encoded"
+    encoded = sum(len(v) for v in kept.values())  # none kept is a fix too: then nearly nothing may stay
+    assert retained <= 2 * encoded + (64 << 10), f"{retained} bytes kept for {len(kept)} answers, {encoded} encoded"
 
 
 @pytest.mark.xfail(strict=True, reason="51aedc3's premise 'equal keys mean equal bytes' fails for floats: 0.0 == -0.0 "
