@@ -30,6 +30,11 @@ Python task costs 20-90 ms here whatever it reads, so ranges shorter than
 ``minRecordsPerPartition`` (default 5000) are packed together, and the ranges are dealt into at
 most ``maxPartitions`` tasks (default: this machine's cores, which is what local mode runs at
 once; ``freshet run`` sets it to the session's task slots, on a cluster its executors' cores).
+
+``readOnDriver=true`` (streams only) reads each microbatch in the driver's long-lived Python process instead,
+through PySpark's simple stream reader: Spark keeps the records in its block manager and no Python task runs
+in the executors for the source, which a live query of small batches pays per microbatch (see
+``FreshetDriverStreamReader``; at most ``maxOffsetsPerTrigger`` records a batch, default 100,000 there).
 """
 
 from __future__ import annotations
@@ -41,7 +46,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import itemgetter
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.errors import PySparkNotImplementedError
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+    SimpleDataSourceStreamReader,
+)
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -636,6 +648,44 @@ def _cap(begin: dict, end: dict, max_rows: int) -> dict:
     return capped
 
 
+DRIVER_MAX_ROWS = 100_000
+
+
+class FreshetDriverStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``readOnDriver=true``: each microbatch is read in the driver's long-lived Python process, in the same call
+    that finds where it ends (PySpark's SimpleDataSourceStreamReader), and handed to Spark with the batch's plan;
+    Spark keeps it in its block manager and the batch's tasks read it from there. No Python task runs in the
+    executors for the source: measured with the live windowed count at 20k events/s, Spark's Python workers took
+    0.12-0.22 CPU seconds a second for the source's tasks (~50 ms of CPU a microbatch, most of it PySpark's task
+    machinery: the reading itself takes ~5 ms), the driver's reader 0.01. The cost: every record passes through
+    the driver, and the batch's first stage reads it in one task. For live queries with small batches: at most
+    ``maxOffsetsPerTrigger`` records a batch (default DRIVER_MAX_ROWS here). Offsets, checks and errors are the
+    distributed reader's; a batch Spark asks again after a restart (its records no longer held) is read by one
+    executor task."""
+
+    def __init__(self, options: dict, schema: StructType) -> None:
+        self.stream = FreshetStreamReader(options, schema)
+        self.limit = ReadMaxRows(self.stream.max_offsets or DRIVER_MAX_ROWS)
+
+    def initialOffset(self) -> dict:
+        return self.stream.initialOffset()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.stream.prepareForTriggerAvailableNow()
+
+    def read(self, start: dict):
+        """Driver: the records from ``start`` up to where the next microbatch ends, read now, and that end."""
+        end = self.stream.latestOffset(start, self.limit)
+        return iter(list(self.readBetweenOffsets(start, end))), end  # a list's iterator: PySpark copies it
+
+    def readBetweenOffsets(self, start: dict, end: dict):
+        ranges = [r for part in self.stream.partitions(start, end) for r in partition_ranges(part)]
+        return read_ranges(ranges, self.stream.schema) if ranges else iter(())
+
+    def commit(self, end: dict) -> None:
+        """Offsets live in Spark's checkpoint (see FreshetStreamReader.commit)."""
+
+
 class FreshetBatchReader(_Common, DataSourceReader):
     """``spark.read.format("freshet")``: [startingOffsets (earliest), endingOffsets (latest)) once."""
 
@@ -668,7 +718,13 @@ class FreshetDataSource(DataSource):
         return source_schema(_flag({k.lower(): v for k, v in self.options.items()}, "includeHeaders", False))
 
     def streamReader(self, schema: StructType) -> FreshetStreamReader:
+        if _flag({k.lower(): v for k, v in self.options.items()}, "readOnDriver", False):
+            # PySpark then asks simpleStreamReader (its only way to choose one)
+            raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"})
         return FreshetStreamReader(dict(self.options), schema)
+
+    def simpleStreamReader(self, schema: StructType) -> FreshetDriverStreamReader:
+        return FreshetDriverStreamReader(dict(self.options), schema)
 
     def reader(self, schema: StructType) -> FreshetBatchReader:
         return FreshetBatchReader(dict(self.options), schema)

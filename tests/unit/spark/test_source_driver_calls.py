@@ -53,3 +53,16 @@ def test_a_progress_report_with_no_latest_offset_before_it_asks_the_cluster():
     assert reader.latestOffset({"t": {"0": 0}}, ReadAllAvailable()) == {"t": {"0": 12}}
     assert reader.reportLatestOffset() == {"t": {"0": 15}}
 
+
+def test_read_on_driver_gives_pyspark_the_simple_stream_reader():
+    from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper, _streamReader
+
+    from freshet.spark.source import FreshetDataSource, FreshetDriverStreamReader
+
+    options = {"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t", "maxOffsetsPerTrigger": "500"}
+    chosen = _streamReader(FreshetDataSource({**options, "readOnDriver": "true"}), source_schema())
+    assert isinstance(chosen, _SimpleStreamReaderWrapper)
+    assert isinstance(chosen.simple_reader, FreshetDriverStreamReader)
+    assert chosen.simple_reader.limit.max_rows == 500
+    for default in ({}, {"readOnDriver": "false"}):
+        assert type(_streamReader(FreshetDataSource({**options, **default}), source_schema())) is FreshetStreamReader
