@@ -6,9 +6,12 @@ and steady-state rows/s (after one batch read of each source to warm up the JVM 
 the sources take --rounds turns and the last counts; the first batch of each query is reported apart):
   (a) read-only into the noop sink, freshet source vs Parquet file stream;
   (b) parse JSON + 1-minute tumbling count with a watermark, freshet vs Parquet;
-and, under a 0.25 s processing-time trigger (--trigger) with a producer writing 20,000 events/s
-for 30 s, the median microbatch duration and the event-to-result latency of every event (its produce time ->
-the end of the microbatch whose result includes it), p50 and p99.
+and, under a 0.25 s processing-time trigger (--trigger, repeatable: a live query for each, taking turns
+--live-rounds times) with a producer writing 20,000 events/s for 30 s, the event-to-result latency of every
+event (its producer timestamp -> the end of the microbatch whose result includes it), p50 and p99, with each
+phase of the microbatches (Spark's progress report: latestOffset, queryPlanning, getBatch, addBatch, walCommit,
+commitOffsets) and the CPU each process took. --only-live skips the throughput runs (and their load);
+--real-time first tries Spark's real-time mode over the source and prints what Spark says.
 Prints one JSON object per result; each throughput result also says where the CPU went (cpu_s: seconds of
 CPU of the broker, the Spark JVM and Spark's Python workers while the query ran, from /proc on Linux).
 
@@ -254,6 +257,186 @@ def cpu_seconds(broker_pid: int) -> dict:
     return out
 
 
+LIVE_PHASES = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets",
+               "triggerExecution")
+
+
+class PacedProducer(threading.Thread):
+    """``rate`` JSON events a second for ``seconds``, round-robin over the topic's partitions. librdkafka stamps
+    each record at produce() (its create time), where the event's latency is counted from."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: int, seconds: float, partitions: int = 6) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.rate, self.seconds, self.partitions = bootstrap, topic, rate, seconds, partitions
+        self.sent = 0
+
+    def run(self) -> None:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5})
+        start = time.monotonic()
+        while time.monotonic() - start < self.seconds:
+            due = int((time.monotonic() - start) * self.rate)
+            while self.sent < due:
+                producer.produce(self.topic, b'{"ts": %d, "user": "u%d", "url": "/x", "bytes": 1}'
+                                 % (int(time.time() * 1000), self.sent % 5000), partition=self.sent % self.partitions)
+                self.sent += 1
+            producer.poll(0)
+            time.sleep(0.002)
+        producer.flush(30)
+
+
+def _offsets(value) -> dict:
+    return json.loads(value) if isinstance(value, str) else (value or {})
+
+
+def read_so_far(query, topic: str) -> int:
+    """How many records of ``topic`` the query's finished microbatches have read (the last one's end offsets)."""
+    last = query.lastProgress
+    end = _offsets(last["sources"][0]["endOffset"]).get(topic) if last else None
+    return sum(int(v) for v in end.values()) if end else 0
+
+
+def wait_read(query, topic: str, count: int, timeout_s: float = 180.0) -> float:
+    """Wait until the query has read ``count`` records of ``topic``; the seconds it took."""
+    began = time.monotonic()
+    while read_so_far(query, topic) < count:
+        if query.exception():
+            raise RuntimeError(query.exception())
+        if time.monotonic() - began > timeout_s:
+            raise RuntimeError(f"the live query read {read_so_far(query, topic)} of {count} records in {timeout_s} s")
+        time.sleep(0.02)
+    return time.monotonic() - began
+
+
+def live_once(spark, broker, admin, trigger_s: float, args, work: str) -> dict:
+    """One live query (parse JSON + 1-minute window, update mode, noop sink) under a ``trigger_s`` processing-time
+    trigger over a new 6-partition topic: ``--warmup-seconds`` of paced events read first and not counted, then
+    ``--seconds`` at ``--rate``. Each counted event's latency runs from its producer timestamp to the end of the
+    microbatch whose result includes it; every counted batch's phases come from Spark's progress report."""
+    from pyspark.sql import functions as F
+
+    from freshet.spark.session import stop_gracefully
+
+    topic = f"live-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(topic, 6)])[topic].result(30)
+    raw = (spark.readStream.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+           .option("subscribe", topic).option("startingOffsets", "earliest")
+           .options(**dict(kv.split("=", 1) for kv in args.source_option)).load())
+    query = (windowed(raw).writeStream.outputMode("update").format("noop")
+             .option("checkpointLocation", os.path.join(work, f"ck-{topic}"))
+             .trigger(processingTime=f"{trigger_s} seconds").start())
+    try:
+        warm = PacedProducer(broker.bootstrap, topic, args.rate, args.warmup_seconds)
+        warm.start()
+        warm.join()
+        wait_read(query, topic, warm.sent)
+        counted_after = query.lastProgress["batchId"]
+        cpu_before = cpu_seconds(broker.proc.pid)
+        paced = PacedProducer(broker.bootstrap, topic, args.rate, args.seconds)
+        began = time.monotonic()
+        paced.start()
+        paced.join()
+        behind_s = wait_read(query, topic, warm.sent + paced.sent)  # how far behind the query was at the end
+        wall = time.monotonic() - began
+        cpu_after = cpu_seconds(broker.proc.pid)
+    finally:
+        stop_gracefully([query])  # between microbatches: no worker cut off mid-task
+    progress = [p for p in query.recentProgress if p["batchId"] > counted_after and p["numInputRows"] > 0]
+    stamps = (spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+              .option("subscribe", topic).load()
+              .select("partition", "offset", (F.unix_micros("timestamp") / 1000).alias("ms")).collect())
+    produced_at = {(r.partition, r.offset): r.ms for r in stamps}
+    latencies = []  # to the end of the batch (its commit log written), as before
+    to_write = []  # to the sink's write (the batch's end less its commit-log write)
+    starts = []
+    for p in progress:
+        begin = _offsets(p["sources"][0]["startOffset"]).get(topic, {})
+        end = _offsets(p["sources"][0]["endOffset"])[topic]
+        started = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() * 1000
+        starts.append(started)
+        done = started + p["durationMs"]["triggerExecution"]
+        written = done - p["durationMs"].get("commitOffsets", 0)
+        for part, until in end.items():
+            for off in range(int(begin.get(part, 0)), int(until)):
+                if (int(part), off) in produced_at:
+                    latencies.append(done - produced_at[(int(part), off)])
+                    to_write.append(written - produced_at[(int(part), off)])
+
+    def pct(values: list, q: float) -> float:
+        values = sorted(values)
+        return values[min(len(values) - 1, int(len(values) * q))]
+
+    return {
+        "trigger_s": trigger_s, "events_per_s": args.rate, "events": len(latencies), "batches": len(progress),
+        "p50_ms": round(pct(latencies, 0.5)), "p99_ms": round(pct(latencies, 0.99)),
+        "p50_ms_to_sink_write": round(pct(to_write, 0.5)), "p99_ms_to_sink_write": round(pct(to_write, 0.99)),
+        "median_rows_per_batch": statistics.median(p["numInputRows"] for p in progress),
+        "median_batch_start_interval_ms": round(statistics.median(b - a for a, b in zip(starts, starts[1:]))),
+        "behind_at_end_s": round(behind_s, 2),
+        # where a microbatch's time goes: median (and 90th percentile) ms of each phase of Spark's progress report
+        "phase_median_ms": {k: statistics.median(p["durationMs"].get(k, 0) for p in progress) for k in LIVE_PHASES},
+        "phase_p90_ms": {k: pct([p["durationMs"].get(k, 0) for p in progress], 0.9) for k in LIVE_PHASES},
+        "cpu_s_per_s": {k: round((cpu_after[k] - cpu_before[k]) / wall, 2) for k in cpu_before},
+    }
+
+
+def live_runs(spark, broker, admin, args, work: str, common: dict) -> None:
+    """The live queries: each --trigger in turn, --live-rounds times (the order rotated each round); a line per
+    run, then per trigger the medians over the rounds and their spread."""
+    import freshet.spark.source
+
+    spark.conf.set("spark.sql.shuffle.partitions", str(args.live_shuffle_partitions))
+    tree = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(freshet.spark.source.__file__))))
+    runs: dict[float, list[dict]] = {t: [] for t in args.trigger}
+    if args.session_warmup_seconds:  # the session's first query pays for the JIT compiling the engine's hot paths
+        warmup = argparse.Namespace(**{**vars(args), "seconds": args.session_warmup_seconds})
+        live_once(spark, broker, admin, 0.25, warmup, work)
+    for round_ in range(args.live_rounds):
+        order = args.trigger[round_ % len(args.trigger):] + args.trigger[:round_ % len(args.trigger)]
+        for trigger_s in order:
+            run = live_once(spark, broker, admin, trigger_s, args, work)
+            runs[trigger_s].append(run)
+            print(json.dumps({"result": "live_latency", "round": round_ + 1, "source_tree": tree,
+                              "source_options": args.source_option, **run, **common}),
+                  flush=True)
+    for trigger_s, done in runs.items():
+        print(json.dumps({"result": "live_latency_summary", "trigger_s": trigger_s, "source_tree": tree,
+                          "source_options": args.source_option,
+                          "runs": len(done),
+                          "p50_ms_median": statistics.median(r["p50_ms"] for r in done),
+                          "p99_ms_median": statistics.median(r["p99_ms"] for r in done),
+                          "p50_ms": [r["p50_ms"] for r in done], "p99_ms": [r["p99_ms"] for r in done],
+                          "batch_ms_median": statistics.median(r["phase_median_ms"]["triggerExecution"] for r in done),
+                          **common}), flush=True)
+
+
+def real_time_check(spark, broker, admin, work: str, common: dict) -> None:
+    """Whether Spark's real-time mode (trigger(realTime=...), update mode) runs over the freshet source: the error
+    Spark stops the query with, or that it ran. Spark checks the sink against an allowlist first (noop is not on
+    it); the check is then repeated with that allowlist off (spark.sql.streaming.realTimeMode.allowlistCheck), to
+    see what it says of the source."""
+    topic = f"rt-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(30)
+    key = "spark.sql.streaming.realTimeMode.allowlistCheck"
+    for allowlist in ("true", "false"):
+        spark.conf.set(key, allowlist)
+        raw = (spark.readStream.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
+               .option("subscribe", topic).load())
+        error = None
+        try:
+            query = (raw.writeStream.outputMode("update").format("noop").trigger(realTime="5 seconds")
+                     .option("checkpointLocation", os.path.join(work, f"ck-rt-{allowlist}")).start())
+            query.awaitTermination(60)
+            error = query.exception()
+            query.stop()
+        except Exception as exc:  # noqa: BLE001 - what Spark says is the result
+            error = exc
+        message = str(getattr(error, "desc", None) or error or "")
+        print(json.dumps({"result": "real_time_mode", "sink_allowlist_check": allowlist == "true",
+                          "refused": error is not None, "error": message.splitlines()[0][:400] if message else None,
+                          **common}), flush=True)
+    spark.conf.unset(key)
+
+
 def window_once(master: str, bootstrap: str, topic: str) -> None:
     """One (b) run of the freshet source on ``master``, in this process: its JSON line."""
     from freshet.spark import session
@@ -326,7 +509,20 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=2_000_000)
     ap.add_argument("--rate", type=int, default=20_000)
     ap.add_argument("--seconds", type=int, default=30)
-    ap.add_argument("--trigger", type=float, default=0.25, help="processing-time trigger interval (s)")
+    ap.add_argument("--trigger", type=float, action="append",
+                    help="processing-time trigger interval (s) of the live query; repeated: a live query each, "
+                         "taking turns (default 0.25)")
+    ap.add_argument("--live-rounds", type=int, default=1, help="turns of the live queries (one per --trigger each)")
+    ap.add_argument("--warmup-seconds", type=float, default=3.0,
+                    help="each live query first reads this long of the paced producer's events, not counted")
+    ap.add_argument("--session-warmup-seconds", type=float, default=20.0,
+                    help="a live query of this long runs first, not counted (the JVM compiles the engine meanwhile)")
+    ap.add_argument("--real-time", action="store_true",
+                    help="first try Spark's real-time mode (trigger(realTime=...)) over the freshet source: what it says")
+    ap.add_argument("--source-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="an option of the live queries' freshet source (repeatable), e.g. readOnDriver=true")
+    ap.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting for the session (repeatable), e.g. an event log to profile the batches")
     ap.add_argument("--live-shuffle-partitions", type=int, default=2,
                     help="shuffle partitions of the live query (one per core here)")
     ap.add_argument("--only-live", action="store_true", help="skip the throughput runs")
@@ -344,6 +540,7 @@ def main() -> None:
     ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
     ap.add_argument("--topic", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    args.trigger = args.trigger or [0.25]
     common = {"machine": f"{platform.machine()} {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d")}
     if args.window_once:
         return window_once(args.window_once, args.bootstrap, args.topic)
@@ -352,14 +549,18 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="freshet-bench-")
     broker = BrokerProcess().start()
     try:
-        from pyspark.sql import functions as F
-
         from freshet.spark import session
-        from freshet.spark.session import stop_gracefully
         from freshet.spark.source import source_schema
 
-        spark = session("bench", shuffle_partitions=4, extra={"spark.sql.streaming.numRecentProgressUpdates": "1000"})
+        spark = session("bench", shuffle_partitions=4, extra={"spark.sql.streaming.numRecentProgressUpdates": "1000",
+                                                              **dict(kv.split("=", 1) for kv in args.spark_conf)})
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        if args.real_time:
+            real_time_check(spark, broker, admin, work, common)
+        if args.only_live:  # no throughput runs: nothing to load
+            live_runs(spark, broker, admin, args, work, common)
+            spark.stop()
+            return
         topic = f"bench-{uuid.uuid4().hex[:6]}"
         admin.create_topics([NewTopic(topic, 6)])[topic].result(30)
         values = make_values(args.events, 1_700_000_000_000)
@@ -461,66 +662,7 @@ def main() -> None:
         if args.only_read:
             spark.stop()
             return
-        # latency under a processing-time trigger with a live producer
-        spark.conf.set("spark.sql.shuffle.partitions", str(args.live_shuffle_partitions))
-        live = f"live-{uuid.uuid4().hex[:6]}"
-        admin.create_topics([NewTopic(live, 6)])[live].result(30)
-        raw = (spark.readStream.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
-               .option("subscribe", live).option("startingOffsets", "earliest").load())
-        query = (windowed(raw).writeStream.outputMode("update").format("noop")
-                 .option("checkpointLocation", os.path.join(work, "ck-live")).trigger(processingTime=f"{args.trigger} seconds")
-                 .start())
-        time.sleep(15)  # let the first (worker start-up) batches pass before load begins
-
-        def paced_producer():
-            producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-            start = time.monotonic()
-            sent = 0
-            while time.monotonic() - start < args.seconds:
-                due = int((time.monotonic() - start) * args.rate)
-                while sent < due:
-                    now = int(time.time() * 1000)
-                    producer.produce(live, b'{"ts": %d, "user": "u%d", "url": "/x", "bytes": 1}' % (now, sent % 5000),
-                                     partition=sent % 6)
-                    sent += 1
-                producer.poll(0)
-                time.sleep(0.002)
-            producer.flush(30)
-
-        t = threading.Thread(target=paced_producer)
-        t.start()
-        t.join()
-        time.sleep(5)
-        stop_gracefully([query])  # between microbatches: no worker cut off mid-task
-        progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
-        stamps = (spark.read.format("freshet").option("kafka.bootstrap.servers", broker.bootstrap)
-                  .option("subscribe", live).load()
-                  .select("partition", "offset", (F.unix_micros("timestamp") / 1000).alias("ms")).collect())
-        produced_at = {(r.partition, r.offset): r.ms for r in stamps}
-        latencies = []
-        durations = []
-        for p in progress:
-            src = p["sources"][0]
-            start_off = json.loads(src["startOffset"]) if isinstance(src["startOffset"], str) else src["startOffset"]
-            end_off = json.loads(src["endOffset"]) if isinstance(src["endOffset"], str) else src["endOffset"]
-            began = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() * 1000
-            done = began + p["durationMs"]["triggerExecution"]
-            durations.append(p["durationMs"]["triggerExecution"] / 1000)
-            for part, end in end_off[live].items():
-                for off in range(int((start_off or {}).get(live, {}).get(part, 0)), int(end)):
-                    if (int(part), off) in produced_at:
-                        latencies.append(done - produced_at[(int(part), off)])
-        latencies.sort()
-        print(json.dumps({"result": "live_latency", "events_per_s": args.rate, "trigger_s": args.trigger,
-                          "batches": len(durations), "median_batch_s": round(statistics.median(durations), 3),
-                          "p50_event_to_result_s": round(latencies[len(latencies) // 2] / 1000, 3),
-                          "p99_event_to_result_s": round(latencies[int(len(latencies) * 0.99)] / 1000, 3),
-                          "events": len(latencies),
-                          # where a microbatch's time goes (median ms per phase of Spark's progress report)
-                          "median_phase_ms": {k: statistics.median(p["durationMs"].get(k, 0) for p in progress)
-                                              for k in ("latestOffset", "queryPlanning", "walCommit", "addBatch",
-                                                        "commitOffsets")},
-                          **common}), flush=True)
+        live_runs(spark, broker, admin, args, work, common)
         spark.stop()
         del admin
     finally:
