@@ -128,18 +128,15 @@ class ClusterMembership:
         self.producer_ids = ClusterProducerIds(self)
         self._creating: dict[str, asyncio.Task] = {}  # internal topics being created through the controller
         self.on_fatal: Callable[[str], None] | None = None  # the broker stops when its membership cannot go on
+        # the groups and commits of __consumer_offsets are taken over for the view's leadership of it (coordinates)
+        self._groups_taken_over = False
 
     # -- life ----------------------------------------------------------------------------------------------
     async def start(self) -> None:
         """Registers, takes the metadata and follows it, heartbeats (unfenced), and returns once this broker's
         view shows it unfenced: the broker serves clients from then on, with metadata that lists it."""
         self._changed = asyncio.Condition()
-        self.broker.groups.on_change = self._store_group  # a group's membership moves with its coordinator
-        self._consumer_groups = consumer_records.ConsumerGroupStore(self.broker.consumer_groups, self.broker.offsets)
-        self.broker.consumer_groups.on_change = self._store_consumer_group  # a KIP-848 group's too
-        # a KIP-848 group is assigned every topic of the metadata, not only those this broker holds a replica of
-        self.broker.consumer_groups.topics = ClusterTopics(lambda: self.view)
-        self.broker.share_groups.topics = ClusterTopics(lambda: self.view)  # a share group's as well
+        self._attach_coordinators()
         await self._register()
         await self.producer_ids.fill()
         await self._apply(await self._poller.request({"op": "metadata"}))
@@ -152,6 +149,15 @@ class ClusterMembership:
             raise ClusterError(f"broker {self.node_id} was not unfenced by the controllers within "
                                f"{self.registration_timeout_s:.0f} s")
         await self._bootstrap_inter_broker_user()
+
+    def _attach_coordinators(self) -> None:
+        """The group coordinators store into ``__consumer_offsets`` and assign the topics of the metadata."""
+        self.broker.groups.on_change = self._store_group  # a group's membership moves with its coordinator
+        self._consumer_groups = consumer_records.ConsumerGroupStore(self.broker.consumer_groups, self.broker.offsets)
+        self.broker.consumer_groups.on_change = self._store_consumer_group  # a KIP-848 group's too
+        # a KIP-848 group is assigned every topic of the metadata, not only those this broker holds a replica of
+        self.broker.consumer_groups.topics = ClusterTopics(lambda: self.view)
+        self.broker.share_groups.topics = ClusterTopics(lambda: self.view)  # a share group's as well
 
     async def _bootstrap_inter_broker_user(self) -> None:
         """The inter-broker login's user (``--inter-broker-user``) in the cluster's SCRAM users, added by the first
@@ -285,6 +291,8 @@ class ClusterMembership:
             return True
         self._sync_topics(view)
         before, self.view = self.view, view
+        if not self._leads_offsets(view):
+            self._groups_taken_over = False  # no longer the groups' coordinator: nothing of them is written from here
         replicas = self.broker.replicas
         if replicas is not None:
             states = [PartitionState(t.name, t.topic_id, p.index, p.replicas, p.isr, p.leader, p.leader_epoch,
@@ -303,8 +311,9 @@ class ClusterMembership:
         if view.group_configs != before.group_configs:
             self.broker.share_groups.take_configs(view.group_configs)
             self.broker.consumer_groups.take_configs(view.group_configs)
-        if self._leads_offsets(view) and not self._leads_offsets(before):
-            # this broker is the groups' coordinator now: the commits its log replicated become its own
+        if self._leads_offsets(view) and not self._groups_taken_over:
+            # this broker is the groups' coordinator now: the commits its log replicated become its own (after the
+            # replica manager made it the leader, which awaits: coordinates() is False until then)
             self.broker.offsets.reload()
             members = group_metadata.restore(self.broker.groups, group_metadata.read(self.broker.offsets.partition))
             members += consumer_records.restore(self._consumer_groups,
@@ -312,6 +321,7 @@ class ClusterMembership:
             log.info("coordinator of the groups: %d committed offsets of %d groups and %d members taken over",
                      sum(len(g) for g in self.broker.offsets.offsets.values()), len(self.broker.offsets.offsets),
                      members)
+            self._groups_taken_over = True
         transactions = self.broker.transactions  # the transactions' coordinator, or not
         transactions.follow(self.led_epoch(transactions.topic))
         self.broker.share_groups.follow(self.led_epoch(SHARE_STATE_TOPIC))  # the share coordinator, or not
@@ -335,8 +345,14 @@ class ClusterMembership:
         return info is not None and index < len(info.partitions) and info.partitions[index].leader == self.node_id
 
     def coordinates(self) -> bool:
-        """This broker is the coordinator of the groups and transactions (the leader of __consumer_offsets)."""
-        return self._leads_offsets(self.view)
+        """This broker is the coordinator of the groups and transactions (the leader of __consumer_offsets) and has
+        taken them over. From the view that makes it the leader until the takeover (the replica manager's apply
+        awaits in between: 260 ms once at load 15) it is not: a group request there was answered from what this
+        broker held before (a heartbeat UNKNOWN_MEMBER_ID, so the member rejoined and was assigned again; an
+        OffsetFetch without the commits; a write into the log under the records it is about to replay). It answers
+        NOT_COORDINATOR meanwhile and the client looks the coordinator up again (Kafka's, loading the partition,
+        answers COORDINATOR_LOAD_IN_PROGRESS: retried as well)."""
+        return self._groups_taken_over and self._leads_offsets(self.view)
 
     def _leads_offsets(self, view: ClusterView) -> bool:
         info = view.topics.get(OFFSETS_TOPIC)
