@@ -688,7 +688,7 @@ class PartitionMatcher:
         self.compiled = compiled
         self.key = key
         self.buffer: list[tuple] = []  # (time, order, event), not yet released; event a dict or its JSON text
-        self.rows: list[dict] | None = []  # None: not parsed yet, the texts in ``texts`` (see from_compact)
+        self.rows: list[dict] = []
         self.texts: list[str | None] = []  # each row's JSON text when it came as text (written out as it came)
         self.times: list[int] = []
         self.start = 0  # where the next attempt starts, in rows
@@ -732,7 +732,7 @@ class PartitionMatcher:
             if start >= len(self.times) or within is None or horizon is None or horizon < self.times[start] + within:
                 return []
         ready.sort(key=_TIME_ORDER)
-        rows, texts = self._parsed(), self.texts
+        rows, texts = self.rows, self.texts
         if not self.objects:  # every event came as its JSON text
             added = [e[2] for e in ready]
             texts.extend(added)
@@ -750,13 +750,6 @@ class PartitionMatcher:
         self._let_go()
         return found
 
-    def _parsed(self) -> list[dict]:
-        """The rows, parsed from their texts if ``from_compact`` left them as text."""
-        rows = self.rows
-        if rows is None:
-            rows = self.rows = [orjson.loads(text) for text in self.texts]
-        return rows
-
     def _let_go(self) -> None:
         keep_from = max(0, self.start - 1)  # one row before the next start, for PREV
         if keep_from > 64 and keep_from * 2 > len(self.rows):
@@ -768,13 +761,13 @@ class PartitionMatcher:
     @property
     def idle(self) -> bool:
         """Nothing buffered and no attempt pending: the state can be dropped."""
-        return not self.buffer and self.start >= len(self.times)
+        return not self.buffer and self.start >= len(self.rows)
 
     def next_deadline(self) -> int | None:
         """The earliest watermark at which ``advance`` can make progress: the oldest buffered event, or the
         time limit of the pending attempt."""
         candidates = [min(map(_TIME, self.buffer))] if self.buffer else []
-        if self.start < len(self.times) and self.compiled.within is not None:
+        if self.start < len(self.rows) and self.compiled.within is not None:
             candidates.append(self.times[self.start] + self.compiled.within - 1)
         return min(candidates) if candidates else None
 
@@ -782,7 +775,7 @@ class PartitionMatcher:
         base = max(0, self.start - 1)
         buffer = [[when, order, orjson.loads(event) if type(event) is str else event]
                   for when, order, event in self.buffer]
-        return {"buffer": buffer, "rows": self._parsed()[base:], "times": self.times[base:],
+        return {"buffer": buffer, "rows": self.rows[base:], "times": self.times[base:],
                 "start": self.start - base, "watermark": self.watermark, "late": self.late}
 
     @classmethod
@@ -806,7 +799,7 @@ class PartitionMatcher:
             lines.extend(self.texts[base:])
             lines.extend([e[2] for e in self.buffer])
         else:
-            rows, texts = self._parsed(), self.texts
+            rows, texts = self.rows, self.texts
             for i in range(base, len(rows)):
                 text = texts[i]
                 lines.append(text if text is not None else orjson.dumps(rows[i]).decode())
@@ -819,13 +812,12 @@ class PartitionMatcher:
     def from_compact(cls, compiled: CompiledRule, key: tuple, numbers: list, lines: list[str], at: int
                      ) -> tuple[PartitionMatcher, int]:
         """The matcher ``to_compact`` wrote, its texts read from ``lines[at:]``; and where the next one's begin.
-        The rows are parsed when the matcher first reads them (a matcher that gets no new row and whose pending
-        attempt's time limit the horizon has not reached reads none), the buffered events when they are released."""
+        The rows are parsed now (a pending attempt reads them), the buffered events when they are released."""
         start, watermark, late, times, buffer_times, buffer_orders = numbers
         matcher = cls(compiled, key)
         end = at + len(times)
         matcher.texts = lines[at:end]
-        matcher.rows = None  # parsed when first read (_parsed)
+        matcher.rows = [orjson.loads(text) for text in matcher.texts]
         matcher.times = times
         matcher.buffer = list(zip(buffer_times, buffer_orders, lines[end:end + len(buffer_times)]))
         matcher.start, matcher.watermark, matcher.late = start, watermark, late
