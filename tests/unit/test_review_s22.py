@@ -581,11 +581,6 @@ def test_random_walks_of_a_consumer_group_write_what_a_whole_encoding_finds_chan
 
 
 
-@pytest.mark.xfail(strict=True, reason="pre-existing (fbf4b49, found by the random walk above): a static member that "
-                   "leaves (epoch -2) while revoking and comes back gets its pending_revocation but not its state "
-                   "(UNREVOKED): as a stable member at the assignment epoch _reconcile never clears it, so the "
-                   "partitions it was to give up stay owned and their new owner waits UNRELEASED for ever; Kafka's "
-                   "new member takes the old one's state whole")
 def test_a_static_member_that_returns_while_revoking_finishes_its_revocation(registry):
     c, group = _static_group(registry)
     c.beat("m-2", 0, topics=("orders", "payments"))
@@ -599,10 +594,6 @@ def test_a_static_member_that_returns_while_revoking_finishes_its_revocation(reg
     _each_partition_owned_once(group)
 
 
-@pytest.mark.xfail(strict=True, reason="pre-existing (fbf4b49, found by the random walk above): a static member back "
-                   "after the target moved while it was away is given epoch = the assignment epoch with its old "
-                   "partitions and stays MEMBER_STABLE, so _reconcile skips it (stable at the assignment epoch): it "
-                   "never gives up what the new target took, and the member given those waits UNRELEASED for ever")
 def test_a_static_member_that_returns_after_the_target_moved_reconciles(registry):
     c, group = _static_group(registry)
     c.beat("m-1", -2, instance_id="s-1")  # away (a restart), its partitions kept for it

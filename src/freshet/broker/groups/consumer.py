@@ -16,9 +16,11 @@ member's own heartbeats, without stopping the others:
 
 Member epoch 0 joins (1.x clients name their member id; v0 clients are given one), -1 leaves, -2 is a
 static member leaving for a while (its partitions wait for it under its ``group.instance.id`` until the
-session timeout). A heartbeat from an earlier epoch is FENCED_MEMBER_EPOCH, unless it is the previous
-epoch and the member owns nothing it should not (a lost response). OffsetCommit names the member and its
-epoch: STALE_MEMBER_EPOCH if that is not the member's current one.
+session timeout, except those it was revoking; back under a new member id, it takes them over and is
+reconciled against the target of the moment, as Kafka's static member replacement). A heartbeat from an
+earlier epoch is FENCED_MEMBER_EPOCH, unless it is the previous epoch and the member owns nothing it should
+not (a lost response). OffsetCommit names the member and its epoch: STALE_MEMBER_EPOCH if that is not the
+member's current one.
 
 Membership is kept in memory and, on a cluster, in ``__consumer_offsets`` as Kafka's ConsumerGroup* records
 (consumer_records.py, through ``on_change``): the next coordinator takes the members over at their epochs. A
@@ -310,9 +312,10 @@ class ConsumerGroupCoordinator:
         if member_epoch == JOIN_EPOCH:
             if not member_id:
                 member_id = str(uuid.uuid4())  # v0: the broker names the member
-            group, member = self._join(group, group_id, member_id, instance_id, rack_id, rebalance_timeout_ms,
-                                       client_id, client_host)
+            group, member, joined = self._join(group, group_id, member_id, instance_id, rack_id,
+                                               rebalance_timeout_ms, client_id, client_host)
         else:
+            joined = False
             member = group.members.get(member_id) if group is not None else None
             if group is None or member is None:
                 raise ConsumerGroupError(ErrorCode.unknown_member_id, f"{member_id} is not a member of {group_id}")
@@ -335,8 +338,8 @@ class ConsumerGroupCoordinator:
             member.server_assignor, changed = server_assignor, True
         if changed:
             group.subscriptions = None
-        if self._refresh_topics(group) or changed or member_epoch == JOIN_EPOCH and member.epoch == JOIN_EPOCH:
-            group.epoch += 1  # once per heartbeat, whatever moved
+        if self._refresh_topics(group) or changed or joined:
+            group.epoch += 1  # once per heartbeat, whatever moved (a static member back is no new member)
         if group.epoch > group.assignment_epoch:
             self._compute_target(group)
         self._reconcile(group, member, owned, now)
@@ -403,7 +406,9 @@ class ConsumerGroupCoordinator:
                                      f"ServerAssignor {server_assignor!r} is not supported: {', '.join(ASSIGNORS)}")
 
     def _join(self, group, group_id, member_id, instance_id, rack_id, rebalance_timeout_ms, client_id,
-              client_host) -> tuple[ConsumerGroup, ConsumerMember]:
+              client_host) -> tuple[ConsumerGroup, ConsumerMember, bool]:
+        """The member of a join (epoch 0), and whether it is a new one (False: a static member back, which takes
+        the place of its old member id)."""
         if group is None:
             group = self.groups[group_id] = ConsumerGroup(group_id, assignor=self.settings.default_assignor)
         fresh = ConsumerMember(member_id, instance_id, rack_id, client_id, client_host, rebalance_timeout_ms)
@@ -413,18 +418,22 @@ class ConsumerGroupCoordinator:
                 raise ConsumerGroupError(ErrorCode.unreleased_instance_id,
                                          f"static member {instance_id} is still in the group as "
                                          f"{previous.member_id}")
-            # the static member is back: it takes up its partitions under its new member id, at its old epoch
+            # the static member is back (Kafka's static member replacement): under its new member id it takes over
+            # the old one's current assignment and state at epoch 0, and the heartbeat reconciles it against the
+            # current target as any member (what it was revoking is done: it owns nothing; what the target moved
+            # while it was away is taken from it or waits for its new owner)
             del group.members[previous.member_id]
             group.touch(previous.member_id)
             group.subscriptions = None
             fresh.subscribed_names, fresh.subscribed_regex = previous.subscribed_names, previous.subscribed_regex
             fresh.server_assignor = previous.server_assignor
-            fresh.epoch, fresh.previous_epoch = group.assignment_epoch, previous.previous_epoch
+            fresh.epoch, fresh.previous_epoch = JOIN_EPOCH, JOIN_EPOCH
+            fresh.state, fresh.revocation_deadline = previous.state, previous.revocation_deadline
             fresh.assigned, fresh.pending_revocation = previous.assigned, previous.pending_revocation
             if previous.member_id in group.target:
                 group.target[member_id] = group.target.pop(previous.member_id)
             group.members[member_id] = fresh
-            return group, fresh
+            return group, fresh, False
         if member_id not in group.members and len(group.members) >= self.settings.max_size:
             raise ConsumerGroupError(ErrorCode.group_max_size_reached,
                                      f"group {group_id} has reached its {self.settings.max_size} members")
@@ -432,7 +441,7 @@ class ConsumerGroupCoordinator:
         # once its subscription is taken in)
         group.members[member_id] = fresh
         group.subscriptions = None
-        return group, fresh
+        return group, fresh, True
 
     def _leave(self, group, group_id, member_id, member_epoch, instance_id) -> dict:
         member = group.members.get(member_id) if group is not None else None
@@ -441,7 +450,11 @@ class ConsumerGroupCoordinator:
         if group is None or member is None:
             raise ConsumerGroupError(ErrorCode.unknown_member_id, f"{member_id} is not a member of {group_id}")
         if member_epoch == STATIC_LEAVE_EPOCH:
-            member.epoch = STATIC_LEAVE_EPOCH  # keeps its partitions until it returns or its session ends
+            # it keeps its partitions until it returns or its session ends; those it was revoking are released now
+            # (it consumes nothing while away: Kafka's static leave), and it owes no revocation to be fenced for
+            member.epoch = STATIC_LEAVE_EPOCH
+            member.pending_revocation = {}
+            member.state = MEMBER_STABLE if member.state == UNREVOKED else member.state
             group.touch(member.member_id)
         else:
             self._remove(group, member.member_id, "left the group")
@@ -526,7 +539,8 @@ class ConsumerGroupCoordinator:
             revoke[t] = set(current - wanted)
             add[t] = {p for p in wanted - current if (t, p) not in others}
             unreleased = unreleased or bool(wanted - current - add[t])
-        if any(revoke.values()):
+        if any(revoke.values()) and (owned is None or any(owned.get(t, frozenset()) & ps for t, ps in revoke.items())):
+            # it must give these up first (Kafka: only if it says it owns some of them; one that joins owns none)
             member.state = UNREVOKED
             member.assigned = _normalize(keep)
             member.pending_revocation = _normalize(revoke)
