@@ -146,3 +146,13 @@ def test_an_answer_given_again_is_not_written_again(monkeypatch):
     assert len(built) <= 1  # kio writes it once (none if an earlier test wrote it)
     assert [struct.unpack_from(">i", f, 4)[0] for f in frames] == [7, 8, 9]
     assert len({f[8:] for f in frames}) == 1
+
+
+def test_floats_equal_but_written_apart_are_not_taken_for_each_other():
+    def quotas(value):
+        return {"throttle_time": 0, "error_code": 0, "error_message": None, "entries": [
+            {"entity": [{"entity_type": "user", "entity_name": "alice"}],
+             "values": [{"key": "producer_byte_rate", "value": value}]}]}
+
+    for value in (0.0, -0.0, 0.0):
+        assert encode_response(48, 1, 1, quotas(value)) == _written_by_kio(48, 1, 1, quotas(value))

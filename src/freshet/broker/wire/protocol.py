@@ -250,6 +250,8 @@ def _frozen(value: Any) -> Any:
         return (_DICT, *((k, _frozen(v)) for k, v in value.items()))
     if kind is list or kind is tuple:
         return tuple(_frozen(v) for v in value)
+    if kind is float:  # 0.0 and -0.0 are equal and written apart (a quota's float64)
+        return float, value.hex()
     return value
 
 
