@@ -484,9 +484,6 @@ def test_the_kept_answers_memory_is_near_their_encoded_size(kept):
     assert retained <= 2 * encoded + (64 << 10), f"{retained} bytes kept for {len(kept)} answers, {encoded} encoded"
 
 
-@pytest.mark.xfail(strict=True, reason="51aedc3's premise 'equal keys mean equal bytes' fails for floats: 0.0 == -0.0 "
-                   "(same hash) but float64 writes the sign. Latent: DescribeClientQuotas, the one answer with a "
-                   "float64, only shows values check_ops accepted (> 0)")
 def test_a_negative_zero_float_is_not_taken_for_zero(kept):
     def quotas(value: float) -> dict:
         return {"throttle_time": 0, "error_code": 0, "entries": [
