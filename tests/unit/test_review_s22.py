@@ -163,10 +163,6 @@ def test_the_timeout_of_a_transaction_taken_over_comes_on_the_new_coordinator_on
     run_as_cluster_coordinator(tmp_path, scenario)
 
 
-@pytest.mark.xfail(strict=True, reason="f122c97: the reaper skips a transaction in PrepareCommit; when the "
-                   "state log then refuses the PrepareCommit (_persist puts Ongoing back) nothing tells the reaper, "
-                   "so a producer that dies after the refused EndTxn leaves its transaction open for ever (the 0.5 s "
-                   "tick found it)")
 def test_an_end_txn_refused_by_the_state_log_still_times_out(tmp_path):
     async def scenario(broker, txn):
         pid, epoch = await _open(txn, "tx", 1500)  # ample: the EndTxn comes before it
@@ -190,9 +186,6 @@ def test_an_end_txn_refused_by_the_state_log_still_times_out(tmp_path):
     _run(tmp_path, scenario)
 
 
-@pytest.mark.xfail(strict=True, reason="f122c97: a restarted broker's abort of an open transaction (start) that the "
-                   "state log refuses puts it back Ongoing with no deadline in the reaper (its only check ran while "
-                   "the abort was under way): never aborted; the 0.5 s tick retried it")
 def test_a_refused_abort_at_restart_is_tried_again(tmp_path):
     async def main() -> None:
         config = BrokerConfig(data_dir=str(tmp_path / "broker"), host="127.0.0.1", port=0)
@@ -225,9 +218,6 @@ def test_a_refused_abort_at_restart_is_tried_again(tmp_path):
     asyncio.run(main())
 
 
-@pytest.mark.xfail(strict=True, reason="f122c97: _expire re-arms the reaper only after a failed abort; when it finds "
-                   "the transaction not yet expired (the wall clock stepped back after the check: NTP) it returns "
-                   "and the reaper, whose check skipped the transaction, sleeps with no timer: never aborted")
 def test_a_wall_clock_step_back_between_check_and_abort_does_not_lose_the_timeout(tmp_path, monkeypatch):
     clock = {"offset_ms": 0}
     monkeypatch.setattr(transactions_module, "_now_ms", lambda: int(time.time() * 1000) + clock["offset_ms"])
@@ -249,10 +239,6 @@ def test_a_wall_clock_step_back_between_check_and_abort_does_not_lose_the_timeou
     _run(tmp_path, scenario)
 
 
-@pytest.mark.xfail(strict=True, reason="f122c97 says an abort that raised (e.g. a marker's fsync failed) is tried "
-                   "again, but by then the transaction is PrepareAbort, not Ongoing, so retry is False: it stays "
-                   "PrepareAbort (LSO stuck, InitProducerId CONCURRENT_TRANSACTIONS) until a restart; Kafka resends "
-                   "markers until written (pre-existing for EndTxn too)")
 def test_a_timeout_abort_whose_marker_fsync_failed_is_completed(tmp_path):
     async def scenario(broker, txn):
         await _open(txn, "tx", 300)
@@ -381,9 +367,6 @@ def test_a_loop_closed_with_a_round_in_flight_ends_the_fsync_thread_quietly(tmp_
     held["partition"].close()
 
 
-@pytest.mark.xfail(strict=True, reason="8b59efd: GroupCommit.start starts the fsync thread at once (the executor's "
-                   "thread came with the first round); a Broker.start that fails after it (port taken) never stops "
-                   "it: a thread left blocked on the queue for each failed start of an in-process broker")
 def test_a_broker_that_fails_to_start_leaves_no_fsync_thread(tmp_path):
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
@@ -463,9 +446,6 @@ def test_the_kept_answers_stay_within_their_count_and_size(kept):
     assert max(len(v) for v in kept.values()) <= protocol._ENCODED_MAX_BYTES
 
 
-@pytest.mark.xfail(strict=True, reason="51aedc3: the bound is 256 x 16 KiB of encoded bytes, but each key keeps the "
-                   "whole body frozen in tuples: ~25x the encoded size (256 Metadata answers of 612 partitions, 4 MB "
-                   "encoded, keep ~100 MB); a limit on the key's size (or freezing only small bodies) is missing")
 def test_the_kept_answers_memory_is_near_their_encoded_size(kept):
     protocol.encode_response(3, 12, 1, _metadata(-1, 1))  # the schema's writer and plan made before measuring
     kept.clear()

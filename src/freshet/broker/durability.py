@@ -78,8 +78,7 @@ class GroupCommit:
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._thread = threading.Thread(target=self._fsync_rounds, args=(loop,), name="fsync", daemon=True)
-        self._thread.start()
+        self._loop = loop
         self._task = loop.create_task(self._run(), name="group-commit")
 
     def _fsync_rounds(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -162,6 +161,9 @@ class GroupCommit:
             plans = [(p, *p.begin_flush()) for p in partitions]
             segments = [s for _, segs, _ in plans for s in segs]
             done = loop.create_future()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._fsync_rounds, args=(loop,), name="fsync", daemon=True)
+                self._thread.start()
             self._rounds.put((segments, done))
             failed = await done
             failed_ids = {id(s) for s in failed}

@@ -298,7 +298,16 @@ class TransactionCoordinator:
         now_ms = _now_ms()
         nearest = None
         for meta in list(self.transactions.values()):
-            if meta.state != ONGOING or meta.transactional_id in self._expiring:
+            if meta.transactional_id in self._expiring:
+                continue
+            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                if not self.lock(meta.transactional_id).locked() and now_ms - meta.updated_ms > ABORT_RETRY_S * 1000:
+                    self._expiring.add(meta.transactional_id)
+                    self._spawn(self._finish(meta))
+                when = now + ABORT_RETRY_S
+                nearest = when if nearest is None else min(nearest, when)
+                continue
+            if meta.state != ONGOING:
                 continue
             left_ms = meta.start_ms + meta.timeout_ms - now_ms
             if left_ms < 0:
@@ -330,6 +339,16 @@ class TransactionCoordinator:
             self._expiring.discard(tid)
         if retry:
             self._timeouts.due(time.monotonic() + ABORT_RETRY_S)
+        elif meta.state in (ONGOING, PREPARE_ABORT):
+            self._timeouts.due(time.monotonic())
+
+    async def _finish(self, meta):
+        try:
+            await self._complete_locked(meta, meta.state == PREPARE_COMMIT)
+        except Exception:
+            log.exception("completing transaction %s failed; tried again", meta.transactional_id)
+        finally:
+            self._expiring.discard(meta.transactional_id)
 
     async def _abort_with_fencing(self, meta: TransactionMetadata, why: str) -> None:
         """Abort an open transaction for the coordinator's own reasons; the producer's epoch is bumped,
