@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import kafka_python
 from .config import resolve_bootstrap, security_config
 from .log_dirs import KAFKA_PYTHON_NAMES
 
@@ -49,12 +50,7 @@ class QuotaAdmin:
                         if k in KAFKA_PYTHON_NAMES}
             self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=self.timeout_ms,
                                            **settings)
-        manager = self._admin._manager  # kafka-python has the requests but no admin call for them
-
-        async def send():
-            return await manager.send(request)
-
-        return manager.run(send)
+        return kafka_python.send(self._admin, request)  # kafka-python has the requests but no admin call for them
 
     def describe(self, entity: dict[str, str | None] | None = None) -> list[Quota]:
         """Every quota (``entity`` None), or those of entities matching ``entity`` exactly (a None name: the

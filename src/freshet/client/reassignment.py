@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from . import kafka_python
 from .config import admin_config, resolve_bootstrap, security_config
 from .errors import ClientError, kafka_message
 from .log_dirs import KAFKA_PYTHON_NAMES
@@ -104,28 +105,13 @@ class ReassignmentAdmin:
         return self._admin
 
     def _send(self, request, node_id: int | None = None):
-        from kafka.errors import KafkaConnectionError, KafkaError, NodeNotReadyError
+        from kafka.errors import KafkaError
 
-        refused = 0
-        while True:
-            try:
-                manager = self._kafka_python()._manager  # any broker: each forwards to the controllers
-
-                async def send():
-                    return await manager.send(request, node_id=node_id) if node_id is not None else (
-                        await manager.send(request))
-
-                return manager.run(send)
-            except (KafkaConnectionError, NodeNotReadyError) as exc:
-                # "any broker" may be one that just went down (the metadata still names it): as Kafka's admin
-                # client, try the others (the refused one is in its reconnect backoff, so it is not picked again
-                # at once); the two APIs are safe to send again (the same target, or a read)
-                refused += 1
-                known = len(self._admin._manager.cluster.brokers()) if self._admin is not None else 0
-                if node_id is not None or refused > 2 * max(1, known):
-                    raise ClientError(str(exc)) from None
-            except KafkaError as exc:
-                raise ClientError(str(exc)) from None
+        try:
+            admin = self._kafka_python()
+        except KafkaError as exc:
+            raise ClientError(str(exc)) from None
+        return kafka_python.send(admin, request, node_id)
 
     # -- the two APIs --------------------------------------------------------------------------------------
     def alter(self, plan: dict[Key, list[int] | None]) -> dict[Key, str | None]:

@@ -1,0 +1,31 @@
+"""Requests kafka-python's admin client has no call for (AlterPartitionReassignments, DescribeClientQuotas, ...),
+sent through its connection manager to a broker of the cluster, as Kafka's admin client sends them."""
+
+from __future__ import annotations
+
+from .errors import ClientError
+
+
+def send(admin, request, node_id: int | None = None):
+    """``request``'s answer from broker ``node_id``, or from any broker (each forwards what the controllers
+    decide). The broker kafka-python picks may be one that has just gone down (the metadata still names it):
+    a refused request then goes to another (the refused one is in its reconnect backoff, so it is not picked
+    again at once), as Kafka's admin client retries; only requests that are safe to send again come here (the
+    same target set again, or a read). Any other error, or every known broker refusing, is a ClientError."""
+    from kafka.errors import KafkaConnectionError, KafkaError, NodeNotReadyError
+
+    manager = admin._manager
+
+    async def one():
+        return await (manager.send(request, node_id=node_id) if node_id is not None else manager.send(request))
+
+    refused = 0
+    while True:
+        try:
+            return manager.run(one)
+        except (KafkaConnectionError, NodeNotReadyError) as exc:
+            refused += 1
+            if node_id is not None or refused > 2 * max(1, len(manager.cluster.brokers())):
+                raise ClientError(str(exc)) from None
+        except KafkaError as exc:
+            raise ClientError(str(exc)) from None
