@@ -77,9 +77,7 @@ class GroupCommit:
         self.rounds = 0
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._loop = loop
-        self._task = loop.create_task(self._run(), name="group-commit")
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="group-commit")
 
     def _fsync_rounds(self, loop: asyncio.AbstractEventLoop) -> None:
         """The fsync thread: each round's segments fsync'd, the outcome handed back to the loop."""

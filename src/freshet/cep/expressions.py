@@ -795,15 +795,12 @@ def _first_of(f: Frame, var: str | None):
     """The first of ``f.rows_of(var)``, without the list; None if there is none."""
     labels = f.labels
     if var is None:
-        if labels:
-            return f.rows[f.start]
+        index = f.start if labels else f.current
     elif var in labels:
-        return f.rows[f.start + labels.index(var)]
-    elif f.current is not None and var == f.var:
-        return f.rows[f.current]
-    if var is None and f.current is not None:
-        return f.rows[f.current]
-    return None
+        index = f.start + labels.index(var)
+    else:
+        index = f.current if var == f.var else None
+    return None if index is None else f.rows[index]
 
 
 def _index_of(f: Frame, var: str) -> int:

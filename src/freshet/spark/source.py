@@ -714,11 +714,15 @@ class FreshetDataSource(DataSource):
     def name(cls) -> str:
         return "freshet"
 
+    def _option(self, name: str, default: bool) -> bool:
+        """A true/false option, named in any case (Spark's options are case-insensitive)."""
+        return _flag({k.lower(): v for k, v in self.options.items()}, name, default)
+
     def schema(self) -> StructType:
-        return source_schema(_flag({k.lower(): v for k, v in self.options.items()}, "includeHeaders", False))
+        return source_schema(self._option("includeHeaders", False))
 
     def streamReader(self, schema: StructType) -> FreshetStreamReader:
-        if _flag({k.lower(): v for k, v in self.options.items()}, "readOnDriver", False):
+        if self._option("readOnDriver", False):
             # PySpark then asks simpleStreamReader (its only way to choose one)
             raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"})
         return FreshetStreamReader(dict(self.options), schema)

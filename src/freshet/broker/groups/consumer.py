@@ -485,6 +485,10 @@ class ConsumerGroupCoordinator:
         """Each distinct subscription of the group's members -> the topics it subscribes to now."""
         return {sub: self._subscription_topics(*sub) for sub in group.distinct_subscriptions()}
 
+    def _subscribed(self, group: ConsumerGroup) -> set[str]:
+        """Every topic some member of the group subscribes to now."""
+        return set().union(*self._group_subscriptions(group).values())
+
     def _subscribable(self, name: str) -> bool:
         topic = self.topics.get(name)
         return topic is not None and not topic.internal
@@ -492,7 +496,7 @@ class ConsumerGroupCoordinator:
     def _refresh_topics(self, group: ConsumerGroup) -> bool:
         """Has a subscribed topic been created, deleted or given partitions? That moves the group epoch, as a
         new member does."""
-        names = set().union(*self._group_subscriptions(group).values())
+        names = self._subscribed(group)
         found = {t: self.topics.get(t) for t in names}
         seen = tuple(sorted((t, topic.partitions) for t, topic in found.items() if topic is not None))
         if seen == group.topics_seen:
@@ -579,7 +583,7 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return set()
-        return set().union(*self._group_subscriptions(group).values())
+        return self._subscribed(group)
 
     # -- timeouts --------------------------------------------------------------------------
 
