@@ -81,10 +81,7 @@ class ClusterView:
         return state
 
     def partitions(self) -> list[tuple[str, int]]:
-        try:
-            md = self.admin.list_topics(timeout=self.timeout)
-        except KafkaException as exc:
-            raise SourceError(f"cannot reach the Kafka cluster: {exc}") from None
+        md = self._metadata()
         found = []
         if self.kind == "assign":
             unknown = []
@@ -109,6 +106,22 @@ class ClusterView:
             if missing:
                 raise SourceError(f"topic(s) {', '.join(sorted(missing))} do not exist")
         return sorted(found)
+
+    def _metadata(self):
+        """The cluster's metadata, asked again (``retries`` times, ``retry_interval_s`` apart) while librdkafka fails
+        or has no answer in time: librdkafka sends a metadata request to one broker and, when that broker is killed
+        with the request in flight, waits on it until the timeout ("Failed to get metadata: Local: Timed out"); the
+        next request goes to a broker that is up. Spark's Kafka source retries its metadata and offset fetches alike
+        (fetchOffset.numRetries); what still fails after the retries fails the query."""
+        attempt = 0
+        while True:
+            try:
+                return self.admin.list_topics(timeout=self.timeout)
+            except KafkaException as exc:
+                attempt += 1
+                if attempt > self.retries:
+                    raise SourceError(f"cannot reach the Kafka cluster: {exc}") from None
+            time.sleep(self.retry_interval_s)
 
     def offsets(self, spec: str, partitions: list[tuple[str, int]],
                 at_least: dict[tuple[str, int], int] | None = None) -> dict[tuple[str, int], int]:

@@ -16,7 +16,7 @@ Batch reads (``spark.read``) take ``startingOffsets`` (default earliest) and ``e
 (default latest); as in Spark's Kafka source a batch cannot start at latest or end at earliest,
 a stream takes no ``endingOffsets``, and offset JSON may name only partitions the source reads
 (those it leaves out take the default). ``kafka.bootstrap.servers`` is a list; through a leader change the
-driver asks again for offsets it could not get, or that lie below where the query stands (a new leader tells
+driver asks again for metadata and offsets it could not get, or offsets that lie below where the query stands (a new leader tells
 its high watermark as it knew it as a follower until its followers fetch again), ``fetchOffset.numRetries``
 times (default 3) ``fetchOffset.retryIntervalMs`` apart (default 1000), as Spark's Kafka source does.
 

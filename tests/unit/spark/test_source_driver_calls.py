@@ -66,3 +66,41 @@ def test_read_on_driver_gives_pyspark_the_simple_stream_reader():
     assert chosen.simple_reader.limit.max_rows == 500
     for default in ({}, {"readOnDriver": "false"}):
         assert type(_streamReader(FreshetDataSource({**options, **default}), source_schema())) is FreshetStreamReader
+
+
+class HeldBackAdmin:
+    """An admin client whose first ``held`` metadata requests get no answer in time (librdkafka's error when the
+    broker it asked is killed with the request in flight), then the metadata of one topic of two partitions."""
+
+    def __init__(self, held: int) -> None:
+        self.held = held
+        self.asked = 0
+
+    def list_topics(self, timeout: float):
+        from types import SimpleNamespace
+
+        from confluent_kafka import KafkaError, KafkaException
+
+        self.asked += 1
+        if self.asked <= self.held:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed to get metadata: Local: Timed out"))
+        topic = SimpleNamespace(error=None, partitions={0: None, 1: None})
+        return SimpleNamespace(topics={"t": topic})
+
+
+@pytest.mark.parametrize("held, retries, answered", [(0, 3, True), (1, 3, True), (3, 3, True), (4, 3, False),
+                                                     (1, 0, False)])
+def test_a_metadata_request_with_no_answer_in_time_is_asked_again(held, retries, answered):
+    """The source's metadata lookup retried as its offset lookups are (fetchOffset.numRetries): a lookup that
+    timed out while a leader was killed failed the query (a fresh-clone run of the cluster suite, once)."""
+    from freshet.spark.offsets import ClusterView, SourceError
+
+    view = ClusterView("127.0.0.1:1", "subscribe", ["t"], retries=retries, retry_interval_s=0)
+    view._admin = admin = HeldBackAdmin(held)
+    if answered:
+        assert view.partitions() == [("t", 0), ("t", 1)]
+        assert admin.asked == held + 1
+    else:
+        with pytest.raises(SourceError, match="^cannot reach the Kafka cluster: .*Timed out"):
+            view.partitions()
+        assert admin.asked == retries + 1
