@@ -3,7 +3,25 @@ sent through its connection manager to a broker of the cluster, as Kafka's admin
 
 from __future__ import annotations
 
+from .config import security_config
 from .errors import ClientError
+
+# librdkafka's names -> kafka-python's (KafkaAdminClient's keyword arguments)
+KAFKA_PYTHON_NAMES = {
+    "security.protocol": "security_protocol", "sasl.mechanism": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
+    "ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile", "ssl.key.location": "ssl_keyfile",
+}
+
+
+def admin_client(bootstrap: str, timeout_ms: int, overrides: dict | None = None):
+    """kafka-python's admin client with the FRESHET_* security settings every client of ours uses, ``overrides``
+    (librdkafka's names: another user's SASL name and password) over them. kafka-python's errors pass through."""
+    from kafka.admin import KafkaAdminClient
+
+    settings = {KAFKA_PYTHON_NAMES[k]: v for k, v in {**security_config(), **(overrides or {})}.items()
+                if k in KAFKA_PYTHON_NAMES}
+    return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms, **settings)
 
 
 def send(admin, request, node_id: int | None = None):

@@ -3,14 +3,8 @@ it, so kafka-python's admin client asks, with the same security settings as ever
 
 from __future__ import annotations
 
-from .config import resolve_bootstrap, security_config
-
-# librdkafka's names -> kafka-python's (KafkaAdminClient's keyword arguments)
-KAFKA_PYTHON_NAMES = {
-    "security.protocol": "security_protocol", "sasl.mechanism": "sasl_mechanism",
-    "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
-    "ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile", "ssl.key.location": "ssl_keyfile",
-}
+from . import kafka_python
+from .config import resolve_bootstrap
 
 
 class LogDirSizes:
@@ -24,10 +18,7 @@ class LogDirSizes:
         self._admin = None
 
     def _connect(self):
-        from kafka.admin import KafkaAdminClient
-
-        settings = {KAFKA_PYTHON_NAMES[k]: v for k, v in security_config().items() if k in KAFKA_PYTHON_NAMES}
-        return KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=self.timeout_ms, **settings)
+        return kafka_python.admin_client(self.bootstrap, self.timeout_ms)
 
     def sizes(self) -> dict[tuple[str, int], int]:
         from kafka.errors import KafkaError

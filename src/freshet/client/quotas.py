@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import kafka_python
-from .config import resolve_bootstrap, security_config
-from .log_dirs import KAFKA_PYTHON_NAMES
+from .config import resolve_bootstrap
 
 ENTITY_TYPES = ("user", "client-id", "ip")
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
@@ -43,13 +42,8 @@ class QuotaAdmin:
         self._admin = None
 
     def _send(self, request):
-        from kafka.admin import KafkaAdminClient
-
         if self._admin is None:
-            settings = {KAFKA_PYTHON_NAMES[k]: v for k, v in {**security_config(), **self.overrides}.items()
-                        if k in KAFKA_PYTHON_NAMES}
-            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=self.timeout_ms,
-                                           **settings)
+            self._admin = kafka_python.admin_client(self.bootstrap, self.timeout_ms, self.overrides)
         return kafka_python.send(self._admin, request)  # kafka-python has the requests but no admin call for them
 
     def describe(self, entity: dict[str, str | None] | None = None) -> list[Quota]:

@@ -17,9 +17,8 @@ import json
 from dataclasses import dataclass, field
 
 from . import kafka_python
-from .config import admin_config, resolve_bootstrap, security_config
+from .config import admin_config, resolve_bootstrap
 from .errors import ClientError, kafka_message
-from .log_dirs import KAFKA_PYTHON_NAMES
 
 Key = tuple[str, int]
 
@@ -97,11 +96,7 @@ class ReassignmentAdmin:
 
     def _kafka_python(self):
         if self._admin is None:
-            from kafka.admin import KafkaAdminClient
-
-            settings = {KAFKA_PYTHON_NAMES[k]: v for k, v in security_config().items() if k in KAFKA_PYTHON_NAMES}
-            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=self.timeout_ms,
-                                           **settings)
+            self._admin = kafka_python.admin_client(self.bootstrap, self.timeout_ms)
         return self._admin
 
     def _send(self, request, node_id: int | None = None):

@@ -33,16 +33,12 @@ class TransactionInfo:
 def _admin(bootstrap: str | None, overrides: dict | None = None):
     """kafka-python's admin client with the FRESHET_* security settings, ``overrides`` (librdkafka's names:
     another user's SASL name and password) over them."""
-    from kafka.admin import KafkaAdminClient
     from kafka.errors import KafkaError
 
-    from .config import security_config
-    from .log_dirs import KAFKA_PYTHON_NAMES
+    from .kafka_python import admin_client
 
-    settings = {KAFKA_PYTHON_NAMES[k]: v for k, v in {**security_config(), **(overrides or {})}.items()
-                if k in KAFKA_PYTHON_NAMES}
     try:
-        return KafkaAdminClient(bootstrap_servers=resolve_bootstrap(bootstrap), request_timeout_ms=10_000, **settings)
+        return admin_client(resolve_bootstrap(bootstrap), 10_000, overrides)
     except KafkaError as exc:
         raise ClientError(f"cannot reach the Kafka cluster at {resolve_bootstrap(bootstrap)}: {exc}") from None
 

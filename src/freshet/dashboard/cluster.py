@@ -17,9 +17,9 @@ admin client sends them, with the same security settings as every other client o
 
 from __future__ import annotations
 
-from freshet.client.config import resolve_bootstrap, security_config
+from freshet.client.config import resolve_bootstrap
 from freshet.client.errors import ClientError
-from freshet.client.log_dirs import KAFKA_PYTHON_NAMES
+from freshet.client.kafka_python import admin_client
 from freshet.client.reassignment import Moving, ReassignmentAdmin
 
 
@@ -41,15 +41,11 @@ class ClusterReader:
 
     def _described(self) -> tuple[dict | None, str | None]:
         """DescribeCluster (v2 where the cluster speaks it); (answer, None) or (None, why not)."""
-        from kafka.admin import KafkaAdminClient
         from kafka.errors import KafkaError
 
         try:
             if self._admin is None:
-                settings = {KAFKA_PYTHON_NAMES[k]: v for k, v in security_config().items()
-                            if k in KAFKA_PYTHON_NAMES}
-                self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=self.timeout_ms,
-                                               **settings)
+                self._admin = admin_client(self.bootstrap, self.timeout_ms)
             return self._admin.describe_cluster(), None
         except (KafkaError, OSError) as exc:
             self.close()
