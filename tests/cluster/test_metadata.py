@@ -391,3 +391,28 @@ def test_a_consumer_groups_configs_are_cluster_metadata_and_its_coordinator_hono
     gone = resource({"consumer.session.timeout.ms": None, interval: None})  # the module's other tests' metadata
     client.incremental_alter_configs([gone])[gone].result(60)
     assert group not in cluster.metadata().get("group_configs", {})
+
+
+def test_a_partitions_size_is_one_replicas_not_the_sum_over_its_replicas(cluster):
+    """`freshet topic describe`'s size per partition (DescribeLogDirs from every broker): the bytes of one replica,
+    as on the leader's disk; it added the three replicas' up."""
+    from kafka.admin import KafkaAdminClient
+
+    from freshet.client.admin import TopicAdmin
+    from freshet.client.produce import produce_records
+
+    created(admin(cluster.bootstrap), NewTopic("sized", 1, 3))
+    produce_records(cluster.bootstrap, "sized", [(None, b"x" * 500, None) for _ in range(40)])
+    kafka_admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30_000)
+    try:
+        def replica_sizes() -> list[int]:
+            return sorted(p["partition_size"] for broker in kafka_admin.describe_log_dirs()
+                          for log_dir in broker["log_dirs"] for t in log_dir["topics"] if t["name"] == "sized"
+                          for p in t["partitions"])
+
+        sizes = wait_for("three replicas of the same size", lambda: (s := replica_sizes()) and len(s) == 3
+                         and s[0] == s[2] > 40 * 500 and s)
+    finally:
+        kafka_admin.close()
+    (partition,) = TopicAdmin(cluster.bootstrap).describe_topic("sized").partitions
+    assert partition.size_bytes == sizes[0] and partition.records == 40

@@ -40,3 +40,17 @@ def test_describe_names_the_query_writing_a_table_and_its_rates(sql, broker, top
     finally:
         list(sql.execute(f"TERMINATE {query_id}"))
     assert not spark.streams.active
+
+
+def test_describe_extended_counts_the_topics_records_and_bytes(sql, broker, topic_name):
+    """DESCRIBE EXTENDED: the topic's records (high watermark - log start, over its partitions) and its bytes on the
+    leaders' disks (the row said "records" and gave the bytes)."""
+    produce(broker.bootstrap, topic_name, access_lines(120))
+    stream = f"x_access_{abs(hash(topic_name)) % 10**8}"
+    list(sql.execute(access_stream(stream, topic_name)))
+    (result,) = sql.execute(f"DESCRIBE EXTENDED {stream}")
+    rows = {row[0]: row[1:] for row in result.rows}
+    assert rows["records"] == ("120", "2 partitions")
+    assert int(rows["bytes"][0]) > sum(len(line) for line in access_lines(120))
+    (plain,) = sql.execute(f"DESCRIBE {stream}")
+    assert "records" not in {row[0] for row in plain.rows}

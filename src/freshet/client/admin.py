@@ -136,16 +136,14 @@ class TopicAdmin:
 
     def partition_sizes(self, name: str) -> dict[int, int]:
         """Partition -> bytes on disk, from DescribeLogDirs (kafka-python's admin client: librdkafka has no
-        such call). Empty where it cannot be had: an older broker, no DESCRIBE on the cluster, a secured
-        listener."""
-        from kafka.admin import KafkaAdminClient
+        such call; the same security settings). Empty where it cannot be had: an older broker, no DESCRIBE on
+        the cluster."""
         from kafka.errors import KafkaError
 
-        if security_config():  # kafka-python would need the same settings spelled its own way
-            return {}
+        from .kafka_python import admin_client
+
         try:
-            admin = KafkaAdminClient(bootstrap_servers=self.bootstrap,
-                                     request_timeout_ms=int(self.timeout * 1000))
+            admin = admin_client(self.bootstrap, int(self.timeout * 1000))
         except KafkaError:
             return {}
         sizes: dict[int, int] = {}
@@ -155,8 +153,10 @@ class TopicAdmin:
                     for topic in log_dir.get("topics", []):
                         if topic["name"] == name:
                             for p in topic["partitions"]:
-                                index = p["partition_index"]
-                                sizes[index] = sizes.get(index, 0) + p["partition_size"]
+                                if p.get("is_future_key"):  # a replica being moved between directories
+                                    continue
+                                index = p["partition_index"]  # each broker tells its replica's: the leader's
+                                sizes[index] = max(sizes.get(index, 0), p["partition_size"])  # unless behind
         except (KafkaError, KeyError, TypeError):
             return {}
         finally:

@@ -265,9 +265,11 @@ class SqlSession:
                 if progress.get(key) is not None:
                     value = progress[key]
                     rows.append((label, f"{value:.1f}" if isinstance(value, float) else str(value), ""))
-        if stmt.extended:
-            sizes = TopicAdmin(self.bootstrap).partition_sizes(defn.topic)
-            rows.append(("records", str(sum(sizes.values())), f"{len(sizes)} partitions"))
+        if stmt.extended:  # the topic's records (high watermark - log start, summed) and bytes on the leaders' disks
+            partitions = TopicAdmin(self.bootstrap).describe_topic(defn.topic).partitions
+            rows.append(("records", str(sum(p.records for p in partitions)), f"{len(partitions)} partitions"))
+            sizes = [p.size_bytes for p in partitions]
+            rows.append(("bytes", "" if None in sizes else str(sum(sizes)), "on the leaders' disks"))
         return Rows(["col_name", "data_type", "comment"], rows)
 
     def _explain(self, stmt: p.Explain) -> Rows:
