@@ -126,6 +126,18 @@ class ConsumerGroup:
     def touch(self, member_id: str) -> None:
         self.touched[member_id] = None
 
+    def admit(self, member: ConsumerMember) -> None:
+        """``member`` is in the group (new, or in an old one's place): its subscription is listed again."""
+        self.members[member.member_id] = member
+        self.subscriptions = None
+
+    def forget(self, member_id: str) -> None:
+        """The member is no longer in the group: its stored records go (touched), the subscriptions are listed
+        again."""
+        del self.members[member_id]
+        self.touch(member_id)
+        self.subscriptions = None
+
     def distinct_subscriptions(self) -> frozenset[tuple[tuple[str, ...], str | None]]:
         if self.subscriptions is None:
             self.subscriptions = frozenset((m.subscribed_names, m.subscribed_regex) for m in self.members.values())
@@ -422,9 +434,7 @@ class ConsumerGroupCoordinator:
             # the old one's current assignment and state at epoch 0, and the heartbeat reconciles it against the
             # current target as any member (what it was revoking is done: it owns nothing; what the target moved
             # while it was away is taken from it or waits for its new owner)
-            del group.members[previous.member_id]
-            group.touch(previous.member_id)
-            group.subscriptions = None
+            group.forget(previous.member_id)
             fresh.subscribed_names, fresh.subscribed_regex = previous.subscribed_names, previous.subscribed_regex
             fresh.server_assignor = previous.server_assignor
             fresh.epoch, fresh.previous_epoch = JOIN_EPOCH, JOIN_EPOCH
@@ -432,15 +442,14 @@ class ConsumerGroupCoordinator:
             fresh.assigned, fresh.pending_revocation = previous.assigned, previous.pending_revocation
             if previous.member_id in group.target:
                 group.target[member_id] = group.target.pop(previous.member_id)
-            group.members[member_id] = fresh
+            group.admit(fresh)
             return group, fresh, False
         if member_id not in group.members and len(group.members) >= self.settings.max_size:
             raise ConsumerGroupError(ErrorCode.group_max_size_reached,
                                      f"group {group_id} has reached its {self.settings.max_size} members")
         # a new member, or one that rejoins from scratch: what it owned is released (the group epoch moves
         # once its subscription is taken in)
-        group.members[member_id] = fresh
-        group.subscriptions = None
+        group.admit(fresh)
         return group, fresh, True
 
     def _leave(self, group, group_id, member_id, member_epoch, instance_id) -> dict:
@@ -463,10 +472,8 @@ class ConsumerGroupCoordinator:
 
     def _remove(self, group: ConsumerGroup, member_id: str, why: str) -> None:
         log.info("consumer group %s: member %s %s", group.group_id, member_id, why)
-        del group.members[member_id]
+        group.forget(member_id)
         group.target.pop(member_id, None)
-        group.touch(member_id)
-        group.subscriptions = None
         group.epoch += 1
 
     # -- the target assignment ------------------------------------------------------------
