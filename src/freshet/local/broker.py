@@ -18,6 +18,40 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def listens(pid: int, port: int) -> bool:
+    """Does process ``pid`` listen on TCP ``port``? Not merely "something answers there": another process may hold
+    the port (a free port picked by two at once), and the broker, refused the bind, is about to exit. Read from
+    /proc (the listening socket's inode among the process's descriptors); where there is no /proc, a connection."""
+    tables = [f"/proc/net/{name}" for name in ("tcp", "tcp6") if os.path.exists(f"/proc/net/{name}")]
+    if not tables:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+    inodes = set()
+    for table in tables:
+        with open(table) as f:
+            next(f)  # the header
+            for line in f:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # state LISTEN
+                    inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return False
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 class BrokerProcess:
     """``with BrokerProcess() as b: b.bootstrap`` starts a broker and always stops it."""
 
@@ -88,13 +122,9 @@ class BrokerProcess:
                 self.proc = None
                 self._close_log()
                 raise RuntimeError(f"broker exited with {code}; {self.log_path} ends:\n{self.log_tail()}")
-            try:
-                for port in self.ports.values() or [self.port]:
-                    with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                        pass
+            if all(listens(self.proc.pid, port) for port in self.ports.values() or [self.port]):
                 return self
-            except OSError:
-                time.sleep(0.05)
+            time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"broker did not listen on {self.port} within {timeout}s; {self.log_path} ends:\n"
                            f"{self.log_tail()}")

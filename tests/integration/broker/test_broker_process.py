@@ -37,3 +37,26 @@ def test_a_started_broker_used_as_a_context_is_stopped_once_and_not_started_twic
         with pytest.raises(RuntimeError, match="already running"):
             broker.start()
     assert not broker.running  # the child the block's end stopped is the only one there was
+
+
+def test_a_port_another_process_listens_on_is_not_taken_for_the_broker_started(tmp_path):
+    """start() waited for "something answers on the port": when another process held it (a free port picked by
+    two at once), start() returned at once with a broker that was about to exit, its data directory not there
+    (a fresh-clone run failed once on it). Now it waits for the broker's own listening socket: the broker,
+    refused the bind, exits and start() says why."""
+    import socket
+
+    from freshet.local.broker import listens
+
+    with socket.socket() as other, socket.socket() as bound_only:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        bound_only.bind(("127.0.0.1", 0))
+        assert listens(os.getpid(), port) and not listens(os.getpid(), bound_only.getsockname()[1])
+        broker = BrokerProcess(data_dir=str(tmp_path / "d"), port=port)
+        with pytest.raises(RuntimeError, match="broker exited with"):
+            broker.start()
+        assert broker.proc is None and not broker.running
+    with BrokerProcess(data_dir=str(tmp_path / "d"), port=port) as b:  # the port free again: it starts there
+        assert listens(b.pid, port) and b.running
