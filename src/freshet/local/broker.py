@@ -64,20 +64,27 @@ class BrokerProcess:
             self._tmp = tempfile.TemporaryDirectory(prefix="freshet-")
             data_dir = os.path.join(self._tmp.name, "data")
         self.data_dir = data_dir
-        self.port = port or free_port()
-        self.ports = {protocol: (self.port if i == 0 else free_port()) for i, protocol in enumerate(listeners or [])}
-        self.extra_args = list(extra_args or [])
-        for protocol, listener_port in self.ports.items():
-            self.extra_args += ["--listener", f"{protocol}://127.0.0.1:{listener_port}"]
-        self.metrics_port = free_port() if metrics else None
-        if self.metrics_port:
-            self.extra_args += ["--metrics-port", str(self.metrics_port)]
+        self._given_args, self._protocols, self._metrics = list(extra_args or []), list(listeners or []), metrics
+        # ports this object picked may be picked again until the broker first starts (another process may take a
+        # free port between the pick and the broker's bind); after that they stay: its clients know them
+        self._choose_ports = port is None
+        self._pick_ports(port)
         # beside the data directory (a test's tmp_path, or this object's own temporary directory),
         # so that no run leaves a log behind in the system's temporary directory
         self.log_path = log_path or os.path.join(os.path.dirname(os.path.abspath(data_dir)),
                                                  f"broker-{self.port}.log")
         self.proc: subprocess.Popen | None = None
         self._log = None
+
+    def _pick_ports(self, port: int | None) -> None:
+        self.port = port or free_port()
+        self.ports = {protocol: (self.port if i == 0 else free_port()) for i, protocol in enumerate(self._protocols)}
+        self.extra_args = list(self._given_args)
+        for protocol, listener_port in self.ports.items():
+            self.extra_args += ["--listener", f"{protocol}://127.0.0.1:{listener_port}"]
+        self.metrics_port = free_port() if self._metrics else None
+        if self.metrics_port:
+            self.extra_args += ["--metrics-port", str(self.metrics_port)]
 
     @property
     def bootstrap(self) -> str:
@@ -98,6 +105,14 @@ class BrokerProcess:
         """The broker's Prometheus endpoint, when started with ``metrics=True``."""
         return f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None
 
+    def _log_since(self, offset: int) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
     def log_tail(self, lines: int = 20) -> str:
         try:
             with open(self.log_path, errors="replace") as f:
@@ -110,6 +125,7 @@ class BrokerProcess:
             raise RuntimeError(f"the broker on port {self.port} is already running")
         os.makedirs(os.path.dirname(os.path.abspath(self.log_path)), exist_ok=True)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 (the child writes to it until stop)
+        written_before = self._log.tell()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "freshet.cli.main", "broker", "start", "--data-dir", self.data_dir,
              "--port", str(self.port), *self.extra_args],
@@ -121,8 +137,12 @@ class BrokerProcess:
                 code = self.proc.returncode
                 self.proc = None
                 self._close_log()
+                if self._choose_ports and "address already in use" in self._log_since(written_before).lower():
+                    self._pick_ports(None)  # a port picked for it was taken before its bind: pick others
+                    return self.start(max(deadline - time.monotonic(), 1.0))
                 raise RuntimeError(f"broker exited with {code}; {self.log_path} ends:\n{self.log_tail()}")
             if all(listens(self.proc.pid, port) for port in self.ports.values() or [self.port]):
+                self._choose_ports = False
                 return self
             time.sleep(0.05)
         self.stop()

@@ -60,3 +60,31 @@ def test_a_port_another_process_listens_on_is_not_taken_for_the_broker_started(t
         assert broker.proc is None and not broker.running
     with BrokerProcess(data_dir=str(tmp_path / "d"), port=port) as b:  # the port free again: it starts there
         assert listens(b.pid, port) and b.running
+
+
+def test_a_port_it_picked_that_another_process_took_is_picked_again(tmp_path, monkeypatch):
+    """A port BrokerProcess picked itself (none given) and another process took before the broker's bind: it picks
+    another and starts there; once started, its ports stay (a restart keeps the port its clients know)."""
+    import socket
+
+    import freshet.local.broker as local_broker
+
+    real = local_broker.free_port
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        taken = other.getsockname()[1]
+        picks = iter([taken])
+        monkeypatch.setattr(local_broker, "free_port", lambda: next(picks, None) or real())
+        broker = BrokerProcess(data_dir=str(tmp_path / "d"))
+        assert broker.port == taken
+        with broker:
+            assert broker.port != taken and local_broker.listens(broker.pid, broker.port)
+            first = broker.port
+        with open(broker.log_path) as log:
+            assert "address already in use" in log.read().lower()
+    broker.start()
+    try:
+        assert broker.port == first
+    finally:
+        broker.stop()
