@@ -28,7 +28,7 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import Self
 
-from .broker import free_port
+from .broker import free_port, listens
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -262,7 +262,7 @@ class SparkCluster:
         self.state = ClusterState(self.host, master_port, ui_port, pid)
         self.state.save(self.state_path)
         try:
-            self._wait(lambda: _port_open(master_port), timeout, "the master", pid)
+            self._wait(lambda: listens(pid, master_port), timeout, "the master", pid)  # its own socket
             for i in range(self.worker_count):
                 self._start_worker(i)
             self.state.save(self.state_path)
@@ -363,7 +363,7 @@ class SparkCluster:
         state.connect_pid, state.connect_port, state.connect_ui_port = pid, port, ui_port
         state.save(self.state_path)
         try:
-            self._wait(lambda: _port_open(port), timeout, "the Spark Connect server", pid)
+            self._wait(lambda: listens(pid, port), timeout, "the Spark Connect server", pid)
         except BaseException:
             self.stop_connect()
             raise
