@@ -2,6 +2,9 @@
 
 from collections import namedtuple
 from datetime import datetime, timedelta
+from unittest import mock
+
+import pytest
 
 from freshet.cli.demos.access_logs import query_watermark, window_rows
 
@@ -63,3 +66,19 @@ def test_the_watermark_is_read_from_the_querys_progress():
     assert query_watermark(Query()) == 0.0
     Query.lastProgress = {"eventTime": {}}
     assert query_watermark(Query()) == 0.0
+
+
+@pytest.mark.parametrize("option, value", [("--seconds", "-5"), ("--rate", "0"), ("--time-scale", "-1")])
+def test_a_bad_number_is_one_line_and_exit_1_before_anything_starts(option, value, tmp_path, capsys):
+    # was: a broker, the dashboard and Spark started, then "generator failed: --seconds must be 0 or more"
+    from freshet.cli.main import main
+
+    data_dir = tmp_path / "demo-data"
+    with pytest.raises(SystemExit) as exited:
+        with mock.patch("sys.argv", ["freshet", "demo", "access-logs", option, value, "--data-dir", str(data_dir)]):
+            main()
+    assert exited.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"freshet demo access-logs: invalid value for '{option}'"), err
+    assert err.count("\n") == 1, err
+    assert not data_dir.exists()  # nothing was started

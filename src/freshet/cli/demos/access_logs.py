@@ -24,9 +24,12 @@ from .preamble import Demo
 
 
 @click.command("access-logs")
-@click.option("--seconds", default=60.0, show_default=True, help="How long the generator runs.")
-@click.option("--rate", default=2000.0, show_default=True, help="Events per second.")
-@click.option("--time-scale", default=30.0, show_default=True,
+# checked before anything starts (was: a broker, the dashboard and Spark started, then "generator failed")
+@click.option("--seconds", default=60.0, show_default=True, type=click.FloatRange(min=0),
+              help="How long the generator runs.")
+@click.option("--rate", default=2000.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Events per second.")
+@click.option("--time-scale", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Event time runs this much faster than the clock, so minute windows close every few seconds.")
 @click.option("--pipelines/--no-pipelines", default=True, show_default=True,
               help="Run the Spark pipelines (needs Java and the spark extra).")
