@@ -59,8 +59,8 @@ def _run_available_now(pipeline: str, topic: str, sink_topic: str, bootstrap: st
 
 @click.command("intrusion")
 @data_dir_option("intrusion")
-@click.option("--events", default=20_000, show_default=True, help="Background security events.")
-@click.option("--attacks", default=3, show_default=True, help="Attacks planted of each kind.")
+@click.option("--events", default=20_000, show_default=True, type=click.IntRange(min=0), help="Background security events.")
+@click.option("--attacks", default=3, show_default=True, type=click.IntRange(min=1), help="Attacks planted of each kind.")
 def intrusion_demo(data_dir: str, events: int, attacks: int) -> None:
     """The lecture's intrusion-detection rules on Spark: the alerts are the planted attacks."""
     from freshet.cep.matcher import event_time_ms
@@ -132,7 +132,7 @@ SEARCHES = {
 
 @click.command("alerts")
 @data_dir_option("alerts")
-@click.option("--listings", "count", default=3000, show_default=True, help="Listings to publish.")
+@click.option("--listings", "count", default=3000, show_default=True, type=click.IntRange(min=1), help="Listings to publish.")
 def alerts_demo(data_dir: str, count: int) -> None:
     """Stored searches matched against every new listing on Spark: alerts as a full scan finds them."""
     from freshet.cep.matcher import event_time_ms

@@ -9,8 +9,8 @@ import click
 
 
 @click.command("dual-writes")
-@click.option("--keys", default=20, show_default=True)
-@click.option("--rounds", default=3, show_default=True, help="Times each writer sets every key.")
+@click.option("--keys", default=20, show_default=True, type=click.IntRange(min=1))
+@click.option("--rounds", default=3, show_default=True, type=click.IntRange(min=1), help="Times each writer sets every key.")
 def dual_writes_demo(keys: int, rounds: int) -> None:
     """Two writers, dual writes vs change data capture: which index ends up agreeing with the database?"""
     import tempfile

@@ -38,8 +38,10 @@ NAMES = ["Ada", "Alan", "Barbara", "Claude", "Donald", "Edsger", "Frances", "Gra
 
 
 @click.command("enrollment")
-@click.option("--students", default=18, show_default=True, help="How many students race for the places.")
-@click.option("--clients", default=4, show_default=True, help="Concurrent command clients.")
+@click.option("--students", default=18, show_default=True, type=click.IntRange(min=len(COURSES)),
+              help="How many students race for the places (at least one per course).")
+@click.option("--clients", default=4, show_default=True, type=click.IntRange(min=1),
+              help="Concurrent command clients.")
 @data_dir_option("enrollment")
 @click.option("--seed", default=1, show_default=True)
 def enrollment_demo(students: int, clients: int, data_dir: str, seed: int) -> None:
@@ -127,9 +129,16 @@ def _enrollment(demo: Demo, students: int, clients: int, seed: int) -> None:
 
 
 def _race(bootstrap: str, students: int, clients: int, seed: int) -> dict:
-    """``students`` students, each asking for two random courses, sent from ``clients`` threads at once."""
+    """``students`` students, each asking for two random courses, sent from ``clients`` threads at once; the
+    first of them ask for one course each among their two, so that every course has a first student whatever
+    the seed (the story goes on with one of them)."""
     rng = random.Random(seed)
-    requests = [(f"s{i}", NAMES[i % len(NAMES)], rng.sample(sorted(COURSES), 2)) for i in range(students)]
+    courses = sorted(COURSES)
+    requests = []
+    for i in range(students):
+        wanted = [courses[i]] + rng.sample([c for c in courses if c != courses[i]], 1) if i < len(courses) \
+            else rng.sample(courses, 2)
+        requests.append((f"s{i}", NAMES[i % len(NAMES)], wanted))
     answers: list = []
     lock = threading.Lock()
 

@@ -91,8 +91,10 @@ def _inversions(events: list[tuple[float, int, int]]) -> dict[int, int]:
 
 
 @click.command("redelivery")
-@click.option("--jobs", default=600, show_default=True, help="How many jobs go into the queue.")
-@click.option("--work-ms", default=8.0, show_default=True, help="How long each job takes a worker.")
+@click.option("--jobs", default=600, show_default=True, type=click.IntRange(min=100),
+              help="How many jobs go into the queue (at least 100: a worker is killed a few jobs into its share).")
+@click.option("--work-ms", default=8.0, show_default=True, type=click.FloatRange(min=0),
+              help="How long each job takes a worker.")
 @data_dir_option("redelivery")
 def redelivery_demo(jobs: int, work_ms: float, data_dir: str) -> None:
     """Queues vs logs: competing consumers, one killed, its jobs redelivered out of order; a consumer group keeps order."""
