@@ -102,3 +102,22 @@ def test_broker_start_on_a_port_in_use_is_one_line_and_creates_nothing(tmp_path)
         run = freshet("broker", "start", "--data-dir", tmp_path / "data", "--port", port, timeout=120)
     one_line_error(run, f"127.0.0.1:{port}", "in use")
     assert run.stdout == "" and not (tmp_path / "data").exists()
+
+
+def test_the_readmes_kcat_group_commits_and_groups_describe_shows_it(broker, topic_name):
+    """README's first steps: `kcat -G my-group clicks -e -q` then `freshet groups describe my-group`. A new group
+    starts at the end (auto.offset.reset=latest, as on any Kafka broker): it read and committed nothing, and the
+    table was empty. README's line now says earliest; the group then has read everything (lag 0)."""
+    import shutil
+
+    kcat = shutil.which("kcat")
+    assert kcat, "kcat is missing: `make test` installs it (scripts/install-test-deps.sh)"
+    assert freshet(broker, "topic", "create", topic_name, "--partitions", "3").returncode == 0
+    assert freshet(broker, "produce", topic_name, input="".join(f"{i}\n" for i in range(60))).returncode == 0
+    group = f"g-{topic_name}"
+    subprocess.run([kcat, "-b", broker.bootstrap, "-G", group, topic_name, "-e", "-q",
+                    "-X", "auto.offset.reset=earliest"], check=True, timeout=120, stdout=subprocess.DEVNULL)
+    described = freshet(broker, "groups", "describe", group)
+    assert described.returncode == 0, described.stderr
+    rows = [line.strip("│ ").split("│") for line in described.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 3 and "total lag 0" in described.stdout, described.stdout  # one row a partition, all read
