@@ -81,9 +81,11 @@ QUICK_GROUPS = ["--consumer-heartbeat-interval-ms", "500", "--consumer-session-t
 
 
 @pytest.fixture(scope="session")
-def broker():
-    """One broker for the tests that only add topics of their own."""
-    with BrokerProcess(extra_args=NO_CLEANER + QUICK_GROUPS, metrics=True) as b:
+def broker(tmp_path_factory):
+    """One broker for the tests that only add topics of their own. Its data and log stay in pytest's base
+    directory (the last three runs are kept): a failure of a test on it can be read in the broker's log."""
+    directory = tmp_path_factory.mktemp("shared-broker")
+    with BrokerProcess(data_dir=str(directory / "data"), extra_args=NO_CLEANER + QUICK_GROUPS, metrics=True) as b:
         yield b
 
 
