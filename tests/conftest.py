@@ -14,6 +14,13 @@ from freshet.testing import class_archive
 # response has, instead of dropping it: typos in handlers fail tests
 os.environ[CHECKS_VARIABLE] = "1"
 
+# the ports of the servers the tests start (freshet.local.broker.free_port, inherited by the processes they start):
+# at random in a range below the kernel's ephemeral one, which every outgoing connection draws from (a port picked
+# there was taken by another before its server bound it: a controller, a broker, twice in fresh-clone runs), one
+# slice of 2,500 ports per xdist worker
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0) % 5
+os.environ["FRESHET_TEST_PORTS"] = f"{20_000 + 2_500 * _WORKER}-{22_499 + 2_500 * _WORKER}"
+
 # every Spark driver the tests start (in process, `freshet run`, the Connect server: all through spark-submit)
 # runs seconds to minutes on small data, where the C2 compiler's work never pays back: C1 alone costs ~45% less
 # CPU (tests/spark/test_stateful.py, the JVM and everything else it starts: 40.7 -> 22.4 s). And each maps the

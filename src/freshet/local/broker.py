@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -13,6 +14,22 @@ from typing import Self
 
 
 def free_port() -> int:
+    """A port on 127.0.0.1 nothing is bound to now. The kernel's pick (bind to port 0) comes from the ephemeral
+    range, which every outgoing connection on the machine also draws from: between this pick and the server's
+    bind, a client's connection may take it. FRESHET_TEST_PORTS=LOW-HIGH (the test suite sets a range below the
+    ephemeral one, one slice per test worker) picks at random in that range instead."""
+    chosen = os.environ.get("FRESHET_TEST_PORTS")
+    if chosen:
+        low, high = (int(n) for n in chosen.split("-"))
+        rng = random.SystemRandom()
+        for _ in range(200):
+            port = rng.randint(low, high)
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -88,3 +88,22 @@ def test_a_port_it_picked_that_another_process_took_is_picked_again(tmp_path, mo
         assert broker.port == first
     finally:
         broker.stop()
+
+
+def test_free_ports_come_from_the_tests_range_below_the_ephemeral_one(monkeypatch):
+    """The suite's servers take ports at random in FRESHET_TEST_PORTS (one slice per worker, below the kernel's
+    ephemeral range that outgoing connections draw from); without it, the kernel's pick."""
+    import socket
+
+    from freshet.local.broker import free_port
+
+    low, high = (int(n) for n in os.environ["FRESHET_TEST_PORTS"].split("-"))
+    assert 1024 < low < high < 32768
+    picked = {free_port() for _ in range(50)}
+    assert all(low <= p <= high for p in picked) and len(picked) > 1
+    with socket.socket() as held:  # a bound port is never handed out
+        held.bind(("127.0.0.1", low))
+        monkeypatch.setenv("FRESHET_TEST_PORTS", f"{low}-{low + 1}")
+        assert {free_port() for _ in range(20)} == {low + 1}
+    monkeypatch.delenv("FRESHET_TEST_PORTS")
+    assert free_port() >= 1024
