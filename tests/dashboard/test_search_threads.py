@@ -83,7 +83,11 @@ def test_a_search_stops_when_its_reader_goes_away(app, big_topic, gate):
         gate.set()
         wait_for(lambda: len(messages.finished) > before, 120, "the search to end")
     [ended] = list(messages.finished)[before:]
-    assert ended == {"topic": big_topic, "outcome": "cancelled", "scanned": browse.FIRST_CHUNK}
+    # it ends before its next fetch: within the round held at the gate (its first records, 500 counted) or at that
+    # round's end (records 500..1499, 1500 counted) as librdkafka happened to hand the round over in one batch or
+    # more; never the 20,000 (a fresh-clone run saw 1500 once where this asked for exactly 500)
+    assert ended["topic"] == big_topic and ended["outcome"] == "cancelled"
+    assert ended["scanned"] in (browse.FIRST_CHUNK, 3 * browse.FIRST_CHUNK), ended
 
 
 def test_many_searches_at_once_use_a_bounded_pool_and_leave_the_api_answering(app, big_topic, gate):
