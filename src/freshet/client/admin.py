@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
-from .config import admin_config, consumer_config, resolve_bootstrap, security_config
+from .config import admin_config, consumer_config, resolve_bootstrap
 from .errors import ClientError, kafka_message
 from .offsets import watermark_offsets
 
@@ -135,33 +135,16 @@ class TopicAdmin:
             consumer.close()
 
     def partition_sizes(self, name: str) -> dict[int, int]:
-        """Partition -> bytes on disk, from DescribeLogDirs (kafka-python's admin client: librdkafka has no
-        such call; the same security settings). Empty where it cannot be had: an older broker, no DESCRIBE on
-        the cluster."""
-        from kafka.errors import KafkaError
+        """Partition -> bytes of one replica on disk (``LogDirSizes``: DescribeLogDirs through kafka-python's admin
+        client, librdkafka has no such call). Empty where it cannot be had: an older broker, no DESCRIBE on the
+        cluster."""
+        from .log_dirs import LogDirSizes
 
-        from .kafka_python import admin_client
-
+        log_dirs = LogDirSizes(self.bootstrap, int(self.timeout * 1000))
         try:
-            admin = admin_client(self.bootstrap, int(self.timeout * 1000))
-        except KafkaError:
-            return {}
-        sizes: dict[int, int] = {}
-        try:
-            for per_broker in admin.describe_log_dirs(topic_partitions=[name]):
-                for log_dir in per_broker.get("log_dirs", []):
-                    for topic in log_dir.get("topics", []):
-                        if topic["name"] == name:
-                            for p in topic["partitions"]:
-                                if p.get("is_future_key"):  # a replica being moved between directories
-                                    continue
-                                index = p["partition_index"]  # each broker tells its replica's: the leader's
-                                sizes[index] = max(sizes.get(index, 0), p["partition_size"])  # unless behind
-        except (KafkaError, KeyError, TypeError):
-            return {}
+            return {p: size for (topic, p), size in log_dirs.sizes([name]).items() if topic == name}
         finally:
-            admin.close()
-        return sizes
+            log_dirs.close()
 
     def describe_topic(self, name: str) -> TopicInfo:
         md = self._metadata()

@@ -1,5 +1,6 @@
-"""Requests kafka-python's admin client has no call for (AlterPartitionReassignments, DescribeClientQuotas, ...),
-sent through its connection manager to a broker of the cluster, as Kafka's admin client sends them."""
+"""kafka-python's admin client, for what librdkafka has no call for: made with our security settings
+(``admin_client``), and the requests it has no call for either (AlterPartitionReassignments, DescribeClientQuotas,
+...) sent through its connection manager to a broker of the cluster, as Kafka's admin client sends them (``send``)."""
 
 from __future__ import annotations
 

@@ -20,14 +20,15 @@ class LogDirSizes:
     def _connect(self):
         return kafka_python.admin_client(self.bootstrap, self.timeout_ms)
 
-    def sizes(self) -> dict[tuple[str, int], int]:
+    def sizes(self, topics: list[str] | None = None) -> dict[tuple[str, int], int]:
+        """Every topic's partitions, or those of ``topics`` only (the request names them)."""
         from kafka.errors import KafkaError
 
         out: dict[tuple[str, int], int] = {}
         try:
             if self._admin is None:
                 self._admin = self._connect()
-            for per_broker in self._admin.describe_log_dirs():
+            for per_broker in self._admin.describe_log_dirs(topic_partitions=topics):
                 for log_dir in per_broker.get("log_dirs", []):
                     if log_dir.get("error_code"):
                         continue
